@@ -1,0 +1,19 @@
+//! The data shared by every part of train-agent: scenarios (what to ask), chat messages and tool
+//! specs (the OpenAI wire format the agent loop speaks), and trajectories (what happened).
+//!
+//! These types are the contracts of `DESIGN.md`. They live in one small crate so that the MCP
+//! client, the agent loop, rewards, training and reports depend on the same definitions and on
+//! nothing else.
+//!
+//! ```
+//! let scenarios = ta_types::scenario::parse_scenarios(r#"[{"task": "How many tables?"}]"#, "inline").unwrap();
+//! assert_eq!(scenarios[0].task, "How many tables?");
+//! ```
+
+pub mod chat;
+pub mod scenario;
+pub mod trajectory;
+
+pub use chat::{FunctionCall, Message, Role, ToolCall, ToolSpec};
+pub use scenario::{Expected, Scenario, Split};
+pub use trajectory::{Outcome, Trajectory, Turn};

@@ -1,0 +1,217 @@
+//! Scenarios: the tasks an agent is trained and evaluated on.
+//!
+//! The spec's minimal form `[{"task": "..."}]` works; everything else is optional. Files may be a
+//! JSON array or JSONL. Unknown fields (for example a demo scenario's `reference_sql`) are kept in
+//! `extra` so that tools further down (SFT reference traces) can use them.
+
+use std::path::Path;
+
+use rand::SeedableRng;
+use rand::seq::SliceRandom;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// Which part of the data set a scenario belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Split {
+    Train,
+    Validation,
+}
+
+impl std::fmt::Display for Split {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Split::Train => "train",
+            Split::Validation => "validation",
+        })
+    }
+}
+
+/// Ground truth for a scenario: a plain string or number, or a rule.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Expected {
+    Number(f64),
+    Text(String),
+    Rule(ExpectedRule),
+}
+
+/// A ground-truth rule. Exactly one of the matchers is given.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExpectedRule {
+    /// The answer equals this text (case and surrounding white space ignored).
+    Exact(String),
+    /// The answer contains this text (case ignored).
+    Contains(String),
+    /// The answer matches this regular expression.
+    Regex(String),
+    /// The answer mentions every one of these values.
+    Set(Vec<Value>),
+    /// The answer mentions this number, within `tolerance` (absolute).
+    #[serde(untagged)]
+    Number {
+        number: f64,
+        #[serde(default)]
+        tolerance: f64,
+    },
+}
+
+/// One task for the agent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Scenario {
+    /// Stable identifier; generated from the position in the file when absent.
+    #[serde(default)]
+    pub id: String,
+    pub task: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected: Option<Expected>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split: Option<Split>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub difficulty: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_turns: Option<u32>,
+    /// Fields this crate does not interpret, kept verbatim.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    #[error("cannot read scenarios from {path}: {source}")]
+    Read { path: String, source: std::io::Error },
+    #[error("{origin}:{line}: invalid scenario: {message}\nhint: each scenario is a JSON object with at least a \"task\" string, e.g. {{\"task\": \"How many employees are there?\"}}")]
+    Invalid { origin: String, line: usize, message: String },
+    #[error("{origin}: no scenarios found\nhint: the file must hold a JSON array of objects or one JSON object per line")]
+    Empty { origin: String },
+    #[error("{origin}: scenario id {id:?} appears twice (lines {first} and {second})\nhint: ids must be unique; drop the \"id\" fields to have them generated")]
+    DuplicateId { origin: String, id: String, first: usize, second: usize },
+}
+
+/// Reads scenarios from a JSON array or JSONL file.
+pub fn load_scenarios(path: &Path) -> Result<Vec<Scenario>, ScenarioError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|source| ScenarioError::Read { path: path.display().to_string(), source })?;
+    parse_scenarios(&text, &path.display().to_string())
+}
+
+/// Parses scenarios; `origin` names the source in error messages.
+pub fn parse_scenarios(text: &str, origin: &str) -> Result<Vec<Scenario>, ScenarioError> {
+    let invalid = |line: usize, message: String| ScenarioError::Invalid { origin: origin.to_string(), line, message };
+    let mut rows: Vec<(usize, Value)> = Vec::new();
+    if text.trim_start().starts_with('[') {
+        let values: Vec<Value> = serde_json::from_str(text).map_err(|e| invalid(e.line(), e.to_string()))?;
+        rows.extend(values.into_iter().map(|v| (1, v)));
+    } else {
+        for (i, line) in text.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let v = serde_json::from_str(line).map_err(|e| invalid(i + 1, e.to_string()))?;
+            rows.push((i + 1, v));
+        }
+    }
+    if rows.is_empty() {
+        return Err(ScenarioError::Empty { origin: origin.to_string() });
+    }
+    let mut out = Vec::with_capacity(rows.len());
+    let mut seen = std::collections::HashMap::new();
+    for (index, (line, value)) in rows.into_iter().enumerate() {
+        let mut s: Scenario = serde_json::from_value(value).map_err(|e| invalid(line, e.to_string()))?;
+        if s.task.trim().is_empty() {
+            return Err(invalid(line, "\"task\" is empty".into()));
+        }
+        if s.id.is_empty() {
+            s.id = format!("s{index:04}");
+        }
+        if let Some(first) = seen.insert(s.id.clone(), line) {
+            return Err(ScenarioError::DuplicateId { origin: origin.to_string(), id: s.id, first, second: line });
+        }
+        out.push(s);
+    }
+    Ok(out)
+}
+
+/// Gives every scenario without a split one, seeded: a `validation_fraction` share (at least one
+/// scenario when there are two or more) goes to validation. Scenarios that already name a split
+/// keep it.
+pub fn assign_splits(scenarios: &mut [Scenario], validation_fraction: f64, seed: u64) {
+    let mut unassigned: Vec<usize> = (0..scenarios.len()).filter(|&i| scenarios[i].split.is_none()).collect();
+    if unassigned.is_empty() {
+        return;
+    }
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    unassigned.shuffle(&mut rng);
+    let mut n_val = (unassigned.len() as f64 * validation_fraction).round() as usize;
+    if n_val == 0 && unassigned.len() >= 2 && validation_fraction > 0.0 {
+        n_val = 1;
+    }
+    for (k, &i) in unassigned.iter().enumerate() {
+        scenarios[i].split = Some(if k < n_val { Split::Validation } else { Split::Train });
+    }
+}
+
+/// The scenarios of one split, in file order.
+pub fn of_split(scenarios: &[Scenario], split: Split) -> Vec<Scenario> {
+    scenarios.iter().filter(|s| s.split == Some(split)).cloned().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn minimal_spec_form_parses_and_gets_ids() {
+        let s = parse_scenarios(r#"[{"task": "a"}, {"task": "b"}]"#, "x").unwrap();
+        assert_eq!(s.len(), 2);
+        assert_eq!(s[1].id, "s0001");
+        assert!(s[0].expected.is_none());
+    }
+
+    #[test]
+    fn jsonl_with_every_expected_form() {
+        let text = r#"{"id": "a", "task": "t", "expected": "Engineering"}
+{"id": "b", "task": "t", "expected": 42}
+
+{"id": "c", "task": "t", "expected": {"contains": "x"}}
+{"id": "d", "task": "t", "expected": {"regex": "^\\d+$"}}
+{"id": "e", "task": "t", "expected": {"number": 3.5, "tolerance": 0.1}, "split": "validation", "reference_sql": "SELECT 1"}
+{"id": "f", "task": "t", "expected": {"set": ["a", 2]}}"#;
+        let s = parse_scenarios(text, "f.jsonl").unwrap();
+        assert_eq!(s[0].expected, Some(Expected::Text("Engineering".into())));
+        assert_eq!(s[1].expected, Some(Expected::Number(42.0)));
+        assert_eq!(s[2].expected, Some(Expected::Rule(ExpectedRule::Contains("x".into()))));
+        assert_eq!(s[4].expected, Some(Expected::Rule(ExpectedRule::Number { number: 3.5, tolerance: 0.1 })));
+        assert_eq!(s[4].split, Some(Split::Validation));
+        assert_eq!(s[4].extra["reference_sql"], "SELECT 1");
+        assert_eq!(s[5].expected, Some(Expected::Rule(ExpectedRule::Set(vec!["a".into(), 2.into()]))));
+    }
+
+    #[test]
+    fn errors_name_the_line_and_the_fix() {
+        let err = parse_scenarios("{\"task\": \"ok\"}\n{\"tsk\": \"typo\"}\n", "data.jsonl").unwrap_err().to_string();
+        assert!(err.starts_with("data.jsonl:2: invalid scenario: missing field `task`"), "{err}");
+        assert!(err.contains("hint:"), "{err}");
+        let dup = parse_scenarios("{\"id\":\"a\",\"task\":\"x\"}\n{\"id\":\"a\",\"task\":\"y\"}", "d").unwrap_err();
+        assert!(matches!(dup, ScenarioError::DuplicateId { first: 1, second: 2, .. }));
+        assert!(matches!(parse_scenarios("  \n", "e"), Err(ScenarioError::Empty { .. })));
+    }
+
+    #[test]
+    fn seeded_split_is_reproducible_and_respects_given_splits() {
+        let text: String = (0..20).map(|i| format!("{{\"task\": \"t{i}\"}}\n")).collect();
+        let mut a = parse_scenarios(&text, "x").unwrap();
+        a[0].split = Some(Split::Train);
+        let mut b = a.clone();
+        assign_splits(&mut a, 0.25, 7);
+        assign_splits(&mut b, 0.25, 7);
+        assert_eq!(a, b);
+        assert_eq!(a[0].split, Some(Split::Train));
+        assert_eq!(of_split(&a, Split::Validation).len(), 5);
+        assert_eq!(of_split(&a, Split::Train).len(), 15);
+    }
+}

