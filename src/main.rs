@@ -1,3 +1,75 @@
-//! `train-agent`: the command-line edge. It parses flags and wires the crates together.
+//! `train-agent`: the command-line edge. It parses flags, sets up logging and Ctrl-C handling,
+//! and wires the crates together; the work itself lives in `crates/`.
 
-fn main() {}
+mod args;
+mod cmd;
+
+use clap::{Parser, Subcommand};
+
+/// Turn a generic language model into a specialist for one MCP server.
+///
+/// Typical flow: look at the server's tools (`tools`), play episodes with a model (`rollout`),
+/// serve a model with LoRA hot-loading (`serve`). Every command takes `--help`.
+#[derive(Parser)]
+#[command(name = "train-agent", version, about, long_about = None, after_help = EXAMPLES)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+    /// Log filter (also RUST_LOG), e.g. `debug` or `train_agent=debug,ta_mcp=trace`.
+    #[arg(long, global = true, env = "TRAIN_AGENT_LOG", default_value = "info")]
+    log: String,
+}
+
+const EXAMPLES: &str = "\
+Examples:
+  train-agent tools --server \"train-agent demo-server\"
+  train-agent tools --server \"npx -y @modelcontextprotocol/server-everything\" --json
+  train-agent rollout --server \"train-agent demo-server\" --scenarios scenarios/company.jsonl \\
+      --base-model smollm2-135m-instruct --rollouts-per-scenario 2 --out runs/first
+  train-agent serve --base-model smollm2-135m-instruct --port 8000";
+
+#[derive(Subcommand)]
+enum Command {
+    /// List an MCP server's tools as the model will see them (OpenAI `tools` format with --json).
+    Tools(cmd::tools::Args),
+    /// Play episodes of scenarios against an MCP server with a model and write trajectories.
+    Rollout(cmd::rollout::Args),
+    /// Run the demo MCP server (a read-only company database in SQLite) over stdio or HTTP.
+    DemoServer(cmd::demo_server::Args),
+    /// Serve a model through the embedded OpenAI-compatible engine (LoRA hot-loading, vLLM API).
+    Serve(cmd::serve::Args),
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    init_logging(&cli.log);
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
+    let result = runtime.block_on(async move {
+        match cli.command {
+            Command::Tools(a) => cmd::tools::run(a).await,
+            Command::Rollout(a) => cmd::rollout::run(a).await,
+            Command::DemoServer(a) => cmd::demo_server::run(a).await,
+            Command::Serve(a) => cmd::serve::run(a).await,
+        }
+    });
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// Logs go to stderr: stdout belongs to results (and to the MCP protocol in `demo-server`).
+fn init_logging(filter: &str) {
+    let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| {
+        if filter == "info" { "warn,train_agent=info,ta_rollout=info,ta_python=info,ta_mcp=warn".to_string() } else { filter.to_string() }
+    });
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .compact()
+        .init();
+}

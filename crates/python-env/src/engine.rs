@@ -1,0 +1,227 @@
+//! The inference engine as a child process, and a client for the parts of its API that are not
+//! chat: health and LoRA hot-loading. The API is vLLM's, so `--engine-url` can point at a
+//! `vllm serve ... --enable-lora` server instead (with `VLLM_ALLOW_RUNTIME_LORA_UPDATING=True`).
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::env::PythonEnv;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("cannot start the engine: {0}")]
+    Spawn(std::io::Error),
+    #[error("the engine exited before it was ready ({status}); last lines of {log}:\n{tail}")]
+    Died { status: String, log: PathBuf, tail: String },
+    #[error("the engine did not become healthy within {0:?} (log: {1})\nhint: loading a large model on CPU is slow; raise --engine-timeout or use a smaller model")]
+    Timeout(Duration, PathBuf),
+    #[error("engine at {url}: {message}")]
+    Request { url: String, message: String },
+}
+
+/// How to start the embedded engine. Field names follow vLLM's flags.
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    /// A Hugging Face id, a local directory, a `.gguf` file, or a packaged model name.
+    pub model: String,
+    pub served_model_name: String,
+    pub port: Option<u16>,
+    pub device: Option<String>,
+    pub dtype: Option<String>,
+    pub max_model_len: Option<u32>,
+    pub gpu_memory_utilization: Option<f32>,
+    pub max_num_seqs: Option<u32>,
+    pub enable_lora: bool,
+    pub max_lora_rank: Option<u32>,
+    pub seed: Option<u64>,
+    /// Where the engine's stdout and stderr go.
+    pub log_path: PathBuf,
+    pub ready_timeout: Duration,
+    /// Extra environment, e.g. `CUDA_VISIBLE_DEVICES`.
+    pub env: Vec<(String, String)>,
+}
+
+impl EngineOptions {
+    pub fn new(model: impl Into<String>, served_model_name: impl Into<String>, log_path: PathBuf) -> Self {
+        EngineOptions {
+            model: model.into(),
+            served_model_name: served_model_name.into(),
+            port: None,
+            device: None,
+            dtype: None,
+            max_model_len: None,
+            gpu_memory_utilization: None,
+            max_num_seqs: None,
+            enable_lora: true,
+            max_lora_rank: None,
+            seed: None,
+            log_path,
+            ready_timeout: Duration::from_secs(900),
+            env: Vec::new(),
+        }
+    }
+
+    fn args(&self, port: u16) -> Vec<String> {
+        let mut a = vec![
+            "--model".into(),
+            self.model.clone(),
+            "--served-model-name".into(),
+            self.served_model_name.clone(),
+            "--host".into(),
+            "127.0.0.1".into(),
+            "--port".into(),
+            port.to_string(),
+        ];
+        let mut opt = |flag: &str, v: Option<String>| {
+            if let Some(v) = v {
+                a.push(flag.into());
+                a.push(v);
+            }
+        };
+        opt("--device", self.device.clone());
+        opt("--dtype", self.dtype.clone());
+        opt("--max-model-len", self.max_model_len.map(|v| v.to_string()));
+        opt("--gpu-memory-utilization", self.gpu_memory_utilization.map(|v| v.to_string()));
+        opt("--max-num-seqs", self.max_num_seqs.map(|v| v.to_string()));
+        opt("--max-lora-rank", self.max_lora_rank.map(|v| v.to_string()));
+        opt("--seed", self.seed.map(|v| v.to_string()));
+        if self.enable_lora {
+            a.push("--enable-lora".into());
+        }
+        a
+    }
+}
+
+/// A running engine child process; killed when dropped.
+pub struct Engine {
+    child: tokio::process::Child,
+    client: EngineClient,
+    log_path: PathBuf,
+}
+
+impl Engine {
+    /// Starts the engine and waits until `/health` answers.
+    pub async fn start(env: &PythonEnv, opts: &EngineOptions) -> Result<Engine, EngineError> {
+        let port = match opts.port {
+            Some(p) => p,
+            None => free_port().map_err(EngineError::Spawn)?,
+        };
+        if let Some(dir) = opts.log_path.parent() {
+            std::fs::create_dir_all(dir).map_err(EngineError::Spawn)?;
+        }
+        let log = std::fs::File::create(&opts.log_path).map_err(EngineError::Spawn)?;
+        let mut cmd = env.module_command("train_agent.engine");
+        cmd.args(opts.args(port))
+            .envs(opts.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().map_err(EngineError::Spawn)?)
+            .stderr(log)
+            .kill_on_drop(true);
+        let child = cmd.spawn().map_err(EngineError::Spawn)?;
+        let mut engine = Engine { child, client: EngineClient::new(&format!("http://127.0.0.1:{port}")), log_path: opts.log_path.clone() };
+        engine.wait_ready(opts.ready_timeout).await?;
+        Ok(engine)
+    }
+
+    async fn wait_ready(&mut self, timeout: Duration) -> Result<(), EngineError> {
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().map_err(EngineError::Spawn)? {
+                return Err(EngineError::Died { status: status.to_string(), log: self.log_path.clone(), tail: log_tail(&self.log_path, 20) });
+            }
+            if self.client.healthy().await {
+                return Ok(());
+            }
+            if start.elapsed() > timeout {
+                return Err(EngineError::Timeout(timeout, self.log_path.clone()));
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    pub fn client(&self) -> &EngineClient {
+        &self.client
+    }
+
+    /// Fails with the log's tail if the process has exited.
+    pub fn check_alive(&mut self) -> Result<(), EngineError> {
+        match self.child.try_wait().map_err(EngineError::Spawn)? {
+            Some(status) => Err(EngineError::Died { status: status.to_string(), log: self.log_path.clone(), tail: log_tail(&self.log_path, 20) }),
+            None => Ok(()),
+        }
+    }
+
+    /// Waits until the process exits (for `serve`, which runs in the foreground).
+    pub async fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        self.child.wait().await
+    }
+
+    pub fn log_path(&self) -> &Path {
+        &self.log_path
+    }
+
+    /// Stops the process and waits for it.
+    pub async fn shutdown(mut self) {
+        let _ = self.child.start_kill();
+        let _ = self.child.wait().await;
+    }
+}
+
+fn free_port() -> std::io::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// The last `n` lines of a log file, for error messages.
+pub fn log_tail(path: &Path, n: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// Health and adapter management of an engine (ours or vLLM) at `root` (`http://host:port`).
+#[derive(Debug, Clone)]
+pub struct EngineClient {
+    http: reqwest::Client,
+    root: String,
+}
+
+impl EngineClient {
+    pub fn new(url: &str) -> Self {
+        let root = url.trim_end_matches('/').trim_end_matches("/v1").to_string();
+        EngineClient { http: reqwest::Client::builder().timeout(Duration::from_secs(600)).build().expect("reqwest client"), root }
+    }
+
+    /// The OpenAI API root for chat clients.
+    pub fn base_url(&self) -> String {
+        format!("{}/v1", self.root)
+    }
+
+    pub async fn healthy(&self) -> bool {
+        let req = self.http.get(format!("{}/health", self.root)).timeout(Duration::from_secs(2));
+        req.send().await.is_ok_and(|r| r.status().is_success())
+    }
+
+    /// Loads (or replaces) the PEFT adapter in `path` under `name`.
+    pub async fn load_adapter(&self, name: &str, path: &Path) -> Result<(), EngineError> {
+        self.post("/v1/load_lora_adapter", json!({"lora_name": name, "lora_path": path})).await
+    }
+
+    pub async fn unload_adapter(&self, name: &str) -> Result<(), EngineError> {
+        self.post("/v1/unload_lora_adapter", json!({"lora_name": name})).await
+    }
+
+    async fn post(&self, path: &str, body: serde_json::Value) -> Result<(), EngineError> {
+        let url = format!("{}{path}", self.root);
+        let err = |message: String| EngineError::Request { url: url.clone(), message };
+        let resp = self.http.post(&url).json(&body).send().await.map_err(|e| err(e.to_string()))?;
+        if resp.status().is_success() {
+            return Ok(());
+        }
+        let status = resp.status();
+        let text = resp.text().await.unwrap_or_default();
+        Err(err(format!("{status}: {text}")))
+    }
+}

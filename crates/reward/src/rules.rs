@@ -1,0 +1,105 @@
+//! Rule rewards: partial credit and penalties for how the tools were used. Defaults (all
+//! configurable in the run config's `[reward.rules]`):
+//!
+//! | rule | default |
+//! |---|---|
+//! | at least one successful tool call | +0.2 |
+//! | called `complete_task` | +0.2 |
+//! | each failed call (malformed or tool error) | −0.05, at most −0.2 in all |
+//! | failed calls never followed by a success | −0.1 |
+//! | each call over `call_budget` (10) | −0.02 |
+//! | ran out of turns | −0.1 |
+//! | model or MCP server error, context exceeded | −0.2 |
+
+use serde::{Deserialize, Serialize};
+use ta_types::{Outcome, Trajectory};
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct RuleConfig {
+    pub successful_call_bonus: f64,
+    pub completed_bonus: f64,
+    pub error_penalty: f64,
+    pub max_error_penalty: f64,
+    pub unrecovered_penalty: f64,
+    pub call_budget: u32,
+    pub over_budget_penalty: f64,
+    pub out_of_turns_penalty: f64,
+    pub failure_penalty: f64,
+}
+
+impl Default for RuleConfig {
+    fn default() -> Self {
+        RuleConfig {
+            successful_call_bonus: 0.2,
+            completed_bonus: 0.2,
+            error_penalty: 0.05,
+            max_error_penalty: 0.2,
+            unrecovered_penalty: 0.1,
+            call_budget: 10,
+            over_budget_penalty: 0.02,
+            out_of_turns_penalty: 0.1,
+            failure_penalty: 0.2,
+        }
+    }
+}
+
+/// The rules' score for one trajectory.
+pub fn score(cfg: &RuleConfig, t: &Trajectory) -> f64 {
+    let mut s = 0.0;
+    if t.tool_calls > t.tool_errors {
+        s += cfg.successful_call_bonus;
+    }
+    match t.outcome {
+        Outcome::Completed => s += cfg.completed_bonus,
+        Outcome::RanOutOfTurns => s -= cfg.out_of_turns_penalty,
+        Outcome::Error | Outcome::ContextExceeded => s -= cfg.failure_penalty,
+    }
+    s -= (cfg.error_penalty * f64::from(t.tool_errors)).min(cfg.max_error_penalty);
+    if t.tool_errors > t.recovered_errors {
+        s -= cfg.unrecovered_penalty;
+    }
+    s -= cfg.over_budget_penalty * f64::from(t.tool_calls.saturating_sub(cfg.call_budget));
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ta_types::trajectory::{GroupRef, RewardParts, Timings};
+
+    fn traj(outcome: Outcome, calls: u32, errors: u32, recovered: u32) -> Trajectory {
+        Trajectory {
+            scenario_id: "s".into(),
+            group: GroupRef::default(),
+            messages: vec![],
+            turns: vec![],
+            outcome,
+            final_answer: None,
+            num_turns: 1,
+            tool_calls: calls,
+            tool_errors: errors,
+            malformed_calls: 0,
+            recovered_errors: recovered,
+            reward: None,
+            reward_parts: RewardParts::default(),
+            judge_explanation: None,
+            timings: Timings::default(),
+            model: "m".into(),
+            error: None,
+        }
+    }
+
+    #[test]
+    fn defaults_rank_behaviours_as_documented() {
+        let c = RuleConfig::default();
+        let close = |a: f64, b: f64| assert!((a - b).abs() < 1e-9, "{a} != {b}");
+        close(score(&c, &traj(Outcome::Completed, 2, 0, 0)), 0.4);
+        close(score(&c, &traj(Outcome::Completed, 3, 1, 1)), 0.35);
+        close(score(&c, &traj(Outcome::Completed, 0, 0, 0)), 0.2);
+        close(score(&c, &traj(Outcome::RanOutOfTurns, 0, 0, 0)), -0.1);
+        close(score(&c, &traj(Outcome::RanOutOfTurns, 6, 6, 0)), -0.1 - 0.2 - 0.1);
+        close(score(&c, &traj(Outcome::Completed, 12, 0, 0)), 0.4 - 0.04);
+        close(score(&c, &traj(Outcome::Error, 1, 1, 0)), -0.2 - 0.05 - 0.1);
+    }
+}

@@ -1,0 +1,135 @@
+//! Plays many episodes concurrently (bounded), shows progress, and writes each trajectory the
+//! moment it finishes, so an interruption keeps every finished one.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+
+use futures::StreamExt;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+use ta_chat::ChatClient;
+use ta_types::trajectory::{GroupRef, TrajectoryWriter};
+use ta_types::{Outcome, Scenario, Trajectory};
+
+use crate::agent::{AgentConfig, run_episode};
+use crate::tools::ToolHost;
+
+/// One episode to play: a scenario and its place in a group.
+#[derive(Debug, Clone)]
+pub struct Job {
+    pub scenario: Scenario,
+    pub group: GroupRef,
+}
+
+/// `rollouts_per_scenario` jobs for each scenario, for training step `step`.
+pub fn group_jobs(scenarios: &[Scenario], rollouts_per_scenario: u32, step: u64) -> Vec<Job> {
+    scenarios
+        .iter()
+        .flat_map(|s| (0..rollouts_per_scenario).map(move |index| Job { scenario: s.clone(), group: GroupRef { step, index } }))
+        .collect()
+}
+
+/// How a batch of rollouts ended.
+pub struct RunResult {
+    pub trajectories: Vec<Trajectory>,
+    /// True when `shutdown` fired before every job finished.
+    pub interrupted: bool,
+}
+
+/// Runs `jobs` with at most `concurrency` in flight, appending each finished trajectory to
+/// `writer`. When `shutdown` completes (Ctrl-C), unfinished episodes are dropped and the
+/// finished ones are returned.
+#[allow(clippy::too_many_arguments)]
+pub async fn run_jobs<T: ToolHost>(
+    chat: &ChatClient,
+    model: &str,
+    tools: &T,
+    system_prompt: &str,
+    jobs: Vec<Job>,
+    cfg: &AgentConfig,
+    concurrency: usize,
+    writer: &mut TrajectoryWriter,
+    progress: &ProgressBar,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<RunResult> {
+    progress.set_length(jobs.len() as u64);
+    progress.set_style(
+        ProgressStyle::with_template("{prefix:>10} [{bar:30}] {pos}/{len} {msg} ({elapsed}, eta {eta})")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    let mut stream = futures::stream::iter(jobs)
+        .map(|job| async move { run_episode(chat, model, tools, system_prompt, &job.scenario, job.group, cfg).await })
+        .buffer_unordered(concurrency.max(1));
+    let mut out = Vec::new();
+    let mut completed = 0usize;
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            next = stream.next() => match next {
+                Some(t) => {
+                    writer.write(&t)?;
+                    completed += usize::from(t.outcome == Outcome::Completed);
+                    progress.inc(1);
+                    progress.set_message(format!("completed {completed}/{}", out.len() + 1));
+                    out.push(t);
+                }
+                None => return Ok(RunResult { trajectories: out, interrupted: false }),
+            },
+            _ = &mut shutdown => return Ok(RunResult { trajectories: out, interrupted: true }),
+        }
+    }
+}
+
+/// The numbers people compare between runs.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Summary {
+    pub trajectories: usize,
+    pub completion_rate: f64,
+    pub mean_turns: f64,
+    pub mean_tool_calls: f64,
+    pub tool_errors: u64,
+    pub malformed_calls: u64,
+    pub recovered_errors: u64,
+    pub mean_reward: Option<f64>,
+    pub outcomes: BTreeMap<String, usize>,
+}
+
+impl Summary {
+    pub fn of(trajectories: &[Trajectory]) -> Summary {
+        let n = trajectories.len();
+        let mean = |f: &dyn Fn(&Trajectory) -> f64| if n == 0 { 0.0 } else { trajectories.iter().map(f).sum::<f64>() / n as f64 };
+        let rewards: Vec<f64> = trajectories.iter().filter_map(|t| t.reward).collect();
+        let mut outcomes = BTreeMap::new();
+        for t in trajectories {
+            let key = serde_json::to_value(t.outcome).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+            *outcomes.entry(key).or_insert(0) += 1;
+        }
+        Summary {
+            trajectories: n,
+            completion_rate: mean(&|t| f64::from(u8::from(t.outcome == Outcome::Completed))),
+            mean_turns: mean(&|t| f64::from(t.num_turns)),
+            mean_tool_calls: mean(&|t| f64::from(t.tool_calls)),
+            tool_errors: trajectories.iter().map(|t| u64::from(t.tool_errors)).sum(),
+            malformed_calls: trajectories.iter().map(|t| u64::from(t.malformed_calls)).sum(),
+            recovered_errors: trajectories.iter().map(|t| u64::from(t.recovered_errors)).sum(),
+            mean_reward: (!rewards.is_empty()).then(|| rewards.iter().sum::<f64>() / rewards.len() as f64),
+            outcomes,
+        }
+    }
+}
+
+impl std::fmt::Display for Summary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "trajectories      {}", self.trajectories)?;
+        writeln!(f, "completion rate   {:.1}%", 100.0 * self.completion_rate)?;
+        writeln!(f, "mean turns        {:.2}", self.mean_turns)?;
+        writeln!(f, "mean tool calls   {:.2}", self.mean_tool_calls)?;
+        writeln!(f, "tool errors       {} ({} malformed, {} recovered)", self.tool_errors, self.malformed_calls, self.recovered_errors)?;
+        if let Some(r) = self.mean_reward {
+            writeln!(f, "mean reward       {r:.3}")?;
+        }
+        let outcomes: Vec<String> = self.outcomes.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        write!(f, "outcomes          {}", outcomes.join(", "))
+    }
+}

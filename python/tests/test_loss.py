@@ -1,0 +1,87 @@
+"""The objectives against numbers worked out by hand (no model)."""
+
+import math
+
+import pytest
+import torch
+
+from train_agent.loss import grpo_loss, kl_k3, sft_loss, token_logprobs, token_weights
+
+
+def approx(x, rel=1e-6, abs=1e-7):
+    return pytest.approx(x, rel=rel, abs=abs)
+
+
+def test_token_weights_by_hand():
+    # two sequences with 3 and 1 trained tokens
+    assert token_weights([3, 1], "token-mean") == approx([1 / 4, 1 / 4])
+    assert token_weights([3, 1], "seq-mean-token-sum-norm", max_len_norm=8) == approx([1 / 16, 1 / 16])
+    assert token_weights([3, 1], "seq-mean-token-mean") == approx([1 / 6, 1 / 2])
+    with pytest.raises(ValueError, match="max_len_norm"):
+        token_weights([3, 1], "seq-mean-token-sum-norm")
+    with pytest.raises(ValueError, match="unknown aggregation"):
+        token_weights([3, 1], "mean")
+
+
+@pytest.mark.parametrize("aggregation,expected", [
+    # per-token losses: sequence 1 = [1, 2, 3], sequence 2 = [4]
+    ("token-mean", (1 + 2 + 3 + 4) / 4),  # 2.5
+    ("seq-mean-token-mean", ((1 + 2 + 3) / 3 + 4 / 1) / 2),  # 3.0
+    ("seq-mean-token-sum-norm", (1 + 2 + 3 + 4) / (2 * 8)),  # 0.625
+])
+def test_each_aggregation_of_a_loss(aggregation, expected):
+    per_seq = token_weights([3, 1], aggregation, max_len_norm=8)
+    w = torch.tensor([per_seq[0]] * 3 + [per_seq[1]])
+    # ratio 1 (new == old), so the per-token loss is -A: A = -[1, 2, 3, 4]
+    logp = torch.zeros(4)
+    loss, _ = grpo_loss(logp, logp.clone(), -torch.tensor([1.0, 2, 3, 4]), w, 0.2, 0.28)
+    assert loss.item() == approx(expected)
+
+
+def test_clipping_with_separate_low_and_high_epsilon():
+    ratio = torch.tensor([1.5, 0.5, 1.1, 0.9, 0.5, 1.5])
+    adv = torch.tensor([1.0, -1.0, 1.0, -1.0, 1.0, -1.0])
+    logp = torch.log(ratio).requires_grad_()
+    old = torch.zeros(6)
+    w = torch.full((6,), 1 / 6)
+    loss, stats = grpo_loss(logp, old, adv, w, eps_low=0.2, eps_high=0.28)
+    # -min(r*A, clip(r, 0.8, 1.28)*A) per token:
+    #   1.5, A=+1 -> -min(1.5, 1.28)  = -1.28 (clipped high)
+    #   0.5, A=-1 -> -min(-0.5, -0.8) =  0.8  (clipped low)
+    #   1.1, A=+1 -> -1.1 ; 0.9, A=-1 -> 0.9 (inside the range)
+    #   0.5, A=+1 -> -min(0.5, 0.8)   = -0.5 (unclipped: pushing a low ratio up is allowed)
+    #   1.5, A=-1 -> -min(-1.5, -1.28) = 1.5 (unclipped: pushing a high ratio down is allowed)
+    assert loss.item() == approx((-1.28 + 0.8 - 1.1 + 0.9 - 0.5 + 1.5) / 6)
+    assert stats["clip_high"].item() == 1 and stats["clip_low"].item() == 1
+    assert stats["ratio_sum"].item() == approx(1.5 + 0.5 + 1.1 + 0.9 + 0.5 + 1.5)
+    loss.backward()
+    # d/dlogp of -w*r*A = -w*A*r where unclipped, 0 where clipped
+    expected = [0.0, 0.0, -1.1 / 6, 0.9 / 6, -0.5 / 6, 1.5 / 6]
+    assert logp.grad.tolist() == approx(expected)
+
+
+def test_kl_k3_by_hand_and_in_the_loss():
+    logp = torch.tensor([0.0, -1.0])
+    ref = torch.tensor([math.log(2), -1.0])
+    # exp(d) - d - 1 with d = ref - new: d = ln 2 -> 2 - 0.693147 - 1; d = 0 -> 0
+    assert kl_k3(logp, ref).tolist() == approx([0.3068528, 0.0])
+    w = torch.tensor([0.5, 0.5])
+    adv = torch.zeros(2)
+    loss, stats = grpo_loss(logp, logp.clone(), adv, w, 0.2, 0.2, ref_logp=ref, beta=0.1)
+    assert loss.item() == approx(0.1 * 0.5 * 0.3068528)
+    assert stats["kl_sum"].item() == approx(0.3068528)
+
+
+def test_sft_loss_is_weighted_nll():
+    logp = torch.tensor([-1.0, -2.0, -3.0])
+    loss, _ = sft_loss(logp, torch.full((3,), 1 / 3))
+    assert loss.item() == approx(2.0)
+
+
+def test_token_logprobs_and_entropy_by_hand():
+    logits = torch.tensor([[0.0, 0.0, 0.0], [0.0, math.log(3), -1e9]])
+    logp, ent = token_logprobs(logits, torch.tensor([2, 1]))
+    # uniform over 3: ln(1/3); [1, 3, 0] / 4: ln(3/4)
+    assert logp.tolist() == approx([-1.0986123, -0.2876821])
+    # ln 3; -(1/4 ln 1/4 + 3/4 ln 3/4)
+    assert ent.tolist() == approx([1.0986123, 0.5623351])

@@ -1,0 +1,241 @@
+"""The trainer in this process on the tiny model: logprobs, learning, SFT, resume, merge, errors.
+
+Runs fill the inbox with every step file and `stop` before starting, so `train` trains them all and
+returns; test_trainer_mailbox.py drives a live subprocess the way train-agent does."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from train_agent.batches import collate, Sample
+from train_agent.loss import grpo_loss
+from train_agent.models import ModelSource, load_model
+from train_agent.trainer import Config, build_model, lr_multiplier, main, merge, OptimSettings, trained_logprobs, train
+
+# ------------------------------------------------------------------------- helpers (shared by files)
+
+
+def make_config(model_dir, out, **over) -> dict:
+    cfg = dict(model=str(model_dir), output_dir=str(out), micro_batch_tokens=48, accelerator="cpu",
+               lora=dict(r=4, alpha=8), optim=dict(lr=1e-3), loss=dict(kind="grpo"), seed=0, poll_interval_s=0.01)
+    for k, v in over.items():
+        cfg[k] = {**cfg[k], **v} if isinstance(v, dict) and isinstance(cfg.get(k), dict) else v
+    return cfg
+
+
+def synthetic_samples(seed: int, n: int = 5) -> list[dict]:
+    """Random prompts and completions; old logprobs near the tiny model's (about -ln V)."""
+    rng = random.Random(seed)
+    samples = []
+    for i in range(n):
+        length, prompt = rng.randint(8, 20), rng.randint(3, 6)
+        samples.append(dict(
+            input_ids=[rng.randrange(1, 1000) for _ in range(length)],
+            loss_mask=[0] * prompt + [1] * (length - prompt),
+            logprobs=[0.0] * prompt + [-10.8 + rng.uniform(-0.1, 0.1) for _ in range(length - prompt)],
+            advantage=rng.uniform(-1, 1), group_id=i // 2))
+    return samples
+
+
+def write_step(out, step: int, samples: list[dict]) -> None:
+    inbox = Path(out) / "trainer" / "inbox"
+    inbox.mkdir(parents=True, exist_ok=True)
+    tmp = inbox / f"step-{step:06d}.json.tmp"
+    tmp.write_text(json.dumps({"step": step, "samples": samples}))
+    tmp.rename(inbox / f"step-{step:06d}.json")
+
+
+def run(cfg: dict, steps: dict[int, list[dict]]) -> dict[int, dict]:
+    """Trains the given steps in this process; returns the outbox metrics by step."""
+    for step, samples in steps.items():
+        write_step(cfg["output_dir"], step, samples)
+    (Path(cfg["output_dir"]) / "trainer" / "inbox" / "stop").touch()
+    train(Config.from_dict(cfg))
+    return outbox(cfg["output_dir"])
+
+
+def outbox(out) -> dict[int, dict]:
+    files = sorted((Path(out) / "trainer" / "outbox").glob("step-*.json"))
+    return {int(f.stem[5:]): json.loads(f.read_text()) for f in files}
+
+
+def adapter(out, step: int) -> dict[str, torch.Tensor]:
+    return load_file(Path(out) / "checkpoints" / f"step-{step:06d}" / "adapter" / "adapter_model.safetensors")
+
+
+def assert_same_adapter(a, b, atol=1e-6):
+    assert a.keys() == b.keys()
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], atol=atol, rtol=1e-4, msg=k)
+
+
+def sequence_logprob(model, ids: list[int], start: int) -> float:
+    """Sum of log p(ids[t] | ids[:t]) for t >= start, from a plain forward."""
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([ids])).logits[0]
+    logp = torch.log_softmax(logits.float(), -1)
+    return sum(logp[t - 1, ids[t]].item() for t in range(start, len(ids)))
+
+
+def plain_logprobs(model, s: Sample) -> list[float]:
+    """log p(token t | tokens before t) at the trained positions, from an unpadded forward."""
+    with torch.no_grad():
+        logp = torch.log_softmax(model(input_ids=torch.tensor([s.input_ids])).logits[0].float(), -1)
+    return [logp[t - 1, s.input_ids[t]].item() for t in range(1, len(s.input_ids)) if s.loss_mask[t]]
+
+
+# ---------------------------------------------------------------------------------------- tests
+
+
+@pytest.fixture(scope="module")
+def grpo_run(tiny_model_dir, tmp_path_factory):
+    """Three uninterrupted GRPO steps with warmup, cosine decay, LoRA dropout and a KL term."""
+    out = tmp_path_factory.mktemp("grpo")
+    cfg = make_config(tiny_model_dir, out, lora=dict(dropout=0.1),
+                      optim=dict(warmup_steps=2, schedule="cosine", total_steps=5),
+                      loss=dict(beta=0.05, aggregation="seq-mean-token-mean"))
+    steps = {s: synthetic_samples(s) for s in (1, 2, 3)}
+    return cfg, steps, run(cfg, steps)
+
+
+def test_recomputed_logprobs_match_a_plain_forward_and_the_base_model(tiny_model_dir, tmp_path):
+    cfg = Config.from_dict(make_config(tiny_model_dir, tmp_path))
+    model = build_model(cfg, torch.float32).eval()
+    base = load_model(ModelSource.parse(str(tiny_model_dir)), "cpu", torch.float32).eval()
+    a = Sample(list(range(10, 22)), [0] * 4 + [1] * 8, [0.0] * 12, 1.0, 1.0)
+    b = Sample(list(range(40, 47)), [0] * 2 + [1] * 5, [0.0] * 7, 1.0, 1.0)
+    mb = collate([a, b])  # b is right-padded
+    with torch.no_grad():
+        logp, _ = trained_logprobs(model, mb)
+    expected = []
+    for s in (a, b):
+        with_adapter = plain_logprobs(model, s)
+        assert plain_logprobs(base, s) == pytest.approx(with_adapter, abs=1e-5)  # fresh adapter: B = 0
+        expected += with_adapter
+    assert logp.tolist() == pytest.approx(expected, abs=1e-5)
+
+    # first update with the sampler's own logprobs: the importance ratio is exactly 1, nothing clipped
+    m = mb["loss_mask"]
+    _, stats = grpo_loss(logp, logp.clone(), mb["advantages"][m], mb["weights"][m], 0.2, 0.28)
+    assert stats["ratio_sum"].item() == pytest.approx(m.sum().item())
+    assert stats["clip_low"].item() == stats["clip_high"].item() == 0
+
+
+def test_grpo_raises_the_rewarded_completion(tiny_model_dir, tmp_path):
+    prompt, good, bad = [11, 12, 13, 14, 15], [101, 102, 103, 104, 105], [201, 202, 203, 204, 205]
+    base = load_model(ModelSource.parse(str(tiny_model_dir)), "cpu", torch.float32).eval()
+
+    def sample(completion, advantage):
+        ids = prompt + completion
+        logp = torch.log_softmax(base(input_ids=torch.tensor([ids])).logits[0].detach(), -1)
+        old = [0.0] * len(prompt) + [logp[t - 1, ids[t]].item() for t in range(len(prompt), len(ids))]
+        return dict(input_ids=ids, loss_mask=[0] * len(prompt) + [1] * len(completion), logprobs=old,
+                    advantage=advantage, group_id=0)
+
+    with torch.no_grad():
+        steps = {s: [sample(good, 1.0), sample(bad, -1.0)] for s in (1, 2, 3)}
+    cfg = make_config(tiny_model_dir, tmp_path, optim=dict(lr=5e-3))
+    metrics = run(cfg, steps)
+    assert metrics[1]["ratio_mean"] == pytest.approx(1.0, abs=1e-5)  # on-policy first step
+    from peft import PeftModel
+
+    tuned = PeftModel.from_pretrained(load_model(ModelSource.parse(str(tiny_model_dir)), "cpu", torch.float32),
+                                      str(tmp_path / "checkpoints" / "step-000003" / "adapter")).eval()
+    n = len(prompt)
+    before = sequence_logprob(base, prompt + good, n) - sequence_logprob(base, prompt + bad, n)
+    after = sequence_logprob(tuned, prompt + good, n) - sequence_logprob(tuned, prompt + bad, n)
+    assert after > before + 1.0, (before, after)
+
+
+def test_sft_lowers_the_nll_of_its_sample(tiny_model_dir, tmp_path):
+    sample = dict(input_ids=list(range(30, 50)), loss_mask=[0] * 5 + [1] * 15)  # no logprobs, no advantage
+    cfg = make_config(tiny_model_dir, tmp_path, loss=dict(kind="sft"), optim=dict(lr=1e-2),
+                      gradient_checkpointing=True)
+    metrics = run(cfg, {s: [sample] for s in (1, 2, 3, 4)})
+    nll = [metrics[s]["loss"] for s in (1, 2, 3, 4)]  # each is measured before its step's update
+    assert nll[0] == pytest.approx(metrics[1]["entropy"], rel=0.05)  # a random model: NLL ~ entropy ~ ln V
+    assert nll[3] < nll[2] < nll[1] < nll[0]
+    assert metrics[1]["kl"] is None and metrics[1]["ratio_mean"] is None
+
+
+def test_every_step_writes_metrics_and_a_loadable_changing_adapter(grpo_run, tiny_model_dir):
+    cfg, _, metrics = grpo_run
+    assert sorted(metrics) == [1, 2, 3]
+    m = metrics[2]
+    for key in ("loss", "policy_loss", "kl", "entropy", "clip_fraction_low", "clip_fraction_high", "ratio_mean",
+                "grad_norm", "lr", "tokens", "trained_tokens", "tokens_per_s", "data_s", "forward_backward_s",
+                "optimizer_s", "save_s", "peak_memory_gb", "checkpoint"):
+        assert m[key] is not None, key
+    assert m["kl"] > 0 and m["grad_norm"] > 0
+    # lr: warmup 2 steps (0.5, 1.0 of 1e-3), then cosine over the 3 remaining of total_steps=5
+    assert [metrics[s]["lr"] for s in (1, 2, 3)] == pytest.approx([5e-4, 1e-3, 1e-3])
+    out = cfg["output_dir"]
+    ad = [adapter(out, s) for s in (1, 2, 3)]
+    for k in ad[0]:
+        if "lora_B" in k:
+            assert ad[0][k].abs().max() > 0 and not torch.equal(ad[0][k], ad[2][k])
+    from peft import PeftModel
+
+    PeftModel.from_pretrained(load_model(ModelSource.parse(str(tiny_model_dir)), "cpu", torch.float32),
+                              str(Path(out) / "checkpoints" / "step-000003" / "adapter"))
+    csv = (Path(out) / "trainer" / "logs" / "version_0" / "metrics.csv").read_text().splitlines()
+    assert "grad_norm" in csv[0] and len(csv) == 4
+
+
+def test_resume_continues_exactly(grpo_run, tmp_path):
+    cfg, steps, metrics = grpo_run
+    first = {**cfg, "output_dir": str(tmp_path / "a")}
+    run(first, {1: steps[1], 2: steps[2]})
+    assert_same_adapter(adapter(first["output_dir"], 2), adapter(cfg["output_dir"], 2))
+    resumed = {**cfg, "output_dir": str(tmp_path / "b"),
+               "resume_from": str(tmp_path / "a" / "checkpoints" / "step-000002")}
+    # steps at or before the checkpoint are skipped even if still in the inbox
+    after = run(resumed, {2: steps[2], 3: steps[3]})
+    assert sorted(after) == [3]
+    assert after[3]["lr"] == pytest.approx(metrics[3]["lr"])
+    assert after[3]["loss"] == pytest.approx(metrics[3]["loss"], rel=1e-5)
+    assert_same_adapter(adapter(resumed["output_dir"], 3), adapter(cfg["output_dir"], 3))
+
+
+def test_merged_model_gives_the_adapters_logits(grpo_run, tiny_model_dir, tmp_path):
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    cfg, _, _ = grpo_run
+    ad = str(Path(cfg["output_dir"]) / "checkpoints" / "step-000003" / "adapter")
+    assert main(["merge", "--model", str(tiny_model_dir), "--adapter", ad, "--out", str(tmp_path / "m"),
+                 "--dtype", "float32"]) == 0
+    merged = AutoModelForCausalLM.from_pretrained(tmp_path / "m").eval()
+    peft = PeftModel.from_pretrained(load_model(ModelSource.parse(str(tiny_model_dir)), "cpu", torch.float32), ad).eval()
+    ids = torch.tensor([list(range(100, 120))])
+    with torch.no_grad():
+        torch.testing.assert_close(merged(input_ids=ids).logits, peft(input_ids=ids).logits, atol=1e-4, rtol=1e-4)
+    assert (tmp_path / "m" / "tokenizer.json").exists()
+
+
+def test_lr_schedule_by_hand():
+    o = OptimSettings(warmup_steps=2, schedule="cosine", total_steps=6)
+    assert [lr_multiplier(s, o) for s in range(7)] == pytest.approx([0.5, 1.0, 1.0, 0.8535534, 0.5, 0.1464466, 0.0])
+    assert lr_multiplier(10, OptimSettings(schedule="constant")) == 1.0
+
+
+def test_config_errors_teach(tiny_model_dir, tmp_path):
+    with pytest.raises(ValueError, match=r"config.optim: unknown key\(s\) learning_rate\nhint: known keys are lr"):
+        Config.from_dict(make_config(tiny_model_dir, tmp_path, optim=dict(learning_rate=1)))
+    with pytest.raises(ValueError, match="needs loss.max_len_norm"):
+        Config.from_dict(make_config(tiny_model_dir, tmp_path, loss=dict(aggregation="seq-mean-token-sum-norm")))
+
+
+def test_a_bad_step_file_writes_error_json(tiny_model_dir, tmp_path):
+    cfg = make_config(tiny_model_dir, tmp_path)
+    write_step(tmp_path, 1, [dict(input_ids=[1, 2, 3], loss_mask=[0, 1], logprobs=[0, 0, 0], advantage=1)])
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    assert main(["--config", str(tmp_path / "config.json")]) == 1
+    err = json.loads((tmp_path / "trainer" / "error.json").read_text())
+    assert "sample 0" in err["error"] and "Traceback" in err["traceback"]

@@ -1,0 +1,53 @@
+"""The trainer on CUDA: bf16-mixed steps, and DDP / FSDP over two GPUs matching one (skipped
+without CUDA; the multi-GPU tests need two GPUs)."""
+
+from __future__ import annotations
+
+import torch
+import pytest
+
+from test_trainer import adapter, assert_same_adapter, make_config, outbox, run, synthetic_samples, write_step
+from test_trainer_mailbox import start
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
+two_gpus = pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 GPUs")
+
+
+def test_bf16_mixed_steps_on_one_gpu(tiny_model_dir, tmp_path):
+    cfg = make_config(tiny_model_dir, tmp_path, accelerator="gpu", loss=dict(beta=0.05), gradient_checkpointing=True)
+    metrics = run(cfg, {s: synthetic_samples(s) for s in (1, 2, 3)})
+    assert [m["peak_memory_kind"] for m in metrics.values()] == ["cuda"] * 3
+    assert all(0 < m["grad_norm"] < float("inf") and m["kl"] >= 0 for m in metrics.values())
+    assert metrics[1]["ratio_mean"] == pytest.approx(1.0, abs=0.02)  # old logprobs ~ -ln V
+    ad = adapter(tmp_path, 3)
+    assert all(v.dtype == torch.float32 for v in ad.values())  # LoRA weights stay float32 under bf16-mixed
+
+
+def multi_gpu_matches_one(tiny_model_dir, tmp_path, strategy):
+    steps = {s: synthetic_samples(20 + s, n=6) for s in (1, 2)}
+    one = make_config(tiny_model_dir, tmp_path / "one", accelerator="gpu", precision="32-true", micro_batch_tokens=40)
+    run(one, steps)
+    two = {**one, "output_dir": str(tmp_path / strategy), "strategy": strategy, "devices": 2}
+    for step, samples in steps.items():
+        write_step(two["output_dir"], step, samples)
+    (tmp_path / strategy / "trainer" / "inbox" / "stop").touch()
+    log = tmp_path / f"{strategy}.log"
+    proc = start(two, log)
+    try:
+        assert proc.wait(timeout=400) == 0, log.read_text()[-3000:]
+    finally:
+        proc.kill()
+    for step in (1, 2):
+        assert_same_adapter(adapter(two["output_dir"], step), adapter(one["output_dir"], step), atol=1e-5)
+        a, b = outbox(two["output_dir"])[step], outbox(one["output_dir"])[step]
+        assert a["grad_norm"] == pytest.approx(b["grad_norm"], rel=1e-3)
+
+
+@two_gpus
+def test_ddp_on_two_gpus_matches_one(tiny_model_dir, tmp_path):
+    multi_gpu_matches_one(tiny_model_dir, tmp_path, "ddp")
+
+
+@two_gpus
+def test_fsdp_on_two_gpus_matches_one(tiny_model_dir, tmp_path):
+    multi_gpu_matches_one(tiny_model_dir, tmp_path, "fsdp")

@@ -1,0 +1,126 @@
+"""From a step file to this rank's micro-batches.
+
+A step file (`{output_dir}/trainer/inbox/step-000042.json`, written by the Rust side) holds
+
+    {"step": 42, "samples": [{"input_ids": [...], "loss_mask": [...], "logprobs": [...],
+                              "advantage": 0.5, "group_id": 3}, ...]}
+
+`loss_mask` is 1 on the tokens the policy generated (the only ones trained; a 1 on token 0 is
+ignored: nothing predicts it), `logprobs` the sampling logprob of each token (0 where the mask is
+0; may be absent for SFT), `advantage` one number per sample (1 for SFT), `group_id` is kept for
+the record. Samples have any length.
+
+`plan_step` gives every sample its per-token loss weight from the counts of the whole step (see
+loss.py), deals the samples to ranks balanced by tokens, packs each rank's share into micro-batches
+of at most `micro_batch_tokens` padded tokens, and pads every rank to the same number of
+micro-batches with zero-weight ones so collective ops line up.
+
+    >>> mbs = plan_step(samples, rank=0, world_size=1, micro_batch_tokens=4096,
+    ...                 aggregation="token-mean")
+    >>> mbs[0]["input_ids"].shape   # (rows, longest row)
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from .loss import token_weights
+
+
+@dataclass
+class Sample:
+    input_ids: list[int]
+    loss_mask: list[int]
+    logprobs: list[float]
+    advantage: float
+    weight: float = 0.0  # per trained token, from the whole step's counts
+
+    @property
+    def n_trained(self) -> int:
+        return sum(1 for m in self.loss_mask[1:] if m)
+
+
+def read_step(path: Path) -> tuple[int, list[Sample]]:
+    """Parses and checks a step file; errors name the file and the sample."""
+    data = json.loads(Path(path).read_text())
+    samples = []
+    for i, s in enumerate(data["samples"]):
+        ids, mask = s["input_ids"], s["loss_mask"]
+        logprobs = s.get("logprobs") or [0.0] * len(ids)
+        if not (len(ids) == len(mask) == len(logprobs)) or len(ids) < 2:
+            raise ValueError(
+                f"{path}: sample {i}: input_ids ({len(ids)}), loss_mask ({len(mask)}) and logprobs "
+                f"({len(logprobs)}) must have the same length, at least 2"
+            )
+        samples.append(Sample(ids, [1 if m else 0 for m in mask], [float(x) for x in logprobs],
+                              float(s.get("advantage", 1.0))))
+    if not samples:
+        raise ValueError(f"{path}: a step needs at least one sample")
+    return int(data["step"]), samples
+
+
+def shard(samples: list[Sample], world_size: int) -> list[list[Sample]]:
+    """Longest first, each to the rank with the fewest tokens so far (deterministic)."""
+    shards: list[list[Sample]] = [[] for _ in range(world_size)]
+    load = [0] * world_size
+    for s in sorted(samples, key=lambda s: -len(s.input_ids)):
+        r = load.index(min(load))
+        shards[r].append(s)
+        load[r] += len(s.input_ids)
+    return shards
+
+
+def pack(samples: list[Sample], micro_batch_tokens: int) -> list[list[Sample]]:
+    """Groups samples (longest first) so that rows * longest row <= micro_batch_tokens; a sample
+    longer than the budget gets a micro-batch of its own."""
+    groups: list[list[Sample]] = []
+    for s in sorted(samples, key=lambda s: -len(s.input_ids)):
+        if groups and (len(groups[-1]) + 1) * len(groups[-1][0].input_ids) <= micro_batch_tokens:
+            groups[-1].append(s)
+        else:
+            groups.append([s])
+    return groups
+
+
+def collate(samples: list[Sample]) -> dict[str, torch.Tensor]:
+    """Right-padded (B, T) tensors; per-sample numbers are broadcast over tokens."""
+    B, T = len(samples), max(len(s.input_ids) for s in samples)
+    out = dict(
+        input_ids=torch.zeros(B, T, dtype=torch.long),
+        attention_mask=torch.zeros(B, T, dtype=torch.long),
+        loss_mask=torch.zeros(B, T, dtype=torch.bool),
+        old_logprobs=torch.zeros(B, T),
+        advantages=torch.zeros(B, T),
+        weights=torch.zeros(B, T),
+    )
+    for i, s in enumerate(samples):
+        n = len(s.input_ids)
+        out["input_ids"][i, :n] = torch.tensor(s.input_ids)
+        out["attention_mask"][i, :n] = 1
+        out["loss_mask"][i, :n] = torch.tensor(s.loss_mask, dtype=torch.bool)
+        out["old_logprobs"][i, :n] = torch.tensor(s.logprobs)
+        out["advantages"][i, :n] = s.advantage
+        out["weights"][i, :n] = s.weight
+    out["loss_mask"][:, 0] = False  # token 0 has no context to be predicted from
+    return out
+
+
+def empty_micro_batch() -> dict[str, torch.Tensor]:
+    """Zero weight, one trained token: touches every parameter, changes nothing."""
+    return collate([Sample([0, 0], [0, 1], [0.0, 0.0], 0.0, 0.0)])
+
+
+def plan_step(samples: list[Sample], rank: int, world_size: int, micro_batch_tokens: int,
+              aggregation: str, max_len_norm: float | None = None) -> list[dict[str, torch.Tensor]]:
+    """This rank's micro-batches for one step (the same count on every rank)."""
+    weights = token_weights([s.n_trained for s in samples], aggregation, max_len_norm)
+    for s, w in zip(samples, weights):
+        s.weight = w
+    per_rank = [pack(share, micro_batch_tokens) for share in shard(samples, world_size)]
+    n = max(len(groups) for groups in per_rank)
+    mine = [collate(g) for g in per_rank[rank]]
+    return mine + [empty_micro_batch() for _ in range(n - len(mine))]

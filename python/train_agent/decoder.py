@@ -1,0 +1,420 @@
+"""A serving forward pass for Llama-family decoders (Llama, Mistral, Qwen2, Qwen3), written over the
+Hugging Face module's own weights.
+
+Why not `model.generate`: every decode step there is hundreds of small kernel launches driven from
+Python (~95 ms a step for Qwen2.5-0.5B on an H100). Here the decode step works on fixed buffers
+only, so on CUDA it is captured once per (batch bucket, context bucket) as a CUDA graph and
+replayed with a single launch:
+
+- a static KV cache, one row ("slot") per running sequence: `k_cache[layer][slot, kv_head, pos, :]`;
+- q/k/v and gate/up projections fused into one matmul each (the HF modules keep views of the fused
+  weights, so the model object still works for reference forwards);
+- LoRA as fixed-size banks (`A: [in, parts*slots*rank]`, `B: [parts*slots*rank, out]`) and a
+  per-row adapter index, so rows of different adapters share one step and loading an adapter is an
+  in-place copy that keeps the captured graphs valid (a punica-style batched LoRA in two matmuls);
+- small elementwise pieces (RMSNorm, RoPE, SiLU*up) compiled by torch.compile into one kernel each.
+
+On CPU the same code runs eagerly (no graphs, no compile); it matches the HF forward to fp32
+rounding, which the tests check.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+from train_agent.sampling import sample
+
+SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3")
+# PEFT module name -> (our fused projection, part index inside it)
+LORA_TARGETS = {
+    "q_proj": ("qkv", 0), "k_proj": ("qkv", 1), "v_proj": ("qkv", 2), "o_proj": ("o", 0),
+    "gate_proj": ("gate_up", 0), "up_proj": ("gate_up", 1), "down_proj": ("down", 0),
+}
+
+
+# ---- elementwise pieces (compiled on CUDA) ----------------------------------------------------
+
+def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
+    """Same arithmetic as LlamaRMSNorm: normalise in fp32, cast back, then scale."""
+    x32 = x.float()
+    x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
+    return w * x32.to(x.dtype)
+
+
+def add_rms_norm(x: torch.Tensor, residual: torch.Tensor, w: torch.Tensor, eps: float):
+    residual = x + residual
+    return rms_norm(residual, w, eps), residual
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def qkv_rope(qkv, cos, sin, n_heads: int, n_kv: int, head_dim: int, q_w, k_w, eps: float):
+    """Splits a fused qkv row into heads, applies Qwen3's per-head norms if any, then RoPE."""
+    n = qkv.shape[0]
+    q, k, v = qkv.split([n_heads * head_dim, n_kv * head_dim, n_kv * head_dim], dim=-1)
+    q = q.reshape(n, n_heads, head_dim)
+    k = k.reshape(n, n_kv, head_dim)
+    v = v.reshape(n, n_kv, head_dim)
+    if q_w is not None:
+        q = rms_norm(q, q_w, eps)
+        k = rms_norm(k, k_w, eps)
+    cos, sin = cos[:, None, :], sin[:, None, :]
+    q = q * cos + _rotate_half(q) * sin
+    k = k * cos + _rotate_half(k) * sin
+    return q, k, v
+
+
+def silu_mul(gate_up: torch.Tensor) -> torch.Tensor:
+    gate, up = gate_up.chunk(2, dim=-1)
+    return F.silu(gate) * up
+
+
+# ---- layers -----------------------------------------------------------------------------------
+
+@dataclass
+class Proj:
+    """A (possibly fused) linear layer with an optional LoRA bank.
+
+    `parts` are the output sizes of the fused projections (q, k, v); the LoRA bank holds, for each
+    part p and adapter slot s, `rank` columns of A and rows of B at `(p * slots + s) * rank`.
+    B is block-diagonal over parts, so one matmul pair serves the whole fused output."""
+
+    weight: torch.Tensor
+    bias: torch.Tensor | None
+    parts: list[int]
+    lora_a: torch.Tensor | None = None
+    lora_b: torch.Tensor | None = None
+
+    def __call__(self, x: torch.Tensor, masks: dict[int, torch.Tensor] | None) -> torch.Tensor:
+        y = F.linear(x, self.weight, self.bias)
+        if self.lora_a is not None and masks is not None:
+            y = y + ((x @ self.lora_a) * masks[len(self.parts)]) @ self.lora_b
+        return y
+
+
+@dataclass
+class Layer:
+    ln1: torch.Tensor
+    ln2: torch.Tensor
+    qkv: Proj
+    o: Proj
+    gate_up: Proj
+    down: Proj
+    q_norm: torch.Tensor | None
+    k_norm: torch.Tensor | None
+
+
+def _fuse(modules: list[torch.nn.Linear]) -> Proj:
+    """Concatenates the weights of `modules` and points each module at a view of the result."""
+    weight = torch.cat([m.weight.data for m in modules], dim=0)
+    biases = [m.bias for m in modules]
+    bias = torch.cat([b.data for b in biases], dim=0) if biases[0] is not None else None
+    start = 0
+    for m in modules:
+        size = m.weight.shape[0]
+        m.weight = torch.nn.Parameter(weight[start:start + size], requires_grad=False)
+        if bias is not None:
+            m.bias = torch.nn.Parameter(bias[start:start + size], requires_grad=False)
+        start += size
+    return Proj(weight, bias, [m.weight.shape[0] for m in modules])
+
+
+def _buckets(limit: int, start: int) -> list[int]:
+    out, b = [], start
+    while b < limit:
+        out.append(b)
+        b *= 2
+    return out + [limit]
+
+
+def pick_bucket(buckets: list[int], need: int) -> int:
+    return next(b for b in buckets if b >= need)
+
+
+class Decoder:
+    """Owns the weights' fast view, the KV cache, the LoRA banks and the per-slot decode state.
+
+    State buffers (all `[slots]`): `tok` (next input token), `pos` (its position), `seed`, `temp`,
+    `top_p`, `lora` (adapter slot, -1 = base). The scheduler writes them between steps; `step`
+    advances every row in `[0, b)` by one token."""
+
+    def __init__(self, model, *, num_slots: int, max_len: int, enable_lora: bool = False,
+                 max_loras: int = 1, max_lora_rank: int = 16, use_graphs: bool | None = None,
+                 compile: bool | None = None, lookahead: int = 8):
+        cfg = model.config
+        if cfg.model_type not in SUPPORTED_MODEL_TYPES:
+            raise ValueError(f"model type {cfg.model_type!r} is not supported by the engine's decoder; "
+                             f"supported: {', '.join(SUPPORTED_MODEL_TYPES)}")
+        if getattr(cfg, "hidden_act", "silu") != "silu":
+            raise ValueError(f"activation {cfg.hidden_act!r} is not supported (only silu)")
+        model.eval().requires_grad_(False)
+        self.model = model
+        inner = model.model
+        self.device = inner.embed_tokens.weight.device
+        self.dtype = inner.embed_tokens.weight.dtype
+        cuda = self.device.type == "cuda"
+        self.use_graphs = cuda if use_graphs is None else use_graphs
+        do_compile = cuda if compile is None else compile
+        self.n_heads = cfg.num_attention_heads
+        self.n_kv = cfg.num_key_value_heads
+        self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+        self.eps = cfg.rms_norm_eps
+        self.vocab = model.lm_head.weight.shape[0]
+        self.num_slots, self.max_len, self.lookahead = num_slots, max_len, lookahead
+        self.cache_len = max_len + lookahead  # rows run past their end until the next host check
+
+        self.embed = inner.embed_tokens.weight
+        self.norm = inner.norm.weight
+        self.lm_head = model.lm_head.weight
+        self.layers: list[Layer] = []
+        for layer in inner.layers:
+            at, mlp = layer.self_attn, layer.mlp
+            self.layers.append(Layer(
+                ln1=layer.input_layernorm.weight, ln2=layer.post_attention_layernorm.weight,
+                qkv=_fuse([at.q_proj, at.k_proj, at.v_proj]), o=_fuse([at.o_proj]),
+                gate_up=_fuse([mlp.gate_proj, mlp.up_proj]), down=_fuse([mlp.down_proj]),
+                q_norm=at.q_norm.weight if hasattr(at, "q_norm") else None,
+                k_norm=at.k_norm.weight if hasattr(at, "k_norm") else None,
+            ))
+
+        # RoPE tables for every position, from the model's own rotary module (covers rope scaling).
+        positions = torch.arange(self.cache_len, device=self.device)[None]
+        dummy = torch.zeros(1, device=self.device, dtype=self.dtype)
+        cos, sin = inner.rotary_emb(dummy, positions)
+        self.cos, self.sin = cos[0].contiguous(), sin[0].contiguous()
+
+        shape = (num_slots, self.n_kv, self.cache_len, self.head_dim)
+        self.k_cache = [torch.zeros(shape, device=self.device, dtype=self.dtype) for _ in self.layers]
+        self.v_cache = [torch.zeros(shape, device=self.device, dtype=self.dtype) for _ in self.layers]
+
+        kw = dict(device=self.device)
+        self.tok = torch.zeros(num_slots, dtype=torch.long, **kw)
+        self.pos = torch.zeros(num_slots, dtype=torch.long, **kw)
+        self.seed = torch.zeros(num_slots, dtype=torch.long, **kw)
+        self.temp = torch.zeros(num_slots, dtype=torch.float32, **kw)
+        self.top_p = torch.ones(num_slots, dtype=torch.float32, **kw)
+        self.lora = torch.full((num_slots,), -1, dtype=torch.long, **kw)
+        self.rows = torch.arange(num_slots, **kw)
+        self.positions = torch.arange(self.cache_len, **kw)
+
+        self.lora_slots = max_loras + 1 if enable_lora else 0  # one spare: replace while in use
+        self.lora_rank = max_lora_rank
+        if enable_lora:
+            self._make_lora_banks()
+
+        self.batch_buckets = _buckets(num_slots, 1)
+        self.len_buckets = _buckets(self.cache_len, 128)
+        self.graphs: dict[tuple, tuple] = {}
+        self.pool = torch.cuda.graph_pool_handle() if self.use_graphs else None
+        if do_compile:
+            opts = dict(dynamic=True, fullgraph=True)
+            self._rms = torch.compile(rms_norm, **opts)
+            self._add_rms = torch.compile(add_rms_norm, **opts)
+            self._qkv_rope = torch.compile(qkv_rope, **opts)
+            self._silu_mul = torch.compile(silu_mul, **opts)
+        else:
+            self._rms, self._add_rms, self._qkv_rope, self._silu_mul = rms_norm, add_rms_norm, qkv_rope, silu_mul
+
+    # ---- LoRA banks ---------------------------------------------------------------------------
+
+    def _make_lora_banks(self) -> None:
+        s, r = self.lora_slots, self.lora_rank
+        for layer in self.layers:
+            for proj in (layer.qkv, layer.o, layer.gate_up, layer.down):
+                cols = len(proj.parts) * s * r
+                proj.lora_a = torch.zeros(proj.weight.shape[1], cols, device=self.device, dtype=self.dtype)
+                proj.lora_b = torch.zeros(cols, proj.weight.shape[0], device=self.device, dtype=self.dtype)
+        # column -> adapter slot, per number of fused parts
+        self.col_slot = {p: (torch.arange(p * s * r, device=self.device) // r) % s for p in (1, 2, 3)}
+
+    def lora_masks(self, idx: torch.Tensor) -> dict[int, torch.Tensor] | None:
+        if not self.lora_slots:
+            return None
+        return {p: (cs[None, :] == idx[:, None]).to(self.dtype) for p, cs in self.col_slot.items()}
+
+    def install_adapter(self, slot: int, weights: dict[tuple[int, str], tuple[torch.Tensor, torch.Tensor]],
+                        scale: float) -> None:
+        """Writes an adapter into bank `slot` in place. `weights[(layer, peft_module)] = (A [r, in],
+        B [out, r])`. The caller makes sure no running row uses `slot` meanwhile."""
+        s, R = self.lora_slots, self.lora_rank
+        for layer in self.layers:  # clear the slot first: modules the adapter skips stay zero
+            for proj in (layer.qkv, layer.o, layer.gate_up, layer.down):
+                for p in range(len(proj.parts)):
+                    c = (p * s + slot) * R
+                    proj.lora_a[:, c:c + R] = 0
+                    proj.lora_b[c:c + R, :] = 0
+        for (li, name), (a, b) in weights.items():
+            fused, part = LORA_TARGETS[name]
+            proj: Proj = getattr(self.layers[li], fused)
+            r = a.shape[0]
+            c = (part * s + slot) * R
+            off = sum(proj.parts[:part])
+            proj.lora_a[:, c:c + r] = a.t().to(proj.lora_a)
+            proj.lora_b[c:c + r, off:off + proj.parts[part]] = (b.t() * scale).to(proj.lora_b)
+
+    # ---- forward ------------------------------------------------------------------------------
+
+    def _forward(self, tokens: torch.Tensor, cos, sin, lora_idx: torch.Tensor | None,
+                 attend: Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]):
+        """Runs all layers on a flat batch of tokens `[n]`; `attend(layer, q, k, v)` stores k/v in the
+        cache and returns the attention output `[n, heads*head_dim]`. Returns final hidden `[n, d]`."""
+        masks = self.lora_masks(lora_idx) if lora_idx is not None else None
+        x = F.embedding(tokens, self.embed)
+        residual = None
+        for i, L in enumerate(self.layers):
+            if residual is None:
+                residual, h = x, self._rms(x, L.ln1, self.eps)
+            else:
+                h, residual = self._add_rms(x, residual, L.ln1, self.eps)
+            q, k, v = self._qkv_rope(L.qkv(h, masks), cos, sin, self.n_heads, self.n_kv, self.head_dim,
+                                     L.q_norm, L.k_norm, self.eps)
+            x = L.o(attend(i, q, k, v), masks)
+            h, residual = self._add_rms(x, residual, L.ln2, self.eps)
+            x = L.down(self._silu_mul(L.gate_up(h, masks)), masks)
+        h, _ = self._add_rms(x, residual, self.norm, self.eps)
+        return h
+
+    def logits(self, h: torch.Tensor) -> torch.Tensor:
+        return F.linear(h, self.lm_head)
+
+    def prefill(self, prompts: list[list[int]], slots: list[int], lora: list[int]) -> torch.Tensor:
+        """Runs whole prompts (right-padded into one batch), fills their slots' KV cache and returns
+        the logits of each prompt's last token `[len(prompts), vocab]` (float32)."""
+        B, T = len(prompts), max(len(p) for p in prompts)
+        ids = torch.zeros(B, T, dtype=torch.long)
+        for i, p in enumerate(prompts):
+            ids[i, :len(p)] = torch.tensor(p)
+        ids = ids.to(self.device).flatten()
+        lens = torch.tensor([len(p) for p in prompts], device=self.device)
+        rows = torch.tensor(slots, device=self.device)
+        pos = self.positions[:T].repeat(B)
+        lora_idx = None
+        if self.lora_slots:
+            lora_idx = torch.tensor(lora, device=self.device).repeat_interleave(T)
+        H, K, D = self.n_heads, self.n_kv, self.head_dim
+
+        def attend(i, q, k, v):
+            k = k.view(B, T, K, D).transpose(1, 2)
+            v = v.view(B, T, K, D).transpose(1, 2)
+            self.k_cache[i][rows, :, :T] = k
+            self.v_cache[i][rows, :, :T] = v
+            q = q.view(B, T, H, D).transpose(1, 2)
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+            return o.transpose(1, 2).reshape(B * T, H * D)
+
+        h = self._forward(ids, self.cos[pos], self.sin[pos], lora_idx, attend)
+        last = h.view(B, T, -1)[torch.arange(B, device=self.device), lens - 1]
+        return self.logits(last).float()
+
+    def copy_slot(self, src: int, dsts: list[int], length: int) -> None:
+        """Prefix sharing for n>1: the n samples of a prompt reuse one prefill's KV cache."""
+        idx = torch.tensor(dsts, device=self.device)
+        for cache in (*self.k_cache, *self.v_cache):
+            cache[idx, :, :length] = cache[src, :, :length]
+
+    def _decode(self, b: int, L: int) -> torch.Tensor:
+        """One token for rows [0, b), attending to cache positions [0, L)."""
+        pos, rows = self.pos[:b], self.rows[:b]
+        mask = (self.positions[:L][None, :] <= pos[:, None])[:, None, None, :]
+        H, K, D = self.n_heads, self.n_kv, self.head_dim
+
+        def attend(i, q, k, v):
+            self.k_cache[i][rows, :, pos] = k
+            self.v_cache[i][rows, :, pos] = v
+            q = q.view(b, K, H // K, D)  # grouped heads as the "query length": no repeat of k/v
+            o = F.scaled_dot_product_attention(q, self.k_cache[i][:b, :, :L], self.v_cache[i][:b, :, :L],
+                                               attn_mask=mask)
+            return o.reshape(b, H * D)
+
+        lora_idx = self.lora[:b] if self.lora_slots else None
+        h = self._forward(self.tok[:b], self.cos[pos], self.sin[pos], lora_idx, attend)
+        return self.logits(h)
+
+    def _step(self, b: int, L: int, use_top_p: bool):
+        logits = self._decode(b, L)
+        tok, logprob, logprobs = sample(logits, self.temp[:b], self.top_p[:b], self.seed[:b], self.pos[:b],
+                                        use_top_p)
+        self.tok[:b].copy_(tok)
+        self.pos[:b].copy_((self.pos[:b] + 1).clamp_(max=self.cache_len - 1))
+        return tok, logprob, logprobs
+
+    def step(self, b: int, L: int, use_top_p: bool):
+        """Advances rows [0, b) by one sampled token. Returns (tokens [b], their logprobs [b], all
+        logprobs [b, vocab]); the tensors are only valid until the next call."""
+        if not self.use_graphs:
+            return self._step(b, L, use_top_p)
+        key = (b, L, use_top_p)
+        if key not in self.graphs:
+            self.graphs[key] = self._capture(key)
+        graph, out = self.graphs[key]
+        graph.replay()
+        return out
+
+    def _capture(self, key: tuple):
+        state = [t.clone() for t in (self.tok, self.pos)]
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):  # warm up (compiles kernels, sets up cuBLAS workspaces)
+            for _ in range(2):
+                self._step(*key)
+                self.tok.copy_(state[0])
+                self.pos.copy_(state[1])
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=self.pool):
+            out = self._step(*key)
+        return graph, out
+
+
+def kv_bytes_per_token(config, dtype: torch.dtype) -> int:
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    return config.num_hidden_layers * 2 * config.num_key_value_heads * head_dim * itemsize
+
+
+_KEY = re.compile(r"layers\.(\d+)\.(?:self_attn|mlp)\.(\w+)\.lora_([AB])\.weight$")
+
+
+def read_peft_adapter(path: str, max_rank: int) -> tuple[dict, float, dict]:
+    """Reads a PEFT LoRA directory into `{(layer, module): (A, B)}` and its scale (alpha/r, or
+    alpha/sqrt(r) with rsLoRA). Raises ValueError for what the banks cannot hold."""
+    import json
+    import os
+
+    from safetensors.torch import load_file
+
+    cfg_path = os.path.join(path, "adapter_config.json")
+    if not os.path.exists(cfg_path):
+        raise FileNotFoundError(f"{path} is not a PEFT adapter directory (no adapter_config.json)")
+    with open(cfg_path) as f:
+        cfg = json.load(f)
+    if cfg.get("peft_type", "LORA") != "LORA":
+        raise ValueError(f"adapter {path} is {cfg.get('peft_type')}, only LORA is supported")
+    if cfg.get("use_dora"):
+        raise ValueError(f"adapter {path} uses DoRA, which the engine does not support")
+    r = int(cfg["r"])
+    if r > max_rank:
+        raise ValueError(f"adapter {path} has rank {r}, above --max-lora-rank {max_rank}")
+    alpha = float(cfg.get("lora_alpha", r))
+    scale = alpha / (r ** 0.5) if cfg.get("use_rslora") else alpha / r
+    file = os.path.join(path, "adapter_model.safetensors")
+    if os.path.exists(file):
+        tensors = load_file(file)
+    else:
+        tensors = torch.load(os.path.join(path, "adapter_model.bin"), map_location="cpu", weights_only=True)
+    pairs: dict[tuple[int, str], dict[str, torch.Tensor]] = {}
+    for name, t in tensors.items():
+        m = _KEY.search(name)
+        if not m or m.group(2) not in LORA_TARGETS:
+            raise ValueError(f"adapter {path}: unsupported tensor {name} (only LoRA on attention/MLP projections)")
+        pairs.setdefault((int(m.group(1)), m.group(2)), {})[m.group(3)] = t
+    weights = {k: (v["A"], v["B"]) for k, v in pairs.items() if "A" in v and "B" in v}
+    return weights, scale, cfg

@@ -1,0 +1,434 @@
+"""The embedded inference engine: an OpenAI-compatible chat server that mirrors the part of vLLM's
+API that train-agent uses, so `vllm serve BASE --enable-lora --tool-call-parser hermes` can stand
+in for it one-for-one.
+
+    python -m train_agent.engine --model smollm2-135m-instruct --port 8000 --enable-lora
+
+Endpoints: POST /v1/chat/completions, GET /v1/models, GET /health, POST /v1/load_lora_adapter,
+POST /v1/unload_lora_adapter. This module is the HTTP and text layer only: prompts are rendered
+and outputs parsed in `chat_format`, tokens come from the scheduler in `generation`, which drives
+the fast forward pass in `decoder`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import secrets
+import signal
+import sys
+import time
+
+import torch
+from aiohttp import web
+
+from train_agent.chat_format import (RequestError, normalize_messages, parse_output, render_prompt,
+                                     validate_tools)
+from train_agent.decoder import Decoder, kv_bytes_per_token
+from train_agent.generation import AdapterError, Generator, SamplingParams
+from train_agent.models import ModelSource, default_device, load_model, load_tokenizer, parse_dtype
+
+log = logging.getLogger("train_agent.engine")
+MAX_TOP_LOGPROBS = 20
+
+
+def plan_slots(config, dtype: torch.dtype, device: torch.device, max_model_len: int, max_num_seqs: int,
+               lookahead: int, gpu_memory_utilization: float, kv_cache_memory: int | None) -> int:
+    """How many sequences fit in the KV budget: `--kv-cache-memory` bytes if given, else on CUDA
+    `gpu_memory_utilization * total` minus what this process already holds and a reserve for
+    activations (so a trainer can share the GPU), else 2 GiB on CPU."""
+    per_slot = kv_bytes_per_token(config, dtype) * (max_model_len + lookahead)
+    if kv_cache_memory is not None:
+        budget = kv_cache_memory
+    elif device.type == "cuda":
+        free, total = torch.cuda.mem_get_info(device)
+        reserve = (1 << 30) + 8 * max_num_seqs * config.vocab_size * 4  # prefill activations, logits
+        budget = min(gpu_memory_utilization * total - torch.cuda.memory_reserved(device), free) - reserve
+    else:
+        budget = 2 << 30
+    slots = min(max_num_seqs, int(budget // per_slot))
+    if slots < 1:
+        raise SystemExit(
+            f"error: the KV cache for one sequence of {max_model_len} tokens needs {per_slot / 2**20:.0f} MiB, "
+            f"but only {max(budget, 0) / 2**20:.0f} MiB are available\n"
+            f"hint: lower --max-model-len, or raise --gpu-memory-utilization / --kv-cache-memory")
+    if slots < max_num_seqs:
+        log.info("KV budget holds %d sequences of %d tokens (asked for --max-num-seqs %d)",
+                 slots, max_model_len, max_num_seqs)
+    return slots
+
+
+class Engine:
+    """A served base model (and its LoRA adapters) behind the OpenAI-compatible routes."""
+
+    def __init__(self, model, tokenizer, *, served_model_name: str, root: str = "", max_model_len: int | None = None,
+                 max_num_seqs: int = 64, enable_lora: bool = False, max_loras: int = 1, max_lora_rank: int = 16,
+                 gpu_memory_utilization: float = 0.9, kv_cache_memory: int | None = None, seed: int = 0,
+                 use_graphs: bool | None = None, lookahead: int = 8):
+        cfg = model.config
+        self.tokenizer = tokenizer
+        self.name, self.root = served_model_name, root or served_model_name
+        self.max_model_len = max_model_len or getattr(cfg, "max_position_embeddings", 4096)
+        device = next(model.parameters()).device
+        dtype = next(model.parameters()).dtype
+        slots = plan_slots(cfg, dtype, device, self.max_model_len, max_num_seqs, lookahead,
+                           gpu_memory_utilization, kv_cache_memory)
+        self.decoder = Decoder(model, num_slots=slots, max_len=self.max_model_len, enable_lora=enable_lora,
+                               max_loras=max_loras, max_lora_rank=max_lora_rank, use_graphs=use_graphs,
+                               lookahead=lookahead)
+        self.generator = Generator(self.decoder, self._eos_ids(model, tokenizer), seed=seed)
+        self.created = int(time.time())
+
+    @staticmethod
+    def _eos_ids(model, tokenizer) -> set[int]:
+        ids = set()
+        for src in (getattr(model, "generation_config", None), model.config, tokenizer):
+            eos = getattr(src, "eos_token_id", None) if src is not None else None
+            ids.update([eos] if isinstance(eos, int) else (eos or []))
+        return ids
+
+    # ---- routes -------------------------------------------------------------------------------
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=64 << 20, middlewares=[_errors])
+        app.add_routes([
+            web.post("/v1/chat/completions", self.chat_completions),
+            web.get("/v1/models", self.models),
+            web.get("/health", self.health),
+            web.post("/v1/load_lora_adapter", self.load_lora),
+            web.post("/v1/unload_lora_adapter", self.unload_lora),
+        ])
+        app.on_cleanup.append(lambda _: asyncio.to_thread(self.generator.close))
+        return app
+
+    async def health(self, _request: web.Request) -> web.Response:
+        if not self.generator.thread.is_alive():
+            return web.Response(status=503, text="scheduler thread died")
+        return web.Response(status=200)
+
+    async def models(self, _request: web.Request) -> web.Response:
+        card = lambda id, root, parent: {  # noqa: E731
+            "id": id, "object": "model", "created": self.created, "owned_by": "vllm", "root": root,
+            "parent": parent, "max_model_len": self.max_model_len, "permission": []}
+        data = [card(self.name, self.root, None)]
+        data += [card(n, path, self.name) for n, (_, path) in sorted(self.generator.adapters.items())]
+        return web.json_response({"object": "list", "data": data})
+
+    async def load_lora(self, request: web.Request) -> web.Response:
+        body = await _json(request)
+        name, path = body.get("lora_name"), body.get("lora_path")
+        if not isinstance(name, str) or not name or not isinstance(path, str) or not path:
+            raise RequestError("both 'lora_name' and 'lora_path' are required strings", "lora_name")
+        if name == self.name:
+            raise RequestError(f"'{name}' is the base model's name; pick another lora_name", "lora_name")
+        try:
+            fut = await asyncio.to_thread(self.generator.load_adapter, name, path)
+            await asyncio.wrap_future(fut)
+        except (OSError, ValueError) as e:
+            raise RequestError(f"could not load LoRA adapter '{name}' from {path}: {e}", "lora_path")
+        log.info("loaded LoRA adapter %s from %s", name, path)
+        return web.Response(text=f"Success: LoRA adapter '{name}' added successfully.")
+
+    async def unload_lora(self, request: web.Request) -> web.Response:
+        body = await _json(request)
+        name = body.get("lora_name")
+        await asyncio.wrap_future(self.generator.unload_adapter(name))
+        log.info("unloaded LoRA adapter %s", name)
+        return web.Response(text=f"Success: LoRA adapter '{name}' removed successfully.")
+
+    async def chat_completions(self, request: web.Request) -> web.Response:
+        body = await _json(request)
+        model = body.get("model") or self.name
+        adapter = None
+        if model != self.name:
+            if model not in self.generator.adapters:
+                names = ", ".join([self.name, *sorted(self.generator.adapters)])
+                raise RequestError(f"The model `{model}` does not exist. Available models: {names}", "model",
+                                   404, "NotFoundError")
+            adapter = model
+        messages = normalize_messages(body.get("messages"))
+        tools = validate_tools(body.get("tools"))
+        tool_choice = _tool_choice(body.get("tool_choice"), tools)
+        prompt_tools = tools if tool_choice != "none" else None
+        params, n, want_logprobs, return_ids = self._sampling(body)
+
+        text = render_prompt(self.tokenizer, messages, prompt_tools)
+        prompt = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        P, M = len(prompt), self.max_model_len
+        if P >= M:
+            raise RequestError(f"This model's maximum context length is {M} tokens. However, your request has "
+                               f"{P} input tokens. Please reduce the length of the input messages.", "messages")
+        if params.max_tokens is None:
+            params.max_tokens = M - P
+        elif P + params.max_tokens > M:
+            raise RequestError(f"'max_tokens' or 'max_completion_tokens' is too large: {params.max_tokens}. "
+                               f"This model's maximum context length is {M} tokens and your request has {P} "
+                               f"input tokens ({params.max_tokens} > {M} - {P}).", "max_tokens")
+        stops = _stops(body.get("stop"))
+        if stops:
+            params.stop_check = self._stop_checker(stops)
+
+        fut = self.generator.submit(prompt, n, params, adapter)
+        result = await asyncio.wrap_future(fut)
+
+        choices = []
+        for i, c in enumerate(result.completions):
+            ids = c.token_ids
+            body_ids = ids[:-1] if ids and ids[-1] in self.generator.eos_ids and not params.ignore_eos else ids
+            out = self.tokenizer.decode(body_ids, skip_special_tokens=True)
+            if stops and c.finish_reason == "stop":
+                cut = min((out.find(s) for s in stops if s in out), default=-1)
+                out = out[:cut] if cut >= 0 else out
+            parsed = parse_output(out, parse_tools=prompt_tools is not None)
+            finish = "tool_calls" if parsed.tool_calls and c.finish_reason == "stop" else c.finish_reason
+            choice = {
+                "index": i,
+                "message": {"role": "assistant", "content": parsed.content,
+                            "reasoning_content": parsed.reasoning_content, "tool_calls": parsed.tool_calls},
+                "logprobs": self._logprobs(c) if want_logprobs else None,
+                "finish_reason": finish,
+                "stop_reason": None,
+            }
+            if return_ids:
+                choice["token_ids"] = ids
+            choices.append(choice)
+        completion_tokens = sum(len(c.token_ids) for c in result.completions)
+        response = {
+            "id": "chatcmpl-" + secrets.token_hex(16), "object": "chat.completion", "created": int(time.time()),
+            "model": model, "choices": choices,
+            "usage": {"prompt_tokens": P, "completion_tokens": completion_tokens,
+                      "total_tokens": P + completion_tokens},
+            "prompt_token_ids": prompt if return_ids else None,
+        }
+        return web.json_response(response)
+
+    # ---- helpers ------------------------------------------------------------------------------
+
+    def _sampling(self, body: dict) -> tuple[SamplingParams, int, bool, bool]:
+        n = body.get("n", 1) if body.get("n") is not None else 1
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            raise RequestError(f"'n' must be a positive integer, got {n!r}", "n")
+        if n > self.decoder.num_slots:
+            raise RequestError(f"'n' is {n}, above this engine's {self.decoder.num_slots} sequence slots "
+                               f"(--max-num-seqs)", "n")
+        temperature = _number(body, "temperature", 1.0)
+        if temperature < 0:
+            raise RequestError(f"'temperature' must be >= 0, got {temperature}", "temperature")
+        top_p = _number(body, "top_p", 1.0)
+        if not 0 < top_p <= 1:
+            raise RequestError(f"'top_p' must be in (0, 1], got {top_p}", "top_p")
+        max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+        if max_tokens is not None and (not isinstance(max_tokens, int) or isinstance(max_tokens, bool)
+                                       or max_tokens < 1):
+            raise RequestError(f"'max_tokens' must be a positive integer, got {max_tokens!r}", "max_tokens")
+        seed = body.get("seed")
+        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
+            raise RequestError(f"'seed' must be an integer, got {seed!r}", "seed")
+        want_logprobs = bool(body.get("logprobs"))
+        top = body.get("top_logprobs") or 0
+        if not isinstance(top, int) or not 0 <= top <= MAX_TOP_LOGPROBS:
+            raise RequestError(f"'top_logprobs' must be an integer in [0, {MAX_TOP_LOGPROBS}]", "top_logprobs")
+        if top and not want_logprobs:
+            raise RequestError("'top_logprobs' needs 'logprobs': true", "top_logprobs")
+        params = SamplingParams(max_tokens=max_tokens, temperature=temperature, top_p=top_p,
+                                seed=None if seed is None else seed & ((1 << 62) - 1),
+                                top_logprobs=top, ignore_eos=bool(body.get("ignore_eos", False)))
+        return params, n, want_logprobs, bool(body.get("return_token_ids"))
+
+    def _stop_checker(self, stops: list[str]):
+        window = max(len(s) for s in stops) + 8  # tokens: every token is at least ~1 character
+
+        def check(ids: list[int]) -> bool:
+            tail = self.tokenizer.decode(ids[-window:], skip_special_tokens=True)
+            return any(s in tail for s in stops)
+        return check
+
+    def _logprobs(self, c) -> dict:
+        def entry(tok: int, lp: float) -> dict:
+            text = self.tokenizer.decode([tok])
+            return {"token": text, "logprob": max(lp, -9999.0), "bytes": list(text.encode("utf-8"))}
+        content = []
+        for j, (tok, lp) in enumerate(zip(c.token_ids, c.logprobs)):
+            e = entry(tok, lp)
+            e["top_logprobs"] = [entry(t, l) for t, l in c.top_logprobs[j]] if c.top_logprobs else []
+            content.append(e)
+        return {"content": content}
+
+
+def _number(body: dict, key: str, default: float) -> float:
+    value = body.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise RequestError(f"'{key}' must be a number, got {value!r}", key)
+    return float(value)
+
+
+def _stops(stop) -> list[str]:
+    if stop is None:
+        return []
+    stops = [stop] if isinstance(stop, str) else stop
+    if not isinstance(stops, list) or not all(isinstance(s, str) for s in stops):
+        raise RequestError("'stop' must be a string or a list of strings", "stop")
+    return [s for s in stops if s]
+
+
+def _tool_choice(choice, tools: list[dict] | None):
+    """Validates tool_choice. "required" and named choices are not enforced by constrained
+    decoding: the tools are offered and the output parsed as for "auto"."""
+    if choice is None:
+        return "auto" if tools else "none"
+    if choice in ("none", "auto", "required"):
+        if choice == "required" and not tools:
+            raise RequestError("tool_choice 'required' needs 'tools'", "tool_choice")
+        return choice
+    if isinstance(choice, dict) and isinstance(choice.get("function"), dict):
+        name = choice["function"].get("name")
+        if not tools or name not in {t["function"]["name"] for t in tools}:
+            raise RequestError(f"tool_choice names function {name!r}, which is not in 'tools'", "tool_choice")
+        return choice
+    raise RequestError(f"'tool_choice' must be 'none', 'auto', 'required' or a named function, got {choice!r}",
+                       "tool_choice")
+
+
+async def _json(request: web.Request) -> dict:
+    try:
+        body = await request.json()
+    except json.JSONDecodeError as e:
+        raise RequestError(f"request body is not valid JSON: {e}")
+    if not isinstance(body, dict):
+        raise RequestError("request body must be a JSON object")
+    return body
+
+
+def _error(status: int, message: str, type: str, param: str | None = None) -> web.Response:
+    return web.json_response({"error": {"message": message, "type": type, "param": param, "code": status}},
+                             status=status)
+
+
+@web.middleware
+async def _errors(request: web.Request, handler):
+    """Every failure leaves as an OpenAI error object, as vLLM's server sends them."""
+    try:
+        return await handler(request)
+    except RequestError as e:
+        return _error(e.status, e.message, e.type, e.param)
+    except AdapterError as e:
+        return _error(e.status, str(e), "NotFoundError" if e.status == 404 else "BadRequestError")
+    except ValueError as e:
+        return _error(400, str(e), "BadRequestError")
+    except web.HTTPException as e:
+        return _error(e.status, e.reason, type(e).__name__)
+    except Exception as e:  # a bug: say what, keep serving
+        log.exception("request to %s failed", request.path)
+        return _error(500, f"{type(e).__name__}: {e}", "InternalServerError")
+
+
+# ---- CLI ---------------------------------------------------------------------------------------
+
+def _bytes(text: str) -> int:
+    """'4G', '512MiB', '1000000' -> bytes."""
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    t = text.strip().lower().removesuffix("ib").removesuffix("b")
+    return int(float(t[:-1]) * units[t[-1]]) if t[-1:] in units else int(t)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m train_agent.engine", description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", required=True, help="hub id, local directory, .gguf file or packaged model name")
+    p.add_argument("--served-model-name", help="name clients use for the base model (default: --model)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--dtype", default="auto", help="auto (bf16 on GPU, fp32 on CPU), bfloat16, float16, float32")
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
+    p.add_argument("--max-model-len", type=int, help="context length (default: the model's)")
+    p.add_argument("--gpu-memory-utilization", type=float, default=0.9,
+                   help="fraction of GPU memory this engine may use (weights + KV cache)")
+    p.add_argument("--kv-cache-memory", type=_bytes, help="KV cache size in bytes (e.g. 4G); overrides the fraction")
+    p.add_argument("--max-num-seqs", type=int, default=64, help="sequences decoded together at most")
+    p.add_argument("--enable-lora", action="store_true")
+    p.add_argument("--max-loras", type=int, default=1, help="adapters loaded at once")
+    p.add_argument("--max-lora-rank", type=int, default=16)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs (debugging)")
+    return p.parse_args(argv)
+
+
+def build_engine(args: argparse.Namespace) -> Engine:
+    device = default_device() if args.device == "auto" else args.device
+    dtype = parse_dtype(args.dtype, device)
+    torch.manual_seed(args.seed)
+    source = ModelSource.parse(args.model)
+    log.info("loading %s on %s as %s", args.model, device, dtype)
+    tokenizer = load_tokenizer(source)
+    model = load_model(source, device, dtype)
+    return Engine(model, tokenizer, served_model_name=args.served_model_name or args.model,
+                  root=source.path, max_model_len=args.max_model_len, max_num_seqs=args.max_num_seqs,
+                  enable_lora=args.enable_lora, max_loras=args.max_loras, max_lora_rank=args.max_lora_rank,
+                  gpu_memory_utilization=args.gpu_memory_utilization, kv_cache_memory=args.kv_cache_memory,
+                  seed=args.seed, use_graphs=False if args.enforce_eager else None)
+
+
+async def serve(engine: Engine, host: str, port: int) -> None:
+    runner = web.AppRunner(engine.app(), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]
+    print(f"engine ready on http://{host}:{port}", file=sys.stderr, flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    await runner.cleanup()
+
+
+class BackgroundServer:
+    """Serves an Engine on a free port from a thread (tests, benchmarks, notebooks).
+
+        with BackgroundServer(engine) as url: requests.post(url + "/v1/chat/completions", ...)"""
+
+    def __init__(self, engine: Engine, host: str = "127.0.0.1"):
+        self.engine, self.host = engine, host
+        self.loop = asyncio.new_event_loop()
+        self.url = ""
+
+    def __enter__(self) -> str:
+        import threading
+
+        ready = threading.Event()
+
+        async def start():
+            self.runner = web.AppRunner(self.engine.app(), access_log=None)
+            await self.runner.setup()
+            site = web.TCPSite(self.runner, self.host, 0)
+            await site.start()
+            self.url = f"http://{self.host}:{site._server.sockets[0].getsockname()[1]}"
+            ready.set()
+
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        asyncio.run_coroutine_threadsafe(start(), self.loop).result()
+        ready.wait()
+        return self.url
+
+    def __exit__(self, *exc) -> None:
+        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(timeout=30)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=10)
+
+
+def main(argv: list[str] | None = None) -> None:
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for noisy in ("httpx", "urllib3", "filelock"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    args = parse_args(argv)
+    engine = build_engine(args)
+    asyncio.run(serve(engine, args.host, args.port))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,317 @@
+"""The scheduler: continuous batching of token-id requests over one `Decoder`, in a background
+thread.
+
+Between decode windows the thread admits queued requests into free KV slots (one batched prefill;
+the n samples of a prompt share it by copying its KV rows), applies adapter loads, and retires
+finished sequences. A window runs up to `lookahead` decode steps back to back without looking at
+the results (no host sync per token), then copies the new tokens to the host once and checks EOS,
+stop strings and lengths. Rows that finished mid-window just produce a few tokens that are dropped.
+
+Requests with different LoRA adapters (or none) share every step: each row carries its adapter's
+bank slot. Loading a name again writes the new weights into a free bank slot and repoints the
+name, so a running request keeps the weights it started with.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import random
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+from train_agent.decoder import Decoder, pick_bucket, read_peft_adapter
+from train_agent.sampling import derive_seed, sample
+
+log = logging.getLogger("train_agent.engine")
+
+
+@dataclass
+class SamplingParams:
+    max_tokens: int
+    temperature: float = 1.0
+    top_p: float = 1.0
+    seed: int | None = None
+    top_logprobs: int = 0
+    ignore_eos: bool = False
+    # called with a sequence's tokens after each new token; True ends it with "stop"
+    stop_check: Callable[[list[int]], bool] | None = None
+
+
+@dataclass
+class Completion:
+    token_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    top_logprobs: list[list[tuple[int, float]]] = field(default_factory=list)
+    finish_reason: str | None = None
+
+
+@dataclass
+class Result:
+    completions: list[Completion]
+    prompt_len: int
+    t_submit: float
+    t_first_token: float
+    t_done: float
+
+
+@dataclass
+class _Request:
+    prompt: list[int]
+    n: int
+    params: SamplingParams
+    adapter_slot: int
+    future: Future
+    t_submit: float
+    seqs: list["_Seq"] = field(default_factory=list)
+    t_first: float = 0.0
+    done: int = 0
+
+
+@dataclass
+class _Seq:
+    req: _Request
+    slot: int
+    seed: int
+    out: Completion = field(default_factory=Completion)
+
+    @property
+    def length(self) -> int:
+        return len(self.req.prompt) + len(self.out.token_ids)
+
+
+class AdapterError(Exception):
+    def __init__(self, message: str, status: int = 400):
+        super().__init__(message)
+        self.status = status
+
+
+class Generator:
+    def __init__(self, decoder: Decoder, eos_ids: set[int], *, seed: int = 0,
+                 max_prefill_tokens: int = 16384):
+        self.dec = decoder
+        self.eos_ids = eos_ids
+        self.rng = random.Random(seed)
+        self.max_prefill_tokens = max_prefill_tokens
+        self.free_slots = list(range(decoder.num_slots))
+        self.active: dict[int, _Seq] = {}  # slot -> sequence
+        self.pending: list[_Request] = []
+        self.commands: list[tuple[Callable[[], object], Future]] = []
+        self.adapters: dict[str, tuple[int, str]] = {}  # name -> (bank slot, path)
+        self.bank_refs = [0] * decoder.lora_slots  # requests holding each bank slot
+        self.cv = threading.Condition()
+        self.stopping = False
+        self.thread = threading.Thread(target=self._run, name="engine-scheduler", daemon=True)
+        self.thread.start()
+
+    # ---- public, thread-safe ------------------------------------------------------------------
+
+    def submit(self, prompt: list[int], n: int, params: SamplingParams, adapter: str | None = None) -> Future:
+        fut: Future = Future()
+        if n > self.dec.num_slots:
+            raise ValueError(f"n={n} is more than the engine's {self.dec.num_slots} sequence slots")
+        with self.cv:
+            slot = -1
+            if adapter is not None:
+                if adapter not in self.adapters:
+                    raise AdapterError(f"adapter {adapter!r} is not loaded", 404)
+                slot = self.adapters[adapter][0]
+                self.bank_refs[slot] += 1
+            seed = params.seed if params.seed is not None else self.rng.getrandbits(62)
+            params = SamplingParams(**{**params.__dict__, "seed": seed})
+            self.pending.append(_Request(prompt, n, params, slot, fut, time.perf_counter()))
+            self.cv.notify()
+        return fut
+
+    def load_adapter(self, name: str, path: str) -> Future:
+        """Reads the adapter here (caller's thread), installs it on the scheduler thread."""
+        if not self.dec.lora_slots:
+            raise AdapterError("LoRA is not enabled: start the engine with --enable-lora")
+        weights, scale, _ = read_peft_adapter(path, self.dec.lora_rank)
+        for (layer, _), _ in weights.items():
+            if layer >= len(self.dec.layers):
+                raise AdapterError(f"adapter {path} has layer {layer}; the model has {len(self.dec.layers)}")
+
+        def install():
+            used = {s for s, _ in self.adapters.values()}
+            free = [s for s in range(self.dec.lora_slots) if s not in used and self.bank_refs[s] == 0]
+            if not free or (name not in self.adapters and len(self.adapters) >= self.dec.lora_slots - 1):
+                raise AdapterError(f"cannot load {name!r}: {len(self.adapters)} adapters loaded, the "
+                                   f"maximum is --max-loras {self.dec.lora_slots - 1}; unload one first")
+            # copied to the device here, on the scheduler thread: no CUDA work may run on another
+            # thread while a graph is being captured
+            self.dec.install_adapter(free[0], weights, scale)
+            self.adapters[name] = (free[0], path)
+
+        return self._command(install)
+
+    def unload_adapter(self, name: str) -> Future:
+        def remove():
+            if name not in self.adapters:
+                raise AdapterError(f"The lora adapter '{name}' cannot be found.", 404)
+            del self.adapters[name]  # its bank slot frees itself once no request holds it
+        return self._command(remove)
+
+    def close(self) -> None:
+        with self.cv:
+            self.stopping = True
+            self.cv.notify()
+        self.thread.join(timeout=10)
+
+    def _command(self, fn: Callable[[], object]) -> Future:
+        fut: Future = Future()
+        with self.cv:
+            self.commands.append((fn, fut))
+            self.cv.notify()
+        return fut
+
+    # ---- scheduler thread ---------------------------------------------------------------------
+
+    def _run(self) -> None:
+        with torch.inference_mode():
+            while True:
+                with self.cv:
+                    while not (self.pending or self.active or self.commands or self.stopping):
+                        self.cv.wait()
+                    if self.stopping:
+                        return
+                    commands, self.commands = self.commands, []
+                    admitted = []
+                    while self.pending and self.pending[0].n <= len(self.free_slots):
+                        admitted.append(self.pending.pop(0))
+                for fn, fut in commands:
+                    try:
+                        fut.set_result(fn())
+                    except Exception as e:  # reported to the caller, the loop goes on
+                        fut.set_exception(e)
+                try:
+                    if admitted:
+                        self._admit(admitted)
+                    if self.active:
+                        self._window()
+                except Exception as e:
+                    log.exception("generation failed; failing the running requests")
+                    self._fail_all(e)
+
+    def _admit(self, reqs: list[_Request]) -> None:
+        chunk: list[_Request] = []
+        for req in reqs:
+            for _ in range(req.n):
+                slot = heapq.heappop(self.free_slots)
+                req.seqs.append(_Seq(req, slot, derive_seed(req.params.seed, len(req.seqs))))
+            width = max([len(r.prompt) for r in chunk + [req]]) * (len(chunk) + 1)
+            if chunk and width > self.max_prefill_tokens:
+                self._prefill(chunk)
+                chunk = []
+            chunk.append(req)
+        if chunk:
+            self._prefill(chunk)
+
+    def _prefill(self, reqs: list[_Request]) -> None:
+        dec = self.dec
+        logits = dec.prefill([r.prompt for r in reqs], [r.seqs[0].slot for r in reqs],
+                             [r.adapter_slot for r in reqs])
+        for r in reqs:
+            if r.n > 1:
+                dec.copy_slot(r.seqs[0].slot, [s.slot for s in r.seqs[1:]], len(r.prompt))
+        seqs = [s for r in reqs for s in r.seqs]
+        rows = torch.tensor([i for i, r in enumerate(reqs) for _ in range(r.n)], device=dec.device)
+        slots = torch.tensor([s.slot for s in seqs], device=dec.device)
+        dev = dict(device=dec.device)
+        dec.seed[slots] = torch.tensor([s.seed for s in seqs], **dev)
+        dec.temp[slots] = torch.tensor([s.req.params.temperature for s in seqs], dtype=torch.float32, **dev)
+        dec.top_p[slots] = torch.tensor([s.req.params.top_p for s in seqs], dtype=torch.float32, **dev)
+        dec.lora[slots] = torch.tensor([s.req.adapter_slot for s in seqs], **dev)
+        last = torch.tensor([len(s.req.prompt) - 1 for s in seqs], **dev)
+        tok, lp, logprobs = sample(logits[rows], dec.temp[slots], dec.top_p[slots], dec.seed[slots], last,
+                                   any(s.req.params.top_p < 1 for s in seqs))
+        dec.tok[slots] = tok
+        dec.pos[slots] = last + 1
+        top = self._top(logprobs, seqs)
+        now = time.perf_counter()
+        for r in reqs:
+            r.t_first = now
+        for i, (s, t, l) in enumerate(zip(seqs, tok.tolist(), lp.tolist())):
+            self.active[s.slot] = s
+            self._append(s, t, l, top[i] if top else None)
+
+    def _top(self, logprobs: torch.Tensor, seqs: list[_Seq]) -> list | None:
+        k = max(s.req.params.top_logprobs for s in seqs)
+        if k == 0:
+            return None
+        vals, ids = logprobs.topk(k, dim=-1)
+        return [list(zip(i, v)) for i, v in zip(ids.tolist(), vals.tolist())]
+
+    def _window(self) -> None:
+        dec = self.dec
+        seqs = list(self.active.values())
+        b = pick_bucket(dec.batch_buckets, max(self.active) + 1)
+        left = max(min(s.req.params.max_tokens - len(s.out.token_ids), dec.max_len - s.length) for s in seqs)
+        k = max(1, min(dec.lookahead if dec.use_graphs else 1, left))
+        L = pick_bucket(dec.len_buckets, max(s.length for s in seqs) + k)
+        use_top_p = any(s.req.params.top_p < 1 for s in seqs)
+        want_top = max(s.req.params.top_logprobs for s in seqs)
+        toks, lps, tops = [], [], []
+        for _ in range(k):
+            tok, lp, logprobs = dec.step(b, L, use_top_p)
+            toks.append(tok.clone())
+            lps.append(lp.clone())
+            if want_top:
+                tops.append(logprobs.topk(want_top, dim=-1))
+        toks_h = torch.stack(toks, 1).tolist()  # the one host sync of the window
+        lps_h = torch.stack(lps, 1).tolist()
+        tops_h = [(v.tolist(), i.tolist()) for v, i in tops]
+        for s in seqs:
+            for j in range(k):
+                if s.out.finish_reason is not None:
+                    break
+                top = list(zip(tops_h[j][1][s.slot], tops_h[j][0][s.slot])) if tops_h else None
+                self._append(s, toks_h[s.slot][j], lps_h[s.slot][j], top)
+
+    def _append(self, s: _Seq, tok: int, lp: float, top: list | None) -> None:
+        p = s.req.params
+        s.out.token_ids.append(tok)
+        s.out.logprobs.append(lp)
+        if p.top_logprobs and top is not None:
+            s.out.top_logprobs.append(top[:p.top_logprobs])
+        if tok in self.eos_ids and not p.ignore_eos:
+            s.out.finish_reason = "stop"
+        elif p.stop_check is not None and p.stop_check(s.out.token_ids):
+            s.out.finish_reason = "stop"
+        elif len(s.out.token_ids) >= p.max_tokens or s.length >= self.dec.max_len:
+            s.out.finish_reason = "length"
+        if s.out.finish_reason is not None:
+            self._retire(s)
+
+    def _retire(self, s: _Seq) -> None:
+        del self.active[s.slot]
+        dec = self.dec
+        dec.temp[s.slot] = 0.0  # idle rows decode greedily from position 0, harmlessly
+        dec.pos[s.slot] = 0
+        dec.lora[s.slot] = -1
+        with self.cv:
+            heapq.heappush(self.free_slots, s.slot)
+            req = s.req
+            req.done += 1
+            if req.done == req.n:
+                if req.adapter_slot >= 0:
+                    self.bank_refs[req.adapter_slot] -= 1
+                res = Result([q.out for q in req.seqs], len(req.prompt), req.t_submit, req.t_first,
+                             time.perf_counter())
+                req.future.set_result(res)
+
+    def _fail_all(self, err: Exception) -> None:
+        reqs = {id(s.req): s.req for s in self.active.values()}
+        for slot in list(self.active):
+            del self.active[slot]
+            heapq.heappush(self.free_slots, slot)
+        for req in reqs.values():
+            if req.adapter_slot >= 0:
+                self.bank_refs[req.adapter_slot] -= 1
+            if not req.future.done():
+                req.future.set_exception(err)

@@ -1,0 +1,563 @@
+"""The trainer: a LoRA adapter updated by GRPO or SFT steps that the Rust side drops in a mailbox.
+
+    python -m train_agent.trainer --config CONFIG.json
+    python -m train_agent.trainer merge --model SPEC --adapter DIR --out DIR [--dtype bfloat16]
+
+The process stays alive across steps: one `pytorch_lightning.Trainer.fit` over an endless dataset
+that waits for the next step file. One step file in = exactly one optimizer step out. The same
+files work for one process, DDP and multi-node (a shared filesystem): every rank reads the whole
+step and takes its share (see batches.py).
+
+Config (JSON, every key optional except `model` and `output_dir`; unknown keys are errors):
+
+    model                   spec for models.ModelSource.parse: hub id, directory, .gguf, packaged name
+    output_dir              the run directory
+    lora                    {r: 16, alpha: 32, dropout: 0.0, target_modules: "all-linear" | [names],
+                             use_rslora: false, init_adapter: null (PEFT dir to start from)}
+    optim                   {lr: 1e-5, weight_decay: 0.0, betas: [0.9, 0.999], eps: 1e-8,
+                             warmup_steps: 0, schedule: "constant" | "cosine", total_steps: 1000,
+                             min_lr_ratio: 0.0, max_grad_norm: 1.0 (0 or null: no clipping)}
+    loss                    {kind: "grpo" | "sft", epsilon_low: 0.2, epsilon_high: 0.28,
+                             beta: 0.0 (KL coefficient, reference = the base model: adapter off),
+                             aggregation: "token-mean" | "seq-mean-token-sum-norm" | "seq-mean-token-mean",
+                             max_len_norm: null (Dr. GRPO's constant, needed by seq-mean-token-sum-norm)}
+    micro_batch_tokens      4096: padded tokens (rows * longest row) per forward/backward
+    gradient_checkpointing  false
+    precision               "auto" (bf16-mixed on GPU, 32-true on CPU) | "bf16-mixed" | "bf16-true" | "32-true"
+    strategy                "auto" | "ddp" | "fsdp"
+    accelerator, devices, num_nodes      as in Lightning ("auto", 1, 1)
+    loggers                 {csv: true, tensorboard: false, wandb_project: null}
+    seed                    0
+    resume_from             null: a checkpoint dir (…/checkpoints/step-000042) to continue from
+    poll_interval_s         0.05: how often an idle trainer looks at the inbox
+
+Mailbox, under {output_dir}/trainer/:
+
+    inbox/step-000042.json   written by Rust (atomically: write a temp name that does not end in
+                             .json, then rename). The trainer takes the lowest step number above the
+                             last one it trained (or resumed from), so numbering may start at 0 or 1.
+    inbox/stop               ends the process with exit code 0 once every step file present when it
+                             appeared is trained. Rust removes a stale one before starting a trainer.
+    outbox/step-000042.json  written by rank 0 (atomically) after the optimizer step and the
+                             checkpoint: the metrics below. Rust waits for it.
+    error.json               {error, traceback, rank} written by a failing rank before it exits 1.
+    logs/version_K/metrics.csv   Lightning CSVLogger (TensorBoard / W&B when installed and asked for).
+
+Outbox metrics: step, loss, policy_loss, kl (token mean of k3; null when beta is 0), entropy
+(token mean), clip_fraction_low, clip_fraction_high (share of trained tokens whose clipped term
+wins), ratio_mean (null for SFT), grad_norm (before clipping), lr (used by this step), samples,
+tokens (real input tokens), trained_tokens, micro_batches (per rank), tokens_per_s, wait_s (idle,
+waiting for the file), data_s, forward_backward_s, optimizer_s, save_s, step_s (all but wait),
+peak_memory_gb, peak_memory_kind ("cuda" allocated or "cpu_rss"), checkpoint (the dir).
+
+Checkpoints: {output_dir}/checkpoints/step-000042/adapter/ (PEFT format: PeftModel.from_pretrained,
+vLLM's load_lora_adapter) and trainer_state.pt (step, optimizer, scheduler, config). Randomness
+(LoRA dropout) is reseeded at every step from (seed, step, rank), so a resumed run draws exactly
+what an uninterrupted one would without storing generator states.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import resource
+import shutil
+import sys
+import time
+import traceback
+import warnings
+from contextlib import nullcontext
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+import pytorch_lightning as pl
+import torch
+import torch.nn.functional as F
+
+from .batches import plan_step, read_step
+from .loss import AGGREGATIONS, grpo_loss, sft_loss, token_logprobs
+from .models import ModelSource, load_model, load_tokenizer, parse_dtype
+
+# ---------------------------------------------------------------------------------------- config
+
+
+@dataclass
+class LoraSettings:
+    r: int = 16
+    alpha: float = 32
+    dropout: float = 0.0
+    target_modules: str | list[str] = "all-linear"
+    use_rslora: bool = False
+    init_adapter: str | None = None
+
+
+@dataclass
+class OptimSettings:
+    lr: float = 1e-5
+    weight_decay: float = 0.0
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
+    eps: float = 1e-8
+    warmup_steps: int = 0
+    schedule: str = "constant"
+    total_steps: int = 1000
+    min_lr_ratio: float = 0.0
+    max_grad_norm: float | None = 1.0
+
+
+@dataclass
+class LossSettings:
+    kind: str = "grpo"
+    epsilon_low: float = 0.2
+    epsilon_high: float = 0.28
+    beta: float = 0.0
+    aggregation: str = "token-mean"
+    max_len_norm: float | None = None
+
+
+@dataclass
+class LoggerSettings:
+    csv: bool = True
+    tensorboard: bool = False
+    wandb_project: str | None = None
+
+
+@dataclass
+class Config:
+    model: str
+    output_dir: str
+    lora: LoraSettings = field(default_factory=LoraSettings)
+    optim: OptimSettings = field(default_factory=OptimSettings)
+    loss: LossSettings = field(default_factory=LossSettings)
+    micro_batch_tokens: int = 4096
+    gradient_checkpointing: bool = False
+    precision: str = "auto"
+    strategy: str = "auto"
+    accelerator: str = "auto"
+    devices: int | str = 1
+    num_nodes: int = 1
+    loggers: LoggerSettings = field(default_factory=LoggerSettings)
+    seed: int = 0
+    resume_from: str | None = None
+    poll_interval_s: float = 0.05
+
+    @staticmethod
+    def from_dict(data: dict) -> "Config":
+        sections = {"lora": LoraSettings, "optim": OptimSettings, "loss": LossSettings, "loggers": LoggerSettings}
+        data = dict(data)
+        for key, cls in sections.items():
+            data[key] = _build(cls, data.get(key) or {}, f"config.{key}")
+        cfg = _build(Config, data, "config")
+        cfg.check()
+        return cfg
+
+    def check(self):
+        def bad(what, value, allowed):
+            raise ValueError(f"config: {what} = {value!r} is not one of {', '.join(map(repr, allowed))}")
+
+        if self.loss.kind not in ("grpo", "sft"):
+            bad("loss.kind", self.loss.kind, ("grpo", "sft"))
+        if self.loss.aggregation not in AGGREGATIONS:
+            bad("loss.aggregation", self.loss.aggregation, AGGREGATIONS)
+        if self.loss.aggregation == "seq-mean-token-sum-norm" and not self.loss.max_len_norm:
+            raise ValueError("config: loss.aggregation seq-mean-token-sum-norm needs loss.max_len_norm\n"
+                             "hint: set it to the generation budget (max_tokens), as in Dr. GRPO")
+        if self.optim.schedule not in ("constant", "cosine"):
+            bad("optim.schedule", self.optim.schedule, ("constant", "cosine"))
+        if self.precision not in ("auto", "bf16-mixed", "bf16-true", "32-true", "32"):
+            bad("precision", self.precision, ("auto", "bf16-mixed", "bf16-true", "32-true"))
+        if self.strategy not in ("auto", "ddp", "fsdp"):
+            bad("strategy", self.strategy, ("auto", "ddp", "fsdp"))
+
+    @property
+    def trainer_dir(self) -> Path:
+        return Path(self.output_dir) / "trainer"
+
+
+def _build(cls, data: dict, where: str):
+    known = [f.name for f in fields(cls)]
+    unknown = sorted(set(data) - set(known))
+    if unknown:
+        raise ValueError(f"{where}: unknown key(s) {', '.join(unknown)}\nhint: known keys are {', '.join(known)}")
+    return cls(**data)
+
+
+def load_config(path: str | Path) -> Config:
+    return Config.from_dict(json.loads(Path(path).read_text()))
+
+
+def resolved_precision(cfg: Config) -> str:
+    if cfg.precision == "auto":
+        gpu = torch.cuda.is_available() and cfg.accelerator in ("auto", "gpu", "cuda")
+        return "bf16-mixed" if gpu else "32-true"
+    return "32-true" if cfg.precision == "32" else cfg.precision
+
+
+def base_dtype(precision: str, strategy: str) -> torch.dtype:
+    """Frozen base weights in bf16 whenever compute is bf16 (LoRA weights stay float32 under
+    bf16-mixed); FSDP flattens parameters and needs one dtype, so there bf16-mixed keeps float32."""
+    if precision == "bf16-true" or (precision == "bf16-mixed" and strategy != "fsdp"):
+        return torch.bfloat16
+    return torch.float32
+
+
+# --------------------------------------------------------------------------------------- mailbox
+
+
+def write_json_atomic(path: Path, obj) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(obj, indent=1))
+    os.replace(tmp, path)
+
+
+def step_name(step: int) -> str:
+    return f"step-{step:06d}"
+
+
+class Inbox(torch.utils.data.IterableDataset):
+    """Yields one planned step at a time, blocking until its file appears; ends at `stop`."""
+
+    def __init__(self, cfg: Config, after_step: int, rank: int, world_size: int):
+        self.cfg, self.after_step, self.rank, self.world_size = cfg, after_step, rank, world_size
+        self.dir = cfg.trainer_dir / "inbox"
+
+    def next_file(self, after: int) -> Path | None:
+        while True:
+            stopping = (self.dir / "stop").exists()  # looked at first: steps written before stop count
+            steps = []
+            for p in self.dir.glob("step-*.json"):
+                try:
+                    steps.append((int(p.stem[5:]), p))
+                except ValueError:
+                    pass
+            pending = sorted(s for s in steps if s[0] > after)
+            if pending:
+                return pending[0][1]
+            if stopping:
+                return None
+            time.sleep(self.cfg.poll_interval_s)
+
+    def __iter__(self):
+        last = self.after_step
+        while True:
+            t0 = time.perf_counter()
+            path = self.next_file(last)
+            if path is None:
+                return
+            t1 = time.perf_counter()
+            step, samples = read_step(path)
+            lc = self.cfg.loss
+            mbs = plan_step(samples, self.rank, self.world_size, self.cfg.micro_batch_tokens, lc.aggregation,
+                            lc.max_len_norm)
+            yield dict(step=step, micro_batches=mbs, samples=len(samples),
+                       tokens=sum(len(s.input_ids) for s in samples),
+                       wait_s=t1 - t0, data_s=time.perf_counter() - t1)
+            last = step
+
+
+def _identity(x):
+    return x
+
+
+# ----------------------------------------------------------------------------------------- model
+
+
+def build_model(cfg: Config, dtype: torch.dtype):
+    """The base model with a trainable LoRA adapter: resumed, started from `init_adapter`, or new."""
+    from peft import LoraConfig, PeftModel, get_peft_model
+
+    base = load_model(ModelSource.parse(cfg.model), "cpu", dtype)
+    base.config.use_cache = False
+    if cfg.gradient_checkpointing:
+        base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    start = Path(cfg.resume_from) / "adapter" if cfg.resume_from else cfg.lora.init_adapter
+    if start:
+        return PeftModel.from_pretrained(base, str(start), is_trainable=True)
+    lc = cfg.lora
+    return get_peft_model(base, LoraConfig(
+        r=lc.r, lora_alpha=lc.alpha, lora_dropout=lc.dropout, target_modules=lc.target_modules,
+        use_rslora=lc.use_rslora, task_type="CAUSAL_LM"))
+
+
+def lr_multiplier(step: int, o: OptimSettings) -> float:
+    """Linear warmup over `warmup_steps` optimizer steps (step 0 already gets 1/warmup of the lr),
+    then constant or cosine decay to min_lr_ratio at total_steps."""
+    if step < o.warmup_steps:
+        return (step + 1) / o.warmup_steps
+    if o.schedule == "constant":
+        return 1.0
+    progress = min(1.0, (step - o.warmup_steps) / max(1, o.total_steps - o.warmup_steps))
+    return o.min_lr_ratio + (1 - o.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def trained_logprobs(model, mb: dict[str, torch.Tensor]):
+    """Logprobs and entropies of the trained tokens (flat, row-major over the loss mask): the decoder
+    runs in the run's precision, the output head only on trained positions and in float32."""
+    lm = model.get_base_model()
+    hidden = lm.get_decoder()(input_ids=mb["input_ids"], attention_mask=mb["attention_mask"]).last_hidden_state
+    sel = mb["loss_mask"][:, 1:]
+    h = hidden[:, :-1][sel]  # the position before each trained token predicts it
+    head = lm.get_output_embeddings()
+    with torch.autocast(h.device.type, enabled=False):
+        if isinstance(head, torch.nn.Linear):
+            bias = None if head.bias is None else head.bias.float()
+            logits = F.linear(h.float(), head.weight.float(), bias)
+        else:  # an adapted head (lm_head in target_modules)
+            logits = head(h).float()
+    return token_logprobs(logits, mb["input_ids"][:, 1:][sel])
+
+
+class PolicyModule(pl.LightningModule):
+    """A causal LM with a LoRA adapter; `training_step` turns one inbox step into one update."""
+
+    def __init__(self, cfg: Config):
+        super().__init__()
+        self.cfg = cfg
+        self.automatic_optimization = False
+        self.precision_name = resolved_precision(cfg)
+        self.model = build_model(cfg, base_dtype(self.precision_name, cfg.strategy))
+        self.model.train()  # from_pretrained leaves eval mode; LoRA dropout and checkpointing need train
+        self.resume_state = None
+        self.last_step = -1
+        if cfg.resume_from:
+            self.resume_state = torch.load(Path(cfg.resume_from) / "trainer_state.pt", map_location="cpu",
+                                           weights_only=False)
+            self.last_step = self.resume_state["step"]
+
+    def configure_optimizers(self):
+        o = self.cfg.optim
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        opt = torch.optim.AdamW(params, lr=o.lr, betas=tuple(o.betas), eps=o.eps, weight_decay=o.weight_decay)
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_multiplier(s, o))
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+    def train_dataloader(self):
+        inbox = Inbox(self.cfg, self.last_step, self.global_rank, self.trainer.world_size)
+        return torch.utils.data.DataLoader(inbox, batch_size=None, collate_fn=_identity)
+
+    def on_train_start(self):
+        if self.resume_state is not None:
+            self.optimizers().optimizer.load_state_dict(self.resume_state["optimizer"])
+            self.lr_schedulers().load_state_dict(self.resume_state["scheduler"])
+            self.resume_state = None
+
+    def micro_batch_loss(self, mb):
+        lc = self.cfg.loss
+        mask = mb["loss_mask"]
+        weights = mb["weights"][mask]
+        ref = None
+        if lc.kind == "grpo" and lc.beta > 0:
+            with torch.no_grad(), self.model.disable_adapter():
+                ref, _ = trained_logprobs(self.model, mb)
+        logp, entropy = trained_logprobs(self.model, mb)
+        if lc.kind == "sft":
+            loss, stats = sft_loss(logp, weights)
+        else:
+            loss, stats = grpo_loss(logp, mb["old_logprobs"][mask], mb["advantages"][mask], weights,
+                                    lc.epsilon_low, lc.epsilon_high, ref, lc.beta)
+        stats.update(loss=loss.detach(), entropy_sum=entropy.sum(), trained_tokens=mask.sum())
+        return loss, stats
+
+    def training_step(self, dataloader_iter):
+        batch, _, _ = next(dataloader_iter)  # waits for the next step file; StopIteration ends fit
+        step, world = batch["step"], self.trainer.world_size
+        torch.manual_seed((self.cfg.seed * 1_000_003 + step) * 1024 + self.global_rank)
+        opt, sched = self.optimizers(), self.lr_schedulers()
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
+
+        t0 = time.perf_counter()
+        keys = ["loss", "policy_loss", "kl_sum", "entropy_sum", "clip_low", "clip_high", "ratio_sum",
+                "trained_tokens"]
+        sums = torch.zeros(len(keys), dtype=torch.float64, device=self.device)
+        mbs = batch["micro_batches"]
+        no_sync = getattr(self.trainer.strategy, "block_backward_sync", nullcontext)
+        for i, mb in enumerate(mbs):
+            real = bool(mb["weights"].any())
+            mb = {k: v.to(self.device) for k, v in mb.items()}
+            with nullcontext() if i == len(mbs) - 1 else no_sync():
+                loss, stats = self.micro_batch_loss(mb)
+                # weights are global; DDP/FSDP average gradients over ranks, so undo that
+                self.manual_backward(loss * world)
+            if real:
+                sums += torch.stack([stats[k].double() if k in stats else sums.new_zeros(()) for k in keys])
+        t1 = time.perf_counter()
+
+        grad_norm = self.clip_and_norm()
+        lr = opt.param_groups[0]["lr"]
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        sched.step()
+        t2 = time.perf_counter()
+
+        sums = self.trainer.strategy.reduce(sums, reduce_op="sum") if world > 1 else sums
+        s = dict(zip(keys, sums.tolist()))
+        checkpoint = self.save_checkpoint(step)
+        t3 = time.perf_counter()
+
+        n = max(s["trained_tokens"], 1)
+        grpo, lc = self.cfg.loss.kind == "grpo", self.cfg.loss
+        metrics = dict(
+            step=step, loss=s["loss"], policy_loss=s["policy_loss"],
+            kl=s["kl_sum"] / n if grpo and lc.beta > 0 else None, entropy=s["entropy_sum"] / n,
+            clip_fraction_low=s["clip_low"] / n, clip_fraction_high=s["clip_high"] / n,
+            ratio_mean=s["ratio_sum"] / n if grpo else None, grad_norm=grad_norm, lr=lr,
+            samples=batch["samples"], tokens=batch["tokens"], trained_tokens=int(s["trained_tokens"]),
+            micro_batches=len(mbs), tokens_per_s=batch["tokens"] / max(t2 - t0 + batch["data_s"], 1e-9),
+            wait_s=batch["wait_s"], data_s=batch["data_s"], forward_backward_s=t1 - t0,
+            optimizer_s=t2 - t1, save_s=t3 - t2, step_s=batch["data_s"] + t3 - t0,
+            **peak_memory(self.device), checkpoint=checkpoint,
+        )
+        if self.global_rank == 0:
+            write_json_atomic(self.cfg.trainer_dir / "outbox" / f"{step_name(step)}.json", metrics)
+            numbers = {k: v for k, v in metrics.items() if isinstance(v, (int, float)) and k != "step"}
+            for logger in self.trainer.loggers:
+                logger.log_metrics(numbers, step=step)
+                logger.save()
+        self.last_step = step
+
+    def clip_and_norm(self) -> float:
+        max_norm = self.cfg.optim.max_grad_norm or float("inf")
+        wrapped = self.trainer.strategy.model
+        if hasattr(wrapped, "clip_grad_norm_"):  # FSDP: the norm over every shard
+            norm = wrapped.clip_grad_norm_(max_norm)
+        else:
+            norm = torch.nn.utils.clip_grad_norm_([p for p in self.model.parameters() if p.requires_grad],
+                                                  max_norm)
+        return float(norm)
+
+    def save_checkpoint(self, step: int) -> str:
+        """Rank 0 writes checkpoints/step-N/{adapter/, trainer_state.pt} under a temp name, then
+        renames it, so a checkpoint dir that exists is complete."""
+        final = Path(self.cfg.output_dir) / "checkpoints" / step_name(step)
+        fsdp = hasattr(self.trainer.strategy.model, "clip_grad_norm_")
+        gather = nullcontext()
+        if fsdp:
+            from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+            gather = FSDP.summon_full_params(self.trainer.strategy.model, writeback=False, rank0_only=True,
+                                             offload_to_cpu=True)
+        with gather:
+            if self.global_rank == 0:
+                tmp = final.with_name(final.name + ".tmp")
+                shutil.rmtree(tmp, ignore_errors=True)
+                self.model.save_pretrained(tmp / "adapter")
+                torch.save({"step": step, "optimizer": self.optimizers().optimizer.state_dict(),
+                            "scheduler": self.lr_schedulers().state_dict(), "config": asdict(self.cfg)},
+                           tmp / "trainer_state.pt")
+                shutil.rmtree(final, ignore_errors=True)
+                os.replace(tmp, final)
+        return str(final)
+
+
+def peak_memory(device: torch.device) -> dict:
+    if device.type == "cuda":
+        return dict(peak_memory_gb=torch.cuda.max_memory_allocated(device) / 2**30, peak_memory_kind="cuda")
+    return dict(peak_memory_gb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, peak_memory_kind="cpu_rss")
+
+
+def make_strategy(cfg: Config, module):
+    if cfg.strategy == "ddp":
+        from pytorch_lightning.strategies import DDPStrategy
+
+        return DDPStrategy(find_unused_parameters=False)
+    if cfg.strategy == "fsdp":
+        from pytorch_lightning.strategies import FSDPStrategy
+
+        names = set(getattr(module.model.get_base_model(), "_no_split_modules", None) or [])
+        layers = {type(m) for m in module.model.modules() if type(m).__name__ in names}
+        return FSDPStrategy(auto_wrap_policy=layers or None, use_orig_params=True)
+    return cfg.strategy
+
+
+def make_loggers(cfg: Config) -> list:
+    from pytorch_lightning.loggers import CSVLogger
+
+    loggers = [CSVLogger(str(cfg.trainer_dir), name="logs", flush_logs_every_n_steps=1)] if cfg.loggers.csv else []
+    if cfg.loggers.tensorboard:
+        try:
+            from pytorch_lightning.loggers import TensorBoardLogger
+
+            loggers.append(TensorBoardLogger(str(cfg.trainer_dir), name="tensorboard"))
+        except Exception as e:  # neither tensorboard nor tensorboardX installed
+            print(f"warning: TensorBoard logging is off: {e}", file=sys.stderr)
+    if cfg.loggers.wandb_project:
+        try:
+            import wandb  # noqa: F401
+            from pytorch_lightning.loggers import WandbLogger
+
+            loggers.append(WandbLogger(project=cfg.loggers.wandb_project, save_dir=str(cfg.trainer_dir)))
+        except Exception as e:
+            print(f"warning: W&B logging is off: {e}\nhint: pip install wandb", file=sys.stderr)
+    return loggers
+
+
+def train(cfg: Config) -> None:
+    warnings.filterwarnings("ignore", ".*(dataloader_iter|does not have many workers|IterableDataset).*")
+    pl.seed_everything(cfg.seed, workers=True, verbose=False)
+    (cfg.trainer_dir / "inbox").mkdir(parents=True, exist_ok=True)
+    (cfg.trainer_dir / "outbox").mkdir(parents=True, exist_ok=True)
+    module = PolicyModule(cfg)
+    trainer = pl.Trainer(
+        accelerator=cfg.accelerator, devices=cfg.devices, num_nodes=cfg.num_nodes,
+        strategy=make_strategy(cfg, module), precision=module.precision_name,
+        logger=make_loggers(cfg) or False, max_epochs=1, max_steps=-1, num_sanity_val_steps=0,
+        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+        use_distributed_sampler=False, default_root_dir=str(cfg.trainer_dir),
+    )
+    trainer.fit(module)
+
+
+# ----------------------------------------------------------------------------------------- merge
+
+
+def merge(model: str, adapter: str, out: str, dtype: str = "bfloat16") -> None:
+    """Folds the adapter into the base weights (in float32, then cast) and saves model + tokenizer."""
+    from peft import PeftModel
+
+    src = ModelSource.parse(model)
+    merged = PeftModel.from_pretrained(load_model(src, "cpu", torch.float32), adapter).merge_and_unload()
+    merged = merged.to(parse_dtype(dtype, "cpu"))
+    out = Path(out)
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    merged.save_pretrained(tmp)
+    load_tokenizer(src).save_pretrained(tmp)
+    shutil.rmtree(out, ignore_errors=True)
+    os.replace(tmp, out)
+
+
+# ------------------------------------------------------------------------------------------- CLI
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["merge"]:
+        p = argparse.ArgumentParser(prog="python -m train_agent.trainer merge")
+        p.add_argument("--model", required=True)
+        p.add_argument("--adapter", required=True)
+        p.add_argument("--out", required=True)
+        p.add_argument("--dtype", default="bfloat16")
+        a = p.parse_args(argv[1:])
+        merge(a.model, a.adapter, a.out, a.dtype)
+        return 0
+    p = argparse.ArgumentParser(prog="python -m train_agent.trainer")
+    p.add_argument("--config", required=True, help="JSON config written by train-agent")
+    a = p.parse_args(argv)
+    raw = json.loads(Path(a.config).read_text())
+    try:
+        train(Config.from_dict(raw))
+        return 0
+    except BaseException as e:
+        if raw.get("output_dir"):
+            write_json_atomic(Path(raw["output_dir"]) / "trainer" / "error.json", {
+                "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc(),
+                "node_rank": int(os.environ.get("NODE_RANK", 0)), "local_rank": int(os.environ.get("LOCAL_RANK", 0))})
+        traceback.print_exc()
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

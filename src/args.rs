@@ -1,0 +1,109 @@
+//! Flag groups shared by several subcommands, and how they become running parts.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use ta_python::{Engine, EngineClient, EngineOptions, PythonEnv};
+
+/// Which model server the agent talks to: an external OpenAI-compatible endpoint, an engine
+/// already running (ours or vLLM), or the embedded engine started for this command.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ModelArgs {
+    /// Start the embedded engine with this base model: a Hugging Face id, a local directory, a
+    /// .gguf file, or a packaged model (`smollm2-135m-instruct`, `qwen2.5-coder-0.5b-instruct`).
+    #[arg(long, value_name = "MODEL", conflicts_with = "base_url", env = "TRAIN_AGENT_BASE_MODEL")]
+    pub base_model: Option<String>,
+    /// Use an OpenAI-compatible endpoint instead, e.g. https://api.openai.com/v1 or a `vllm serve`
+    /// at http://127.0.0.1:8000/v1. Needs --model.
+    #[arg(long, value_name = "URL", requires = "model")]
+    pub base_url: Option<String>,
+    /// Model name to request from --base-url.
+    #[arg(long, value_name = "NAME")]
+    pub model: Option<String>,
+    /// Environment variable holding the API key for --base-url (never printed or written).
+    #[arg(long, value_name = "NAME", default_value = "OPENAI_API_KEY")]
+    pub api_key_env: String,
+    /// Ask --base-url for token ids and logprobs (vLLM and the embedded engine support it; hosted
+    /// APIs reject it). Always on for the embedded engine.
+    #[arg(long)]
+    pub record_tokens: bool,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+/// Settings of the embedded engine (vLLM's flag names).
+#[derive(clap::Args, Debug, Clone)]
+pub struct EngineArgs {
+    /// Device for the embedded engine: auto, cpu, cuda, cuda:1.
+    #[arg(long, default_value = "auto")]
+    pub device: String,
+    /// Weights dtype: auto (bf16 on GPU, fp32 on CPU), bfloat16, float16, float32.
+    #[arg(long, default_value = "auto")]
+    pub dtype: String,
+    /// Longest prompt + completion the engine accepts.
+    #[arg(long)]
+    pub max_model_len: Option<u32>,
+    /// Share of GPU memory the engine may use (leave room for the trainer).
+    #[arg(long)]
+    pub gpu_memory_utilization: Option<f32>,
+    /// Seconds to wait for the engine to load the model.
+    #[arg(long, default_value_t = 900)]
+    pub engine_timeout: u64,
+}
+
+impl EngineArgs {
+    pub fn options(&self, model: &str, served_name: &str, log_path: PathBuf) -> EngineOptions {
+        let mut o = EngineOptions::new(model, served_name, log_path);
+        o.device = Some(self.device.clone());
+        o.dtype = Some(self.dtype.clone());
+        o.max_model_len = self.max_model_len;
+        o.gpu_memory_utilization = self.gpu_memory_utilization;
+        o.ready_timeout = Duration::from_secs(self.engine_timeout);
+        o
+    }
+}
+
+/// The name the embedded engine serves its base model under.
+pub const BASE_NAME: &str = "base";
+
+/// A chat endpoint ready to use; holds the engine process (if any) so it lives as long as this.
+pub struct ModelEndpoint {
+    pub chat: ta_chat::ChatClient,
+    pub model: String,
+    pub record_tokens: bool,
+    pub engine: Option<Engine>,
+    pub engine_client: Option<EngineClient>,
+}
+
+impl ModelArgs {
+    /// Starts or connects to the model server. Engine logs go to `log_dir/engine.log`.
+    pub async fn connect(&self, log_dir: &Path) -> Result<ModelEndpoint> {
+        let timeout = Duration::from_secs(600);
+        if let Some(url) = &self.base_url {
+            let key = std::env::var(&self.api_key_env).ok();
+            return Ok(ModelEndpoint {
+                chat: ta_chat::ChatClient::new(url, key, timeout),
+                model: self.model.clone().expect("clap requires --model with --base-url"),
+                record_tokens: self.record_tokens,
+                engine: None,
+                engine_client: self.record_tokens.then(|| EngineClient::new(url)),
+            });
+        }
+        let Some(base_model) = &self.base_model else {
+            bail!("no model given\nhint: pass --base-model smollm2-135m-instruct to start the embedded engine, or --base-url URL --model NAME for an existing server");
+        };
+        let env = PythonEnv::ensure()?;
+        let opts = self.engine.options(base_model, BASE_NAME, log_dir.join("engine.log"));
+        eprintln!("starting the engine with {base_model} (log: {})", opts.log_path.display());
+        let engine = Engine::start(&env, &opts).await.context("the embedded engine did not start")?;
+        let client = engine.client().clone();
+        Ok(ModelEndpoint {
+            chat: ta_chat::ChatClient::new(&client.base_url(), None, timeout),
+            model: BASE_NAME.to_string(),
+            record_tokens: true,
+            engine: Some(engine),
+            engine_client: Some(client),
+        })
+    }
+}

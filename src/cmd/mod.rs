@@ -1,0 +1,6 @@
+//! One module per subcommand: its flags (`Args`) and its `run`.
+
+pub mod demo_server;
+pub mod rollout;
+pub mod serve;
+pub mod tools;
