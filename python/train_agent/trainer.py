@@ -73,6 +73,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import pytorch_lightning as pl
+from pytorch_lightning.strategies import DDPStrategy, FSDPStrategy
 import torch
 import torch.nn.functional as F
 
@@ -373,7 +374,9 @@ class PolicyModule(pl.LightningModule):
                 "trained_tokens"]
         sums = torch.zeros(len(keys), dtype=torch.float64, device=self.device)
         mbs = batch["micro_batches"]
-        no_sync = getattr(self.trainer.strategy, "block_backward_sync", nullcontext)
+        # DDP: all-reduce gradients only in the last backward (FSDP syncs every one)
+        no_sync = self.trainer.strategy.block_backward_sync if isinstance(self.trainer.strategy, DDPStrategy) \
+            else nullcontext
         for i, mb in enumerate(mbs):
             real = bool(mb["weights"].any())
             mb = {k: v.to(self.device) for k, v in mb.items()}
@@ -460,12 +463,8 @@ def peak_memory(device: torch.device) -> dict:
 
 def make_strategy(cfg: Config, module):
     if cfg.strategy == "ddp":
-        from pytorch_lightning.strategies import DDPStrategy
-
         return DDPStrategy(find_unused_parameters=False)
     if cfg.strategy == "fsdp":
-        from pytorch_lightning.strategies import FSDPStrategy
-
         names = set(getattr(module.model.get_base_model(), "_no_split_modules", None) or [])
         layers = {type(m) for m in module.model.modules() if type(m).__name__ in names}
         return FSDPStrategy(auto_wrap_policy=layers or None, use_orig_params=True)

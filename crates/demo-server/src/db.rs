@@ -88,7 +88,8 @@ pub(crate) fn image() -> &'static [u8] {
 fn build(conn: &Connection) -> rusqlite::Result<()> {
     conn.execute_batch(SCHEMA)?;
     let data = generate();
-    conn.execute_batch("BEGIN")?;
+    // departments name their heads before the employees exist: check foreign keys at COMMIT.
+    conn.execute_batch("BEGIN; PRAGMA defer_foreign_keys = ON;")?;
     {
         let mut ins = conn.prepare(
             "INSERT INTO departments VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
@@ -392,8 +393,9 @@ fn generate() -> Data {
         let hired = rng.range(earliest, year_start(2024) + 250);
         let leaves = kind != "contractor" && rng.chance(13) || kind == "contractor" && rng.chance(25);
         let (status, terminated) = if leaves {
-            let end = (hired + rng.range(120, 2400)).min(year_start(2025) - 10);
-            ("terminated", Some(date(end.max(hired + 60))))
+            let cutoff = year_start(2025) - 10;
+            let end = hired + rng.range(60, (cutoff - hired).clamp(61, 2400));
+            ("terminated", Some(date(end.min(cutoff).max(hired + 30))))
         } else if rng.chance(3) {
             ("on_leave", None)
         } else {
@@ -451,6 +453,7 @@ fn generate() -> Data {
 
     // Projects.
     let mut projects = Vec::new();
+    let mut used_budgets = std::collections::HashSet::new();
     for (i, &(name, d, status)) in PROJECTS.iter().enumerate() {
         let dept = d as i64 + 1;
         let start_day = match status {
@@ -469,7 +472,17 @@ fn generate() -> Data {
             .map(|e| e.id)
             .collect();
         let lead = if i % 11 == 4 || candidates.is_empty() { None } else { Some(*rng.pick(&candidates)) };
-        let budget = if status == "planned" && i % 3 == 0 { None } else { Some(rng.range(8, 240) * 5_000) };
+        // Budgets are distinct so that "largest"/"smallest" questions have one answer.
+        let budget = if status == "planned" && i % 3 == 0 {
+            None
+        } else {
+            loop {
+                let b = rng.range(8, 240) * 5_000;
+                if used_budgets.insert(b) {
+                    break Some(b);
+                }
+            }
+        };
         projects.push(Project {
             id: i as i64 + 1,
             name,
@@ -499,8 +512,8 @@ fn generate() -> Data {
             .filter(|e| e.department.is_some() && e.department != Some(p.department))
             .map(|e| e.id)
             .collect();
-        let want_own = rng.range(2, 8) as usize;
-        let want_other = if rng.chance(70) { rng.range(1, 4) as usize } else { 0 };
+        let want_own = rng.range(3, 10) as usize;
+        let want_other = if rng.chance(80) { rng.range(1, 5) as usize } else { 0 };
         for (pool, want) in [(&own, want_own), (&others, want_other)] {
             let mut added = 0;
             let mut tries = 0;

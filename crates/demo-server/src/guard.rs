@@ -116,6 +116,9 @@ impl GuardedConnection {
 
     /// Maps an error raised while stepping a statement, recognizing the time limit.
     pub fn step_error(&self, e: rusqlite::Error) -> GuardError {
+        if let Some(what) = self.refused.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            return GuardError::Refused(what);
+        }
         match e.sqlite_error_code() {
             Some(rusqlite::ErrorCode::OperationInterrupted) => GuardError::TimedOut,
             _ => GuardError::Sql(e),
@@ -123,10 +126,18 @@ impl GuardedConnection {
     }
 }
 
+/// Pragmas that only describe the schema. They are allowed (also as table-valued functions such
+/// as `pragma_table_info('employees')`, which SQLite authorizes while stepping) because agents
+/// and reference queries use them to explore; every other pragma is refused.
+const INTROSPECTION_PRAGMAS: &[&str] = &["table_info", "table_xinfo", "foreign_key_list", "index_list", "index_info"];
+
 /// `None` when the action is allowed, else a short description of what was refused.
 fn describe_refusal(action: &AuthAction<'_>) -> Option<String> {
     Some(match action {
         AuthAction::Select | AuthAction::Read { .. } | AuthAction::Recursive => return None,
+        AuthAction::Pragma { pragma_name, .. } if INTROSPECTION_PRAGMAS.contains(&pragma_name.to_ascii_lowercase().as_str()) => {
+            return None;
+        }
         AuthAction::Function { function_name } if !function_name.eq_ignore_ascii_case("load_extension") => return None,
         AuthAction::Function { function_name } => format!("function {function_name}() is not allowed"),
         AuthAction::Insert { table_name } => format!("INSERT into {table_name}"),
@@ -226,6 +237,8 @@ mod tests {
             "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < 5) SELECT sum(x) FROM n;",
             "SELECT name FROM sqlite_master WHERE type = 'table'",
             "SELECT upper(name), round(avg(annual_budget), 2) FROM departments GROUP BY 1",
+            "SELECT name, type FROM pragma_table_info('employees')",
+            "PRAGMA foreign_key_list(projects)",
         ] {
             let mut stmt = g.prepare_select(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
             assert!(stmt.query([]).unwrap().next().unwrap().is_some(), "{sql}");
@@ -246,7 +259,9 @@ mod tests {
             "ATTACH DATABASE ':memory:' AS other",
             "DETACH DATABASE main",
             "PRAGMA query_only = OFF",
-            "PRAGMA table_info(employees)",
+            "PRAGMA journal_mode = OFF",
+            "PRAGMA user_version = 7",
+            "PRAGMA user_version",
             "BEGIN",
             "COMMIT",
             "SAVEPOINT s",

@@ -120,6 +120,7 @@ impl Engine {
             .stdout(log.try_clone().map_err(EngineError::Spawn)?)
             .stderr(log)
             .kill_on_drop(true);
+        crate::die_with_parent(&mut cmd);
         let child = cmd.spawn().map_err(EngineError::Spawn)?;
         let mut engine = Engine { child, client: EngineClient::new(&format!("http://127.0.0.1:{port}")), log_path: opts.log_path.clone() };
         engine.wait_ready(opts.ready_timeout).await?;

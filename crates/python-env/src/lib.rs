@@ -7,6 +7,25 @@
 
 pub mod engine;
 pub mod env;
+pub mod trainer;
 
 pub use engine::{Engine, EngineClient, EngineError, EngineOptions};
 pub use env::{EnvError, PythonEnv};
+pub use trainer::{Trainer, TrainerError};
+
+/// Makes a child process receive SIGTERM when this process dies, even by SIGKILL, so an engine or
+/// trainer never outlives a killed run (Linux; elsewhere `kill_on_drop` covers normal exits).
+pub(crate) fn die_with_parent(cmd: &mut tokio::process::Command) {
+    #[cfg(target_os = "linux")]
+    // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = cmd;
+}

@@ -1,0 +1,491 @@
+//! The MCP client the agent loop calls: connect (stdio, streamable HTTP, legacy SSE), discover,
+//! call tools with a timeout, survive one server crash per call, shut down cleanly.
+//!
+//! Rollouts run for hours and call tools thousands of times, so the client is shared (`&self`
+//! everywhere, put it in an `Arc`) and self-healing: when the transport dies (a stdio server
+//! crashed, an HTTP session dropped) a call reconnects once, re-initializes and retries, instead
+//! of failing the whole training step.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use process_wrap::tokio::{CommandWrap, ProcessGroup};
+use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
+use rmcp::model::{
+    CallToolRequestParams, ClientCapabilities, ClientInfo, Implementation, ReadResourceRequestParams, Resource,
+    ResourceContents, ServerPeerInfo, Tool,
+};
+use rmcp::service::RunningService;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{Peer, RoleClient, ServiceError, ServiceExt};
+use tokio::sync::RwLock;
+
+use crate::content::{ToolOutput, render_result};
+use crate::secret::Secret;
+use crate::spec::{HttpTransport, ServerSpec};
+use crate::sse::SseClientTransport;
+
+/// How to connect and how long to wait.
+#[derive(Debug, Clone)]
+pub struct ClientOptions {
+    /// Limit for one `tools/call` (and one discovery request). Default 60 s.
+    pub call_timeout: Duration,
+    /// Limit for starting the server and finishing `initialize`. Default 60 s (a first `npx`
+    /// run may download the package).
+    pub connect_timeout: Duration,
+    /// Sent as `Authorization: Bearer ...` to HTTP and SSE servers; ignored for stdio.
+    pub bearer_token: Option<Secret>,
+    /// Where a stdio server's stderr is appended (e.g. `RUN/logs/mcp-stderr.log`). `None`
+    /// discards it: it must never reach our stdout, which may carry progress or JSON.
+    pub stderr_log: Option<PathBuf>,
+    /// The `clientInfo` name sent in `initialize`.
+    pub client_name: String,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            call_timeout: Duration::from_secs(60),
+            connect_timeout: Duration::from_secs(60),
+            bearer_token: None,
+            stderr_log: None,
+            client_name: "train-agent".to_string(),
+        }
+    }
+}
+
+/// Transport and protocol failures. A tool that ran and failed is not an `McpError`: it is a
+/// [`ToolOutput`] with `is_error: true`.
+#[derive(Debug, thiserror::Error)]
+pub enum McpError {
+    #[error("cannot start MCP server `{command}`: {source}\nhint: {}", spawn_hint(command, source))]
+    Spawn { command: String, source: std::io::Error },
+    #[error("cannot open MCP stderr log {path}: {source}\nhint: check that the run directory is writable")]
+    StderrLog { path: PathBuf, source: std::io::Error },
+    #[error("invalid header `{name}` for MCP server {server}\nhint: header names are ASCII tokens, values printable ASCII")]
+    BadHeader { server: String, name: String },
+    #[error("cannot connect to MCP server {server}: {reason}\nhint: {hint}")]
+    Connect { server: String, reason: String, hint: String },
+    #[error("MCP server {server} did not finish `initialize` within {after:?}\nhint: check that it is an MCP server and that the transport is right (stdio command, /mcp for streamable HTTP, /sse for legacy SSE)")]
+    ConnectTimeout { server: String, after: Duration },
+    #[error("{what} on MCP server {server} did not answer within {after:?}")]
+    Timeout { server: String, what: String, after: Duration },
+    #[error("lost the connection to MCP server {server} during {what}: {reason}")]
+    Transport { server: String, what: String, reason: String },
+    /// The server answered with a JSON-RPC error (e.g. -32602 invalid params, unknown tool).
+    /// The connection is fine; the agent loop may show `message` to the model.
+    #[error("MCP server {server} rejected {what}: {message} (JSON-RPC error {code})")]
+    Protocol { server: String, what: String, code: i32, message: String },
+    #[error("tool arguments must be a JSON object, got {got}")]
+    ArgumentsNotObject { got: String },
+    #[error("the MCP client for {server} is closed")]
+    Closed { server: String },
+}
+
+impl McpError {
+    /// True when the connection itself is unusable (as opposed to one request failing).
+    pub fn is_connection_error(&self) -> bool {
+        matches!(
+            self,
+            McpError::Spawn { .. }
+                | McpError::StderrLog { .. }
+                | McpError::BadHeader { .. }
+                | McpError::Connect { .. }
+                | McpError::ConnectTimeout { .. }
+                | McpError::Transport { .. }
+                | McpError::Closed { .. }
+        )
+    }
+}
+
+fn spawn_hint(command: &str, source: &std::io::Error) -> String {
+    if source.kind() == std::io::ErrorKind::NotFound {
+        format!("`{command}` was not found on PATH; install it or give its full path")
+    } else {
+        "check the command and its permissions".to_string()
+    }
+}
+
+/// What a server offers, gathered once at the start of a run.
+#[derive(Debug, Clone, Default)]
+pub struct Discovery {
+    pub server_name: Option<String>,
+    pub server_version: Option<String>,
+    /// The `instructions` from `initialize`: the server's own advice on using its tools.
+    pub instructions: Option<String>,
+    /// Every tool, all pages.
+    pub tools: Vec<Tool>,
+    /// Every resource, all pages (empty when the server has no resources capability).
+    pub resources: Vec<Resource>,
+}
+
+/// One live connection; replaced wholesale on reconnect.
+struct Conn {
+    service: RunningService<RoleClient, ClientInfo>,
+    pid: Option<u32>,
+    generation: u64,
+}
+
+/// A connection to one MCP server. Share it with `Arc`; every method takes `&self`.
+pub struct McpClient {
+    spec: ServerSpec,
+    options: ClientOptions,
+    conn: RwLock<Option<Conn>>,
+    closed: AtomicBool,
+    generation: AtomicU64,
+    restarts: AtomicU64,
+}
+
+impl std::fmt::Debug for McpClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpClient").field("server", &self.spec.describe()).finish_non_exhaustive()
+    }
+}
+
+impl McpClient {
+    /// Starts or reaches the server and completes the MCP `initialize` handshake.
+    pub async fn connect(spec: ServerSpec, options: ClientOptions) -> Result<Self, McpError> {
+        let conn = open(&spec, &options, 0).await?;
+        Ok(McpClient {
+            spec,
+            options,
+            conn: RwLock::new(Some(conn)),
+            closed: AtomicBool::new(false),
+            generation: AtomicU64::new(0),
+            restarts: AtomicU64::new(0),
+        })
+    }
+
+    pub fn spec(&self) -> &ServerSpec {
+        &self.spec
+    }
+
+    pub fn options(&self) -> &ClientOptions {
+        &self.options
+    }
+
+    /// How many times the connection was re-established after a transport failure.
+    pub fn restarts(&self) -> u64 {
+        self.restarts.load(Ordering::Relaxed)
+    }
+
+    /// The stdio server's process id (also its process group id), if any.
+    pub async fn child_pid(&self) -> Option<u32> {
+        self.conn.read().await.as_ref().and_then(|c| c.pid)
+    }
+
+    /// What the server said about itself in `initialize`.
+    pub async fn server_info(&self) -> Result<Option<ServerPeerInfo>, McpError> {
+        let (peer, _) = self.peer().await?;
+        Ok(peer.peer_info().map(|i| (*i).clone()))
+    }
+
+    /// Lists every tool and resource and reads the server's instructions.
+    pub async fn discover(&self) -> Result<Discovery, McpError> {
+        let info = self.server_info().await?;
+        let tools = self.list_tools().await?;
+        let has_resources = info.as_ref().is_some_and(|i| i.capabilities.resources.is_some());
+        let resources = if has_resources {
+            // Resources only enrich prompts: a server that advertises them but fails to list
+            // them should not stop a run.
+            match self.list_resources().await {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::warn!(server = %self.spec, error = %e, "listing MCP resources failed; continuing without");
+                    Vec::new()
+                }
+            }
+        } else {
+            Vec::new()
+        };
+        let (server_name, server_version) = match info.as_ref().and_then(|i| i.server_info.as_ref()) {
+            Some(imp) => (Some(imp.name.clone()), Some(imp.version.clone())),
+            None => (None, None),
+        };
+        Ok(Discovery {
+            server_name,
+            server_version,
+            instructions: info.and_then(|i| i.instructions).filter(|s| !s.trim().is_empty()),
+            tools,
+            resources,
+        })
+    }
+
+    /// Every tool, following `nextCursor` to the last page.
+    pub async fn list_tools(&self) -> Result<Vec<Tool>, McpError> {
+        self.with_retry("tools/list", |peer| async move { peer.list_all_tools().await }).await
+    }
+
+    /// Every resource, following `nextCursor` to the last page.
+    pub async fn list_resources(&self) -> Result<Vec<Resource>, McpError> {
+        self.with_retry("resources/list", |peer| async move { peer.list_all_resources().await }).await
+    }
+
+    /// Reads one resource: text contents joined, binary contents summarized.
+    pub async fn read_resource(&self, uri: &str) -> Result<String, McpError> {
+        let what = format!("resources/read `{uri}`");
+        let uri = uri.to_string();
+        let result = self
+            .with_retry(&what, |peer| {
+                let uri = uri.clone();
+                async move { peer.read_resource(ReadResourceRequestParams::new(uri)).await }
+            })
+            .await?;
+        let parts: Vec<String> = result
+            .contents
+            .iter()
+            .map(|c| match c {
+                ResourceContents::TextResourceContents { text, .. } => text.clone(),
+                ResourceContents::BlobResourceContents { uri, mime_type, blob, .. } => format!(
+                    "[resource: {uri}, {}, {} bytes]",
+                    mime_type.as_deref().unwrap_or("application/octet-stream"),
+                    blob.trim_end_matches('=').len() * 3 / 4
+                ),
+            })
+            .collect();
+        Ok(parts.join("\n"))
+    }
+
+    /// Calls tool `name`. `args` must be a JSON object (or `null` for none). A tool-level error
+    /// comes back as `Ok(ToolOutput { is_error: true, .. })`.
+    pub async fn call_tool(&self, name: &str, args: serde_json::Value) -> Result<ToolOutput, McpError> {
+        let arguments = match args {
+            serde_json::Value::Object(map) => Some(map),
+            serde_json::Value::Null => None,
+            other => return Err(McpError::ArgumentsNotObject { got: crate::catalog::json_type_name(&other).into() }),
+        };
+        let mut params = CallToolRequestParams::new(name.to_string());
+        params.arguments = arguments;
+        let what = format!("tools/call `{name}`");
+        let result = self
+            .with_retry(&what, |peer| {
+                let params = params.clone();
+                async move { peer.call_tool(params).await }
+            })
+            .await?;
+        Ok(render_result(&result))
+    }
+
+    /// Closes the session and stops a stdio server (stdin closed, then SIGTERM, then SIGKILL to
+    /// its process group). Later calls fail with [`McpError::Closed`].
+    pub async fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        if let Some(conn) = self.conn.write().await.take() {
+            shutdown(conn).await;
+        }
+    }
+
+    /// The current peer, connecting first if an earlier reconnect failed.
+    async fn peer(&self) -> Result<(Peer<RoleClient>, u64), McpError> {
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(self.closed_error());
+        }
+        if let Some(conn) = self.conn.read().await.as_ref() {
+            return Ok((conn.service.peer().clone(), conn.generation));
+        }
+        self.reconnect(None).await?;
+        let guard = self.conn.read().await;
+        let conn = guard.as_ref().ok_or_else(|| self.closed_error())?;
+        Ok((conn.service.peer().clone(), conn.generation))
+    }
+
+    /// Runs one request with the call timeout; on a transport failure, reconnects once and
+    /// retries. The retry may repeat a call the dead server had already started: acceptable for
+    /// the tool calls of a training rollout, and what every MCP host does.
+    async fn with_retry<T, F, Fut>(&self, what: &str, request: F) -> Result<T, McpError>
+    where
+        F: Fn(Peer<RoleClient>) -> Fut,
+        Fut: Future<Output = Result<T, ServiceError>>,
+    {
+        let mut retried = false;
+        loop {
+            let (peer, generation) = self.peer().await?;
+            let err = match tokio::time::timeout(self.options.call_timeout, request(peer)).await {
+                Err(_) => {
+                    return Err(McpError::Timeout {
+                        server: self.spec.describe(),
+                        what: what.to_string(),
+                        after: self.options.call_timeout,
+                    });
+                }
+                Ok(Ok(value)) => return Ok(value),
+                Ok(Err(err)) => err,
+            };
+            let transport_failed = matches!(err, ServiceError::TransportClosed | ServiceError::TransportSend(_));
+            if !transport_failed || retried || self.closed.load(Ordering::SeqCst) {
+                return Err(self.service_error(what, err));
+            }
+            tracing::warn!(server = %self.spec, %what, error = %err, "MCP transport failed; reconnecting once and retrying");
+            self.reconnect(Some(generation)).await?;
+            retried = true;
+        }
+    }
+
+    /// Replaces the connection, unless another task already replaced generation `failed`.
+    async fn reconnect(&self, failed: Option<u64>) -> Result<(), McpError> {
+        let mut guard = self.conn.write().await;
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(self.closed_error());
+        }
+        match (guard.as_ref(), failed) {
+            (Some(conn), Some(g)) if conn.generation != g => return Ok(()),
+            (Some(_), None) => return Ok(()),
+            _ => {}
+        }
+        if let Some(old) = guard.take() {
+            tokio::spawn(shutdown(old));
+        }
+        let generation = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
+        let conn = open(&self.spec, &self.options, generation).await?;
+        self.restarts.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(server = %self.spec, restarts = self.restarts(), "MCP server reconnected");
+        *guard = Some(conn);
+        Ok(())
+    }
+
+    fn closed_error(&self) -> McpError {
+        McpError::Closed { server: self.spec.describe() }
+    }
+
+    fn service_error(&self, what: &str, err: ServiceError) -> McpError {
+        let server = self.spec.describe();
+        let what = what.to_string();
+        match err {
+            ServiceError::McpError(e) => McpError::Protocol { server, what, code: e.code.0, message: e.message.to_string() },
+            ServiceError::Timeout { timeout } => McpError::Timeout { server, what, after: timeout },
+            ServiceError::TransportClosed | ServiceError::TransportSend(_) => {
+                McpError::Transport { server, what, reason: err.to_string() }
+            }
+            other => McpError::Protocol { server, what, code: 0, message: other.to_string() },
+        }
+    }
+}
+
+async fn shutdown(mut conn: Conn) {
+    match conn.service.close_with_timeout(Duration::from_secs(10)).await {
+        Ok(Some(_)) => {}
+        Ok(None) => tracing::warn!("MCP session did not close within 10 s"),
+        Err(e) => tracing::warn!(error = %e, "MCP session task failed while closing"),
+    }
+}
+
+fn client_info(options: &ClientOptions) -> ClientInfo {
+    ClientInfo::new(
+        ClientCapabilities::default(),
+        Implementation::new(options.client_name.clone(), env!("CARGO_PKG_VERSION")),
+    )
+}
+
+/// Starts or reaches the server and runs `initialize`.
+async fn open(spec: &ServerSpec, options: &ClientOptions, generation: u64) -> Result<Conn, McpError> {
+    let server = spec.describe();
+    let info = client_info(options);
+    let timeout = options.connect_timeout;
+    let timed_out = || McpError::ConnectTimeout { server: server.clone(), after: timeout };
+    let init_failed = |e: rmcp::service::ClientInitializeError, hint: &str| McpError::Connect {
+        server: server.clone(),
+        reason: e.to_string(),
+        hint: hint.to_string(),
+    };
+    match spec {
+        ServerSpec::Stdio { command, args, env, cwd } => {
+            let mut cmd = tokio::process::Command::new(command);
+            cmd.args(args);
+            for (k, v) in env {
+                cmd.env(k, v.expose());
+            }
+            if let Some(dir) = cwd {
+                cmd.current_dir(dir);
+            }
+            let stderr = stderr_target(options.stderr_log.as_deref())?;
+            // Own process group: `npx`/`uvx` wrappers spawn the real server as a grandchild,
+            // and killing the group is the only way to stop both.
+            let mut wrapped = CommandWrap::from(cmd);
+            wrapped.wrap(ProcessGroup::leader());
+            let (child, _) = TokioChildProcess::builder(wrapped)
+                .stderr(stderr)
+                .spawn()
+                .map_err(|source| McpError::Spawn { command: command.clone(), source })?;
+            let pid = child.id();
+            let service = tokio::time::timeout(timeout, info.serve(child))
+                .await
+                .map_err(|_| timed_out())?
+                .map_err(|e| {
+                    init_failed(e, "the process exited or wrote something other than JSON-RPC to stdout; its stderr log says why")
+                })?;
+            Ok(Conn { service, pid, generation })
+        }
+        ServerSpec::Http { url, transport: HttpTransport::StreamableHttp, headers } => {
+            let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
+                .reinit_on_expired_session(true)
+                .custom_headers(header_map(&server, headers, options.bearer_token.is_some())?.into_iter().filter_map(|(k, v)| Some((k?, v))).collect());
+            if let Some(token) = &options.bearer_token {
+                config = config.auth_header(token.expose());
+            }
+            let transport = StreamableHttpClientTransport::from_config(config);
+            let service = tokio::time::timeout(timeout, info.serve(transport))
+                .await
+                .map_err(|_| timed_out())?
+                .map_err(|e| {
+                    let hint = if e.to_string().contains("401") || e.to_string().contains("auth") {
+                        "the server wants a bearer token (MCP_BEARER_TOKEN or --bearer-token)"
+                    } else {
+                        "check the URL (streamable HTTP servers usually listen on /mcp; legacy SSE ones on /sse)"
+                    };
+                    init_failed(e, hint)
+                })?;
+            Ok(Conn { service, pid: None, generation })
+        }
+        ServerSpec::Http { url, transport: HttpTransport::Sse, headers } => {
+            let http = reqwest::Client::builder().build().map_err(|e| McpError::Connect {
+                server: server.clone(),
+                reason: e.to_string(),
+                hint: "the TLS backend failed to initialize".into(),
+            })?;
+            let headers = header_map(&server, headers, options.bearer_token.is_some())?;
+            let transport = SseClientTransport::connect(http, url, options.bearer_token.clone(), headers, timeout)
+                .await
+                .map_err(|e| McpError::Connect {
+                    server: server.clone(),
+                    reason: e.to_string(),
+                    hint: "legacy SSE servers stream events from GET /sse; for streamable HTTP use the /mcp URL".into(),
+                })?;
+            let service = tokio::time::timeout(timeout, info.serve(transport))
+                .await
+                .map_err(|_| timed_out())?
+                .map_err(|e| init_failed(e, "the SSE session opened but initialize failed"))?;
+            Ok(Conn { service, pid: None, generation })
+        }
+    }
+}
+
+/// Config-file headers as a header map. When a bearer token is given it wins over a config
+/// `Authorization` header.
+fn header_map(server: &str, headers: &BTreeMap<String, Secret>, has_bearer: bool) -> Result<HeaderMap, McpError> {
+    let mut map = HeaderMap::new();
+    for (name, value) in headers {
+        let bad = || McpError::BadHeader { server: server.to_string(), name: name.clone() };
+        let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| bad())?;
+        if has_bearer && name == AUTHORIZATION {
+            continue;
+        }
+        let mut value = HeaderValue::from_str(value.expose()).map_err(|_| bad())?;
+        value.set_sensitive(true);
+        map.insert(name, value);
+    }
+    Ok(map)
+}
+
+fn stderr_target(log: Option<&Path>) -> Result<Stdio, McpError> {
+    let Some(path) = log else { return Ok(Stdio::null()) };
+    let err = |source| McpError::StderrLog { path: path.to_path_buf(), source };
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(err)?;
+    }
+    let file = std::fs::OpenOptions::new().create(true).append(true).open(path).map_err(err)?;
+    Ok(Stdio::from(file))
+}

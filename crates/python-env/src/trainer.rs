@@ -1,0 +1,129 @@
+//! The trainer as a child process and its file mailbox (see `python/train_agent/trainer.py`):
+//! step batches go into `trainer/inbox/`, metrics come back in `trainer/outbox/`, a crash leaves
+//! `trainer/error.json`. Files work the same for one process, DDP and several nodes.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use crate::env::PythonEnv;
+
+#[derive(Debug, thiserror::Error)]
+pub enum TrainerError {
+    #[error("cannot start the trainer: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("the trainer failed at step {step}: {message}\n(log: {log})")]
+    Failed { step: u64, message: String, log: PathBuf },
+}
+
+/// A running trainer process; killed when dropped.
+pub struct Trainer {
+    child: tokio::process::Child,
+    dir: PathBuf,
+    log: PathBuf,
+}
+
+impl Trainer {
+    /// Writes `config` to `<output_dir>/trainer/config.json` and starts the trainer on it. Stale
+    /// mailbox files (from an interrupted run) past `resume_step` are removed first.
+    pub fn start(env: &PythonEnv, output_dir: &Path, config: &serde_json::Value, resume_step: u64, extra_env: &[(String, String)]) -> Result<Trainer, TrainerError> {
+        let dir = output_dir.join("trainer");
+        for sub in ["inbox", "outbox"] {
+            let d = dir.join(sub);
+            std::fs::create_dir_all(&d)?;
+            for entry in std::fs::read_dir(&d)? {
+                let path = entry?.path();
+                let stale = match step_of(&path) {
+                    Some(n) => n > resume_step,
+                    None => true,
+                };
+                if stale {
+                    std::fs::remove_file(&path)?;
+                }
+            }
+        }
+        let _ = std::fs::remove_file(dir.join("error.json"));
+        let config_path = dir.join("config.json");
+        std::fs::write(&config_path, serde_json::to_vec_pretty(config).map_err(std::io::Error::other)?)?;
+        let logs = output_dir.join("logs");
+        std::fs::create_dir_all(&logs)?;
+        let log = logs.join("trainer.log");
+        let log_file = std::fs::OpenOptions::new().create(true).append(true).open(&log)?;
+        let mut cmd = env.module_command("train_agent.trainer");
+        cmd.arg("--config")
+            .arg(&config_path)
+            .envs(extra_env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .stdin(Stdio::null())
+            .stdout(log_file.try_clone()?)
+            .stderr(log_file)
+            .kill_on_drop(true);
+        crate::die_with_parent(&mut cmd);
+        let child = cmd.spawn()?;
+        Ok(Trainer { child, dir, log })
+    }
+
+    /// Hands step `step`'s batch (already serialised JSON) to the trainer.
+    pub fn submit(&self, step: u64, batch_json: &[u8]) -> std::io::Result<PathBuf> {
+        let inbox = self.dir.join("inbox");
+        let path = inbox.join(format!("step-{step:06}.json"));
+        let tmp = inbox.join(format!(".step-{step:06}.tmp"));
+        std::fs::write(&tmp, batch_json)?;
+        std::fs::rename(&tmp, &path)?;
+        Ok(path)
+    }
+
+    /// Waits for step `step`'s metrics.
+    pub async fn wait(&mut self, step: u64) -> Result<serde_json::Value, TrainerError> {
+        let out = self.dir.join("outbox").join(format!("step-{step:06}.json"));
+        let error = self.dir.join("error.json");
+        loop {
+            if let Ok(bytes) = std::fs::read(&out) {
+                if let Ok(v) = serde_json::from_slice(&bytes) {
+                    return Ok(v);
+                }
+            }
+            if let Ok(bytes) = std::fs::read(&error) {
+                let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+                let message = v["error"].as_str().unwrap_or("unknown error (see the log)").to_string();
+                return Err(TrainerError::Failed { step, message, log: self.log.clone() });
+            }
+            if let Some(status) = self.child.try_wait()? {
+                let tail = crate::engine::log_tail(&self.log, 20);
+                return Err(TrainerError::Failed { step, message: format!("the process exited ({status}); last lines:\n{tail}"), log: self.log.clone() });
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Asks the trainer to finish and waits for it.
+    pub async fn stop(mut self) -> Result<(), TrainerError> {
+        std::fs::write(self.dir.join("inbox").join("stop"), b"")?;
+        let status = tokio::time::timeout(Duration::from_secs(120), self.child.wait()).await;
+        match status {
+            Ok(Ok(s)) if s.success() => Ok(()),
+            Ok(Ok(s)) => Err(TrainerError::Failed { step: 0, message: format!("exited with {s} on stop"), log: self.log.clone() }),
+            Ok(Err(e)) => Err(e.into()),
+            Err(_) => {
+                let _ = self.child.start_kill();
+                Err(TrainerError::Failed { step: 0, message: "did not stop within 120 s".into(), log: self.log.clone() })
+            }
+        }
+    }
+}
+
+fn step_of(path: &Path) -> Option<u64> {
+    let name = path.file_name()?.to_str()?;
+    name.strip_prefix("step-")?.strip_suffix(".json")?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn step_numbers_come_from_file_names() {
+        assert_eq!(step_of(Path::new("/x/step-000042.json")), Some(42));
+        assert_eq!(step_of(Path::new("/x/.step-000042.tmp")), None);
+        assert_eq!(step_of(Path::new("/x/stop")), None);
+    }
+}

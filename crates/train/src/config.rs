@@ -1,0 +1,228 @@
+//! Every hyperparameter of a training run, as plain data. A run's `config.toml` holds the
+//! resolved values (file, then flags), so a run can be read, compared and resumed from it.
+
+use serde::{Deserialize, Serialize};
+use ta_reward::RewardConfig;
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct TrainConfig {
+    /// Base model: Hugging Face id, directory, .gguf file or packaged model name.
+    pub base_model: String,
+    /// Start from this PEFT adapter (e.g. an SFT run's `final/`).
+    pub init_adapter: Option<String>,
+    pub seed: u64,
+    pub rollout: RolloutSettings,
+    pub lora: LoraSettings,
+    pub optim: OptimSettings,
+    pub loss: LossSettings,
+    pub reward: RewardConfig,
+    pub trainer: TrainerSettings,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct RolloutSettings {
+    pub rollouts_per_scenario: u32,
+    pub scenarios_per_step: usize,
+    pub epochs: u32,
+    /// Stop after this many steps (0: run every epoch).
+    pub max_steps: u64,
+    pub max_turns: u32,
+    pub max_tokens: u32,
+    pub temperature: f32,
+    pub top_p: f32,
+    pub concurrency: usize,
+    pub tool_result_max_chars: usize,
+    /// Validate every this many steps (0: only before and after training).
+    pub eval_every: u64,
+    pub eval_temperature: f32,
+    /// Share of scenarios held out when the data set has no `split` field.
+    pub validation_fraction: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct LoraSettings {
+    pub r: u32,
+    pub alpha: f64,
+    pub dropout: f64,
+    pub target_modules: serde_json::Value,
+    pub use_rslora: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct OptimSettings {
+    pub lr: f64,
+    pub weight_decay: f64,
+    pub warmup_steps: u64,
+    /// `constant` or `cosine`.
+    pub schedule: String,
+    pub max_grad_norm: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct LossSettings {
+    pub epsilon_low: f64,
+    pub epsilon_high: f64,
+    /// KL coefficient against the base model (adapter disabled).
+    pub beta: f64,
+    /// `token-mean` (DAPO), `seq-mean-token-sum-norm` (Dr. GRPO), `seq-mean-token-mean` (GRPO).
+    pub aggregation: String,
+    /// Divide advantages by the group's standard deviation (GRPO); off is Dr. GRPO.
+    pub scale_advantages: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct TrainerSettings {
+    pub micro_batch_tokens: u64,
+    pub gradient_checkpointing: bool,
+    pub precision: String,
+    pub strategy: String,
+    pub devices: serde_json::Value,
+    pub num_nodes: u32,
+    /// GPUs in all: with more than one, the engine takes the first and the trainer the rest.
+    pub num_gpus: u32,
+    pub tensorboard: bool,
+    pub wandb_project: Option<String>,
+}
+
+impl Default for TrainConfig {
+    fn default() -> Self {
+        TrainConfig {
+            base_model: String::new(),
+            init_adapter: None,
+            seed: 0,
+            rollout: RolloutSettings::default(),
+            lora: LoraSettings::default(),
+            optim: OptimSettings::default(),
+            loss: LossSettings::default(),
+            reward: RewardConfig::default(),
+            trainer: TrainerSettings::default(),
+        }
+    }
+}
+
+impl Default for RolloutSettings {
+    fn default() -> Self {
+        RolloutSettings {
+            rollouts_per_scenario: 8,
+            scenarios_per_step: 8,
+            epochs: 1,
+            max_steps: 0,
+            max_turns: 8,
+            max_tokens: 512,
+            temperature: 1.0,
+            top_p: 1.0,
+            concurrency: 32,
+            tool_result_max_chars: 4000,
+            eval_every: 10,
+            eval_temperature: 0.0,
+            validation_fraction: 0.2,
+        }
+    }
+}
+
+impl Default for LoraSettings {
+    fn default() -> Self {
+        LoraSettings { r: 16, alpha: 32.0, dropout: 0.0, target_modules: "all-linear".into(), use_rslora: false }
+    }
+}
+
+impl Default for OptimSettings {
+    fn default() -> Self {
+        OptimSettings { lr: 5e-5, weight_decay: 0.0, warmup_steps: 0, schedule: "constant".into(), max_grad_norm: 1.0 }
+    }
+}
+
+impl Default for LossSettings {
+    fn default() -> Self {
+        LossSettings { epsilon_low: 0.2, epsilon_high: 0.28, beta: 0.0, aggregation: "token-mean".into(), scale_advantages: true }
+    }
+}
+
+impl Default for TrainerSettings {
+    fn default() -> Self {
+        TrainerSettings {
+            micro_batch_tokens: 8192,
+            gradient_checkpointing: false,
+            precision: "auto".into(),
+            strategy: "auto".into(),
+            devices: 1.into(),
+            num_nodes: 1,
+            num_gpus: 1,
+            tensorboard: false,
+            wandb_project: None,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read { path: String, source: std::io::Error },
+    #[error("{path}: {message}\nhint: see `train-agent train --help` and docs/training.md for every key")]
+    Parse { path: String, message: String },
+    #[error("invalid setting {key} = {value}: {why}")]
+    Invalid { key: &'static str, value: String, why: &'static str },
+}
+
+impl TrainConfig {
+    pub fn load(path: &std::path::Path) -> Result<TrainConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.display().to_string(), source })?;
+        toml::from_str(&text).map_err(|e| ConfigError::Parse { path: path.display().to_string(), message: e.to_string() })
+    }
+
+    pub fn to_toml(&self) -> String {
+        toml::to_string_pretty(self).expect("config serialises")
+    }
+
+    /// Checks values whose mistakes would otherwise surface deep inside a run.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let inv = |key, value: String, why| Err(ConfigError::Invalid { key, value, why });
+        if self.base_model.is_empty() {
+            return inv("base_model", "\"\"".into(), "required (--base-model)");
+        }
+        if self.rollout.rollouts_per_scenario < 2 {
+            return inv("rollout.rollouts_per_scenario", self.rollout.rollouts_per_scenario.to_string(), "GRPO compares rollouts within a group: use at least 2");
+        }
+        if self.rollout.scenarios_per_step == 0 {
+            return inv("rollout.scenarios_per_step", "0".into(), "must be at least 1");
+        }
+        if !["token-mean", "seq-mean-token-sum-norm", "seq-mean-token-mean"].contains(&self.loss.aggregation.as_str()) {
+            return inv("loss.aggregation", self.loss.aggregation.clone(), "one of token-mean, seq-mean-token-sum-norm, seq-mean-token-mean");
+        }
+        if !["constant", "cosine"].contains(&self.optim.schedule.as_str()) {
+            return inv("optim.schedule", self.optim.schedule.clone(), "one of constant, cosine");
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolved_config_round_trips_through_toml() {
+        let mut c = TrainConfig { base_model: "m".into(), ..Default::default() };
+        c.rollout.max_steps = 3;
+        let back: TrainConfig = toml::from_str(&c.to_toml()).unwrap();
+        assert_eq!(back, c);
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_reported() {
+        let e = toml::from_str::<TrainConfig>("[rollout]\nrollouts_per_scenaro = 4\n").unwrap_err().to_string();
+        assert!(e.contains("rollouts_per_scenaro"), "{e}");
+        let mut c = TrainConfig { base_model: "m".into(), ..Default::default() };
+        c.rollout.rollouts_per_scenario = 1;
+        assert!(c.validate().unwrap_err().to_string().contains("at least 2"));
+        c.rollout.rollouts_per_scenario = 4;
+        c.loss.aggregation = "mean".into();
+        assert!(matches!(c.validate(), Err(ConfigError::Invalid { key: "loss.aggregation", .. })));
+    }
+}

@@ -1,0 +1,9 @@
+//! GRPO training runs: the loop that samples groups with the current adapter, scores them, turns
+//! them into token-level batches for the trainer, and hot-loads each new adapter into the engine;
+//! with checkpoints and resume.
+
+pub mod config;
+pub mod data;
+pub mod run;
+
+pub use config::TrainConfig;

@@ -1,0 +1,457 @@
+//! The GRPO loop. Per step: sample `rollouts_per_scenario` episodes of each scenario with the
+//! current adapter → rewards → group advantages (flat groups skipped and counted) → token-level
+//! batch → one trainer step → the engine hot-loads the new adapter. Checkpoints every step; a
+//! resumed run keeps every finished step and trajectory.
+
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+use serde_json::{Value, json};
+use ta_chat::ChatClient;
+use ta_grpo::{GroupStats, StepBatch, group_advantages, samples_from_trajectory};
+use ta_python::{EngineClient, PythonEnv, Trainer};
+use ta_rollout::runner::{Job, Summary, group_jobs, run_jobs};
+use ta_rollout::{AgentConfig, ToolHost};
+use ta_types::trajectory::{TrajectoryWriter, read_trajectories};
+use ta_types::{Scenario, Trajectory};
+
+use crate::config::TrainConfig;
+use crate::data::Curriculum;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("run directory {path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error(transparent)]
+    Trainer(#[from] ta_python::TrainerError),
+    #[error(transparent)]
+    Engine(#[from] ta_python::EngineError),
+    #[error(transparent)]
+    Samples(#[from] ta_grpo::samples::SampleError),
+    #[error("no training scenarios\nhint: give scenarios a \"split\": \"train\" field, or leave \"split\" out to have a share split off for validation")]
+    NoTrainingData,
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> RunError + '_ {
+    move |source| RunError::Io { path: path.to_path_buf(), source }
+}
+
+/// Everything a run needs that is already running or loaded.
+pub struct Context<'a, T: ToolHost> {
+    pub cfg: &'a TrainConfig,
+    pub out: &'a Path,
+    pub tools: &'a T,
+    pub system_prompt: &'a str,
+    pub chat: &'a ChatClient,
+    pub engine: &'a EngineClient,
+    /// The name the engine serves the base model under.
+    pub base_name: &'a str,
+    pub python: &'a PythonEnv,
+    pub train: Vec<Scenario>,
+    pub validation: Vec<Scenario>,
+    /// Environment for the trainer process (e.g. `CUDA_VISIBLE_DEVICES`).
+    pub trainer_env: Vec<(String, String)>,
+}
+
+/// How the run ended.
+#[derive(Debug, PartialEq)]
+pub enum Finished {
+    /// Every step ran; `final/` holds the adapter.
+    Done { steps: u64 },
+    /// Interrupted (Ctrl-C) after `completed_steps`; `--resume` continues.
+    Interrupted { completed_steps: u64 },
+}
+
+pub fn checkpoint_dir(out: &Path, step: u64) -> PathBuf {
+    out.join("checkpoints").join(format!("step-{step:06}"))
+}
+
+/// The last step whose checkpoint is complete (its `state.json` exists), 0 when none.
+pub fn last_complete_step(out: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(out.join("checkpoints")) else { return 0 };
+    entries
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().join("state.json").exists())
+        .filter_map(|e| e.file_name().to_str()?.strip_prefix("step-")?.parse::<u64>().ok())
+        .max()
+        .unwrap_or(0)
+}
+
+fn adapter_name(step: u64) -> String {
+    format!("step-{step:06}")
+}
+
+/// The trainer's config (see python/train_agent/trainer.py) from the run config.
+fn trainer_config(cfg: &TrainConfig, out: &Path, resume_step: u64, total_steps: u64) -> Value {
+    json!({
+        "model": cfg.base_model,
+        "output_dir": out,
+        "lora": {
+            "r": cfg.lora.r, "alpha": cfg.lora.alpha, "dropout": cfg.lora.dropout,
+            "target_modules": cfg.lora.target_modules, "use_rslora": cfg.lora.use_rslora,
+            "init_adapter": cfg.init_adapter,
+        },
+        "optim": {
+            "lr": cfg.optim.lr, "weight_decay": cfg.optim.weight_decay, "warmup_steps": cfg.optim.warmup_steps,
+            "schedule": cfg.optim.schedule, "total_steps": total_steps.max(1), "max_grad_norm": cfg.optim.max_grad_norm,
+        },
+        "loss": {
+            "kind": "grpo", "epsilon_low": cfg.loss.epsilon_low, "epsilon_high": cfg.loss.epsilon_high,
+            "beta": cfg.loss.beta, "aggregation": cfg.loss.aggregation,
+            "max_len_norm": cfg.rollout.max_tokens * cfg.rollout.max_turns,
+        },
+        "micro_batch_tokens": cfg.trainer.micro_batch_tokens,
+        "gradient_checkpointing": cfg.trainer.gradient_checkpointing,
+        "precision": cfg.trainer.precision,
+        "strategy": cfg.trainer.strategy,
+        "devices": cfg.trainer.devices,
+        "num_nodes": cfg.trainer.num_nodes,
+        "loggers": {"csv": true, "tensorboard": cfg.trainer.tensorboard, "wandb_project": cfg.trainer.wandb_project},
+        "seed": cfg.seed,
+        "resume_from": (resume_step > 0).then(|| checkpoint_dir(out, resume_step)),
+    })
+}
+
+/// Runs (or resumes) training until every step is done or `shutdown` fires.
+pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Output = ()>) -> Result<Finished, RunError> {
+    let cfg = ctx.cfg;
+    if ctx.train.is_empty() {
+        return Err(RunError::NoTrainingData);
+    }
+    let curriculum = Curriculum::new(ctx.train.clone(), cfg.rollout.scenarios_per_step, cfg.rollout.epochs, cfg.seed);
+    let mut total = curriculum.total_steps();
+    if cfg.rollout.max_steps > 0 {
+        total = total.min(cfg.rollout.max_steps);
+    }
+    let resume = last_complete_step(ctx.out);
+    let multi = MultiProgress::new();
+    let steps_bar = multi.add(ProgressBar::new(total));
+    steps_bar.set_style(ProgressStyle::with_template("{prefix:>10} [{bar:30}] {pos}/{len} steps ({elapsed}, eta {eta})").expect("template").progress_chars("=> "));
+    steps_bar.set_prefix("train");
+    steps_bar.set_position(resume);
+
+    let mut current_model = ctx.base_name.to_string();
+    if resume > 0 {
+        let adapter = checkpoint_dir(ctx.out, resume).join("adapter");
+        ctx.engine.load_adapter(&adapter_name(resume), &adapter).await?;
+        current_model = adapter_name(resume);
+        multi.println(format!("resuming after step {resume}")).ok();
+    } else if let Some(init) = &cfg.init_adapter {
+        ctx.engine.load_adapter("init", Path::new(init)).await?;
+        current_model = "init".into();
+    }
+    let mut trainer = Trainer::start(ctx.python, ctx.out, &trainer_config(cfg, ctx.out, resume, total), resume, &ctx.trainer_env)?;
+    let metrics_path = ctx.out.join("metrics.jsonl");
+
+    tokio::pin!(shutdown);
+    let interrupted = |completed_steps| Ok(Finished::Interrupted { completed_steps });
+
+    if resume == 0 && !ctx.validation.is_empty() {
+        let Some(row) = select_or_stop(validate(ctx, &current_model, 0, &multi), &mut shutdown).await? else { return interrupted(0) };
+        append_metrics(&metrics_path, &row)?;
+    }
+
+    for step in resume + 1..=total {
+        let step_start = Instant::now();
+        let scenarios = curriculum.step(step);
+        let jobs = group_jobs(&scenarios, cfg.rollout.rollouts_per_scenario, step);
+        let traj_path = ctx.out.join("trajectories").join(format!("step-{step:06}.jsonl"));
+
+        // 1. Rollouts (reusing those an interrupted attempt of this step finished).
+        let t0 = Instant::now();
+        let Some(mut trajectories) = select_or_stop(rollouts(ctx, &current_model, &traj_path, jobs, &multi, step), &mut shutdown).await? else {
+            return interrupted(step - 1);
+        };
+        let rollout_s = t0.elapsed().as_secs_f64();
+
+        // 2. Rewards and advantages.
+        let t0 = Instant::now();
+        let by_id: HashMap<&str, &Scenario> = scenarios.iter().map(|s| (s.id.as_str(), s)).collect();
+        for t in &mut trajectories {
+            ta_reward::score(&cfg.reward, by_id[t.scenario_id.as_str()], t);
+        }
+        let (batch, groups, flat) = build_batch(&trajectories, step, cfg.loss.scale_advantages)?;
+        // Keep the scored trajectories: rewrite the step's file in full.
+        rewrite_trajectories(&traj_path, &trajectories)?;
+        let reward_s = t0.elapsed().as_secs_f64();
+
+        // 3. One trainer step (skipped when every group was flat: nothing to learn).
+        let t0 = Instant::now();
+        let trainer_metrics = if batch.samples.is_empty() {
+            json!({"skipped": "every group had equal rewards"})
+        } else {
+            let bytes = serde_json::to_vec(&batch).expect("batch serialises");
+            trainer.submit(step, &bytes).map_err(io(ctx.out))?;
+            trainer.wait(step).await?
+        };
+        let train_s = t0.elapsed().as_secs_f64();
+
+        // 4. Hot-load the new adapter, then mark the step complete.
+        let t0 = Instant::now();
+        let ckpt = checkpoint_dir(ctx.out, step);
+        if batch.samples.is_empty() {
+            // No update: the step's checkpoint is the previous adapter, so resume stays exact.
+            copy_previous_checkpoint(ctx.out, step)?;
+        }
+        let adapter = ckpt.join("adapter");
+        if adapter.exists() {
+            ctx.engine.load_adapter(&adapter_name(step), &adapter).await?;
+            if current_model.starts_with("step-") {
+                ctx.engine.unload_adapter(&current_model).await.ok();
+            }
+            current_model = adapter_name(step);
+        }
+        let reload_s = t0.elapsed().as_secs_f64();
+
+        let summary = Summary::of(&trajectories);
+        let mut row = json!({
+            "step": step,
+            "epoch": ((step - 1) * cfg.rollout.scenarios_per_step as u64) / ctx.train.len() as u64,
+            "reward": summary.mean_reward,
+            "reward_std": std_dev(trajectories.iter().filter_map(|t| t.reward)),
+            "completion_rate": summary.completion_rate,
+            "ground_truth": mean(trajectories.iter().filter_map(|t| t.reward_parts.ground_truth)),
+            "mean_turns": summary.mean_turns,
+            "mean_tool_calls": summary.mean_tool_calls,
+            "tool_errors": summary.tool_errors,
+            "groups": groups,
+            "groups_zero_variance": flat,
+            "samples": batch.samples.len(),
+            "sample_tokens": batch.tokens(),
+            "completion_tokens": trajectories.iter().map(Trajectory::completion_tokens).sum::<u64>(),
+            "trainer": trainer_metrics,
+            "time": {"rollout_s": rollout_s, "reward_s": reward_s, "train_s": train_s, "reload_s": reload_s},
+        });
+        if cfg.rollout.eval_every > 0 && step % cfg.rollout.eval_every == 0 && step != total && !ctx.validation.is_empty() {
+            let Some(v) = select_or_stop(validate(ctx, &current_model, step, &multi), &mut shutdown).await? else {
+                return interrupted(step - 1);
+            };
+            merge(&mut row, v);
+        }
+        row["time"]["step_s"] = json!(step_start.elapsed().as_secs_f64());
+        std::fs::write(ckpt.join("state.json"), serde_json::to_vec_pretty(&json!({"step": step, "model": current_model})).expect("json")).map_err(io(&ckpt))?;
+        append_metrics(&metrics_path, &row)?;
+        steps_bar.inc(1);
+        multi.println(step_line(&row)).ok();
+    }
+
+    // Final validation and the final adapter.
+    if !ctx.validation.is_empty() && total > 0 && !has_validation(&metrics_path, total) {
+        let Some(v) = select_or_stop(validate(ctx, &current_model, total, &multi), &mut shutdown).await? else {
+            return interrupted(total);
+        };
+        append_metrics(&metrics_path, &v)?;
+    }
+    trainer.stop().await?;
+    if total > 0 {
+        copy_dir(&checkpoint_dir(ctx.out, total).join("adapter"), &ctx.out.join("final"))?;
+    }
+    steps_bar.finish();
+    Ok(Finished::Done { steps: total })
+}
+
+/// Runs `fut` unless `shutdown` fires first (then `None`).
+async fn select_or_stop<F, R>(fut: F, shutdown: &mut std::pin::Pin<&mut impl Future<Output = ()>>) -> Result<Option<R>, RunError>
+where
+    F: Future<Output = Result<R, RunError>>,
+{
+    tokio::select! {
+        r = fut => r.map(Some),
+        _ = shutdown.as_mut() => Ok(None),
+    }
+}
+
+async fn rollouts<T: ToolHost>(ctx: &Context<'_, T>, model: &str, path: &Path, jobs: Vec<Job>, multi: &MultiProgress, step: u64) -> Result<Vec<Trajectory>, RunError> {
+    let mut done: Vec<Trajectory> = if path.exists() { read_trajectories(path).map_err(io(path))? } else { Vec::new() };
+    let wanted: HashSet<(String, u32)> = jobs.iter().map(|j| (j.scenario.id.clone(), j.group.index)).collect();
+    done.retain(|t| wanted.contains(&(t.scenario_id.clone(), t.group.index)));
+    let have: HashSet<(String, u32)> = done.iter().map(|t| (t.scenario_id.clone(), t.group.index)).collect();
+    let todo: Vec<Job> = jobs.into_iter().filter(|j| !have.contains(&(j.scenario.id.clone(), j.group.index))).collect();
+    let mut writer = TrajectoryWriter::append(path).map_err(io(path))?;
+    let bar = multi.add(ProgressBar::new(todo.len() as u64));
+    bar.set_prefix(format!("step {step}"));
+    let cfg = agent_config(ctx.cfg, ctx.cfg.rollout.temperature, ctx.cfg.seed.wrapping_add(step << 20));
+    let result = run_jobs(ctx.chat, model, ctx.tools, ctx.system_prompt, todo, &cfg, ctx.cfg.rollout.concurrency, &mut writer, &bar, std::future::pending()).await.map_err(io(path))?;
+    bar.finish_and_clear();
+    multi.remove(&bar);
+    done.extend(result.trajectories);
+    // Group order: by scenario, then index, whatever order they finished in.
+    done.sort_by(|a, b| (&a.scenario_id, a.group.index).cmp(&(&b.scenario_id, b.group.index)));
+    Ok(done)
+}
+
+fn agent_config(cfg: &TrainConfig, temperature: f32, seed: u64) -> AgentConfig {
+    AgentConfig {
+        max_turns: cfg.rollout.max_turns,
+        max_tokens: cfg.rollout.max_tokens,
+        temperature,
+        top_p: cfg.rollout.top_p,
+        tool_result_max_chars: cfg.rollout.tool_result_max_chars,
+        record_tokens: true,
+        seed: Some(seed),
+    }
+}
+
+/// One rollout of each validation scenario; returns the `val_*` metrics.
+async fn validate<T: ToolHost>(ctx: &Context<'_, T>, model: &str, step: u64, multi: &MultiProgress) -> Result<Value, RunError> {
+    let path = ctx.out.join("eval").join(format!("step-{step:06}.jsonl"));
+    let _ = std::fs::remove_file(&path);
+    let jobs = group_jobs(&ctx.validation, 1, step);
+    let mut writer = TrajectoryWriter::append(&path).map_err(io(&path))?;
+    let bar = multi.add(ProgressBar::new(jobs.len() as u64));
+    bar.set_prefix("validate");
+    let cfg = agent_config(ctx.cfg, ctx.cfg.rollout.eval_temperature, ctx.cfg.seed);
+    let mut result = run_jobs(ctx.chat, model, ctx.tools, ctx.system_prompt, jobs, &cfg, ctx.cfg.rollout.concurrency, &mut writer, &bar, std::future::pending()).await.map_err(io(&path))?;
+    bar.finish_and_clear();
+    multi.remove(&bar);
+    let by_id: HashMap<&str, &Scenario> = ctx.validation.iter().map(|s| (s.id.as_str(), s)).collect();
+    for t in &mut result.trajectories {
+        ta_reward::score(&ctx.cfg.reward, by_id[t.scenario_id.as_str()], t);
+    }
+    rewrite_trajectories(&path, &result.trajectories)?;
+    let s = Summary::of(&result.trajectories);
+    let row = json!({
+        "step": step,
+        "val_completion_rate": s.completion_rate,
+        "val_reward": s.mean_reward,
+        "val_ground_truth": mean(result.trajectories.iter().filter_map(|t| t.reward_parts.ground_truth)),
+        "val_mean_turns": s.mean_turns,
+        "val_trajectories": s.trajectories,
+        "val_model": model,
+    });
+    multi.println(format!("validation at step {step}: completion {:.1}%, ground truth {}", 100.0 * s.completion_rate, fmt_opt(row["val_ground_truth"].as_f64()))).ok();
+    Ok(row)
+}
+
+/// Advantages per group and the step's samples; returns (batch, groups, flat groups).
+fn build_batch(trajectories: &[Trajectory], step: u64, scale: bool) -> Result<(StepBatch, usize, usize), RunError> {
+    let mut by_group: Vec<(&str, Vec<&Trajectory>)> = Vec::new();
+    for t in trajectories {
+        match by_group.last_mut() {
+            Some((id, g)) if *id == t.scenario_id => g.push(t),
+            _ => by_group.push((&t.scenario_id, vec![t])),
+        }
+    }
+    let mut samples = Vec::new();
+    let mut flat = 0;
+    for (gid, (_, group)) in by_group.iter().enumerate() {
+        let rewards: Vec<f64> = group.iter().map(|t| t.reward.unwrap_or(0.0)).collect();
+        match group_advantages(&rewards, scale) {
+            GroupStats::ZeroVariance => flat += 1,
+            GroupStats::Trained(adv) => {
+                for (t, a) in group.iter().zip(adv) {
+                    samples.extend(samples_from_trajectory(t, a, gid as u64)?);
+                }
+            }
+        }
+    }
+    Ok((StepBatch { step, samples }, by_group.len(), flat))
+}
+
+fn rewrite_trajectories(path: &Path, trajectories: &[Trajectory]) -> Result<(), RunError> {
+    let tmp = path.with_extension("jsonl.tmp");
+    let _ = std::fs::remove_file(&tmp);
+    let mut w = TrajectoryWriter::append(&tmp).map_err(io(&tmp))?;
+    for t in trajectories {
+        w.write(t).map_err(io(&tmp))?;
+    }
+    std::fs::rename(&tmp, path).map_err(io(path))
+}
+
+fn copy_previous_checkpoint(out: &Path, step: u64) -> Result<(), RunError> {
+    let prev = checkpoint_dir(out, step - 1);
+    let dst = checkpoint_dir(out, step);
+    std::fs::create_dir_all(&dst).map_err(io(&dst))?;
+    if prev.join("adapter").exists() {
+        copy_dir(&prev.join("adapter"), &dst.join("adapter"))?;
+    }
+    Ok(())
+}
+
+fn copy_dir(src: &Path, dst: &Path) -> Result<(), RunError> {
+    std::fs::create_dir_all(dst).map_err(io(dst))?;
+    for entry in std::fs::read_dir(src).map_err(io(src))? {
+        let entry = entry.map_err(io(src))?;
+        let target = dst.join(entry.file_name());
+        if entry.path().is_dir() {
+            copy_dir(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), &target).map_err(io(&target))?;
+        }
+    }
+    Ok(())
+}
+
+fn append_metrics(path: &Path, row: &Value) -> Result<(), RunError> {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(path).map_err(io(path))?;
+    writeln!(f, "{row}").map_err(io(path))
+}
+
+fn has_validation(metrics: &Path, step: u64) -> bool {
+    std::fs::read_to_string(metrics)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .any(|v| v["step"] == step && v.get("val_completion_rate").is_some())
+}
+
+fn merge(row: &mut Value, extra: Value) {
+    if let (Some(r), Value::Object(e)) = (row.as_object_mut(), extra) {
+        for (k, v) in e {
+            r.entry(k).or_insert(v);
+        }
+    }
+}
+
+fn mean(xs: impl Iterator<Item = f64>) -> Option<f64> {
+    let v: Vec<f64> = xs.collect();
+    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+}
+
+fn std_dev(xs: impl Iterator<Item = f64>) -> Option<f64> {
+    let v: Vec<f64> = xs.collect();
+    let m = mean(v.iter().copied())?;
+    Some((v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / v.len() as f64).sqrt())
+}
+
+fn fmt_opt(x: Option<f64>) -> String {
+    x.map_or("-".into(), |v| format!("{v:.3}"))
+}
+
+/// The compact line printed after each step.
+fn step_line(row: &Value) -> String {
+    let f = |v: &Value| fmt_opt(v.as_f64());
+    format!(
+        "step {:>4}  reward {}  completion {}  groups {}/{} flat  loss {}  grad {}  kl {}  {:.1}s",
+        row["step"],
+        f(&row["reward"]),
+        f(&row["completion_rate"]),
+        row["groups_zero_variance"],
+        row["groups"],
+        f(&row["trainer"]["loss"]),
+        f(&row["trainer"]["grad_norm"]),
+        f(&row["trainer"]["kl"]),
+        row["time"]["step_s"].as_f64().unwrap_or(0.0),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn last_complete_step_needs_a_state_file() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(last_complete_step(dir.path()), 0);
+        for s in [1, 2, 3] {
+            std::fs::create_dir_all(checkpoint_dir(dir.path(), s)).unwrap();
+        }
+        std::fs::write(checkpoint_dir(dir.path(), 1).join("state.json"), "{}").unwrap();
+        std::fs::write(checkpoint_dir(dir.path(), 2).join("state.json"), "{}").unwrap();
+        assert_eq!(last_complete_step(dir.path()), 2, "step 3 has no state.json: it did not finish");
+    }
+}
