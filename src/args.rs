@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use ta_python::{Engine, EngineClient, EngineOptions, PythonEnv};
+use ta_python::{Engine, EngineOptions, PythonEnv};
 
 /// Which model server the agent talks to: an external OpenAI-compatible endpoint, an engine
 /// already running (ours or vLLM), or the embedded engine started for this command.
@@ -73,7 +73,6 @@ pub struct ModelEndpoint {
     pub model: String,
     pub record_tokens: bool,
     pub engine: Option<Engine>,
-    pub engine_client: Option<EngineClient>,
 }
 
 impl ModelArgs {
@@ -87,7 +86,6 @@ impl ModelArgs {
                 model: self.model.clone().expect("clap requires --model with --base-url"),
                 record_tokens: self.record_tokens,
                 engine: None,
-                engine_client: self.record_tokens.then(|| EngineClient::new(url)),
             });
         }
         let Some(base_model) = &self.base_model else {
@@ -103,7 +101,74 @@ impl ModelArgs {
             model: BASE_NAME.to_string(),
             record_tokens: true,
             engine: Some(engine),
-            engine_client: Some(client),
         })
+    }
+}
+
+/// Which MCP server to use and how to reach it.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ServerArgs {
+    /// MCP server: a URL (streamable HTTP; legacy SSE when the path ends in /sse) or a command
+    /// line for a stdio server, e.g. "npx -y @modelcontextprotocol/server-everything". Falls back
+    /// to --mcp-config, then $MCP_URL.
+    #[arg(long, value_name = "URL|COMMAND")]
+    pub server: Option<String>,
+    /// A JSON file in the common `mcpServers` format (Claude Desktop, Cursor, ...).
+    #[arg(long, value_name = "FILE")]
+    pub mcp_config: Option<PathBuf>,
+    /// Which entry of --mcp-config to use (optional when it has one).
+    #[arg(long, value_name = "NAME", requires = "mcp_config")]
+    pub server_name: Option<String>,
+    /// Environment variable holding a bearer token for HTTP servers (never printed or written).
+    #[arg(long, value_name = "NAME", default_value = "MCP_BEARER_TOKEN")]
+    pub bearer_token_env: String,
+    /// Seconds one MCP tool call may take.
+    #[arg(long, default_value_t = 60)]
+    pub mcp_timeout: u64,
+}
+
+/// A connected MCP server, discovered.
+pub struct Server {
+    pub client: std::sync::Arc<ta_mcp::McpClient>,
+    pub discovery: ta_mcp::Discovery,
+    pub description: String,
+}
+
+impl ServerArgs {
+    /// Connects and discovers. A stdio server's stderr goes to `log_dir/mcp-stderr.log` when given.
+    pub async fn connect(&self, log_dir: Option<&Path>) -> Result<Server> {
+        let mut spec = ta_mcp::ServerSpec::resolve(self.server.as_deref(), self.mcp_config.as_deref(), self.server_name.as_deref())?;
+        // `train-agent demo-server` works from a fresh clone, before the binary is on PATH.
+        if let ta_mcp::ServerSpec::Stdio { command, .. } = &mut spec {
+            if command == "train-agent" {
+                *command = std::env::current_exe()?.display().to_string();
+            }
+        }
+        let options = ta_mcp::ClientOptions {
+            call_timeout: Duration::from_secs(self.mcp_timeout),
+            bearer_token: ta_mcp::Secret::from_env(&self.bearer_token_env),
+            stderr_log: log_dir.map(|d| d.join("mcp-stderr.log")),
+            ..Default::default()
+        };
+        let description = spec.describe();
+        let client = ta_mcp::McpClient::connect(spec, options).await?;
+        let discovery = client.discover().await?;
+        Ok(Server { client: std::sync::Arc::new(client), discovery, description })
+    }
+}
+
+impl Server {
+    /// The tools as the agent loop uses them.
+    pub fn tools(&self) -> ta_rollout::McpTools {
+        ta_rollout::McpTools::new(self.client.clone(), ta_mcp::ToolCatalog::from_discovery(&self.discovery))
+    }
+
+    /// The system prompt from `template` (the default when `None`).
+    pub fn system_prompt(&self, template: Option<&Path>) -> Result<String> {
+        let (text, origin) = match template {
+            Some(p) => (std::fs::read_to_string(p).with_context(|| format!("cannot read --system-prompt {}", p.display()))?, p.display().to_string()),
+            None => (ta_rollout::prompt::DEFAULT_TEMPLATE.to_string(), "default".to_string()),
+        };
+        Ok(ta_rollout::prompt::render_system_prompt(&text, &origin, &ta_mcp::enrichment_text(&self.discovery))?)
     }
 }

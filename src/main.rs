@@ -38,6 +38,8 @@ enum Command {
     DemoServer(cmd::demo_server::Args),
     /// Serve a model through the embedded OpenAI-compatible engine (LoRA hot-loading, vLLM API).
     Serve(cmd::serve::Args),
+    /// Train a LoRA adapter with GRPO on an MCP server's scenarios.
+    Train(cmd::train::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -50,6 +52,7 @@ fn main() -> std::process::ExitCode {
             Command::Rollout(a) => cmd::rollout::run(a).await,
             Command::DemoServer(a) => cmd::demo_server::run(a).await,
             Command::Serve(a) => cmd::serve::run(a).await,
+            Command::Train(a) => cmd::train::run(a).await,
         }
     });
     match result {

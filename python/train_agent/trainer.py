@@ -322,6 +322,7 @@ class PolicyModule(pl.LightningModule):
         self.model.train()  # from_pretrained leaves eval mode; LoRA dropout and checkpointing need train
         self.resume_state = None
         self.last_step = -1
+        self.pending = None  # from training_step to on_train_batch_end
         if cfg.resume_from:
             self.resume_state = torch.load(Path(cfg.resume_from) / "trainer_state.pt", map_location="cpu",
                                            weights_only=False)
@@ -340,8 +341,14 @@ class PolicyModule(pl.LightningModule):
 
     def on_train_start(self):
         if self.resume_state is not None:
-            self.optimizers().optimizer.load_state_dict(self.resume_state["optimizer"])
-            self.lr_schedulers().load_state_dict(self.resume_state["scheduler"])
+            if isinstance(self.trainer.strategy, FSDPStrategy):  # rank 0's shard only was saved
+                warnings.warn("FSDP resume: optimizer moments start afresh; the adapter and lr schedule continue")
+            else:
+                self.optimizers().optimizer.load_state_dict(self.resume_state["optimizer"])
+            sched = self.lr_schedulers()
+            sched.load_state_dict(self.resume_state["scheduler"])
+            for group, lr in zip(self.optimizers().param_groups, sched.get_last_lr()):
+                group["lr"] = lr
             self.resume_state = None
 
     def micro_batch_loss(self, mb):
@@ -361,33 +368,40 @@ class PolicyModule(pl.LightningModule):
         stats.update(loss=loss.detach(), entropy_sum=entropy.sum(), trained_tokens=mask.sum())
         return loss, stats
 
+    STATS = ["loss", "policy_loss", "kl_sum", "entropy_sum", "clip_low", "clip_high", "ratio_sum", "trained_tokens"]
+
     def training_step(self, dataloader_iter):
+        """Gradients of one inbox step, accumulated over this rank's micro-batches. The optimizer
+        step happens in on_train_batch_end, outside the strategy's wrapped forward (FSDP can only
+        clip and gather there)."""
         batch, _, _ = next(dataloader_iter)  # waits for the next step file; StopIteration ends fit
-        step, world = batch["step"], self.trainer.world_size
+        step = batch["step"]
         torch.manual_seed((self.cfg.seed * 1_000_003 + step) * 1024 + self.global_rank)
-        opt, sched = self.optimizers(), self.lr_schedulers()
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
-
         t0 = time.perf_counter()
-        keys = ["loss", "policy_loss", "kl_sum", "entropy_sum", "clip_low", "clip_high", "ratio_sum",
-                "trained_tokens"]
-        sums = torch.zeros(len(keys), dtype=torch.float64, device=self.device)
+        sums = torch.zeros(len(self.STATS), dtype=torch.float64, device=self.device)
         mbs = batch["micro_batches"]
-        # DDP: all-reduce gradients only in the last backward (FSDP syncs every one)
+        # DDP: all-reduce gradients only in the last backward (FSDP reduces in every one)
         no_sync = self.trainer.strategy.block_backward_sync if isinstance(self.trainer.strategy, DDPStrategy) \
             else nullcontext
         for i, mb in enumerate(mbs):
-            real = bool(mb["weights"].any())
+            real = bool(mb["weights"].any())  # not a zero-weight filler
             mb = {k: v.to(self.device) for k, v in mb.items()}
             with nullcontext() if i == len(mbs) - 1 else no_sync():
                 loss, stats = self.micro_batch_loss(mb)
                 # weights are global; DDP/FSDP average gradients over ranks, so undo that
-                self.manual_backward(loss * world)
+                self.manual_backward(loss * self.trainer.world_size)
             if real:
-                sums += torch.stack([stats[k].double() if k in stats else sums.new_zeros(()) for k in keys])
-        t1 = time.perf_counter()
+                sums += torch.stack([stats[k].double() if k in stats else sums.new_zeros(()) for k in self.STATS])
+        self.pending = dict(batch=batch, sums=sums, t0=t0, t1=time.perf_counter())
 
+    def on_train_batch_end(self, outputs, batch, batch_idx):
+        """Clip, optimizer and scheduler step, checkpoint, then the outbox file (rank 0)."""
+        if self.pending is None:  # the inbox ended (stop) inside training_step
+            return
+        batch, sums, t0, t1 = (self.pending[k] for k in ("batch", "sums", "t0", "t1"))
+        step, opt, sched = batch["step"], self.optimizers(), self.lr_schedulers()
         grad_norm = self.clip_and_norm()
         lr = opt.param_groups[0]["lr"]
         opt.step()
@@ -395,8 +409,8 @@ class PolicyModule(pl.LightningModule):
         sched.step()
         t2 = time.perf_counter()
 
-        sums = self.trainer.strategy.reduce(sums, reduce_op="sum") if world > 1 else sums
-        s = dict(zip(keys, sums.tolist()))
+        sums = self.trainer.strategy.reduce(sums, reduce_op="sum") if self.trainer.world_size > 1 else sums
+        s = dict(zip(self.STATS, sums.tolist()))
         checkpoint = self.save_checkpoint(step)
         t3 = time.perf_counter()
 
@@ -408,7 +422,8 @@ class PolicyModule(pl.LightningModule):
             clip_fraction_low=s["clip_low"] / n, clip_fraction_high=s["clip_high"] / n,
             ratio_mean=s["ratio_sum"] / n if grpo else None, grad_norm=grad_norm, lr=lr,
             samples=batch["samples"], tokens=batch["tokens"], trained_tokens=int(s["trained_tokens"]),
-            micro_batches=len(mbs), tokens_per_s=batch["tokens"] / max(t2 - t0 + batch["data_s"], 1e-9),
+            micro_batches=len(batch["micro_batches"]),
+            tokens_per_s=batch["tokens"] / max(t2 - t0 + batch["data_s"], 1e-9),
             wait_s=batch["wait_s"], data_s=batch["data_s"], forward_backward_s=t1 - t0,
             optimizer_s=t2 - t1, save_s=t3 - t2, step_s=batch["data_s"] + t3 - t0,
             **peak_memory(self.device), checkpoint=checkpoint,
@@ -419,39 +434,35 @@ class PolicyModule(pl.LightningModule):
             for logger in self.trainer.loggers:
                 logger.log_metrics(numbers, step=step)
                 logger.save()
-        self.last_step = step
+        self.last_step, self.pending = step, None
 
     def clip_and_norm(self) -> float:
         max_norm = self.cfg.optim.max_grad_norm or float("inf")
-        wrapped = self.trainer.strategy.model
-        if hasattr(wrapped, "clip_grad_norm_"):  # FSDP: the norm over every shard
-            norm = wrapped.clip_grad_norm_(max_norm)
-        else:
-            norm = torch.nn.utils.clip_grad_norm_([p for p in self.model.parameters() if p.requires_grad],
-                                                  max_norm)
-        return float(norm)
+        if isinstance(self.trainer.strategy, FSDPStrategy):  # the norm over every rank's shard
+            return float(self.trainer.strategy.model.clip_grad_norm_(max_norm))
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        return float(torch.nn.utils.clip_grad_norm_(params, max_norm))
 
     def save_checkpoint(self, step: int) -> str:
         """Rank 0 writes checkpoints/step-N/{adapter/, trainer_state.pt} under a temp name, then
         renames it, so a checkpoint dir that exists is complete."""
         final = Path(self.cfg.output_dir) / "checkpoints" / step_name(step)
-        fsdp = hasattr(self.trainer.strategy.model, "clip_grad_norm_")
-        gather = nullcontext()
-        if fsdp:
+        lora_state = None
+        if isinstance(self.trainer.strategy, FSDPStrategy):  # gather the adapter (only) on rank 0
             from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
 
-            gather = FSDP.summon_full_params(self.trainer.strategy.model, writeback=False, rank0_only=True,
-                                             offload_to_cpu=True)
-        with gather:
-            if self.global_rank == 0:
-                tmp = final.with_name(final.name + ".tmp")
-                shutil.rmtree(tmp, ignore_errors=True)
-                self.model.save_pretrained(tmp / "adapter")
-                torch.save({"step": step, "optimizer": self.optimizers().optimizer.state_dict(),
-                            "scheduler": self.lr_schedulers().state_dict(), "config": asdict(self.cfg)},
-                           tmp / "trainer_state.pt")
-                shutil.rmtree(final, ignore_errors=True)
-                os.replace(tmp, final)
+            with FSDP.summon_full_params(self.trainer.strategy.model, writeback=False, rank0_only=True):
+                lora_state = {n.replace("_fsdp_wrapped_module.", ""): p.detach().cpu().clone()
+                              for n, p in self.model.named_parameters() if p.requires_grad}
+        if self.global_rank == 0:
+            tmp = final.with_name(final.name + ".tmp")
+            shutil.rmtree(tmp, ignore_errors=True)
+            self.model.save_pretrained(tmp / "adapter", state_dict=lora_state)
+            torch.save({"step": step, "optimizer": self.optimizers().optimizer.state_dict(),
+                        "scheduler": self.lr_schedulers().state_dict(), "config": asdict(self.cfg)},
+                       tmp / "trainer_state.pt")
+            shutil.rmtree(final, ignore_errors=True)
+            os.replace(tmp, final)
         return str(final)
 
 

@@ -4,3 +4,4 @@ pub mod demo_server;
 pub mod rollout;
 pub mod serve;
 pub mod tools;
+pub mod train;

@@ -103,7 +103,7 @@ fn describe(conn: &Connection, table: &str, purpose: &str, rows: i64) -> rusqlit
         let _ = writeln!(out, "Referenced by: {}", referenced_by.join(", "));
     }
     let mut stmt = conn.prepare(&format!("SELECT * FROM {table} LIMIT 3"))?;
-    let names: Vec<String> = stmt.column_names().into_iter().map(String::from).collect();
+    let names: Vec<String> = stmt.column_names().map(String::from).collect();
     let n = names.len();
     let sample: Vec<Vec<rusqlite::types::Value>> = stmt
         .query_map([], |r| (0..n).map(|i| r.get(i)).collect())?
@@ -192,5 +192,13 @@ mod tests {
         assert!(err.contains("Did you mean 'project_assignments'?"), "{err}");
         let err = catalog().describe_table("xyz").unwrap_err();
         assert!(err.starts_with("unknown table 'xyz'. The tables are: departments, employees"), "{err}");
+    }
+}
+#[cfg(test)]
+mod print_once {
+    #[test]
+    #[ignore]
+    fn print() {
+        println!("{}\n\n{}", super::catalog().list_tables(), super::catalog().describe_table("employees").unwrap());
     }
 }

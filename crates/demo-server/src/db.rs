@@ -222,7 +222,9 @@ struct Data {
 }
 
 /// (name, location, annual budget, founded year, relative head count, job titles, base salary)
-const DEPARTMENTS: &[(&str, &str, i64, i64, u64, &[&str], i64)] = &[
+type DepartmentSpec = (&'static str, &'static str, i64, i64, u64, &'static [&'static str], i64);
+
+const DEPARTMENTS: &[DepartmentSpec] = &[
     ("Engineering", "San Francisco", 4_200_000, 2009, 30,
         &["Software Engineer", "Senior Software Engineer", "Staff Engineer", "QA Engineer", "DevOps Engineer", "Engineering Manager"], 128_000),
     ("Sales", "New York", 2_650_000, 2009, 16,

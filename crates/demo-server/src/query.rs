@@ -25,7 +25,7 @@ pub struct QueryOutput {
 /// Runs `sql` (one read-only SELECT) and keeps at most `max_rows` rows.
 pub fn run(conn: &GuardedConnection, sql: &str, max_rows: usize) -> Result<QueryOutput, GuardError> {
     let mut stmt = conn.prepare_select(sql)?;
-    let columns: Vec<String> = stmt.column_names().into_iter().map(String::from).collect();
+    let columns: Vec<String> = stmt.column_names().map(String::from).collect();
     let n = columns.len();
     let mut rows = Vec::new();
     let mut total_rows = 0;

@@ -15,8 +15,8 @@ use std::time::Duration;
 use process_wrap::tokio::{CommandWrap, ProcessGroup};
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
 use rmcp::model::{
-    CallToolRequestParams, ClientCapabilities, ClientInfo, Implementation, ReadResourceRequestParams, Resource,
-    ResourceContents, ServerPeerInfo, Tool,
+    CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, ReadResourceRequestParams, Resource,
+    ServerPeerInfo, Tool,
 };
 use rmcp::service::RunningService;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -24,7 +24,7 @@ use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{Peer, RoleClient, ServiceError, ServiceExt};
 use tokio::sync::RwLock;
 
-use crate::content::{ToolOutput, render_result};
+use crate::content::{ToolOutput, render_resource_contents, render_result};
 use crate::secret::Secret;
 use crate::spec::{HttpTransport, ServerSpec};
 use crate::sse::SseClientTransport;
@@ -125,7 +125,7 @@ pub struct Discovery {
 
 /// One live connection; replaced wholesale on reconnect.
 struct Conn {
-    service: RunningService<RoleClient, ClientInfo>,
+    service: RunningService<RoleClient, ClientConfig>,
     pid: Option<u32>,
     generation: u64,
 }
@@ -235,18 +235,7 @@ impl McpClient {
                 async move { peer.read_resource(ReadResourceRequestParams::new(uri)).await }
             })
             .await?;
-        let parts: Vec<String> = result
-            .contents
-            .iter()
-            .map(|c| match c {
-                ResourceContents::TextResourceContents { text, .. } => text.clone(),
-                ResourceContents::BlobResourceContents { uri, mime_type, blob, .. } => format!(
-                    "[resource: {uri}, {}, {} bytes]",
-                    mime_type.as_deref().unwrap_or("application/octet-stream"),
-                    blob.trim_end_matches('=').len() * 3 / 4
-                ),
-            })
-            .collect();
+        let parts: Vec<String> = result.contents.iter().map(render_resource_contents).collect();
         Ok(parts.join("\n"))
     }
 
@@ -373,8 +362,8 @@ async fn shutdown(mut conn: Conn) {
     }
 }
 
-fn client_info(options: &ClientOptions) -> ClientInfo {
-    ClientInfo::new(
+fn client_info(options: &ClientOptions) -> ClientConfig {
+    ClientConfig::new(
         ClientCapabilities::default(),
         Implementation::new(options.client_name.clone(), env!("CARGO_PKG_VERSION")),
     )

@@ -34,14 +34,7 @@ fn render_block(block: &ContentBlock) -> String {
         ContentBlock::Text(t) => t.text.clone(),
         ContentBlock::Image(i) => format!("[image: {}, {} bytes]", i.mime_type, base64_len(&i.data)),
         ContentBlock::Audio(a) => format!("[audio: {}, {} bytes]", a.mime_type, base64_len(&a.data)),
-        ContentBlock::Resource(r) => match &r.resource {
-            ResourceContents::TextResourceContents { text, .. } => text.clone(),
-            ResourceContents::BlobResourceContents { uri, mime_type, blob, .. } => format!(
-                "[resource: {uri}, {}, {} bytes]",
-                mime_type.as_deref().unwrap_or("application/octet-stream"),
-                base64_len(blob)
-            ),
-        },
+        ContentBlock::Resource(r) => render_resource_contents(&r.resource),
         ContentBlock::ResourceLink(link) => {
             let mut s = format!("[resource link: {} <{}>", link.name, link.uri);
             if let Some(mime) = &link.mime_type {
@@ -62,6 +55,20 @@ fn render_block(block: &ContentBlock) -> String {
                 .unwrap_or_else(|| "unknown".into());
             format!("[{kind} content]")
         }
+    }
+}
+
+/// Renders embedded or read resource contents: text as is, blobs summarized.
+pub fn render_resource_contents(contents: &ResourceContents) -> String {
+    match contents {
+        ResourceContents::TextResourceContents { text, .. } => text.clone(),
+        ResourceContents::BlobResourceContents { uri, mime_type, blob, .. } => format!(
+            "[resource: {uri}, {}, {} bytes]",
+            mime_type.as_deref().unwrap_or("application/octet-stream"),
+            base64_len(blob)
+        ),
+        #[allow(unreachable_patterns)]
+        _ => "[resource]".to_string(),
     }
 }
 

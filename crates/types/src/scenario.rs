@@ -28,6 +28,18 @@ impl std::fmt::Display for Split {
     }
 }
 
+impl std::str::FromStr for Split {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "train" => Ok(Split::Train),
+            "validation" => Ok(Split::Validation),
+            other => Err(format!("unknown split `{other}`: expected train or validation")),
+        }
+    }
+}
+
 /// Ground truth for a scenario: a plain string or number, or a rule.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]

@@ -1,0 +1,131 @@
+//! `train-agent rollout`: play scenarios against an MCP server and write scored trajectories.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use indicatif::ProgressBar;
+use ta_rollout::AgentConfig;
+use ta_rollout::runner::{Summary, group_jobs, run_jobs};
+use ta_types::trajectory::{TrajectoryWriter, read_trajectories};
+
+use crate::args::{ModelArgs, ServerArgs};
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    server: ServerArgs,
+    #[command(flatten)]
+    model: ModelArgs,
+    /// Scenarios: a JSON array or JSONL of {"task": ..., "expected": ..., "split": ...}.
+    #[arg(long, value_name = "FILE")]
+    scenarios: PathBuf,
+    /// Only scenarios of this split (train or validation).
+    #[arg(long, value_parser = clap::builder::ValueParser::new(|s: &str| s.parse::<ta_types::Split>()))]
+    split: Option<ta_types::Split>,
+    /// Only the first N scenarios (after --split).
+    #[arg(long)]
+    limit: Option<usize>,
+    #[arg(long, default_value_t = 1)]
+    rollouts_per_scenario: u32,
+    /// Episodes in flight at once.
+    #[arg(long, default_value_t = 8)]
+    concurrency: usize,
+    /// Output directory: trajectories.jsonl, summary.json, logs/. Re-running continues: finished
+    /// episodes are kept and skipped.
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
+    #[arg(long, default_value_t = 8)]
+    max_turns: u32,
+    /// Tokens the model may write per turn.
+    #[arg(long, default_value_t = 512)]
+    max_tokens: u32,
+    #[arg(long, default_value_t = 0.7)]
+    temperature: f32,
+    #[arg(long, default_value_t = 1.0)]
+    top_p: f32,
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Tool results longer than this are cut (with a note to the model).
+    #[arg(long, default_value_t = 4000)]
+    tool_result_max_chars: usize,
+    /// A minijinja template for the system prompt (variables: complete_task, instructions).
+    #[arg(long, value_name = "FILE")]
+    system_prompt: Option<PathBuf>,
+}
+
+pub async fn run(args: Args) -> Result<()> {
+    let mut scenarios = ta_types::scenario::load_scenarios(&args.scenarios)?;
+    if let Some(split) = args.split {
+        scenarios.retain(|s| s.split == Some(split));
+    }
+    if let Some(n) = args.limit {
+        scenarios.truncate(n);
+    }
+    anyhow::ensure!(!scenarios.is_empty(), "no scenarios left in {} after --split/--limit", args.scenarios.display());
+    let logs = args.out.join("logs");
+    std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
+
+    let server = args.server.connect(Some(&logs)).await?;
+    let tools = server.tools();
+    let system_prompt = server.system_prompt(args.system_prompt.as_deref())?;
+    let endpoint = args.model.connect(&logs).await?;
+
+    let path = args.out.join("trajectories.jsonl");
+    let mut finished = if path.exists() { read_trajectories(&path)? } else { Vec::new() };
+    let done: HashSet<(String, u32)> = finished.iter().map(|t| (t.scenario_id.clone(), t.group.index)).collect();
+    let jobs: Vec<_> = group_jobs(&scenarios, args.rollouts_per_scenario, 0)
+        .into_iter()
+        .filter(|j| !done.contains(&(j.scenario.id.clone(), j.group.index)))
+        .collect();
+    if !done.is_empty() {
+        eprintln!("{} finished episodes kept from an earlier run; {} to play", done.len(), jobs.len());
+    }
+    let cfg = AgentConfig {
+        max_turns: args.max_turns,
+        max_tokens: args.max_tokens,
+        temperature: args.temperature,
+        top_p: args.top_p,
+        tool_result_max_chars: args.tool_result_max_chars,
+        record_tokens: endpoint.record_tokens,
+        seed: args.seed,
+    };
+    let mut writer = TrajectoryWriter::append(&path)?;
+    let bar = ProgressBar::new(0);
+    bar.set_prefix("rollout");
+    let shutdown = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let result = run_jobs(&endpoint.chat, &endpoint.model, &tools, &system_prompt, jobs, &cfg, args.concurrency, &mut writer, &bar, shutdown).await?;
+    bar.finish();
+    finished.extend(result.trajectories);
+
+    // Score what has ground truth; rules score everything.
+    let by_id: std::collections::HashMap<_, _> = scenarios.iter().map(|s| (s.id.as_str(), s)).collect();
+    let reward_cfg = ta_reward::RewardConfig::default();
+    for t in &mut finished {
+        if let Some(s) = by_id.get(t.scenario_id.as_str()) {
+            ta_reward::score(&reward_cfg, s, t);
+        }
+    }
+    let tmp = path.with_extension("jsonl.tmp");
+    let _ = std::fs::remove_file(&tmp);
+    let mut w = TrajectoryWriter::append(&tmp)?;
+    for t in &finished {
+        w.write(t)?;
+    }
+    std::fs::rename(&tmp, &path)?;
+
+    let summary = Summary::of(&finished);
+    std::fs::write(args.out.join("summary.json"), serde_json::to_vec_pretty(&summary)?)?;
+    println!("{summary}");
+    println!("trajectories: {}", path.display());
+    if let Some(engine) = endpoint.engine {
+        engine.shutdown().await;
+    }
+    server.client.close().await;
+    if result.interrupted {
+        eprintln!("interrupted: {} finished episodes kept; run the same command again to continue", finished.len());
+    }
+    Ok(())
+}

@@ -1,0 +1,57 @@
+//! `train-agent tools`: what the model will be offered.
+
+use anyhow::Result;
+
+use crate::args::ServerArgs;
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    server: ServerArgs,
+    /// Print the OpenAI `tools` array (with `complete_task`) instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+pub async fn run(args: Args) -> Result<()> {
+    let server = args.server.connect(None).await?;
+    let tools = server.tools();
+    let specs = ta_rollout::ToolHost::specs(&tools);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(specs)?);
+    } else {
+        let d = &server.discovery;
+        let name = d.server_name.as_deref().unwrap_or("(unnamed)");
+        println!("{name} {} — {}", d.server_version.as_deref().unwrap_or(""), server.description);
+        println!("{} tools + complete_task, {} resources{}\n", d.tools.len(), d.resources.len(), if d.instructions.is_some() { ", instructions" } else { "" });
+        print!("{}", render_table(specs));
+    }
+    server.client.close().await;
+    Ok(())
+}
+
+/// One row per tool: name, arguments (`*` marks required ones) and the first line of its
+/// description.
+pub fn render_table(specs: &[ta_types::ToolSpec]) -> String {
+    let rows: Vec<(String, String, String)> = specs
+        .iter()
+        .map(|t| {
+            let params = &t.function.parameters;
+            let required: Vec<&str> = params["required"].as_array().map(|r| r.iter().filter_map(|v| v.as_str()).collect()).unwrap_or_default();
+            let args: Vec<String> = params["properties"]
+                .as_object()
+                .map(|p| p.keys().map(|k| if required.contains(&k.as_str()) { format!("{k}*") } else { k.clone() }).collect())
+                .unwrap_or_default();
+            let desc = t.function.description.as_deref().unwrap_or("").lines().next().unwrap_or("").to_string();
+            (t.function.name.clone(), args.join(", "), desc)
+        })
+        .collect();
+    let w0 = rows.iter().map(|r| r.0.len()).max().unwrap_or(4).max(4);
+    let w1 = rows.iter().map(|r| r.1.len()).max().unwrap_or(9).clamp(9, 40);
+    let mut out = format!("{:<w0$}  {:<w1$}  DESCRIPTION\n", "TOOL", "ARGUMENTS");
+    for (n, a, d) in rows {
+        let d: String = if d.chars().count() > 80 { d.chars().take(77).chain("...".chars()).collect() } else { d };
+        out.push_str(&format!("{n:<w0$}  {a:<w1$}  {d}\n"));
+    }
+    out
+}

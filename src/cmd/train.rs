@@ -1,0 +1,212 @@
+//! `train-agent train`: GRPO on an MCP server's scenarios, from the base model (or an adapter).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use ta_python::{Engine, EngineClient, PythonEnv};
+use ta_train::TrainConfig;
+use ta_train::run::{Finished, last_complete_step};
+use ta_types::Split;
+use ta_types::scenario::{assign_splits, load_scenarios, of_split};
+
+use crate::args::{BASE_NAME, EngineArgs, ServerArgs};
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    server: ServerArgs,
+    /// Scenarios (JSON array or JSONL). Without `split` fields, a seeded share is held out.
+    #[arg(long, value_name = "FILE")]
+    dataset: PathBuf,
+    /// Base model: Hugging Face id, directory, .gguf file or packaged model name.
+    #[arg(long, value_name = "MODEL")]
+    base_model: Option<String>,
+    /// Run directory (config.toml, trajectories/, checkpoints/, metrics.jsonl, final/, logs/).
+    #[arg(long, value_name = "DIR")]
+    output_dir: PathBuf,
+    /// Every hyperparameter as TOML (see docs/training.md); flags override it.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Continue an interrupted run in --output-dir from its last checkpoint (its config.toml wins).
+    #[arg(long)]
+    resume: bool,
+    /// Start from this PEFT adapter, e.g. an SFT run's final/.
+    #[arg(long, value_name = "DIR")]
+    init_adapter: Option<String>,
+    /// Also write a merged 16-bit model to DIR/merged at the end.
+    #[arg(long)]
+    merge: bool,
+    /// Use an engine already running (ours or `vllm serve --enable-lora`) at this URL; its base
+    /// model must be served as --engine-model.
+    #[arg(long, value_name = "URL")]
+    engine_url: Option<String>,
+    #[arg(long, default_value = BASE_NAME, requires = "engine_url")]
+    engine_model: String,
+    /// GPUs in all: 1 shares one GPU between engine and trainer; N > 1 puts the engine on the
+    /// first and the trainer (DDP) on the others.
+    #[arg(long)]
+    num_gpus: Option<u32>,
+    #[arg(long)]
+    rollouts_per_scenario: Option<u32>,
+    #[arg(long)]
+    scenarios_per_step: Option<usize>,
+    #[arg(long)]
+    max_steps: Option<u64>,
+    #[arg(long)]
+    epochs: Option<u32>,
+    #[arg(long)]
+    max_turns: Option<u32>,
+    #[arg(long)]
+    max_tokens: Option<u32>,
+    #[arg(long)]
+    temperature: Option<f32>,
+    #[arg(long)]
+    lr: Option<f64>,
+    #[arg(long)]
+    lora_rank: Option<u32>,
+    #[arg(long)]
+    concurrency: Option<usize>,
+    #[arg(long)]
+    eval_every: Option<u64>,
+    #[arg(long)]
+    seed: Option<u64>,
+    /// A minijinja template for the system prompt.
+    #[arg(long, value_name = "FILE")]
+    system_prompt: Option<PathBuf>,
+    #[command(flatten)]
+    engine: EngineArgs,
+}
+
+fn resolve_config(args: &Args) -> Result<TrainConfig> {
+    let saved = args.output_dir.join("config.toml");
+    if args.resume {
+        return Ok(ta_train::config::TrainConfig::load(&saved).with_context(|| format!("--resume needs {} from the earlier run", saved.display()))?);
+    }
+    if saved.exists() && last_complete_step(&args.output_dir) > 0 {
+        bail!("{} already holds a training run\nhint: add --resume to continue it, or choose a new --output-dir", args.output_dir.display());
+    }
+    let mut c = match &args.config {
+        Some(p) => TrainConfig::load(p)?,
+        None => TrainConfig::default(),
+    };
+    macro_rules! set {
+        ($($flag:ident => $($field:ident).+;)*) => { $( if let Some(v) = args.$flag.clone() { c.$($field).+ = v; } )* };
+    }
+    set! {
+        base_model => base_model;
+        rollouts_per_scenario => rollout.rollouts_per_scenario;
+        scenarios_per_step => rollout.scenarios_per_step;
+        max_steps => rollout.max_steps;
+        epochs => rollout.epochs;
+        max_turns => rollout.max_turns;
+        max_tokens => rollout.max_tokens;
+        temperature => rollout.temperature;
+        lr => optim.lr;
+        lora_rank => lora.r;
+        concurrency => rollout.concurrency;
+        eval_every => rollout.eval_every;
+        seed => seed;
+        num_gpus => trainer.num_gpus;
+    }
+    if args.init_adapter.is_some() {
+        c.init_adapter = args.init_adapter.clone();
+    }
+    c.validate()?;
+    Ok(c)
+}
+
+pub async fn run(args: Args) -> Result<()> {
+    let cfg = resolve_config(&args)?;
+    let out = &args.output_dir;
+    let logs = out.join("logs");
+    std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
+    std::fs::write(out.join("config.toml"), cfg.to_toml())?;
+
+    let mut scenarios = load_scenarios(&args.dataset)?;
+    assign_splits(&mut scenarios, cfg.rollout.validation_fraction, cfg.seed);
+    let (train, validation) = (of_split(&scenarios, Split::Train), of_split(&scenarios, Split::Validation));
+    for (name, part) in [("train", &train), ("validation", &validation)] {
+        let dir = out.join("scenarios");
+        std::fs::create_dir_all(&dir)?;
+        let lines: Vec<String> = part.iter().map(|s| serde_json::to_string(s).expect("json")).collect();
+        std::fs::write(dir.join(format!("{name}.jsonl")), lines.join("\n") + "\n")?;
+    }
+    eprintln!("{} training and {} validation scenarios", train.len(), validation.len());
+
+    let server = args.server.connect(Some(&logs)).await?;
+    let tools = server.tools();
+    let system_prompt = server.system_prompt(args.system_prompt.as_deref())?;
+    let python = PythonEnv::ensure()?;
+
+    // GPU placement: engine on the first GPU, trainer on the rest when there are several.
+    let (engine_env, trainer_env, mut trainer_cfg) = (Vec::new(), Vec::new(), cfg.clone());
+    let (mut engine_env, mut trainer_env): (Vec<(String, String)>, Vec<(String, String)>) = (engine_env, trainer_env);
+    if cfg.trainer.num_gpus > 1 {
+        engine_env.push(("CUDA_VISIBLE_DEVICES".into(), "0".into()));
+        let rest: Vec<String> = (1..cfg.trainer.num_gpus).map(|g| g.to_string()).collect();
+        trainer_env.push(("CUDA_VISIBLE_DEVICES".into(), rest.join(",")));
+        trainer_cfg.trainer.devices = (cfg.trainer.num_gpus - 1).into();
+        if trainer_cfg.trainer.strategy == "auto" && cfg.trainer.num_gpus > 2 {
+            trainer_cfg.trainer.strategy = "ddp".into();
+        }
+    }
+
+    let (engine, engine_client, base_name) = match &args.engine_url {
+        Some(url) => (None, EngineClient::new(url), args.engine_model.clone()),
+        None => {
+            let mut opts = args.engine.options(&cfg.base_model, BASE_NAME, logs.join("engine.log"));
+            opts.env = engine_env;
+            opts.max_lora_rank = Some(cfg.lora.r);
+            eprintln!("starting the engine with {} (log: {})", cfg.base_model, opts.log_path.display());
+            let engine = Engine::start(&python, &opts).await.context("the embedded engine did not start")?;
+            let client = engine.client().clone();
+            (Some(engine), client, BASE_NAME.to_string())
+        }
+    };
+    let chat = ta_chat::ChatClient::new(&engine_client.base_url(), None, Duration::from_secs(600));
+    let ctx = ta_train::run::Context {
+        cfg: &trainer_cfg,
+        out,
+        tools: &tools,
+        system_prompt: &system_prompt,
+        chat: &chat,
+        engine: &engine_client,
+        base_name: &base_name,
+        python: &python,
+        train,
+        validation,
+        trainer_env,
+    };
+    let shutdown = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let finished = ta_train::run::train(&ctx, shutdown).await;
+    if let Some(engine) = engine {
+        engine.shutdown().await;
+    }
+    server.client.close().await;
+    match finished? {
+        Finished::Interrupted { completed_steps } => {
+            eprintln!("interrupted after step {completed_steps}; continue with the same command plus --resume");
+        }
+        Finished::Done { steps } => {
+            println!("trained {steps} steps; adapter: {}", out.join("final").display());
+            println!("metrics: {}", out.join("metrics.jsonl").display());
+            if args.merge {
+                let merged = out.join("merged");
+                let status = python
+                    .module_command("train_agent.trainer")
+                    .args(["merge", "--model", &cfg.base_model, "--adapter"])
+                    .arg(out.join("final"))
+                    .arg("--out")
+                    .arg(&merged)
+                    .status()
+                    .await?;
+                anyhow::ensure!(status.success(), "merging the adapter failed ({status})");
+                println!("merged 16-bit model: {}", merged.display());
+            }
+        }
+    }
+    Ok(())
+}
