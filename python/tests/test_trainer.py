@@ -230,6 +230,8 @@ def test_config_errors_teach(tiny_model_dir, tmp_path):
         Config.from_dict(make_config(tiny_model_dir, tmp_path, optim=dict(learning_rate=1)))
     with pytest.raises(ValueError, match="needs loss.max_len_norm"):
         Config.from_dict(make_config(tiny_model_dir, tmp_path, loss=dict(aggregation="seq-mean-token-sum-norm")))
+    with pytest.raises(ValueError, match="hint: use 'ddp'"):
+        Config.from_dict(make_config(tiny_model_dir, tmp_path, strategy="fsdp"))
 
 
 def test_a_bad_step_file_writes_error_json(tiny_model_dir, tmp_path):

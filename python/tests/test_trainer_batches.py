@@ -4,7 +4,6 @@ import json
 import random
 
 import pytest
-import torch
 
 from train_agent.batches import Sample, collate, pack, plan_step, read_step, shard
 from train_agent.loss import grpo_loss

@@ -1,5 +1,5 @@
-"""The trainer on CUDA: bf16-mixed steps, and DDP / FSDP over two GPUs matching one (skipped
-without CUDA; the multi-GPU tests need two GPUs)."""
+"""The trainer on CUDA: bf16-mixed steps, and DDP over two GPUs matching one (skipped without
+CUDA; the DDP test needs two GPUs)."""
 
 from __future__ import annotations
 
@@ -46,8 +46,3 @@ def multi_gpu_matches_one(tiny_model_dir, tmp_path, strategy):
 @two_gpus
 def test_ddp_on_two_gpus_matches_one(tiny_model_dir, tmp_path):
     multi_gpu_matches_one(tiny_model_dir, tmp_path, "ddp")
-
-
-@two_gpus
-def test_fsdp_on_two_gpus_matches_one(tiny_model_dir, tmp_path):
-    multi_gpu_matches_one(tiny_model_dir, tmp_path, "fsdp")

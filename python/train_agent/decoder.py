@@ -213,6 +213,7 @@ class Decoder:
         self.batch_buckets = _buckets(num_slots, 1)
         self.len_buckets = _buckets(self.cache_len, 128)
         self.graphs: dict[tuple, tuple] = {}
+        self.decode_attention = "sdpa"  # or "math"; see benches/RESULTS.md
         self.pool = torch.cuda.graph_pool_handle() if self.use_graphs else None
         if do_compile:
             opts = dict(dynamic=True, fullgraph=True)
@@ -323,15 +324,22 @@ class Decoder:
     def _decode(self, b: int, L: int) -> torch.Tensor:
         """One token for rows [0, b), attending to cache positions [0, L)."""
         pos, rows = self.pos[:b], self.rows[:b]
-        mask = (self.positions[:L][None, :] <= pos[:, None])[:, None, None, :]
         H, K, D = self.n_heads, self.n_kv, self.head_dim
+        # additive mask, built once per step rather than converted from bool in every layer
+        mask = torch.zeros(b, 1, 1, L, device=self.device, dtype=self.dtype)
+        mask.masked_fill_((self.positions[:L][None, :] > pos[:, None])[:, None, None, :], float("-inf"))
+        scale = D ** -0.5
 
         def attend(i, q, k, v):
             self.k_cache[i][rows, :, pos] = k
             self.v_cache[i][rows, :, pos] = v
             q = q.view(b, K, H // K, D)  # grouped heads as the "query length": no repeat of k/v
-            o = F.scaled_dot_product_attention(q, self.k_cache[i][:b, :, :L], self.v_cache[i][:b, :, :L],
-                                               attn_mask=mask)
+            keys, values = self.k_cache[i][:b, :, :L], self.v_cache[i][:b, :, :L]
+            if self.decode_attention == "math":  # two small matmuls beat a fused kernel at q_len 1
+                w = torch.matmul(q, keys.transpose(-1, -2)) * scale + mask
+                o = torch.matmul(w.softmax(-1, dtype=torch.float32).to(q.dtype), values)
+            else:
+                o = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)
             return o.reshape(b, H * D)
 
         lora_idx = self.lora[:b] if self.lora_slots else None
@@ -340,15 +348,14 @@ class Decoder:
 
     def _step(self, b: int, L: int, use_top_p: bool):
         logits = self._decode(b, L)
-        tok, logprob, logprobs = sample(logits, self.temp[:b], self.top_p[:b], self.seed[:b], self.pos[:b],
-                                        use_top_p)
+        tok, logprob, lse = sample(logits, self.temp[:b], self.top_p[:b], self.seed[:b], self.pos[:b], use_top_p)
         self.tok[:b].copy_(tok)
         self.pos[:b].copy_((self.pos[:b] + 1).clamp_(max=self.cache_len - 1))
-        return tok, logprob, logprobs
+        return tok, logprob, logits, lse
 
     def step(self, b: int, L: int, use_top_p: bool):
-        """Advances rows [0, b) by one sampled token. Returns (tokens [b], their logprobs [b], all
-        logprobs [b, vocab]); the tensors are only valid until the next call."""
+        """Advances rows [0, b) by one sampled token. Returns (tokens [b], their logprobs [b], logits
+        [b, vocab], logsumexp of the logits [b]); the tensors are only valid until the next call."""
         if not self.use_graphs:
             return self._step(b, L, use_top_p)
         key = (b, L, use_top_p)

@@ -228,11 +228,12 @@ class Generator:
         dec.top_p[slots] = torch.tensor([s.req.params.top_p for s in seqs], dtype=torch.float32, **dev)
         dec.lora[slots] = torch.tensor([s.req.adapter_slot for s in seqs], **dev)
         last = torch.tensor([len(s.req.prompt) - 1 for s in seqs], **dev)
-        tok, lp, logprobs = sample(logits[rows], dec.temp[slots], dec.top_p[slots], dec.seed[slots], last,
-                                   any(s.req.params.top_p < 1 for s in seqs))
+        logits = logits[rows]
+        tok, lp, lse = sample(logits, dec.temp[slots], dec.top_p[slots], dec.seed[slots], last,
+                              any(s.req.params.top_p < 1 for s in seqs))
         dec.tok[slots] = tok
         dec.pos[slots] = last + 1
-        top = self._top(logprobs, seqs)
+        top = self._top(logits, lse, seqs)
         now = time.perf_counter()
         for r in reqs:
             r.t_first = now
@@ -240,11 +241,12 @@ class Generator:
             self.active[s.slot] = s
             self._append(s, t, l, top[i] if top else None)
 
-    def _top(self, logprobs: torch.Tensor, seqs: list[_Seq]) -> list | None:
+    def _top(self, logits: torch.Tensor, lse: torch.Tensor, seqs: list[_Seq]) -> list | None:
         k = max(s.req.params.top_logprobs for s in seqs)
         if k == 0:
             return None
-        vals, ids = logprobs.topk(k, dim=-1)
+        vals, ids = logits.topk(k, dim=-1)
+        vals = vals.float() - lse[:, None]
         return [list(zip(i, v)) for i, v in zip(ids.tolist(), vals.tolist())]
 
     def _window(self) -> None:
@@ -258,11 +260,12 @@ class Generator:
         want_top = max(s.req.params.top_logprobs for s in seqs)
         toks, lps, tops = [], [], []
         for _ in range(k):
-            tok, lp, logprobs = dec.step(b, L, use_top_p)
+            tok, lp, logits, lse = dec.step(b, L, use_top_p)
             toks.append(tok.clone())
             lps.append(lp.clone())
             if want_top:
-                tops.append(logprobs.topk(want_top, dim=-1))
+                vals, ids = logits.topk(want_top, dim=-1)
+                tops.append((vals.float() - lse[:, None], ids))
         toks_h = torch.stack(toks, 1).tolist()  # the one host sync of the window
         lps_h = torch.stack(lps, 1).tolist()
         tops_h = [(v.tolist(), i.tolist()) for v, i in tops]

@@ -194,11 +194,3 @@ mod tests {
         assert!(err.starts_with("unknown table 'xyz'. The tables are: departments, employees"), "{err}");
     }
 }
-#[cfg(test)]
-mod print_once {
-    #[test]
-    #[ignore]
-    fn print() {
-        println!("{}\n\n{}", super::catalog().list_tables(), super::catalog().describe_table("employees").unwrap());
-    }
-}

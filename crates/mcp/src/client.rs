@@ -420,12 +420,20 @@ async fn open(spec: &ServerSpec, options: &ClientOptions, generation: u64) -> Re
                 .await
                 .map_err(|_| timed_out())?
                 .map_err(|e| {
-                    let hint = if e.to_string().contains("401") || e.to_string().contains("auth") {
-                        "the server wants a bearer token (MCP_BEARER_TOKEN or --bearer-token)"
+                    if e.is_authorization_required() || e.auth_challenge().is_some() {
+                        let hint = if options.bearer_token.is_some() {
+                            "the server refused the bearer token; check MCP_BEARER_TOKEN / --bearer-token"
+                        } else {
+                            "the server wants a bearer token: set MCP_BEARER_TOKEN or pass --bearer-token"
+                        };
+                        McpError::Connect {
+                            server: server.clone(),
+                            reason: "the server requires authorization (HTTP 401/403)".into(),
+                            hint: hint.into(),
+                        }
                     } else {
-                        "check the URL (streamable HTTP servers usually listen on /mcp; legacy SSE ones on /sse)"
-                    };
-                    init_failed(e, hint)
+                        init_failed(e, "check the URL (streamable HTTP servers usually listen on /mcp; legacy SSE ones on /sse)")
+                    }
                 })?;
             Ok(Conn { service, pid: None, generation })
         }
@@ -438,10 +446,15 @@ async fn open(spec: &ServerSpec, options: &ClientOptions, generation: u64) -> Re
             let headers = header_map(&server, headers, options.bearer_token.is_some())?;
             let transport = SseClientTransport::connect(http, url, options.bearer_token.clone(), headers, timeout)
                 .await
-                .map_err(|e| McpError::Connect {
-                    server: server.clone(),
-                    reason: e.to_string(),
-                    hint: "legacy SSE servers stream events from GET /sse; for streamable HTTP use the /mcp URL".into(),
+                .map_err(|e| {
+                    let unauthorized = matches!(&e, crate::sse::SseError::ConnectStatus { status, .. }
+                        if *status == reqwest::StatusCode::UNAUTHORIZED || *status == reqwest::StatusCode::FORBIDDEN);
+                    let hint = match (unauthorized, options.bearer_token.is_some()) {
+                        (true, true) => "the server refused the bearer token; check MCP_BEARER_TOKEN / --bearer-token",
+                        (true, false) => "the server wants a bearer token: set MCP_BEARER_TOKEN or pass --bearer-token",
+                        _ => "legacy SSE servers stream events from GET /sse; for streamable HTTP use the /mcp URL",
+                    };
+                    McpError::Connect { server: server.clone(), reason: e.to_string(), hint: hint.into() }
                 })?;
             let service = tokio::time::timeout(timeout, info.serve(transport))
                 .await
