@@ -213,7 +213,9 @@ class Decoder:
         self.batch_buckets = _buckets(num_slots, 1)
         self.len_buckets = _buckets(self.cache_len, 128)
         self.graphs: dict[tuple, tuple] = {}
-        self.decode_attention = "sdpa"  # or "math"; see benches/RESULTS.md
+        # "sdpa" (cuDNN/flash fused kernel) or "math" (two matmuls; not yet measured on GPU). Set it
+        # before the first step: captured graphs keep the choice.
+        self.decode_attention = "sdpa"
         self.pool = torch.cuda.graph_pool_handle() if self.use_graphs else None
         if do_compile:
             opts = dict(dynamic=True, fullgraph=True)

@@ -426,6 +426,9 @@ def main(argv: list[str] | None = None) -> None:
     for noisy in ("httpx", "urllib3", "filelock"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     args = parse_args(argv)
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # logs go to a file under the run directory: no tqdm bars
     engine = build_engine(args)
     asyncio.run(serve(engine, args.host, args.port))
 

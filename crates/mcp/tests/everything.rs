@@ -52,6 +52,12 @@ async fn exercise(client: &McpClient) {
     assert!(out.text.contains("still alive"));
     assert_eq!(client.restarts(), 0);
 
+    // One client serves many rollouts at once.
+    let calls = (0..8).map(|i| client.call_tool("echo", json!({"message": format!("concurrent {i}")})));
+    for (i, out) in futures::future::join_all(calls).await.into_iter().enumerate() {
+        assert!(out.unwrap().text.contains(&format!("concurrent {i}")));
+    }
+
     let first = &discovery.resources[0];
     let text = client.read_resource(&first.uri).await.unwrap();
     assert!(!text.is_empty(), "resource {} is empty", first.uri);
@@ -72,6 +78,8 @@ async fn stdio_everything() {
     assert!(!common::process_alive(pid), "child {pid} survived close()");
     let err = client.call_tool("echo", json!({"message": "x"})).await.unwrap_err();
     assert!(matches!(err, McpError::Closed { .. }), "{err}");
+    let stderr = std::fs::read_to_string(log.path()).unwrap();
+    assert!(!stderr.is_empty(), "the server's stderr goes to the log file");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

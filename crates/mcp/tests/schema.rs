@@ -3,7 +3,7 @@
 //! hard cases: `$ref`/`$defs`, recursion, enums, nesting, optional fields.
 
 use serde_json::{Value, json};
-use ta_mcp::{COMPLETE_TASK, Tool, convert_schema, tools_to_openai};
+use ta_mcp::{COMPLETE_TASK, Discovery, Resource, Tool, convert_schema, enrichment_text, tools_to_openai};
 
 fn tool(name: &str, schema: Value) -> Tool {
     serde_json::from_value(json!({"name": name, "description": format!("The {name} tool."), "inputSchema": schema})).unwrap()
@@ -115,4 +115,21 @@ fn server_complete_task_is_replaced() {
     let names: Vec<&str> = specs.iter().map(|s| s.name()).collect();
     assert_eq!(names, ["query", "complete_task"]);
     insta::assert_json_snapshot!("complete_task", specs[1]);
+}
+
+#[test]
+fn enrichment_lists_instructions_and_resources() {
+    assert_eq!(enrichment_text(&Discovery::default()), "");
+    let resources: Vec<Resource> = serde_json::from_value(json!([
+        {"uri": "db://tables", "name": "tables", "description": "All tables", "mimeType": "text/plain"},
+        {"uri": "db://schema", "name": "schema", "title": "Schema"}
+    ]))
+    .unwrap();
+    let discovery = Discovery {
+        server_name: Some("demo".into()),
+        instructions: Some("Use describe_table first.".into()),
+        resources,
+        ..Default::default()
+    };
+    insta::assert_snapshot!("enrichment", enrichment_text(&discovery));
 }
