@@ -191,3 +191,21 @@ def test_models_and_health(tiny):
     assert card["object"] == "model"
     s, b = call(url, "/v1/load_lora_adapter", {"lora_name": "a", "lora_path": "/nonexistent"})
     assert_error(s, b, 400, "--enable-lora")
+
+
+def test_more_concurrent_requests_than_sequence_slots_queue_instead_of_failing(tiny_model_dir):
+    """Regression: admission counted free slots once per scheduler pass, so six requests arriving
+    together on a 2-slot engine crashed the scheduler (IndexError on the free-slot heap)."""
+    src = ModelSource.parse(str(tiny_model_dir))
+    model = load_model(src, "cpu", torch.float32)
+    engine = Engine(model, load_tokenizer(src), served_model_name="tiny", max_model_len=256, max_num_seqs=2)
+    prompts = [f"prompt number {i}" for i in range(6)]
+    try:
+        with BackgroundServer(engine) as url:
+            with ThreadPoolExecutor(6) as pool:
+                results = list(pool.map(lambda p: chat(url, p, max_tokens=6, temperature=0, n=1), prompts))
+            status, r = chat(url, "after the rush", max_tokens=6, n=2)
+    finally:
+        engine.generator.close()
+    assert [s for s, _ in results] == [200] * 6, results
+    assert status == 200 and len(r["choices"]) == 2

@@ -182,7 +182,9 @@ class Generator:
                         return
                     commands, self.commands = self.commands, []
                     admitted = []
-                    while self.pending and self.pending[0].n <= len(self.free_slots):
+                    free = len(self.free_slots)  # slots are taken in _admit, after the lock
+                    while self.pending and self.pending[0].n <= free:
+                        free -= self.pending[0].n
                         admitted.append(self.pending.pop(0))
                 for fn, fut in commands:
                     try:
