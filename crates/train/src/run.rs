@@ -138,7 +138,7 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
         let adapter = checkpoint_dir(ctx.out, resume).join("adapter");
         ctx.engine.load_adapter(&adapter_name(resume), &adapter).await?;
         current_model = adapter_name(resume);
-        multi.println(format!("resuming after step {resume}")).ok();
+        say(&multi, format!("resuming after step {resume}"));
     } else if let Some(init) = &cfg.init_adapter {
         ctx.engine.load_adapter("init", Path::new(init)).await?;
         current_model = "init".into();
@@ -235,7 +235,7 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
         std::fs::write(ckpt.join("state.json"), serde_json::to_vec_pretty(&json!({"step": step, "model": current_model})).expect("json")).map_err(io(&ckpt))?;
         append_metrics(&metrics_path, &row)?;
         steps_bar.inc(1);
-        multi.println(step_line(&row)).ok();
+        say(&multi, step_line(&row));
     }
 
     // Final validation and the final adapter.
@@ -322,7 +322,7 @@ async fn validate<T: ToolHost>(ctx: &Context<'_, T>, model: &str, step: u64, mul
         "val_trajectories": s.trajectories,
         "val_model": model,
     });
-    multi.println(format!("validation at step {step}: completion {:.1}%, ground truth {}", 100.0 * s.completion_rate, fmt_opt(row["val_ground_truth"].as_f64()))).ok();
+    say(multi, format!("validation at step {step}: completion {:.1}%, ground truth {}", 100.0 * s.completion_rate, fmt_opt(row["val_ground_truth"].as_f64())));
     Ok(row)
 }
 
@@ -416,6 +416,15 @@ fn std_dev(xs: impl Iterator<Item = f64>) -> Option<f64> {
     let v: Vec<f64> = xs.collect();
     let m = mean(v.iter().copied())?;
     Some((v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / v.len() as f64).sqrt())
+}
+
+/// Prints a line above the progress bars, or plainly when they are hidden (not a terminal).
+fn say(multi: &MultiProgress, line: String) {
+    if multi.is_hidden() {
+        eprintln!("{line}");
+    } else {
+        multi.println(line).ok();
+    }
 }
 
 fn fmt_opt(x: Option<f64>) -> String {
