@@ -139,11 +139,10 @@ impl ServerArgs {
     pub async fn connect(&self, log_dir: Option<&Path>) -> Result<Server> {
         let mut spec = ta_mcp::ServerSpec::resolve(self.server.as_deref(), self.mcp_config.as_deref(), self.server_name.as_deref())?;
         // `train-agent demo-server` works from a fresh clone, before the binary is on PATH.
-        if let ta_mcp::ServerSpec::Stdio { command, .. } = &mut spec {
-            if command == "train-agent" {
+        if let ta_mcp::ServerSpec::Stdio { command, .. } = &mut spec
+            && command == "train-agent" {
                 *command = std::env::current_exe()?.display().to_string();
             }
-        }
         let options = ta_mcp::ClientOptions {
             call_timeout: Duration::from_secs(self.mcp_timeout),
             bearer_token: ta_mcp::Secret::from_env(&self.bearer_token_env),

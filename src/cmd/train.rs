@@ -81,7 +81,7 @@ pub struct Args {
 fn resolve_config(args: &Args) -> Result<TrainConfig> {
     let saved = args.output_dir.join("config.toml");
     if args.resume {
-        return Ok(ta_train::config::TrainConfig::load(&saved).with_context(|| format!("--resume needs {} from the earlier run", saved.display()))?);
+        return ta_train::config::TrainConfig::load(&saved).with_context(|| format!("--resume needs {} from the earlier run", saved.display()));
     }
     if saved.exists() && last_complete_step(&args.output_dir) > 0 {
         bail!("{} already holds a training run\nhint: add --resume to continue it, or choose a new --output-dir", args.output_dir.display());
@@ -140,8 +140,9 @@ pub async fn run(args: Args) -> Result<()> {
     let python = PythonEnv::ensure()?;
 
     // GPU placement: engine on the first GPU, trainer on the rest when there are several.
-    let (engine_env, trainer_env, mut trainer_cfg) = (Vec::new(), Vec::new(), cfg.clone());
-    let (mut engine_env, mut trainer_env): (Vec<(String, String)>, Vec<(String, String)>) = (engine_env, trainer_env);
+    let mut trainer_cfg = cfg.clone();
+    let mut engine_env: Vec<(String, String)> = Vec::new();
+    let mut trainer_env: Vec<(String, String)> = Vec::new();
     if cfg.trainer.num_gpus > 1 {
         engine_env.push(("CUDA_VISIBLE_DEVICES".into(), "0".into()));
         let rest: Vec<String> = (1..cfg.trainer.num_gpus).map(|g| g.to_string()).collect();

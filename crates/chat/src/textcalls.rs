@@ -41,8 +41,8 @@ pub fn parse(content: &str, id_prefix: &str) -> Parsed {
             tail = next;
         }
         rest.push_str(tail);
-    } else if let Some((call_text, before, after)) = fenced_or_bare_json(content) {
-        if let Ok(v) = serde_json::from_str::<Value>(call_text) {
+    } else if let Some((call_text, before, after)) = fenced_or_bare_json(content)
+        && let Ok(v) = serde_json::from_str::<Value>(call_text) {
             let found: Vec<TextCall> = match &v {
                 Value::Array(items) => items.iter().filter_map(call_from_value).map(TextCall::Call).collect(),
                 _ => call_from_value(&v).map(TextCall::Call).into_iter().collect(),
@@ -52,7 +52,6 @@ pub fn parse(content: &str, id_prefix: &str) -> Parsed {
                 rest = format!("{before}{after}");
             }
         }
-    }
     if calls.is_empty() {
         rest = content.to_string();
     }

@@ -98,7 +98,7 @@ impl StepBatch {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ta_types::trajectory::{GroupRef, RewardParts, Timings};
+    use ta_types::trajectory::GroupRef;
     use ta_types::{Outcome, Turn};
 
     fn turn(prompt: &[u32], completion: &[u32]) -> Turn {
@@ -112,25 +112,11 @@ mod tests {
     }
 
     fn traj(turns: Vec<Turn>) -> Trajectory {
-        Trajectory {
-            scenario_id: "s".into(),
-            group: GroupRef::default(),
-            messages: vec![],
-            num_turns: turns.len() as u32,
-            turns,
-            outcome: Outcome::Completed,
-            final_answer: None,
-            tool_calls: 0,
-            tool_errors: 0,
-            malformed_calls: 0,
-            recovered_errors: 0,
-            reward: None,
-            reward_parts: RewardParts::default(),
-            judge_explanation: None,
-            timings: Timings::default(),
-            model: "m".into(),
-            error: None,
-        }
+        let mut t = Trajectory::start("s", GroupRef::default(), "m", vec![]);
+        t.num_turns = turns.len() as u32;
+        t.turns = turns;
+        t.outcome = Outcome::Completed;
+        t
     }
 
     #[test]

@@ -77,11 +77,10 @@ impl Trainer {
         let out = self.dir.join("outbox").join(format!("step-{step:06}.json"));
         let error = self.dir.join("error.json");
         loop {
-            if let Ok(bytes) = std::fs::read(&out) {
-                if let Ok(v) = serde_json::from_slice(&bytes) {
+            if let Ok(bytes) = std::fs::read(&out)
+                && let Ok(v) = serde_json::from_slice(&bytes) {
                     return Ok(v);
                 }
-            }
             if let Ok(bytes) = std::fs::read(&error) {
                 let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
                 let message = v["error"].as_str().unwrap_or("unknown error (see the log)").to_string();

@@ -33,13 +33,12 @@ impl Default for RewardConfig {
 /// `expected` get no ground-truth part, and the reward is the weighted sum of the parts present.
 pub fn score(cfg: &RewardConfig, scenario: &Scenario, t: &mut Trajectory) {
     let mut total = 0.0;
-    if cfg.ground_truth_weight != 0.0 {
-        if let Some(expected) = &scenario.expected {
+    if cfg.ground_truth_weight != 0.0
+        && let Some(expected) = &scenario.expected {
             let gt = ground_truth::score(expected, t.final_answer.as_deref().unwrap_or(""), t.outcome);
             t.reward_parts.ground_truth = Some(gt);
             total += cfg.ground_truth_weight * gt;
         }
-    }
     if cfg.rules_weight != 0.0 {
         let r = rules::score(&cfg.rules, t);
         t.reward_parts.rules = Some(r);

@@ -66,28 +66,12 @@ pub fn score(cfg: &RuleConfig, t: &Trajectory) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ta_types::trajectory::{GroupRef, RewardParts, Timings};
+    use ta_types::trajectory::GroupRef;
 
     fn traj(outcome: Outcome, calls: u32, errors: u32, recovered: u32) -> Trajectory {
-        Trajectory {
-            scenario_id: "s".into(),
-            group: GroupRef::default(),
-            messages: vec![],
-            turns: vec![],
-            outcome,
-            final_answer: None,
-            num_turns: 1,
-            tool_calls: calls,
-            tool_errors: errors,
-            malformed_calls: 0,
-            recovered_errors: recovered,
-            reward: None,
-            reward_parts: RewardParts::default(),
-            judge_explanation: None,
-            timings: Timings::default(),
-            model: "m".into(),
-            error: None,
-        }
+        let mut t = Trajectory::start("s", GroupRef::default(), "m", vec![]);
+        (t.outcome, t.num_turns, t.tool_calls, t.tool_errors, t.recovered_errors) = (outcome, 1, calls, errors, recovered);
+        t
     }
 
     #[test]

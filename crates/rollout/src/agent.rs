@@ -8,7 +8,7 @@ use std::time::Instant;
 use serde_json::Value;
 use ta_chat::textcalls::{self, TextCall};
 use ta_chat::{ChatClient, ChatError, ChatRequest};
-use ta_types::trajectory::{GroupRef, RewardParts, Timings};
+use ta_types::trajectory::GroupRef;
 use ta_types::{Message, Outcome, Scenario, ToolCall, Trajectory, Turn};
 
 use crate::tools::ToolHost;
@@ -121,33 +121,16 @@ struct Episode {
 
 impl Episode {
     fn new(system_prompt: &str, scenario: &Scenario, group: GroupRef, model: &str) -> Self {
-        let traj = Trajectory {
-            scenario_id: scenario.id.clone(),
-            group,
-            messages: vec![Message::system(system_prompt), Message::user(&scenario.task)],
-            turns: Vec::new(),
-            outcome: Outcome::RanOutOfTurns,
-            final_answer: None,
-            num_turns: 0,
-            tool_calls: 0,
-            tool_errors: 0,
-            malformed_calls: 0,
-            recovered_errors: 0,
-            reward: None,
-            reward_parts: RewardParts::default(),
-            judge_explanation: None,
-            timings: Timings::default(),
-            model: model.to_string(),
-            error: None,
-        };
+        let messages = vec![Message::system(system_prompt), Message::user(&scenario.task)];
+        let traj = Trajectory::start(&scenario.id, group, model, messages);
         Episode { traj, pending_failures: 0 }
     }
 
     /// Handles one assistant message; returns the outcome when the episode ends.
     async fn act<T: ToolHost>(&mut self, mut msg: Message, turn: u32, tools: &T, cfg: &AgentConfig) -> Option<Outcome> {
         let mut malformed = Vec::new();
-        if msg.tool_calls.is_empty() {
-            if let Some(content) = msg.content.clone() {
+        if msg.tool_calls.is_empty()
+            && let Some(content) = msg.content.clone() {
                 let parsed = textcalls::parse(&content, &format!("call_t{turn}_"));
                 if !parsed.calls.is_empty() {
                     msg.content = (!parsed.rest.is_empty()).then_some(parsed.rest);
@@ -159,7 +142,6 @@ impl Episode {
                     }
                 }
             }
-        }
         let calls = msg.tool_calls.clone();
         let text = msg.content.clone();
         self.traj.messages.push(msg);

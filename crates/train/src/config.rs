@@ -6,6 +6,7 @@ use ta_reward::RewardConfig;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
+#[derive(Default)]
 pub struct TrainConfig {
     /// Base model: Hugging Face id, directory, .gguf file or packaged model name.
     pub base_model: String,
@@ -90,21 +91,6 @@ pub struct TrainerSettings {
     pub wandb_project: Option<String>,
 }
 
-impl Default for TrainConfig {
-    fn default() -> Self {
-        TrainConfig {
-            base_model: String::new(),
-            init_adapter: None,
-            seed: 0,
-            rollout: RolloutSettings::default(),
-            lora: LoraSettings::default(),
-            optim: OptimSettings::default(),
-            loss: LossSettings::default(),
-            reward: RewardConfig::default(),
-            trainer: TrainerSettings::default(),
-        }
-    }
-}
 
 impl Default for RolloutSettings {
     fn default() -> Self {

@@ -111,6 +111,30 @@ pub struct Trajectory {
 }
 
 impl Trajectory {
+    /// A trajectory that has not played a turn yet: no calls, no reward, outcome `ran_out_of_turns`
+    /// until something else happens.
+    pub fn start(scenario_id: impl Into<String>, group: GroupRef, model: impl Into<String>, messages: Vec<Message>) -> Self {
+        Trajectory {
+            scenario_id: scenario_id.into(),
+            group,
+            messages,
+            turns: Vec::new(),
+            outcome: Outcome::RanOutOfTurns,
+            final_answer: None,
+            num_turns: 0,
+            tool_calls: 0,
+            tool_errors: 0,
+            malformed_calls: 0,
+            recovered_errors: 0,
+            reward: None,
+            reward_parts: RewardParts::default(),
+            judge_explanation: None,
+            timings: Timings::default(),
+            model: model.into(),
+            error: None,
+        }
+    }
+
     pub fn prompt_tokens(&self) -> u64 {
         self.turns.iter().map(|t| t.prompt_tokens).sum()
     }
@@ -172,25 +196,12 @@ mod tests {
     use super::*;
 
     fn sample() -> Trajectory {
-        Trajectory {
-            scenario_id: "q1".into(),
-            group: GroupRef { step: 3, index: 1 },
-            messages: vec![Message::user("hi")],
-            turns: vec![Turn { completion_token_ids: vec![1, 2], logprobs: vec![-0.5, -0.1], ..Default::default() }],
-            outcome: Outcome::Completed,
-            final_answer: Some("42".into()),
-            num_turns: 1,
-            tool_calls: 0,
-            tool_errors: 0,
-            malformed_calls: 0,
-            recovered_errors: 0,
-            reward: None,
-            reward_parts: RewardParts::default(),
-            judge_explanation: None,
-            timings: Timings::default(),
-            model: "base".into(),
-            error: None,
-        }
+        let mut t = Trajectory::start("q1", GroupRef { step: 3, index: 1 }, "base", vec![Message::user("hi")]);
+        t.turns = vec![Turn { completion_token_ids: vec![1, 2], logprobs: vec![-0.5, -0.1], ..Default::default() }];
+        t.outcome = Outcome::Completed;
+        t.final_answer = Some("42".into());
+        t.num_turns = 1;
+        t
     }
 
     #[test]
