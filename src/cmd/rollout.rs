@@ -100,21 +100,8 @@ pub async fn run(args: Args) -> Result<()> {
     bar.finish();
     finished.extend(result.trajectories);
 
-    // Score what has ground truth; rules score everything.
-    let by_id: std::collections::HashMap<_, _> = scenarios.iter().map(|s| (s.id.as_str(), s)).collect();
-    let reward_cfg = ta_reward::RewardConfig::default();
-    for t in &mut finished {
-        if let Some(s) = by_id.get(t.scenario_id.as_str()) {
-            ta_reward::score(&reward_cfg, s, t);
-        }
-    }
-    let tmp = path.with_extension("jsonl.tmp");
-    let _ = std::fs::remove_file(&tmp);
-    let mut w = TrajectoryWriter::append(&tmp)?;
-    for t in &finished {
-        w.write(t)?;
-    }
-    std::fs::rename(&tmp, &path)?;
+    ta_reward::score_all(&ta_reward::RewardConfig::default(), &scenarios, &mut finished);
+    ta_types::trajectory::write_trajectories(&path, &finished)?;
 
     let summary = Summary::of(&finished);
     std::fs::write(args.out.join("summary.json"), serde_json::to_vec_pretty(&summary)?)?;

@@ -29,6 +29,16 @@ impl Default for RewardConfig {
     }
 }
 
+/// Scores every trajectory whose scenario is in `scenarios` (matched by id).
+pub fn score_all(cfg: &RewardConfig, scenarios: &[Scenario], trajectories: &mut [Trajectory]) {
+    let by_id: std::collections::HashMap<&str, &Scenario> = scenarios.iter().map(|s| (s.id.as_str(), s)).collect();
+    for t in trajectories {
+        if let Some(s) = by_id.get(t.scenario_id.as_str()) {
+            score(cfg, s, t);
+        }
+    }
+}
+
 /// Scores `t` (a rollout of `scenario`) and writes `reward` and `reward_parts`. Scenarios without
 /// `expected` get no ground-truth part, and the reward is the weighted sum of the parts present.
 pub fn score(cfg: &RewardConfig, scenario: &Scenario, t: &mut Trajectory) {

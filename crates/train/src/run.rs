@@ -3,7 +3,7 @@
 //! batch → one trainer step → the engine hot-loads the new adapter. Checkpoints every step; a
 //! resumed run keeps every finished step and trajectory.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -169,10 +169,7 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
 
         // 2. Rewards and advantages.
         let t0 = Instant::now();
-        let by_id: HashMap<&str, &Scenario> = scenarios.iter().map(|s| (s.id.as_str(), s)).collect();
-        for t in &mut trajectories {
-            ta_reward::score(&cfg.reward, by_id[t.scenario_id.as_str()], t);
-        }
+        ta_reward::score_all(&cfg.reward, &scenarios, &mut trajectories);
         let (batch, groups, flat) = build_batch(&trajectories, step, cfg.loss.scale_advantages)?;
         // Keep the scored trajectories: rewrite the step's file in full.
         rewrite_trajectories(&traj_path, &trajectories)?;
@@ -307,10 +304,7 @@ async fn validate<T: ToolHost>(ctx: &Context<'_, T>, model: &str, step: u64, mul
     let mut result = run_jobs(ctx.chat, model, ctx.tools, ctx.system_prompt, jobs, &cfg, ctx.cfg.rollout.concurrency, &mut writer, &bar, std::future::pending()).await.map_err(io(&path))?;
     bar.finish_and_clear();
     multi.remove(&bar);
-    let by_id: HashMap<&str, &Scenario> = ctx.validation.iter().map(|s| (s.id.as_str(), s)).collect();
-    for t in &mut result.trajectories {
-        ta_reward::score(&ctx.cfg.reward, by_id[t.scenario_id.as_str()], t);
-    }
+    ta_reward::score_all(&ctx.cfg.reward, &ctx.validation, &mut result.trajectories);
     rewrite_trajectories(&path, &result.trajectories)?;
     let s = Summary::of(&result.trajectories);
     let row = json!({
@@ -352,13 +346,7 @@ fn build_batch(trajectories: &[Trajectory], step: u64, scale: bool) -> Result<(S
 }
 
 fn rewrite_trajectories(path: &Path, trajectories: &[Trajectory]) -> Result<(), RunError> {
-    let tmp = path.with_extension("jsonl.tmp");
-    let _ = std::fs::remove_file(&tmp);
-    let mut w = TrajectoryWriter::append(&tmp).map_err(io(&tmp))?;
-    for t in trajectories {
-        w.write(t).map_err(io(&tmp))?;
-    }
-    std::fs::rename(&tmp, path).map_err(io(path))
+    ta_types::trajectory::write_trajectories(path, trajectories).map_err(io(path))
 }
 
 fn copy_previous_checkpoint(out: &Path, step: u64) -> Result<(), RunError> {

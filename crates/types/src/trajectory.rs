@@ -167,6 +167,18 @@ impl TrajectoryWriter {
     }
 }
 
+/// Replaces `path` with `trajectories` atomically (a temporary file, then rename), so a crash
+/// leaves either the old file or the new one.
+pub fn write_trajectories(path: &Path, trajectories: &[Trajectory]) -> std::io::Result<()> {
+    let tmp = path.with_extension("jsonl.tmp");
+    let _ = std::fs::remove_file(&tmp);
+    let mut w = TrajectoryWriter::append(&tmp)?;
+    for t in trajectories {
+        w.write(t)?;
+    }
+    std::fs::rename(&tmp, path)
+}
+
 /// Reads a trajectories file. A torn last line (a crash mid-write) is skipped; any other bad line
 /// is an error naming the file and line.
 pub fn read_trajectories(path: &Path) -> std::io::Result<Vec<Trajectory>> {
