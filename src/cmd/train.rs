@@ -159,6 +159,11 @@ pub async fn run(args: Args) -> Result<()> {
             let mut opts = args.engine.options(&cfg.base_model, BASE_NAME, logs.join("engine.log"));
             opts.env = engine_env;
             opts.max_lora_rank = Some(cfg.lora.r);
+            opts.max_loras = Some(2);
+            // Sharing one GPU with the trainer: the engine keeps to a third of it unless told.
+            if cfg.trainer.num_gpus <= 1 && opts.gpu_memory_utilization.is_none() {
+                opts.gpu_memory_utilization = Some(0.3);
+            }
             eprintln!("starting the engine with {} (log: {})", cfg.base_model, opts.log_path.display());
             let engine = Engine::start(&python, &opts).await.context("the embedded engine did not start")?;
             let client = engine.client().clone();
@@ -192,7 +197,11 @@ pub async fn run(args: Args) -> Result<()> {
             eprintln!("interrupted after step {completed_steps}; continue with the same command plus --resume");
         }
         Finished::Done { steps } => {
-            println!("trained {steps} steps; adapter: {}", out.join("final").display());
+            if out.join("final").exists() {
+                println!("trained {steps} steps; adapter: {}", out.join("final").display());
+            } else {
+                println!("ran {steps} steps without an update (see the hint above)");
+            }
             println!("metrics: {}", out.join("metrics.jsonl").display());
             if args.merge {
                 let merged = out.join("merged");
