@@ -46,10 +46,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def post(url: str, body: dict, timeout: float = 600) -> dict:
+def post(url: str, body: dict, timeout: float = 600) -> dict | str:
+    """JSON replies parsed; the adapter endpoints answer plain text, as vLLM's do."""
     req = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=timeout) as r:
-        return json.loads(r.read())
+        text = r.read().decode()
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
 
 
 def build_random(arch: str, tokenizer: str, out: Path) -> Path:
@@ -160,7 +165,8 @@ def main() -> None:
         "precision": "bf16-mixed", "devices": len(trainer_gpus), "strategy": "ddp" if len(trainer_gpus) > 1 else "auto",
         "loggers": {"csv": False},
     }
-    (run / "trainer").mkdir(parents=True)
+    for box in ("inbox", "outbox"):
+        (run / "trainer" / box).mkdir(parents=True)
     (run / "trainer" / "config.json").write_text(json.dumps(cfg))
     trainer_log = work / "trainer.log"
     trainer = subprocess.Popen([sys.executable, "-m", "train_agent.trainer", "--config", str(run / "trainer" / "config.json")],

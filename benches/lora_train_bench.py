@@ -66,7 +66,8 @@ def main() -> None:
     n, layers, d_attn = matmul_params(model)
     gc = not args.no_gradient_checkpointing
     run = work / "run"
-    (run / "trainer").mkdir(parents=True)
+    for box in ("inbox", "outbox"):
+        (run / "trainer" / box).mkdir(parents=True)
     cfg = {"model": str(model), "output_dir": str(run),
            "lora": {"r": args.lora_rank, "alpha": 2 * args.lora_rank, "target_modules": "all-linear"},
            "optim": {"lr": 1e-6, "total_steps": args.steps}, "loss": {"kind": "grpo", "aggregation": "token-mean"},
