@@ -18,6 +18,7 @@ import torch
 from train_agent.models import PACKAGED, ModelSource, cache_dir, fetch_packaged, load_tokenizer
 
 TINY_VERSION = "tiny-llama-v1"
+TINY_SFT_VERSION = "tiny-llama-sft-v1"
 QWEN_TOKENIZER_VERSION = "qwen2.5-coder-tokenizer-v1"
 
 
@@ -46,6 +47,26 @@ def tiny_model_dir(smollm2_gguf: Path) -> Path:
     tmp = out.with_name(out.name + f".tmp{os.getpid()}")
     model.save_pretrained(tmp)
     tok.save_pretrained(tmp)
+    tmp.rename(out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_sft_model_dir(tiny_model_dir: Path) -> Path:
+    """The tiny model with its tied embeddings scaled up 25x (std 0.5). With 64-wide hidden states
+    after RMSNorm and embeddings of std 0.02 no logit can stand out by more than about 1, so no
+    adapter on the projections could make the model confident enough to reproduce a tool call."""
+    out = cache_dir() / "test" / TINY_SFT_VERSION
+    if (out / "config.json").exists():
+        return out
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    with torch.no_grad():
+        model.get_input_embeddings().weight.mul_(25.0)
+    tmp = out.with_name(out.name + f".tmp{os.getpid()}")
+    model.save_pretrained(tmp)
+    load_tokenizer(ModelSource.parse(str(tiny_model_dir))).save_pretrained(tmp)
     tmp.rename(out)
     return out
 

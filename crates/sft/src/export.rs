@@ -118,7 +118,7 @@ mod tests {
             reward_parts: Default::default(),
             error: None,
         };
-        let rows = unrolled_rows(&[t.clone()]);
+        let rows = unrolled_rows(std::slice::from_ref(&t));
         assert_eq!(rows.len(), 2);
         assert_eq!(rows[0].messages, messages[..3].to_vec());
         assert_eq!(rows[1].messages, messages);

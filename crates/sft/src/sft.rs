@@ -5,7 +5,8 @@
 //! resume. Each optimizer step is one step file in the trainer's mailbox (the GRPO trainer with
 //! `loss.kind = "sft"`), so one process, DDP and multi-node work as they do for GRPO.
 //!
-//! Run directory: `config.toml`, `data/tokens.jsonl` + `data/summary.json`, `metrics.jsonl`
+//! Run directory: `config.toml`, `data/tokens.jsonl` + `data/summary.json` + `data/split.json`
+//! (which conversations were trained on and which held out), `metrics.jsonl`
 //! (`train_loss`, `eval_loss`, `lr`, `tokens_per_s` per step; step 0 holds the eval loss before
 //! training), `checkpoints/step-N/` (adapter, optimizer state, `state.json` once complete),
 //! `final/` (the PEFT adapter), `logs/`.
@@ -233,6 +234,9 @@ pub async fn run(cfg: &SftConfig, out: &Path, python: &PythonEnv, trainer_env: &
     if train.is_empty() {
         return Err(SftError::Data("every conversation was held out for eval\nhint: lower --eval-fraction or add scenarios".into()));
     }
+    let ids = |idx: &[usize]| idx.iter().map(|&i| rows[i].id.clone()).collect::<Vec<_>>();
+    let split_path = out.join("data").join("split.json");
+    std::fs::write(&split_path, serde_json::to_vec_pretty(&json!({"train": ids(&train), "eval": ids(&eval)})).expect("json")).map_err(|e| io(&split_path, e))?;
     let lengths: Vec<usize> = rows.iter().map(|r| r.input_ids.len()).collect();
     let per_epoch = train.len().div_ceil(cfg.batch_size) as u64;
     let total = per_epoch * u64::from(cfg.epochs);

@@ -135,7 +135,7 @@ mod tests {
         assert_eq!(trace.truncated_turns, 1);
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.jsonl");
-        write_traces(&path, &[trace.clone()]).unwrap();
+        write_traces(&path, std::slice::from_ref(&trace)).unwrap();
         assert_eq!(read_traces(&path).unwrap(), vec![trace]);
         let v: serde_json::Value = serde_json::from_str(std::fs::read_to_string(&path).unwrap().trim()).unwrap();
         assert_eq!(v["tools"][0]["function"]["name"], "list_tables");
