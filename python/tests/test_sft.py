@@ -22,13 +22,13 @@ from train_agent.models import ModelSource, load_model, load_tokenizer
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = os.environ.get("TRAIN_AGENT_BIN") or str(ROOT / "target" / "debug" / "train-agent")
-EPOCHS = 60  # 2 training conversations (1 step per epoch), 1 held out
+EPOCHS = 120  # 2 training conversations (1 step per epoch), 1 held out
 pytestmark = pytest.mark.skipif(not Path(BIN).exists(), reason="needs the train-agent binary (cargo build)")
 
 
 def train_agent(*args: str) -> str:
     env = {**os.environ, "TRAIN_AGENT_PYTHON": sys.executable, "TRAIN_AGENT_PYTHONPATH": str(ROOT / "python")}
-    r = subprocess.run([BIN, *args], env=env, capture_output=True, text=True, timeout=900)
+    r = subprocess.run([BIN, *args], env=env, capture_output=True, text=True, timeout=1800)
     assert r.returncode == 0, f"train-agent {' '.join(args)} failed:\n{r.stdout}\n{r.stderr}"
     return r.stdout
 
