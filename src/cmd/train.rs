@@ -160,6 +160,11 @@ pub async fn run(args: Args) -> Result<()> {
             opts.env = engine_env;
             // An --init-adapter (an SFT run's final/, rank 32 by default) may be wider than [lora].
             opts.max_lora_rank = Some(cfg.lora.r.max(adapter_rank(cfg.init_adapter.as_deref())?));
+            opts.max_loras = Some(2);
+            // Sharing one GPU with the trainer: the engine keeps to a third of it unless told.
+            if cfg.trainer.num_gpus <= 1 && opts.gpu_memory_utilization.is_none() {
+                opts.gpu_memory_utilization = Some(0.3);
+            }
             eprintln!("starting the engine with {} (log: {})", cfg.base_model, opts.log_path.display());
             let engine = Engine::start(&python, &opts).await.context("the embedded engine did not start")?;
             let client = engine.client().clone();
@@ -193,7 +198,11 @@ pub async fn run(args: Args) -> Result<()> {
             eprintln!("interrupted after step {completed_steps}; continue with the same command plus --resume");
         }
         Finished::Done { steps } => {
-            println!("trained {steps} steps; adapter: {}", out.join("final").display());
+            if out.join("final").exists() {
+                println!("trained {steps} steps; adapter: {}", out.join("final").display());
+            } else {
+                println!("ran {steps} steps without an update (see the hint above)");
+            }
             println!("metrics: {}", out.join("metrics.jsonl").display());
             if args.merge {
                 let merged = out.join("merged");

@@ -35,6 +35,9 @@ pub struct EngineOptions {
     pub gpu_memory_utilization: Option<f32>,
     pub max_num_seqs: Option<u32>,
     pub enable_lora: bool,
+    /// Adapters loaded at once. Training needs 2: the next adapter is loaded before the previous
+    /// one is unloaded, so requests never see a missing model.
+    pub max_loras: Option<u32>,
     pub max_lora_rank: Option<u32>,
     pub seed: Option<u64>,
     /// Where the engine's stdout and stderr go.
@@ -56,6 +59,7 @@ impl EngineOptions {
             gpu_memory_utilization: None,
             max_num_seqs: None,
             enable_lora: true,
+            max_loras: None,
             max_lora_rank: None,
             seed: None,
             log_path,
@@ -86,6 +90,7 @@ impl EngineOptions {
         opt("--max-model-len", self.max_model_len.map(|v| v.to_string()));
         opt("--gpu-memory-utilization", self.gpu_memory_utilization.map(|v| v.to_string()));
         opt("--max-num-seqs", self.max_num_seqs.map(|v| v.to_string()));
+        opt("--max-loras", self.max_loras.map(|v| v.to_string()));
         opt("--max-lora-rank", self.max_lora_rank.map(|v| v.to_string()));
         opt("--seed", self.seed.map(|v| v.to_string()));
         if self.enable_lora {

@@ -111,7 +111,8 @@ fn trainer_config(cfg: &TrainConfig, out: &Path, resume_step: u64, total_steps: 
         "num_nodes": cfg.trainer.num_nodes,
         "loggers": {"csv": true, "tensorboard": cfg.trainer.tensorboard, "wandb_project": cfg.trainer.wandb_project},
         "seed": cfg.seed,
-        "resume_from": (resume_step > 0).then(|| checkpoint_dir(out, resume_step)),
+        // Only a checkpoint some step trained holds trainer state to resume.
+        "resume_from": Some(checkpoint_dir(out, resume_step)).filter(|c| resume_step > 0 && c.join("trainer_state.pt").exists()),
     })
 }
 
@@ -135,9 +136,12 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
 
     let mut current_model = ctx.base_name.to_string();
     if resume > 0 {
+        // A checkpoint without an adapter: no step had trained yet and there was no initial one.
         let adapter = checkpoint_dir(ctx.out, resume).join("adapter");
-        ctx.engine.load_adapter(&adapter_name(resume), &adapter).await?;
-        current_model = adapter_name(resume);
+        if adapter.exists() {
+            ctx.engine.load_adapter(&adapter_name(resume), &adapter).await?;
+            current_model = adapter_name(resume);
+        }
         say(&multi, format!("resuming after step {resume}"));
     } else if let Some(init) = &cfg.init_adapter {
         ctx.engine.load_adapter("init", Path::new(init)).await?;
@@ -149,7 +153,10 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
     tokio::pin!(shutdown);
     let interrupted = |completed_steps| Ok(Finished::Interrupted { completed_steps });
 
-    if resume == 0 && !ctx.validation.is_empty() {
+    // Rows of steps that did not finish (a kill between the row and the checkpoint) are dropped,
+    // so every step has exactly one row however often the run was interrupted.
+    truncate_metrics(&metrics_path, resume)?;
+    if resume == 0 && !ctx.validation.is_empty() && !has_validation(&metrics_path, 0) {
         let Some(row) = select_or_stop(validate(ctx, &current_model, 0, &multi), &mut shutdown).await? else { return interrupted(0) };
         append_metrics(&metrics_path, &row)?;
     }
@@ -191,12 +198,12 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
         let ckpt = checkpoint_dir(ctx.out, step);
         if batch.samples.is_empty() {
             // No update: the step's checkpoint is the previous adapter, so resume stays exact.
-            copy_previous_checkpoint(ctx.out, step)?;
+            copy_previous_checkpoint(ctx.out, step, cfg.init_adapter.as_deref())?;
         }
         let adapter = ckpt.join("adapter");
         if adapter.exists() {
             ctx.engine.load_adapter(&adapter_name(step), &adapter).await?;
-            if current_model.starts_with("step-") {
+            if current_model != ctx.base_name {
                 ctx.engine.unload_adapter(&current_model).await.ok();
             }
             current_model = adapter_name(step);
@@ -229,8 +236,9 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
             merge(&mut row, v);
         }
         row["time"]["step_s"] = json!(step_start.elapsed().as_secs_f64());
-        std::fs::write(ckpt.join("state.json"), serde_json::to_vec_pretty(&json!({"step": step, "model": current_model})).expect("json")).map_err(io(&ckpt))?;
+        // The row first, then the checkpoint's state.json that marks the step complete.
         append_metrics(&metrics_path, &row)?;
+        std::fs::write(ckpt.join("state.json"), serde_json::to_vec_pretty(&json!({"step": step, "model": current_model})).expect("json")).map_err(io(&ckpt))?;
         steps_bar.inc(1);
         say(&multi, step_line(&row));
     }
@@ -243,8 +251,11 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
         append_metrics(&metrics_path, &v)?;
     }
     trainer.stop().await?;
-    if total > 0 {
-        copy_dir(&checkpoint_dir(ctx.out, total).join("adapter"), &ctx.out.join("final"))?;
+    let last = checkpoint_dir(ctx.out, total).join("adapter");
+    if total > 0 && last.exists() {
+        copy_dir(&last, &ctx.out.join("final"))?;
+    } else {
+        say(&multi, "no step trained: every group had equal rewards, so final/ is not written\nhint: GRPO needs reward differences within a group: more rollouts per scenario, a higher temperature, partial-credit rules, or an SFT warm start (--init-adapter)".into());
     }
     steps_bar.finish();
     Ok(Finished::Done { steps: total })
@@ -349,12 +360,19 @@ fn rewrite_trajectories(path: &Path, trajectories: &[Trajectory]) -> Result<(), 
     ta_types::trajectory::write_trajectories(path, trajectories).map_err(io(path))
 }
 
-fn copy_previous_checkpoint(out: &Path, step: u64) -> Result<(), RunError> {
+/// A step without an update keeps the policy: its checkpoint is the previous step's (adapter and
+/// trainer state), or the initial adapter before any step trained, or empty (the base model).
+fn copy_previous_checkpoint(out: &Path, step: u64, init_adapter: Option<&str>) -> Result<(), RunError> {
     let prev = checkpoint_dir(out, step - 1);
     let dst = checkpoint_dir(out, step);
-    std::fs::create_dir_all(&dst).map_err(io(&dst))?;
     if prev.join("adapter").exists() {
-        copy_dir(&prev.join("adapter"), &dst.join("adapter"))?;
+        copy_dir(&prev, &dst)?;
+        let _ = std::fs::remove_file(dst.join("state.json"));
+    } else {
+        std::fs::create_dir_all(&dst).map_err(io(&dst))?;
+        if let Some(init) = init_adapter {
+            copy_dir(Path::new(init), &dst.join("adapter"))?;
+        }
     }
     Ok(())
 }
@@ -377,6 +395,21 @@ fn append_metrics(path: &Path, row: &Value) -> Result<(), RunError> {
     use std::io::Write;
     let mut f = std::fs::OpenOptions::new().create(true).append(true).open(path).map_err(io(path))?;
     writeln!(f, "{row}").map_err(io(path))
+}
+
+/// Keeps the rows of steps up to `last_step` (validation rows of step 0 included).
+fn truncate_metrics(path: &Path, last_step: u64) -> Result<(), RunError> {
+    let Ok(text) = std::fs::read_to_string(path) else { return Ok(()) };
+    let kept: Vec<&str> = text
+        .lines()
+        .filter(|l| serde_json::from_str::<Value>(l).ok().and_then(|v| v["step"].as_u64()).is_some_and(|s| s <= last_step))
+        .collect();
+    if kept.len() == text.lines().count() {
+        return Ok(());
+    }
+    let tmp = path.with_extension("jsonl.tmp");
+    std::fs::write(&tmp, kept.iter().map(|l| format!("{l}\n")).collect::<String>()).map_err(io(&tmp))?;
+    std::fs::rename(&tmp, path).map_err(io(path))
 }
 
 fn has_validation(metrics: &Path, step: u64) -> bool {
@@ -450,5 +483,16 @@ mod tests {
         std::fs::write(checkpoint_dir(dir.path(), 1).join("state.json"), "{}").unwrap();
         std::fs::write(checkpoint_dir(dir.path(), 2).join("state.json"), "{}").unwrap();
         assert_eq!(last_complete_step(dir.path()), 2, "step 3 has no state.json: it did not finish");
+    }
+
+    #[test]
+    fn truncating_metrics_drops_rows_of_unfinished_steps_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("metrics.jsonl");
+        let rows = ["{\"step\":0,\"val_reward\":0.1}", "{\"step\":1}", "{\"step\":2}", "{\"step\":3}", "not json"];
+        std::fs::write(&path, rows.join("\n") + "\n").unwrap();
+        truncate_metrics(&path, 2).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "{\"step\":0,\"val_reward\":0.1}\n{\"step\":1}\n{\"step\":2}\n");
+        truncate_metrics(&dir.path().join("absent.jsonl"), 0).unwrap();
     }
 }
