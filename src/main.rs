@@ -40,6 +40,13 @@ enum Command {
     Serve(cmd::serve::Args),
     /// Train a LoRA adapter with GRPO on an MCP server's scenarios.
     Train(cmd::train::Args),
+    /// Collect traces (messages + tools) for supervised fine-tuning: from a teacher model, the
+    /// model itself (rejection sampling) or the scenarios' reference solutions (--reference).
+    Collect(cmd::collect::Args),
+    /// Keep the successful, non-duplicate traces and export them as a dataset (JSONL, Parquet).
+    Curate(cmd::curate::Args),
+    /// Supervised fine-tuning of a LoRA adapter on a curated dataset (loss on assistant tokens).
+    Sft(cmd::sft::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -53,6 +60,9 @@ fn main() -> std::process::ExitCode {
             Command::DemoServer(a) => cmd::demo_server::run(a).await,
             Command::Serve(a) => cmd::serve::run(a).await,
             Command::Train(a) => cmd::train::run(a).await,
+            Command::Collect(a) => cmd::collect::run(a).await,
+            Command::Curate(a) => cmd::curate::run(a).await,
+            Command::Sft(a) => cmd::sft::run(a).await,
         }
     });
     match result {

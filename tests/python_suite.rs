@@ -12,6 +12,8 @@ fn python_package_tests_pass() {
         .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"])
         .current_dir(&root)
         .env("PYTHONUNBUFFERED", "1")
+        // The SFT test drives the binary (collect, curate, sft) as users do.
+        .env("TRAIN_AGENT_BIN", env!("CARGO_BIN_EXE_train-agent"))
         .output()
         .expect("pytest runs");
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));

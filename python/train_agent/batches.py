@@ -8,7 +8,9 @@ A step file (`{output_dir}/trainer/inbox/step-000042.json`, written by the Rust 
 `loss_mask` is 1 on the tokens the policy generated (the only ones trained; a 1 on token 0 is
 ignored: nothing predicts it), `logprobs` the sampling logprob of each token (0 where the mask is
 0; may be absent for SFT), `advantage` one number per sample (1 for SFT), `group_id` is kept for
-the record. Samples have any length.
+the record. Samples have any length. Optional keys (SFT): `checkpoint` (false: no checkpoint after
+this step), `eval_samples` with `eval_before` / `eval_after` (the token-mean loss of those samples
+before / after this step's update, reported as `eval_loss_before` / `eval_loss`).
 
 `plan_step` gives every sample its per-token loss weight from the counts of the whole step (see
 loss.py), deals the samples to ranks balanced by tokens, packs each rank's share into micro-batches
@@ -44,23 +46,39 @@ class Sample:
         return sum(1 for m in self.loss_mask[1:] if m)
 
 
-def read_step(path: Path) -> tuple[int, list[Sample]]:
-    """Parses and checks a step file; errors name the file and the sample."""
-    data = json.loads(Path(path).read_text())
+def parse_samples(items: list[dict], where: str) -> list[Sample]:
+    """Checks and converts sample objects; errors name `where` and the sample."""
     samples = []
-    for i, s in enumerate(data["samples"]):
+    for i, s in enumerate(items):
         ids, mask = s["input_ids"], s["loss_mask"]
         logprobs = s.get("logprobs") or [0.0] * len(ids)
         if not (len(ids) == len(mask) == len(logprobs)) or len(ids) < 2:
             raise ValueError(
-                f"{path}: sample {i}: input_ids ({len(ids)}), loss_mask ({len(mask)}) and logprobs "
+                f"{where}: sample {i}: input_ids ({len(ids)}), loss_mask ({len(mask)}) and logprobs "
                 f"({len(logprobs)}) must have the same length, at least 2"
             )
         samples.append(Sample(ids, [1 if m else 0 for m in mask], [float(x) for x in logprobs],
                               float(s.get("advantage", 1.0))))
+    return samples
+
+
+def read_step(path: Path) -> tuple[int, list[Sample]]:
+    """Parses and checks a step file; errors name the file and the sample."""
+    step, samples, _ = read_step_file(path)
+    return step, samples
+
+
+def read_step_file(path: Path) -> tuple[int, list[Sample], dict]:
+    """A step file's number, samples, and options: `checkpoint` (default true), `eval_samples`
+    (parsed), `eval_before`, `eval_after` (SFT's held-out loss, before and after the update)."""
+    data = json.loads(Path(path).read_text())
+    samples = parse_samples(data["samples"], str(path))
     if not samples:
         raise ValueError(f"{path}: a step needs at least one sample")
-    return int(data["step"]), samples
+    options = dict(checkpoint=bool(data.get("checkpoint", True)),
+                   eval_samples=parse_samples(data.get("eval_samples") or [], f"{path} (eval_samples)"),
+                   eval_before=bool(data.get("eval_before")), eval_after=bool(data.get("eval_after")))
+    return int(data["step"]), samples, options
 
 
 def shard(samples: list[Sample], world_size: int) -> list[list[Sample]]:

@@ -137,13 +137,17 @@ def hermes_messages(messages: list[dict], tools: list[dict] | None) -> list[dict
     return [{k: v for k, v in m.items() if k != "_tool"} for m in out]
 
 
-def render_prompt(tokenizer, messages: list[dict], tools: list[dict] | None) -> str:
-    """The prompt text for a generation turn, through the model's chat template."""
+def render_prompt(tokenizer, messages: list[dict], tools: list[dict] | None,
+                  add_generation_prompt: bool = True) -> str:
+    """The prompt text for a generation turn, through the model's chat template. SFT renders
+    finished conversations with the same function (`add_generation_prompt=False`), so training
+    text and inference prompts cannot drift apart."""
     if template_supports_tools(tokenizer):
         kwargs = {"tools": tools} if tools else {}
-        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, **kwargs)
+        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt,
+                                             **kwargs)
     return tokenizer.apply_chat_template(hermes_messages(messages, tools), tokenize=False,
-                                         add_generation_prompt=True)
+                                         add_generation_prompt=add_generation_prompt)
 
 
 # ---- parsing ------------------------------------------------------------------------------

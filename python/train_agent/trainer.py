@@ -43,12 +43,17 @@ Mailbox, under {output_dir}/trainer/:
     error.json               {error, traceback, rank} written by a failing rank before it exits 1.
     logs/version_K/metrics.csv   Lightning CSVLogger (TensorBoard / W&B when installed and asked for).
 
+Step files may also ask for no checkpoint (`checkpoint: false`) and for the token-mean loss of
+held-out `eval_samples` before and/or after the update (`eval_before`, `eval_after`: SFT's eval loss;
+see batches.py).
+
 Outbox metrics: step, loss, policy_loss, kl (token mean of k3; null when beta is 0), entropy
 (token mean), clip_fraction_low, clip_fraction_high (share of trained tokens whose clipped term
 wins), ratio_mean (null for SFT), grad_norm (before clipping), lr (used by this step), samples,
 tokens (real input tokens), trained_tokens, micro_batches (per rank), tokens_per_s, wait_s (idle,
 waiting for the file), data_s, forward_backward_s, optimizer_s, save_s, step_s (all but wait),
-peak_memory_gb, peak_memory_kind ("cuda" allocated or "cpu_rss"), checkpoint (the dir).
+peak_memory_gb, peak_memory_kind ("cuda" allocated or "cpu_rss"), checkpoint (the dir, or null when the step
+file said checkpoint: false), eval_loss, eval_loss_before, eval_tokens (null unless asked for).
 
 Checkpoints: {output_dir}/checkpoints/step-000042/adapter/ (PEFT format: PeftModel.from_pretrained,
 vLLM's load_lora_adapter) and trainer_state.pt (step, optimizer, scheduler, config). Randomness
@@ -77,7 +82,7 @@ from pytorch_lightning.strategies import DDPStrategy
 import torch
 import torch.nn.functional as F
 
-from .batches import plan_step, read_step
+from .batches import plan_step, read_step_file
 from .loss import AGGREGATIONS, grpo_loss, sft_loss, token_logprobs
 from .models import ModelSource, load_model, load_tokenizer, parse_dtype
 
@@ -250,12 +255,16 @@ class Inbox(torch.utils.data.IterableDataset):
             if path is None:
                 return
             t1 = time.perf_counter()
-            step, samples = read_step(path)
+            step, samples, opts = read_step_file(path)
             lc = self.cfg.loss
             mbs = plan_step(samples, self.rank, self.world_size, self.cfg.micro_batch_tokens, lc.aggregation,
                             lc.max_len_norm)
+            ev = opts["eval_samples"]
+            eval_mbs = plan_step(ev, self.rank, self.world_size, self.cfg.micro_batch_tokens, "token-mean") if ev else []
             yield dict(step=step, micro_batches=mbs, samples=len(samples),
                        tokens=sum(len(s.input_ids) for s in samples),
+                       checkpoint=opts["checkpoint"], eval_micro_batches=eval_mbs,
+                       eval_before=opts["eval_before"] and bool(ev), eval_after=opts["eval_after"] and bool(ev),
                        wait_s=t1 - t0, data_s=time.perf_counter() - t1)
             last = step
 
@@ -367,6 +376,26 @@ class PolicyModule(pl.LightningModule):
         stats.update(loss=loss.detach(), entropy_sum=entropy.sum(), trained_tokens=mask.sum())
         return loss, stats
 
+    @torch.no_grad()
+    def evaluate(self, mbs: list[dict]) -> tuple[float, int]:
+        """Token-mean negative log-likelihood of held-out samples (weights from plan_step with
+        token-mean are 1/N over all ranks, so the rank sums add up to the mean), adapter in eval mode."""
+        sums = torch.zeros(2, dtype=torch.float64, device=self.device)
+        self.model.eval()
+        try:
+            with self.trainer.precision_plugin.val_step_context():
+                for mb in mbs:
+                    mb = {k: v.to(self.device) for k, v in mb.items()}
+                    mask = mb["loss_mask"]
+                    logp, _ = trained_logprobs(self.model, mb)
+                    real = mb["weights"][mask] > 0
+                    sums += torch.stack([-(mb["weights"][mask] * logp).sum().double(), real.sum().double()])
+        finally:
+            self.model.train()
+        if self.trainer.world_size > 1:
+            sums = self.trainer.strategy.reduce(sums, reduce_op="sum")
+        return float(sums[0]), int(sums[1])
+
     STATS = ["loss", "policy_loss", "kl_sum", "entropy_sum", "clip_low", "clip_high", "ratio_sum", "trained_tokens"]
 
     def training_step(self, dataloader_iter):
@@ -378,6 +407,7 @@ class PolicyModule(pl.LightningModule):
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
         t0 = time.perf_counter()
+        eval_before = self.evaluate(batch["eval_micro_batches"]) if batch["eval_before"] else None
         sums = torch.zeros(len(self.STATS), dtype=torch.float64, device=self.device)
         mbs = batch["micro_batches"]
         # DDP: all-reduce gradients only in the last backward
@@ -392,7 +422,7 @@ class PolicyModule(pl.LightningModule):
                 self.manual_backward(loss * self.trainer.world_size)
             if real:
                 sums += torch.stack([stats[k].double() if k in stats else sums.new_zeros(()) for k in self.STATS])
-        self.pending = dict(batch=batch, sums=sums, t0=t0, t1=time.perf_counter())
+        self.pending = dict(batch=batch, sums=sums, t0=t0, t1=time.perf_counter(), eval_before=eval_before)
 
     def on_train_batch_end(self, outputs, batch, batch_idx):
         """Clip, optimizer and scheduler step, checkpoint, then the outbox file (rank 0)."""
@@ -409,8 +439,11 @@ class PolicyModule(pl.LightningModule):
 
         sums = self.trainer.strategy.reduce(sums, reduce_op="sum") if self.trainer.world_size > 1 else sums
         s = dict(zip(self.STATS, sums.tolist()))
-        checkpoint = self.save_checkpoint(step)
+        checkpoint = self.save_checkpoint(step) if batch["checkpoint"] else None
         t3 = time.perf_counter()
+        before = self.pending["eval_before"]  # (loss, tokens) or None
+        eval_loss, eval_tokens = self.evaluate(batch["eval_micro_batches"]) if batch["eval_after"] else \
+            (None, before[1] if before else None)
 
         n = max(s["trained_tokens"], 1)
         grpo, lc = self.cfg.loss.kind == "grpo", self.cfg.loss
@@ -425,6 +458,7 @@ class PolicyModule(pl.LightningModule):
             wait_s=batch["wait_s"], data_s=batch["data_s"], forward_backward_s=t1 - t0,
             optimizer_s=t2 - t1, save_s=t3 - t2, step_s=batch["data_s"] + t3 - t0,
             **peak_memory(self.device), checkpoint=checkpoint,
+            eval_loss=eval_loss, eval_loss_before=before[0] if before else None, eval_tokens=eval_tokens,
         )
         if self.global_rank == 0:
             write_json_atomic(self.cfg.trainer_dir / "outbox" / f"{step_name(step)}.json", metrics)

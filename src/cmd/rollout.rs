@@ -1,13 +1,11 @@
 //! `train-agent rollout`: play scenarios against an MCP server and write scored trajectories.
 
-use std::collections::HashSet;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use indicatif::ProgressBar;
 use ta_rollout::AgentConfig;
-use ta_rollout::runner::{Summary, group_jobs, run_jobs};
-use ta_types::trajectory::{TrajectoryWriter, read_trajectories};
+use ta_rollout::runner::{Summary, group_jobs, play_resumable};
 
 use crate::args::{ModelArgs, ServerArgs};
 
@@ -72,15 +70,7 @@ pub async fn run(args: Args) -> Result<()> {
     let endpoint = args.model.connect(&logs).await?;
 
     let path = args.out.join("trajectories.jsonl");
-    let mut finished = if path.exists() { read_trajectories(&path)? } else { Vec::new() };
-    let done: HashSet<(String, u32)> = finished.iter().map(|t| (t.scenario_id.clone(), t.group.index)).collect();
-    let jobs: Vec<_> = group_jobs(&scenarios, args.rollouts_per_scenario, 0)
-        .into_iter()
-        .filter(|j| !done.contains(&(j.scenario.id.clone(), j.group.index)))
-        .collect();
-    if !done.is_empty() {
-        eprintln!("{} finished episodes kept from an earlier run; {} to play", done.len(), jobs.len());
-    }
+    let jobs = group_jobs(&scenarios, args.rollouts_per_scenario, 0);
     let cfg = AgentConfig {
         max_turns: args.max_turns,
         max_tokens: args.max_tokens,
@@ -90,15 +80,17 @@ pub async fn run(args: Args) -> Result<()> {
         record_tokens: endpoint.record_tokens,
         seed: args.seed,
     };
-    let mut writer = TrajectoryWriter::append(&path)?;
     let bar = ProgressBar::new(0);
     bar.set_prefix("rollout");
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;
     };
-    let result = run_jobs(&endpoint.chat, &endpoint.model, &tools, &system_prompt, jobs, &cfg, args.concurrency, &mut writer, &bar, shutdown).await?;
+    let result = play_resumable(&endpoint.chat, &endpoint.model, &tools, &system_prompt, jobs, &cfg, args.concurrency, &path, &bar, shutdown).await?;
     bar.finish();
-    finished.extend(result.trajectories);
+    if result.kept > 0 {
+        eprintln!("{} finished episodes kept from an earlier run", result.kept);
+    }
+    let mut finished = result.trajectories;
 
     ta_reward::score_all(&ta_reward::RewardConfig::default(), &scenarios, &mut finished);
     ta_types::trajectory::write_trajectories(&path, &finished)?;

@@ -158,7 +158,8 @@ pub async fn run(args: Args) -> Result<()> {
         None => {
             let mut opts = args.engine.options(&cfg.base_model, BASE_NAME, logs.join("engine.log"));
             opts.env = engine_env;
-            opts.max_lora_rank = Some(cfg.lora.r);
+            // An --init-adapter (an SFT run's final/, rank 32 by default) may be wider than [lora].
+            opts.max_lora_rank = Some(cfg.lora.r.max(adapter_rank(cfg.init_adapter.as_deref())?));
             opts.max_loras = Some(2);
             // Sharing one GPU with the trainer: the engine keeps to a third of it unless told.
             if cfg.trainer.num_gpus <= 1 && opts.gpu_memory_utilization.is_none() {
@@ -219,4 +220,13 @@ pub async fn run(args: Args) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The rank of a PEFT adapter directory (`r` in its adapter_config.json); 0 without one.
+fn adapter_rank(dir: Option<&str>) -> Result<u32> {
+    let Some(dir) = dir else { return Ok(0) };
+    let path = std::path::Path::new(dir).join("adapter_config.json");
+    let text = std::fs::read_to_string(&path).with_context(|| format!("--init-adapter {dir} is not a PEFT adapter directory (no {})", path.display()))?;
+    let v: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
+    Ok(v["r"].as_u64().unwrap_or(0) as u32)
 }

@@ -1,14 +1,15 @@
 //! Plays many episodes concurrently (bounded), shows progress, and writes each trajectory the
 //! moment it finishes, so an interruption keeps every finished one.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::future::Future;
+use std::path::Path;
 
 use futures::StreamExt;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use ta_chat::ChatClient;
-use ta_types::trajectory::{GroupRef, TrajectoryWriter};
+use ta_types::trajectory::{GroupRef, TrajectoryWriter, read_trajectories};
 use ta_types::{Outcome, Scenario, Trajectory};
 
 use crate::agent::{AgentConfig, run_episode};
@@ -79,6 +80,40 @@ pub async fn run_jobs<T: ToolHost>(
             _ = &mut shutdown => return Ok(RunResult { trajectories: out, interrupted: true }),
         }
     }
+}
+
+/// What [`play_resumable`] found and played.
+pub struct Resumed {
+    /// Every trajectory in the file: those kept from an earlier run, then the new ones.
+    pub trajectories: Vec<Trajectory>,
+    /// How many were kept from an earlier run (their jobs were skipped).
+    pub kept: usize,
+    pub interrupted: bool,
+}
+
+/// Plays `jobs` into the JSONL file at `path`, keeping the trajectories an earlier (interrupted)
+/// run left there and skipping their jobs, so running the same command again continues.
+#[allow(clippy::too_many_arguments)]
+pub async fn play_resumable<T: ToolHost>(
+    chat: &ChatClient,
+    model: &str,
+    tools: &T,
+    system_prompt: &str,
+    jobs: Vec<Job>,
+    cfg: &AgentConfig,
+    concurrency: usize,
+    path: &Path,
+    progress: &ProgressBar,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<Resumed> {
+    let mut trajectories = if path.exists() { read_trajectories(path)? } else { Vec::new() };
+    let done: HashSet<(String, u32)> = trajectories.iter().map(|t| (t.scenario_id.clone(), t.group.index)).collect();
+    let jobs: Vec<Job> = jobs.into_iter().filter(|j| !done.contains(&(j.scenario.id.clone(), j.group.index))).collect();
+    let kept = trajectories.len();
+    let mut writer = TrajectoryWriter::append(path)?;
+    let result = run_jobs(chat, model, tools, system_prompt, jobs, cfg, concurrency, &mut writer, progress, shutdown).await?;
+    trajectories.extend(result.trajectories);
+    Ok(Resumed { trajectories, kept, interrupted: result.interrupted })
 }
 
 /// The numbers people compare between runs.

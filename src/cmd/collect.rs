@@ -1,0 +1,150 @@
+//! `train-agent collect`: traces for supervised fine-tuning, from a teacher model, from the model
+//! itself (rejection sampling), or from the scenarios' reference solutions.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use indicatif::ProgressBar;
+use ta_rollout::AgentConfig;
+use ta_sft::collect::{CollectOptions, collect};
+use ta_sft::reference::{ReferenceOptions, reference_traces};
+use ta_sft::trace::{SOURCE_REJECTION_SAMPLING, TRACES_FILE, write_traces};
+use ta_types::Split;
+
+use crate::args::{ModelArgs, ServerArgs};
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    server: ServerArgs,
+    #[command(flatten)]
+    model: ModelArgs,
+    /// Scenarios: a JSON array or JSONL of {"task": ..., "expected": ..., "split": ...}.
+    #[arg(long, value_name = "FILE")]
+    scenarios: PathBuf,
+    /// Build ideal traces from the scenarios' `reference_sql` instead of asking a model (needs a
+    /// SQL server with list_tables, describe_table and run_query, such as the demo server).
+    #[arg(long, conflicts_with_all = ["base_model", "base_url"])]
+    reference: bool,
+    /// Only scenarios of this split (validation traces would leak the evaluation into training).
+    #[arg(long, default_value = "train", value_parser = clap::builder::ValueParser::new(|s: &str| s.parse::<Split>()))]
+    split: Split,
+    /// Use every scenario, whatever its split.
+    #[arg(long, conflicts_with = "split")]
+    all_splits: bool,
+    /// Only the first N scenarios (after --split).
+    #[arg(long)]
+    limit: Option<usize>,
+    /// Episodes per scenario (rejection sampling: high n, high temperature, then `curate`).
+    #[arg(long, default_value_t = 1)]
+    n: u32,
+    #[arg(long, default_value_t = 0.7)]
+    temperature: f32,
+    #[arg(long, default_value_t = 1.0)]
+    top_p: f32,
+    #[arg(long, default_value_t = 8)]
+    max_turns: u32,
+    /// Tokens the model may write per turn.
+    #[arg(long, default_value_t = 1024)]
+    max_tokens: u32,
+    /// Episodes in flight at once.
+    #[arg(long, default_value_t = 8)]
+    concurrency: usize,
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Tool results longer than this are cut (with a note to the model).
+    #[arg(long, default_value_t = 4000)]
+    tool_result_max_chars: usize,
+    /// A minijinja template for the system prompt (variables: complete_task, instructions).
+    #[arg(long, value_name = "FILE")]
+    system_prompt: Option<PathBuf>,
+    /// Name written as each trace's `source` (default: the teacher's model name, or
+    /// `rejection-sampling` with --base-model, or `reference`).
+    #[arg(long)]
+    source: Option<String>,
+    /// Output directory: traces.jsonl (plus trajectories.jsonl, summary.json and logs/ for model
+    /// teachers). Re-running continues: finished episodes are kept.
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
+}
+
+pub async fn run(args: Args) -> Result<()> {
+    let mut scenarios = ta_types::scenario::load_scenarios(&args.scenarios)?;
+    if !args.all_splits {
+        scenarios.retain(|s| s.split == Some(args.split));
+    }
+    if let Some(n) = args.limit {
+        scenarios.truncate(n);
+    }
+    anyhow::ensure!(!scenarios.is_empty(), "no scenarios left in {} after --split/--limit\nhint: scenarios need a \"split\" field to be picked by --split; pass --all-splits to use every scenario", args.scenarios.display());
+    let logs = args.out.join("logs");
+    std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
+    let server = args.server.connect(Some(&logs)).await?;
+    let tools = server.tools();
+    let system_prompt = server.system_prompt(args.system_prompt.as_deref())?;
+    let reward = ta_reward::RewardConfig::default();
+    let path = args.out.join(TRACES_FILE);
+
+    if args.reference {
+        let opts = ReferenceOptions { tool_result_max_chars: args.tool_result_max_chars, reward };
+        let (mut traces, skipped) = reference_traces(&tools, &system_prompt, &scenarios, &opts).await?;
+        if let Some(source) = &args.source {
+            traces.iter_mut().for_each(|t| t.source = source.clone());
+        }
+        write_traces(&path, &traces)?;
+        server.client.close().await;
+        println!("reference traces  {} of {} scenarios", traces.len(), scenarios.len());
+        if !skipped.is_empty() {
+            println!("skipped           {}", skipped.len());
+            for s in &skipped {
+                println!("  {}: {}", s.scenario_id, s.reason);
+            }
+        }
+        println!("traces: {}", path.display());
+        return Ok(());
+    }
+
+    let endpoint = args.model.connect(&logs).await?;
+    let source = args.source.clone().unwrap_or_else(|| match &args.model.base_url {
+        Some(_) => endpoint.model.clone(),
+        None => SOURCE_REJECTION_SAMPLING.to_string(),
+    });
+    let opts = CollectOptions {
+        agent: AgentConfig {
+            max_turns: args.max_turns,
+            max_tokens: args.max_tokens,
+            temperature: args.temperature,
+            top_p: args.top_p,
+            tool_result_max_chars: args.tool_result_max_chars,
+            record_tokens: endpoint.record_tokens,
+            seed: args.seed,
+        },
+        n: args.n,
+        concurrency: args.concurrency,
+        source,
+        reward,
+    };
+    let bar = ProgressBar::new(0);
+    bar.set_prefix("collect");
+    let shutdown = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let result = collect(&endpoint.chat, &endpoint.model, &tools, &system_prompt, &scenarios, &opts, &args.out, &bar, shutdown).await;
+    bar.finish();
+    if let Some(engine) = endpoint.engine {
+        engine.shutdown().await;
+    }
+    server.client.close().await;
+    let collected = result?;
+    if collected.kept > 0 {
+        eprintln!("{} finished episodes kept from an earlier run", collected.kept);
+    }
+    let passed = collected.traces.iter().filter(|t| t.reward_parts.ground_truth == Some(1.0)).count();
+    println!("{}", collected.summary);
+    println!("ground truth pass {passed} of {}", collected.traces.len());
+    println!("traces: {}", path.display());
+    if collected.interrupted {
+        eprintln!("interrupted: finished episodes kept; run the same command again to continue");
+    }
+    Ok(())
+}
