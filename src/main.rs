@@ -40,6 +40,8 @@ enum Command {
     Serve(cmd::serve::Args),
     /// Train a LoRA adapter with GRPO on an MCP server's scenarios.
     Train(cmd::train::Args),
+    /// Rescore trajectories offline with an LLM judge; report its agreement with ground truth.
+    Score(cmd::score::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -53,6 +55,7 @@ fn main() -> std::process::ExitCode {
             Command::DemoServer(a) => cmd::demo_server::run(a).await,
             Command::Serve(a) => cmd::serve::run(a).await,
             Command::Train(a) => cmd::train::run(a).await,
+            Command::Score(a) => cmd::score::run(a).await,
         }
     });
     match result {

@@ -2,6 +2,7 @@
 
 pub mod demo_server;
 pub mod rollout;
+pub mod score;
 pub mod serve;
 pub mod tools;
 pub mod train;
