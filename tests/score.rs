@@ -126,6 +126,31 @@ async fn demo_trajectories_get_ground_truth_rules_and_judge_scores_then_rescorin
     assert_eq!(summary["agreement"]["compared"], 5);
     assert!(summary["agreement"]["correlation"].as_f64().unwrap() > 0.0);
 
+    // A custom reward in Python (examples/custom_reward.py: numbers in the answer must come
+    // from tool results), weighted in a run config, next to the (cached) judge.
+    let config = dir.path().join("reward.toml");
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/custom_reward.py");
+    std::fs::write(&config, format!("[reward]\njudge_weight = 1.0\n[[reward.custom]]\nname = \"grounded\"\ncommand = \"python3 {example}\"\nweight = 0.5\n")).unwrap();
+    let custom = tokio::process::Command::new(bin())
+        .args(["score", "--judge-model", "openai/gpt-4o-mini", "--config"])
+        .arg(&config)
+        .arg("--trajectories")
+        .arg(out.join("trajectories.jsonl"))
+        .arg("--scenarios")
+        .arg(&scenarios)
+        .env("OPENAI_API_KEY", KEY)
+        .env("OPENAI_BASE_URL", &url)
+        .output()
+        .await
+        .unwrap();
+    assert!(custom.status.success(), "{}", String::from_utf8_lossy(&custom.stderr));
+    let rescored = ta_types::trajectory::read_trajectories(&out.join("trajectories.judge-openai-gpt-4o-mini.jsonl")).unwrap();
+    let grounded: Vec<f64> = rescored.iter().map(|t| t.reward_parts.custom["grounded"]).collect();
+    assert_eq!(grounded, [1.0, 0.0, 0.5, 0.5, 0.0], "44 came from a tool result; 20 and 15,070,000 did not; no numbers: 0.5");
+    let p = &rescored[0].reward_parts;
+    let expected = p.judge.unwrap() + p.ground_truth.unwrap() + p.rules.unwrap() + 0.5 * 1.0;
+    assert!((rescored[0].reward.unwrap() - expected).abs() < 1e-12);
+
     // The key reached the servers as a header and nowhere on disk.
     for file in walk(&out) {
         let content = std::fs::read_to_string(&file).unwrap_or_default();

@@ -211,6 +211,13 @@ mod tests {
     }
 
     #[test]
+    fn the_documented_defaults_are_the_defaults() {
+        let doc = include_str!("../../../docs/training.md");
+        let block = doc.split("```toml\n").nth(1).and_then(|b| b.split("```").next()).expect("a toml block in docs/training.md");
+        assert_eq!(toml::from_str::<TrainConfig>(block).unwrap(), TrainConfig::default());
+    }
+
+    #[test]
     fn unknown_keys_and_bad_values_are_reported() {
         let e = toml::from_str::<TrainConfig>("[rollout]\nrollouts_per_scenaro = 4\n").unwrap_err().to_string();
         assert!(e.contains("rollouts_per_scenaro"), "{e}");
