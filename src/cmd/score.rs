@@ -35,6 +35,9 @@ pub struct JudgeArgs {
     /// Judge calls in flight at once.
     #[arg(long, value_name = "N")]
     pub judge_concurrency: Option<usize>,
+    /// Longest judge reply in tokens (sent to Anthropic and local servers).
+    #[arg(long, value_name = "N")]
+    pub judge_max_tokens: Option<u32>,
     /// Stop (cleanly, at a checkpoint) once the judge has cost this many US dollars.
     #[arg(long, value_name = "USD")]
     pub judge_budget: Option<f64>,
@@ -57,6 +60,9 @@ impl JudgeArgs {
         }
         if let Some(n) = self.judge_concurrency {
             j.concurrency = n;
+        }
+        if let Some(n) = self.judge_max_tokens {
+            j.max_output_tokens = n;
         }
         if let Some(b) = self.judge_budget {
             if !(b.is_finite() && b > 0.0) {
