@@ -29,6 +29,7 @@ fn keys() {
         std::env::set_var("ANTHROPIC_API_KEY", ANTHROPIC_KEY);
         std::env::remove_var("OPENAI_BASE_URL");
         std::env::remove_var("ANTHROPIC_BASE_URL");
+        std::env::remove_var("OPENROUTER_API_KEY");
     });
 }
 
@@ -41,6 +42,8 @@ enum Step {
     Status(u16, Option<u32>),
     /// Wait this long, then reply.
     Slow(Duration, String),
+    /// 400 with this error message.
+    BadRequest(&'static str),
 }
 
 #[derive(Clone, Default)]
@@ -75,6 +78,10 @@ impl Server {
             Step::Slow(d, text) => {
                 tokio::time::sleep(d).await;
                 Ok(text)
+            }
+            Step::BadRequest(message) => {
+                let body = json!({"error": {"message": message, "type": "invalid_request_error", "param": "response_format", "code": null}});
+                Err((StatusCode::BAD_REQUEST, Json(body)).into_response())
             }
             Step::Status(code, retry_after) => {
                 let kind = if code == 429 { "rate_limit_error" } else { "server_error" };
@@ -321,4 +328,29 @@ async fn absolute_mode_and_http_custom_rewards() {
     assert_eq!(custom.2["task"], "How many departments does the company have?");
     assert_eq!(custom.2["scenario"]["expected"], 9.0);
     assert_eq!(custom.2["trajectories"].as_array().unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn servers_without_structured_output_are_asked_without_it() {
+    keys();
+    let script = vec![
+        Step::BadRequest("Invalid parameter: 'response_format' of type 'json_schema' is not supported with this model."),
+        Step::Reply(scores(&[0.6, 0.4])),
+        Step::Reply(scores(&[0.6, 0.4])),
+    ];
+    let (server, url) = Server::start(script).await;
+    let Err(missing) = Rewarder::new(&config("openrouter/some/model", &format!("{url}/v1")), None) else { panic!("no key") };
+    assert!(missing.to_string().contains("OPENROUTER_API_KEY"), "{missing}");
+    let rewarder = Rewarder::new(&config("openai/gpt-3.5-turbo", &format!("{url}/v1")), None).unwrap();
+    let mut ts = group();
+    rewarder.score(&[scenario()], &mut ts).await.unwrap();
+    assert_eq!(ts[0].reward_parts.judge, Some(0.6));
+    let mut ts = group();
+    ts[1].messages.push(Message::user("a different group"));
+    rewarder.score(&[scenario()], &mut ts).await.unwrap();
+    let requests = server.requests();
+    assert!(requests[0].2.get("response_format").is_some());
+    assert!(requests[1].2.get("response_format").is_none() && requests[2].2.get("response_format").is_none(), "remembered");
+    assert_eq!(rewarder.judge().unwrap().stats().skipped, 0);
+    assert!(!rewarder.judge().unwrap().priced(), "gpt-3.5-turbo is not in the price table");
 }

@@ -48,7 +48,9 @@ pub struct Endpoint {
 }
 
 enum Client {
-    OpenAi(ChatClient),
+    /// `schema_off` is set once the server rejected `response_format` (some OpenRouter routes
+    /// and older servers do); the reply is validated all the same.
+    OpenAi { chat: ChatClient, schema_off: std::sync::atomic::AtomicBool },
     Anthropic { http: reqwest::Client, url: String, key: String, max_retries: u32 },
 }
 
@@ -84,7 +86,10 @@ impl Endpoint {
         let env = |var: &str| std::env::var(var).ok().filter(|v| !v.trim().is_empty());
         let key = |var: &'static str| env(var).ok_or(ProviderError::MissingKey { model: spec.to_string(), var });
         let url = |var: &str, default: &str| base_url.map(str::to_string).or_else(|| env(var)).unwrap_or_else(|| default.to_string());
-        let chat = |url: String, key: Option<String>| Client::OpenAi(ChatClient::new(&url, key, timeout).with_max_retries(max_retries));
+        let chat = |url: String, key: Option<String>| Client::OpenAi {
+            chat: ChatClient::new(&url, key, timeout).with_max_retries(max_retries),
+            schema_off: std::sync::atomic::AtomicBool::new(false),
+        };
         let client = match provider {
             Provider::OpenAi => chat(url("OPENAI_BASE_URL", "https://api.openai.com/v1"), Some(key("OPENAI_API_KEY")?)),
             Provider::OpenRouter => chat(url("OPENROUTER_BASE_URL", "https://openrouter.ai/api/v1"), Some(key("OPENROUTER_API_KEY")?)),
@@ -111,10 +116,11 @@ impl Endpoint {
     /// happen inside; what comes back as an error has exhausted them.
     pub async fn call(&self, system: &str, turns: &[Message], max_tokens: u32, temperature: Option<f32>) -> Result<Reply, ChatError> {
         match &self.client {
-            Client::OpenAi(chat) => {
+            Client::OpenAi { chat, schema_off } => {
+                use std::sync::atomic::Ordering::Relaxed;
                 let mut messages = vec![Message::system(system)];
                 messages.extend_from_slice(turns);
-                let request = ChatRequest {
+                let mut request = ChatRequest {
                     model: self.model.clone(),
                     messages,
                     temperature,
@@ -126,7 +132,18 @@ impl Endpoint {
                     })),
                     ..Default::default()
                 };
-                let response = chat.complete(&request).await?;
+                if schema_off.load(Relaxed) {
+                    request.response_format = None;
+                }
+                let response = match chat.complete(&request).await {
+                    Err(ChatError::Status { status: 400, message, .. }) if request.response_format.is_some() && rejects_schema(&message) => {
+                        tracing::warn!("the judge server rejects response_format ({message}); asking without it");
+                        schema_off.store(true, Relaxed);
+                        request.response_format = None;
+                        chat.complete(&request).await?
+                    }
+                    other => other?,
+                };
                 let text = response.choices.into_iter().next().and_then(|c| c.message.content).unwrap_or_default();
                 let usage = response.usage.map(|u| Usage { input_tokens: u.prompt_tokens, output_tokens: u.completion_tokens }).unwrap_or_default();
                 Ok(Reply { text, usage })
@@ -150,6 +167,12 @@ impl Endpoint {
             }
         }
     }
+}
+
+/// Whether a 400 error is about structured output rather than the request as a whole.
+fn rejects_schema(message: &str) -> bool {
+    let m = message.to_lowercase();
+    m.contains("response_format") || m.contains("json_schema") || m.contains("structured output")
 }
 
 /// The text blocks and usage of an Anthropic Messages response.
