@@ -298,3 +298,22 @@ enum Failure {
     Fatal(JudgeError),
     Skip(String),
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_budget_counts_spending_from_before_a_resume() {
+        let cfg = JudgeConfig { model: "local/base".into(), base_url: Some("http://127.0.0.1:9/v1".into()), budget_usd: Some(1.0), ..Default::default() };
+        let judge = Judge::new(&cfg, None).unwrap();
+        assert!(judge.priced(), "local judges cost nothing");
+        judge.add_prior_cost(0.5);
+        assert!(!judge.budget_reached());
+        judge.add_prior_cost(0.5);
+        assert!(judge.budget_reached(), "reached at exactly the budget");
+        let unlimited = Judge::new(&JudgeConfig { budget_usd: None, ..cfg }, None).unwrap();
+        unlimited.add_prior_cost(1e9);
+        assert!(!unlimited.budget_reached());
+    }
+}
