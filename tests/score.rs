@@ -77,6 +77,10 @@ async fn demo_trajectories_get_ground_truth_rules_and_judge_scores_then_rescorin
     assert!(rollout.status.success(), "{stderr}");
     assert!(stderr.contains("judge openai/gpt-4o-mini: 5 groups (0 skipped, 0 from cache), 55 + 35 tokens"), "{stderr}");
 
+    let summary: Value = serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["judge"]["stats"]["groups"], 5);
+    assert!((summary["judge"]["stats"]["cost_usd"].as_f64().unwrap() - 5.0 * (11.0 * 0.15 + 7.0 * 0.60) / 1e6).abs() < 1e-12);
+
     let trajectories = ta_types::trajectory::read_trajectories(&out.join("trajectories.jsonl")).unwrap();
     let rows: Vec<Value> = trajectories
         .iter()

@@ -121,7 +121,11 @@ pub async fn run(args: Args) -> Result<()> {
     }
 
     let summary = Summary::of(&finished);
-    std::fs::write(args.out.join("summary.json"), serde_json::to_vec_pretty(&summary)?)?;
+    let mut summary_json = serde_json::to_value(&summary)?;
+    if let Some(judge) = rewarder.judge() {
+        summary_json["judge"] = serde_json::json!({"model": reward.judge.model, "stats": judge.stats()});
+    }
+    std::fs::write(args.out.join("summary.json"), serde_json::to_vec_pretty(&summary_json)?)?;
     println!("{summary}");
     println!("trajectories: {}", path.display());
     if let Some(engine) = endpoint.engine {
