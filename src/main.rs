@@ -47,6 +47,8 @@ enum Command {
     Curate(cmd::curate::Args),
     /// Supervised fine-tuning of a LoRA adapter on a curated dataset (loss on assistant tokens).
     Sft(cmd::sft::Args),
+    /// Rescore trajectories offline with an LLM judge; report its agreement with ground truth.
+    Score(cmd::score::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -63,6 +65,7 @@ fn main() -> std::process::ExitCode {
             Command::Collect(a) => cmd::collect::run(a).await,
             Command::Curate(a) => cmd::curate::run(a).await,
             Command::Sft(a) => cmd::sft::run(a).await,
+            Command::Score(a) => cmd::score::run(a).await,
         }
     });
     match result {

@@ -4,6 +4,7 @@ pub mod collect;
 pub mod curate;
 pub mod demo_server;
 pub mod rollout;
+pub mod score;
 pub mod serve;
 pub mod sft;
 pub mod tools;

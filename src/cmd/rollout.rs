@@ -50,6 +50,8 @@ pub struct Args {
     /// A minijinja template for the system prompt (variables: complete_task, instructions).
     #[arg(long, value_name = "FILE")]
     system_prompt: Option<PathBuf>,
+    #[command(flatten)]
+    judge: crate::cmd::score::JudgeArgs,
 }
 
 pub async fn run(args: Args) -> Result<()> {
@@ -61,6 +63,12 @@ pub async fn run(args: Args) -> Result<()> {
         scenarios.truncate(n);
     }
     anyhow::ensure!(!scenarios.is_empty(), "no scenarios left in {} after --split/--limit", args.scenarios.display());
+    let mut reward = ta_reward::RewardConfig::default();
+    args.judge.apply(&mut reward)?;
+    crate::cmd::score::check_rewards(&reward)?;
+    if reward.judge.model.starts_with("local/") && reward.judge.base_url.is_none() && args.model.base_url.is_some() {
+        anyhow::bail!("the local judge {} needs --judge-base-url when the model is not the embedded engine", reward.judge.model);
+    }
     let logs = args.out.join("logs");
     std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
 
@@ -92,11 +100,24 @@ pub async fn run(args: Args) -> Result<()> {
     }
     let mut finished = result.trajectories;
 
-    ta_reward::score_all(&ta_reward::RewardConfig::default(), &scenarios, &mut finished);
+    if reward.judge.model.starts_with("local/") && reward.judge.base_url.is_none() {
+        // A local judge without a URL is the engine this command started.
+        reward.judge.base_url = endpoint.engine.as_ref().map(|e| e.client().base_url());
+    }
+    let rewarder = ta_reward::Rewarder::new(&reward, Some(&args.out.join("judge-cache.jsonl")))?;
+    rewarder.score(&scenarios, &mut finished).await?;
     ta_types::trajectory::write_trajectories(&path, &finished)?;
+    if let Some(judge) = rewarder.judge() {
+        let s = judge.stats();
+        eprintln!("judge {}: {} groups ({} skipped, {} from cache), {} + {} tokens, ${:.4}", reward.judge.model, s.groups, s.skipped, s.cache_hits, s.usage.input_tokens, s.usage.output_tokens, s.cost_usd);
+    }
 
     let summary = Summary::of(&finished);
-    std::fs::write(args.out.join("summary.json"), serde_json::to_vec_pretty(&summary)?)?;
+    let mut summary_json = serde_json::to_value(&summary)?;
+    if let Some(judge) = rewarder.judge() {
+        summary_json["judge"] = serde_json::json!({"model": reward.judge.model, "stats": judge.stats()});
+    }
+    std::fs::write(args.out.join("summary.json"), serde_json::to_vec_pretty(&summary_json)?)?;
     println!("{summary}");
     println!("trajectories: {}", path.display());
     if let Some(engine) = endpoint.engine {

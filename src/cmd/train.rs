@@ -76,12 +76,20 @@ pub struct Args {
     system_prompt: Option<PathBuf>,
     #[command(flatten)]
     engine: EngineArgs,
+    #[command(flatten)]
+    judge: crate::cmd::score::JudgeArgs,
 }
 
 fn resolve_config(args: &Args) -> Result<TrainConfig> {
     let saved = args.output_dir.join("config.toml");
     if args.resume {
-        return ta_train::config::TrainConfig::load(&saved).with_context(|| format!("--resume needs {} from the earlier run", saved.display()));
+        let mut c = ta_train::config::TrainConfig::load(&saved).with_context(|| format!("--resume needs {} from the earlier run", saved.display()))?;
+        // A run stopped by its judge budget continues with a higher one.
+        if args.judge.judge_budget.is_some() {
+            let budget_only = crate::cmd::score::JudgeArgs { judge_budget: args.judge.judge_budget, ..Default::default() };
+            budget_only.apply(&mut c.reward)?;
+        }
+        return Ok(c);
     }
     if saved.exists() && last_complete_step(&args.output_dir) > 0 {
         bail!("{} already holds a training run\nhint: add --resume to continue it, or choose a new --output-dir", args.output_dir.display());
@@ -112,12 +120,14 @@ fn resolve_config(args: &Args) -> Result<TrainConfig> {
     if args.init_adapter.is_some() {
         c.init_adapter = args.init_adapter.clone();
     }
+    args.judge.apply(&mut c.reward)?;
     c.validate()?;
     Ok(c)
 }
 
 pub async fn run(args: Args) -> Result<()> {
     let cfg = resolve_config(&args)?;
+    crate::cmd::score::check_rewards(&cfg.reward)?;
     let out = &args.output_dir;
     let logs = out.join("logs");
     std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
@@ -196,6 +206,11 @@ pub async fn run(args: Args) -> Result<()> {
     match finished? {
         Finished::Interrupted { completed_steps } => {
             eprintln!("interrupted after step {completed_steps}; continue with the same command plus --resume");
+        }
+        Finished::BudgetReached { completed_steps, cost_usd } => {
+            eprintln!(
+                "judge budget reached: ${cost_usd:.4} spent by step {completed_steps}, whose checkpoint is kept\nhint: continue with the same command plus --resume --judge-budget USD (a higher budget)"
+            );
         }
         Finished::Done { steps } => {
             if out.join("final").exists() {

@@ -22,7 +22,8 @@ pub enum ChatError {
 }
 
 impl ChatError {
-    fn retryable(&self) -> bool {
+    /// Worth trying again: rate limits, server errors, timeouts and dropped connections.
+    pub fn retryable(&self) -> bool {
         match self {
             ChatError::Status { status, .. } => *status == 429 || *status >= 500,
             ChatError::Unreachable { .. } => true,
@@ -64,47 +65,68 @@ impl ChatClient {
     }
 
     pub async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ChatError> {
-        let mut attempt = 0;
-        loop {
-            match self.once(request).await {
-                Err((e, retry_after)) if e.retryable() && attempt < self.max_retries => {
-                    let backoff = retry_after.unwrap_or_else(|| {
-                        let base = 0.5 * 2f64.powi(attempt as i32);
-                        Duration::from_secs_f64(base + rand::rng().random_range(0.0..base))
-                    });
-                    tracing::warn!(attempt, ?backoff, "chat request failed, retrying: {e}");
-                    tokio::time::sleep(backoff).await;
-                    attempt += 1;
-                }
-                other => return other.map_err(|(e, _)| e),
-            }
-        }
+        let auth: Vec<(&str, String)> = self.api_key.iter().map(|k| ("authorization", format!("Bearer {k}"))).collect();
+        let body = post_json(&self.http, &self.url, &auth, request, self.max_retries).await?;
+        serde_json::from_str(&body).map_err(|e| ChatError::Decode { url: self.url.clone(), message: e.to_string() })
     }
+}
 
-    async fn once(&self, request: &ChatRequest) -> Result<ChatResponse, (ChatError, Option<Duration>)> {
-        let mut req = self.http.post(&self.url).json(request);
-        if let Some(key) = &self.api_key {
-            req = req.bearer_auth(key);
-        }
-        let unreachable = |e: reqwest::Error| (ChatError::Unreachable { url: self.url.clone(), message: e.to_string() }, None);
-        let resp = req.send().await.map_err(unreachable)?;
-        let status = resp.status();
-        let retry_after = resp
-            .headers()
-            .get(reqwest::header::RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|s| s.trim().parse::<f64>().ok())
-            .map(Duration::from_secs_f64);
-        let body = resp.text().await.map_err(unreachable)?;
-        if !status.is_success() {
-            let message = error_message(&body);
-            if status.as_u16() == 400 && is_context_error(&message) {
-                return Err((ChatError::ContextExceeded(message), None));
+/// POSTs `body` as JSON to `url` with `headers` and returns the response body of a 2xx answer.
+/// Rate limits (429, honouring `retry-after`), server errors (5xx), timeouts and dropped
+/// connections are retried up to `max_retries` times with exponential backoff and jitter. Shared
+/// by [`ChatClient`] and other JSON APIs (the reward judge's Anthropic Messages client).
+pub async fn post_json(
+    http: &reqwest::Client,
+    url: &str,
+    headers: &[(&str, String)],
+    body: &impl serde::Serialize,
+    max_retries: u32,
+) -> Result<String, ChatError> {
+    let mut attempt = 0;
+    loop {
+        match post_once(http, url, headers, body).await {
+            Err((e, retry_after)) if e.retryable() && attempt < max_retries => {
+                let backoff = retry_after.map(|d| d.min(MAX_RETRY_AFTER)).unwrap_or_else(|| {
+                    let base = 0.5 * 2f64.powi(attempt as i32);
+                    Duration::from_secs_f64(base + rand::rng().random_range(0.0..base))
+                });
+                tracing::warn!(attempt, ?backoff, "request to {url} failed, retrying: {e}");
+                tokio::time::sleep(backoff).await;
+                attempt += 1;
             }
-            return Err((ChatError::Status { url: self.url.clone(), status: status.as_u16(), message }, retry_after));
+            other => return other.map_err(|(e, _)| e),
         }
-        serde_json::from_str(&body).map_err(|e| (ChatError::Decode { url: self.url.clone(), message: e.to_string() }, None))
     }
+}
+
+/// The longest `retry-after` honoured: a server asking for more is retried sooner (and fails
+/// again if it meant it) rather than stalling a run for hours.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(120);
+
+async fn post_once(http: &reqwest::Client, url: &str, headers: &[(&str, String)], body: &impl serde::Serialize) -> Result<String, (ChatError, Option<Duration>)> {
+    let mut req = http.post(url).json(body);
+    for (name, value) in headers {
+        req = req.header(*name, value);
+    }
+    let unreachable = |e: reqwest::Error| (ChatError::Unreachable { url: url.to_string(), message: e.to_string() }, None);
+    let resp = req.send().await.map_err(unreachable)?;
+    let status = resp.status();
+    let retry_after = resp
+        .headers()
+        .get(reqwest::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|s| s.trim().parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .map(Duration::from_secs_f64);
+    let text = resp.text().await.map_err(unreachable)?;
+    if !status.is_success() {
+        let message = error_message(&text);
+        if status.as_u16() == 400 && is_context_error(&message) {
+            return Err((ChatError::ContextExceeded(message), None));
+        }
+        return Err((ChatError::Status { url: url.to_string(), status: status.as_u16(), message }, retry_after));
+    }
+    Ok(text)
 }
 
 fn api_root(base_url: &str) -> String {

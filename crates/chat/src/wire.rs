@@ -29,6 +29,9 @@ pub struct ChatRequest {
     /// vLLM extension: return `prompt_token_ids` and each choice's `token_ids`.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub return_token_ids: bool,
+    /// Structured output, e.g. `{"type": "json_schema", "json_schema": {...}}` (OpenAI, vLLM).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub response_format: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -1,37 +1,64 @@
-//! Rewards for trajectories: ground truth (a scenario's `expected` checked against the final
-//! answer) and rules (partial credit and penalties for how the agent used the tools), combined
-//! by weights from the run config.
+//! Rewards for trajectories, combined by weights from the run config:
+//!
+//! - **judge**: an LLM judge (RULER-style) scores each group's trajectories side by side
+//!   ([`judge`]), with cost accounting ([`cost`]) and a content-hash cache;
+//! - **ground truth**: a scenario's `expected` checked against the final answer ([`ground_truth`]);
+//! - **rules**: partial credit and penalties for how the agent used the tools ([`rules`]);
+//! - **custom**: user commands or HTTP endpoints, in any language ([`custom`]).
 //!
 //! Partial credit matters for cold starts: a base model that never completes a task gets the same
 //! ground-truth score (0) in every rollout, so its GRPO groups have no variance and teach nothing;
 //! the rules tell "made a valid tool call" apart from "answered in prose".
 
+pub mod agreement;
+pub mod cost;
+pub mod custom;
 pub mod ground_truth;
+pub mod judge;
 pub mod rules;
 
-use serde::{Deserialize, Serialize};
-use ta_types::{Scenario, Trajectory};
+use std::collections::HashMap;
+use std::path::Path;
 
+use serde::{Deserialize, Serialize};
+use ta_types::{Role, Scenario, Trajectory};
+
+pub use custom::{CustomError, CustomReward};
+pub use judge::{Judge, JudgeConfig, JudgeError, JudgeMode, JudgeStats};
 pub use rules::RuleConfig;
 
-/// Weights of the reward parts. A part whose weight is 0 is not computed.
+/// Weights of the reward parts and their settings. A part whose weight is 0 is not computed;
+/// the reward is the weighted sum of the parts present.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct RewardConfig {
     pub ground_truth_weight: f64,
     pub rules_weight: f64,
+    /// Used when `[reward.judge] model` is set.
+    pub judge_weight: f64,
     pub rules: RuleConfig,
+    pub judge: JudgeConfig,
+    /// `[[reward.custom]]` entries, each with its own weight.
+    pub custom: Vec<CustomReward>,
 }
 
 impl Default for RewardConfig {
     fn default() -> Self {
-        RewardConfig { ground_truth_weight: 1.0, rules_weight: 1.0, rules: RuleConfig::default() }
+        RewardConfig {
+            ground_truth_weight: 1.0,
+            rules_weight: 1.0,
+            judge_weight: 1.0,
+            rules: RuleConfig::default(),
+            judge: JudgeConfig::default(),
+            custom: Vec::new(),
+        }
     }
 }
 
-/// Scores every trajectory whose scenario is in `scenarios` (matched by id).
+/// Ground truth and rules for every trajectory whose scenario is in `scenarios` (matched by id),
+/// synchronously, without the judge or custom rewards (see [`Rewarder`] for those).
 pub fn score_all(cfg: &RewardConfig, scenarios: &[Scenario], trajectories: &mut [Trajectory]) {
-    let by_id: std::collections::HashMap<&str, &Scenario> = scenarios.iter().map(|s| (s.id.as_str(), s)).collect();
+    let by_id: HashMap<&str, &Scenario> = scenarios.iter().map(|s| (s.id.as_str(), s)).collect();
     for t in trajectories {
         if let Some(s) = by_id.get(t.scenario_id.as_str()) {
             score(cfg, s, t);
@@ -39,20 +66,168 @@ pub fn score_all(cfg: &RewardConfig, scenarios: &[Scenario], trajectories: &mut 
     }
 }
 
-/// Scores `t` (a rollout of `scenario`) and writes `reward` and `reward_parts`. Scenarios without
-/// `expected` get no ground-truth part, and the reward is the weighted sum of the parts present.
+/// Scores `t` (a rollout of `scenario`) with ground truth and rules and writes `reward` and
+/// `reward_parts`. Scenarios without `expected` get no ground-truth part.
 pub fn score(cfg: &RewardConfig, scenario: &Scenario, t: &mut Trajectory) {
-    let mut total = 0.0;
+    verifiable_parts(cfg, Some(scenario), t);
+    combine(cfg, t);
+}
+
+fn verifiable_parts(cfg: &RewardConfig, scenario: Option<&Scenario>, t: &mut Trajectory) {
     if cfg.ground_truth_weight != 0.0
-        && let Some(expected) = &scenario.expected {
-            let gt = ground_truth::score(expected, t.final_answer.as_deref().unwrap_or(""), t.outcome);
-            t.reward_parts.ground_truth = Some(gt);
-            total += cfg.ground_truth_weight * gt;
-        }
+        && let Some(expected) = scenario.and_then(|s| s.expected.as_ref())
+    {
+        t.reward_parts.ground_truth = Some(ground_truth::score(expected, t.final_answer.as_deref().unwrap_or(""), t.outcome));
+    }
     if cfg.rules_weight != 0.0 {
-        let r = rules::score(&cfg.rules, t);
-        t.reward_parts.rules = Some(r);
-        total += cfg.rules_weight * r;
+        t.reward_parts.rules = Some(rules::score(&cfg.rules, t));
+    }
+}
+
+/// `reward` = the weighted sum of the parts present in `reward_parts`.
+pub fn combine(cfg: &RewardConfig, t: &mut Trajectory) {
+    let p = &t.reward_parts;
+    let mut total = 0.0;
+    for (w, part) in [(cfg.ground_truth_weight, p.ground_truth), (cfg.rules_weight, p.rules), (cfg.judge_weight, p.judge)] {
+        total += part.map_or(0.0, |x| w * x);
+    }
+    for c in &cfg.custom {
+        total += p.custom.get(&c.name).map_or(0.0, |x| c.weight * x);
     }
     t.reward = Some(total);
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RewardError {
+    #[error(transparent)]
+    Judge(#[from] JudgeError),
+    #[error(transparent)]
+    Custom(#[from] CustomError),
+}
+
+/// Every configured reward, ready to score groups: ground truth and rules, the judge (async,
+/// one call per group) and custom rewards.
+pub struct Rewarder {
+    cfg: RewardConfig,
+    judge: Option<Judge>,
+    custom_limit: tokio::sync::Semaphore,
+}
+
+impl Rewarder {
+    /// `judge_cache`: where the judge keeps verdicts (a run directory's `judge-cache.jsonl`).
+    pub fn new(cfg: &RewardConfig, judge_cache: Option<&Path>) -> Result<Rewarder, RewardError> {
+        for c in &cfg.custom {
+            c.validate()?;
+        }
+        let judge = (cfg.judge.enabled() && cfg.judge_weight != 0.0).then(|| Judge::new(&cfg.judge, judge_cache)).transpose()?;
+        Ok(Rewarder { cfg: cfg.clone(), judge, custom_limit: tokio::sync::Semaphore::new(4) })
+    }
+
+    pub fn judge(&self) -> Option<&Judge> {
+        self.judge.as_ref()
+    }
+
+    /// Scores `trajectories`, grouped by scenario and step (each group judged in one call). A
+    /// trajectory whose scenario is not in `scenarios` keeps its ground truth and is judged on
+    /// the task of its first user message. The judge and custom parts are recomputed; a group
+    /// the judge skipped keeps `reward_parts.judge = None` (counted in [`Judge::stats`]).
+    pub async fn score(&self, scenarios: &[Scenario], trajectories: &mut [Trajectory]) -> Result<(), RewardError> {
+        let by_id: HashMap<&str, &Scenario> = scenarios.iter().map(|s| (s.id.as_str(), s)).collect();
+        for t in trajectories.iter_mut() {
+            verifiable_parts(&self.cfg, by_id.get(t.scenario_id.as_str()).copied(), t);
+            t.reward_parts.judge = None;
+            t.reward_parts.custom.clear();
+            t.judge_explanation = None;
+        }
+        let groups = groups(trajectories);
+        let results = {
+            let refs: Vec<Vec<&Trajectory>> = groups.iter().map(|g| g.iter().map(|&i| &trajectories[i]).collect()).collect();
+            let work = refs.iter().map(|group| self.score_group(by_id.get(group[0].scenario_id.as_str()).copied(), group));
+            futures::future::join_all(work).await
+        };
+        for (group, result) in groups.iter().zip(results) {
+            let (verdicts, custom) = result?;
+            for (k, &i) in group.iter().enumerate() {
+                let t = &mut trajectories[i];
+                if let Some(Some(v)) = verdicts.get(k) {
+                    t.reward_parts.judge = Some(v.score);
+                    t.judge_explanation = Some(v.explanation.clone());
+                }
+                for (name, scores) in &custom {
+                    t.reward_parts.custom.insert(name.clone(), scores[k]);
+                }
+            }
+        }
+        for t in trajectories.iter_mut() {
+            combine(&self.cfg, t);
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::type_complexity)]
+    async fn score_group(&self, scenario: Option<&Scenario>, group: &[&Trajectory]) -> Result<(Vec<Option<judge::Verdict>>, Vec<(String, Vec<f64>)>), RewardError> {
+        let task = scenario.map(|s| s.task.clone()).unwrap_or_else(|| first_user_message(group[0]));
+        let verdicts = match &self.judge {
+            Some(judge) => {
+                let expected = scenario.and_then(|s| s.expected.as_ref()).map(|e| serde_json::to_string(e).expect("json"));
+                judge.score(&task, expected, group).await?
+            }
+            None => Vec::new(),
+        };
+        let mut custom = Vec::new();
+        for c in self.cfg.custom.iter().filter(|c| c.weight != 0.0) {
+            let _permit = self.custom_limit.acquire().await.expect("semaphore never closed");
+            custom.push((c.name.clone(), c.score(&task, scenario, group).await?));
+        }
+        Ok((verdicts, custom))
+    }
+}
+
+/// Indexes of `trajectories` grouped by (scenario, step), in order of first appearance.
+fn groups(trajectories: &[Trajectory]) -> Vec<Vec<usize>> {
+    let mut index: HashMap<(&str, u64), usize> = HashMap::new();
+    let mut out: Vec<Vec<usize>> = Vec::new();
+    for (i, t) in trajectories.iter().enumerate() {
+        let k = *index.entry((t.scenario_id.as_str(), t.group.step)).or_insert_with(|| {
+            out.push(Vec::new());
+            out.len() - 1
+        });
+        out[k].push(i);
+    }
+    out
+}
+
+fn first_user_message(t: &Trajectory) -> String {
+    t.messages.iter().find(|m| m.role == Role::User).and_then(|m| m.content.clone()).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ta_types::trajectory::GroupRef;
+
+    #[test]
+    fn reward_is_the_weighted_sum_of_the_parts_present() {
+        let cfg = RewardConfig {
+            judge_weight: 2.0,
+            custom: vec![CustomReward { name: "file".into(), command: Some("true".into()), url: None, weight: 0.5, timeout_s: 1.0 }],
+            ..Default::default()
+        };
+        let mut t = Trajectory::start("s", GroupRef::default(), "m", vec![]);
+        t.reward_parts.ground_truth = Some(1.0);
+        t.reward_parts.rules = Some(0.2);
+        combine(&cfg, &mut t);
+        assert!((t.reward.unwrap() - 1.2).abs() < 1e-12, "a skipped judge adds nothing, never a zero score");
+        t.reward_parts.judge = Some(0.5);
+        t.reward_parts.custom.insert("file".into(), 1.0);
+        combine(&cfg, &mut t);
+        assert!((t.reward.unwrap() - (1.2 + 1.0 + 0.5)).abs() < 1e-12);
+    }
+
+    #[test]
+    fn groups_are_scenario_and_step_in_order_of_appearance() {
+        let t = |s: &str, step| Trajectory::start(s, GroupRef { step, index: 0 }, "m", vec![]);
+        let ts = vec![t("a", 1), t("b", 1), t("a", 1), t("a", 2)];
+        assert_eq!(groups(&ts), vec![vec![0, 2], vec![1], vec![3]]);
+    }
 }

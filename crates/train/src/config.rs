@@ -198,6 +198,23 @@ mod tests {
         c.rollout.max_steps = 3;
         let back: TrainConfig = toml::from_str(&c.to_toml()).unwrap();
         assert_eq!(back, c);
+        // Judge, prices and custom rewards too.
+        c.reward.judge.model = "openai/gpt-4o-mini".into();
+        c.reward.judge.budget_usd = Some(2.5);
+        c.reward.judge.prices.insert("my-model".into(), ta_reward::cost::Price { input: 1.0, output: 2.0 });
+        c.reward.custom.push(ta_reward::CustomReward { name: "file".into(), command: Some("python3 check.py".into()), url: None, weight: 0.5, timeout_s: 30.0 });
+        let text = c.to_toml();
+        assert_eq!(toml::from_str::<TrainConfig>(&text).unwrap(), c, "{text}");
+        let written: TrainConfig = toml::from_str("[reward]\njudge_weight = 2.0\n[reward.judge]\nmodel = \"local/base\"\nmode = \"absolute\"\n[[reward.custom]]\nname = \"x\"\nurl = \"http://127.0.0.1:9/score\"\n").unwrap();
+        assert_eq!(written.reward.judge.mode, ta_reward::JudgeMode::Absolute);
+        assert_eq!((written.reward.custom[0].weight, written.reward.custom[0].timeout_s), (1.0, 60.0));
+    }
+
+    #[test]
+    fn the_documented_defaults_are_the_defaults() {
+        let doc = include_str!("../../../docs/training.md");
+        let block = doc.split("```toml\n").nth(1).and_then(|b| b.split("```").next()).expect("a toml block in docs/training.md");
+        assert_eq!(toml::from_str::<TrainConfig>(block).unwrap(), TrainConfig::default());
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! The GRPO loop. Per step: sample `rollouts_per_scenario` episodes of each scenario with the
-//! current adapter → rewards → group advantages (flat groups skipped and counted) → token-level
-//! batch → one trainer step → the engine hot-loads the new adapter. Checkpoints every step; a
-//! resumed run keeps every finished step and trajectory.
+//! current adapter → rewards (ground truth, rules, the LLM judge per group, custom) → group
+//! advantages (flat groups skipped and counted) → token-level batch → one trainer step → the
+//! engine hot-loads the new adapter. Checkpoints every step; a resumed run keeps every finished
+//! step and trajectory, and the judge's cache (`judge-cache.jsonl`) means no group is paid twice.
+//! With a judge budget, the run stops cleanly at the checkpoint of the step that reached it.
 
 use std::collections::HashSet;
 use std::future::Future;
@@ -13,6 +15,7 @@ use serde_json::{Value, json};
 use ta_chat::ChatClient;
 use ta_grpo::{GroupStats, StepBatch, group_advantages, samples_from_trajectory};
 use ta_python::{EngineClient, PythonEnv, Trainer};
+use ta_reward::{JudgeStats, Rewarder};
 use ta_rollout::runner::{Job, Summary, group_jobs, run_jobs};
 use ta_rollout::{AgentConfig, ToolHost};
 use ta_types::trajectory::{TrajectoryWriter, read_trajectories};
@@ -31,6 +34,8 @@ pub enum RunError {
     Engine(#[from] ta_python::EngineError),
     #[error(transparent)]
     Samples(#[from] ta_grpo::samples::SampleError),
+    #[error(transparent)]
+    Reward(#[from] ta_reward::RewardError),
     #[error("no training scenarios\nhint: give scenarios a \"split\": \"train\" field, or leave \"split\" out to have a share split off for validation")]
     NoTrainingData,
 }
@@ -63,6 +68,52 @@ pub enum Finished {
     Done { steps: u64 },
     /// Interrupted (Ctrl-C) after `completed_steps`; `--resume` continues.
     Interrupted { completed_steps: u64 },
+    /// The judge's cost reached `[reward.judge] budget_usd` during step `completed_steps`, whose
+    /// checkpoint is complete; `--resume` with a higher budget continues.
+    BudgetReached { completed_steps: u64, cost_usd: f64 },
+}
+
+/// The rewards of a run: the run's config, with a `local/` judge that names no URL pointed at
+/// the run's own engine, and the judge's cache in the run directory.
+fn rewarder<T: ToolHost>(ctx: &Context<'_, T>) -> Result<Rewarder, RunError> {
+    let mut reward = ctx.cfg.reward.clone();
+    if reward.judge.model.starts_with("local/") && reward.judge.base_url.is_none() {
+        reward.judge.base_url = Some(ctx.engine.base_url());
+    }
+    let rewarder = Rewarder::new(&reward, Some(&ctx.out.join("judge-cache.jsonl")))?;
+    if let Some(judge) = rewarder.judge() {
+        judge.add_prior_cost(prior_judge_cost(&ctx.out.join("metrics.jsonl")));
+    }
+    Ok(rewarder)
+}
+
+/// The judge's total cost recorded before a resume (the last `judge_cost_total_usd`).
+fn prior_judge_cost(metrics: &Path) -> f64 {
+    std::fs::read_to_string(metrics)
+        .unwrap_or_default()
+        .lines()
+        .rev()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find_map(|v| v["judge_cost_total_usd"].as_f64())
+        .unwrap_or(0.0)
+}
+
+/// Judge metrics since `last` (then moved to now), for one metrics row.
+fn judge_metrics(rewarder: &Rewarder, last: &mut JudgeStats) -> Option<Value> {
+    let judge = rewarder.judge()?;
+    let now = judge.stats();
+    let d = now.since(last);
+    *last = now;
+    Some(json!({
+        "judge_groups": d.groups,
+        "judge_groups_skipped": d.skipped,
+        "judge_cache_hits": d.cache_hits,
+        "judge_calls": d.calls,
+        "judge_input_tokens": d.usage.input_tokens,
+        "judge_output_tokens": d.usage.output_tokens,
+        "judge_cost_usd": d.cost_usd,
+        "judge_cost_total_usd": now.cost_usd,
+    }))
 }
 
 pub fn checkpoint_dir(out: &Path, step: u64) -> PathBuf {
@@ -149,6 +200,12 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
     }
     let mut trainer = Trainer::start(ctx.python, ctx.out, &trainer_config(cfg, ctx.out, resume, total), resume, &ctx.trainer_env)?;
     let metrics_path = ctx.out.join("metrics.jsonl");
+    let rewarder = rewarder(ctx)?;
+    let mut reported = rewarder.judge().map(|j| j.stats()).unwrap_or_default();
+    let budget_reached = |completed_steps| {
+        let judge = rewarder.judge().filter(|j| j.budget_reached())?;
+        Some(Finished::BudgetReached { completed_steps, cost_usd: judge.stats().cost_usd })
+    };
 
     tokio::pin!(shutdown);
     let interrupted = |completed_steps| Ok(Finished::Interrupted { completed_steps });
@@ -157,8 +214,15 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
     // so every step has exactly one row however often the run was interrupted.
     truncate_metrics(&metrics_path, resume)?;
     if resume == 0 && !ctx.validation.is_empty() && !has_validation(&metrics_path, 0) {
-        let Some(row) = select_or_stop(validate(ctx, &current_model, 0, &multi), &mut shutdown).await? else { return interrupted(0) };
+        let Some(mut row) = select_or_stop(validate(ctx, &rewarder, &current_model, 0, &multi), &mut shutdown).await? else { return interrupted(0) };
+        if let Some(j) = judge_metrics(&rewarder, &mut reported) {
+            merge(&mut row, j);
+        }
         append_metrics(&metrics_path, &row)?;
+    }
+    if let Some(stop) = budget_reached(resume) {
+        trainer.stop().await?;
+        return Ok(stop);
     }
 
     for step in resume + 1..=total {
@@ -176,7 +240,9 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
 
         // 2. Rewards and advantages.
         let t0 = Instant::now();
-        ta_reward::score_all(&cfg.reward, &scenarios, &mut trajectories);
+        let Some(()) = select_or_stop(async { Ok(rewarder.score(&scenarios, &mut trajectories).await?) }, &mut shutdown).await? else {
+            return interrupted(step - 1);
+        };
         let (batch, groups, flat) = build_batch(&trajectories, step, cfg.loss.scale_advantages)?;
         // Keep the scored trajectories: rewrite the step's file in full.
         rewrite_trajectories(&traj_path, &trajectories)?;
@@ -218,6 +284,9 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
             "reward_std": std_dev(trajectories.iter().filter_map(|t| t.reward)),
             "completion_rate": summary.completion_rate,
             "ground_truth": mean(trajectories.iter().filter_map(|t| t.reward_parts.ground_truth)),
+            "rules": mean(trajectories.iter().filter_map(|t| t.reward_parts.rules)),
+            "judge": mean(trajectories.iter().filter_map(|t| t.reward_parts.judge)),
+            "custom": custom_means(&trajectories),
             "mean_turns": summary.mean_turns,
             "mean_tool_calls": summary.mean_tool_calls,
             "tool_errors": summary.tool_errors,
@@ -230,10 +299,13 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
             "time": {"rollout_s": rollout_s, "reward_s": reward_s, "train_s": train_s, "reload_s": reload_s},
         });
         if cfg.rollout.eval_every > 0 && step % cfg.rollout.eval_every == 0 && step != total && !ctx.validation.is_empty() {
-            let Some(v) = select_or_stop(validate(ctx, &current_model, step, &multi), &mut shutdown).await? else {
+            let Some(v) = select_or_stop(validate(ctx, &rewarder, &current_model, step, &multi), &mut shutdown).await? else {
                 return interrupted(step - 1);
             };
             merge(&mut row, v);
+        }
+        if let Some(j) = judge_metrics(&rewarder, &mut reported) {
+            merge(&mut row, j);
         }
         row["time"]["step_s"] = json!(step_start.elapsed().as_secs_f64());
         // The row first, then the checkpoint's state.json that marks the step complete.
@@ -241,13 +313,22 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
         std::fs::write(ckpt.join("state.json"), serde_json::to_vec_pretty(&json!({"step": step, "model": current_model})).expect("json")).map_err(io(&ckpt))?;
         steps_bar.inc(1);
         say(&multi, step_line(&row));
+        if let Some(stop) = budget_reached(step) {
+            say(&multi, format!("judge budget reached after step {step}: stopping at its checkpoint"));
+            trainer.stop().await?;
+            steps_bar.abandon();
+            return Ok(stop);
+        }
     }
 
     // Final validation and the final adapter.
     if !ctx.validation.is_empty() && total > 0 && !has_validation(&metrics_path, total) {
-        let Some(v) = select_or_stop(validate(ctx, &current_model, total, &multi), &mut shutdown).await? else {
+        let Some(mut v) = select_or_stop(validate(ctx, &rewarder, &current_model, total, &multi), &mut shutdown).await? else {
             return interrupted(total);
         };
+        if let Some(j) = judge_metrics(&rewarder, &mut reported) {
+            merge(&mut v, j);
+        }
         append_metrics(&metrics_path, &v)?;
     }
     trainer.stop().await?;
@@ -304,7 +385,7 @@ fn agent_config(cfg: &TrainConfig, temperature: f32, seed: u64) -> AgentConfig {
 }
 
 /// One rollout of each validation scenario; returns the `val_*` metrics.
-async fn validate<T: ToolHost>(ctx: &Context<'_, T>, model: &str, step: u64, multi: &MultiProgress) -> Result<Value, RunError> {
+async fn validate<T: ToolHost>(ctx: &Context<'_, T>, rewarder: &Rewarder, model: &str, step: u64, multi: &MultiProgress) -> Result<Value, RunError> {
     let path = ctx.out.join("eval").join(format!("step-{step:06}.jsonl"));
     let _ = std::fs::remove_file(&path);
     let jobs = group_jobs(&ctx.validation, 1, step);
@@ -315,7 +396,7 @@ async fn validate<T: ToolHost>(ctx: &Context<'_, T>, model: &str, step: u64, mul
     let mut result = run_jobs(ctx.chat, model, ctx.tools, ctx.system_prompt, jobs, &cfg, ctx.cfg.rollout.concurrency, &mut writer, &bar, std::future::pending()).await.map_err(io(&path))?;
     bar.finish_and_clear();
     multi.remove(&bar);
-    ta_reward::score_all(&ctx.cfg.reward, &ctx.validation, &mut result.trajectories);
+    rewarder.score(&ctx.validation, &mut result.trajectories).await?;
     rewrite_trajectories(&path, &result.trajectories)?;
     let s = Summary::of(&result.trajectories);
     let row = json!({
@@ -323,6 +404,7 @@ async fn validate<T: ToolHost>(ctx: &Context<'_, T>, model: &str, step: u64, mul
         "val_completion_rate": s.completion_rate,
         "val_reward": s.mean_reward,
         "val_ground_truth": mean(result.trajectories.iter().filter_map(|t| t.reward_parts.ground_truth)),
+        "val_judge": mean(result.trajectories.iter().filter_map(|t| t.reward_parts.judge)),
         "val_mean_turns": s.mean_turns,
         "val_trajectories": s.trajectories,
         "val_model": model,
@@ -433,6 +515,16 @@ fn mean(xs: impl Iterator<Item = f64>) -> Option<f64> {
     (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
 }
 
+/// Mean of each custom reward over the trajectories that have it.
+fn custom_means(trajectories: &[Trajectory]) -> Value {
+    let mut sums: std::collections::BTreeMap<&str, (f64, usize)> = std::collections::BTreeMap::new();
+    for (name, x) in trajectories.iter().flat_map(|t| t.reward_parts.custom.iter()) {
+        let e = sums.entry(name).or_default();
+        (e.0, e.1) = (e.0 + x, e.1 + 1);
+    }
+    sums.into_iter().map(|(k, (s, n))| (k.to_string(), json!(s / n as f64))).collect::<serde_json::Map<_, _>>().into()
+}
+
 fn std_dev(xs: impl Iterator<Item = f64>) -> Option<f64> {
     let v: Vec<f64> = xs.collect();
     let m = mean(v.iter().copied())?;
@@ -455,8 +547,17 @@ fn fmt_opt(x: Option<f64>) -> String {
 /// The compact line printed after each step.
 fn step_line(row: &Value) -> String {
     let f = |v: &Value| fmt_opt(v.as_f64());
+    let judge = match row["judge_cost_total_usd"].as_f64() {
+        Some(total) => format!(
+            "  judge {} (${:.4}, total ${total:.4}, {} skipped)",
+            f(&row["judge"]),
+            row["judge_cost_usd"].as_f64().unwrap_or(0.0),
+            row["judge_groups_skipped"]
+        ),
+        None => String::new(),
+    };
     format!(
-        "step {:>4}  reward {}  completion {}  groups {}/{} flat  loss {}  grad {}  kl {}  {:.1}s",
+        "step {:>4}  reward {}  completion {}  groups {}/{} flat  loss {}  grad {}  kl {}{judge}  {:.1}s",
         row["step"],
         f(&row["reward"]),
         f(&row["completion_rate"]),
@@ -494,5 +595,22 @@ mod tests {
         truncate_metrics(&path, 2).unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "{\"step\":0,\"val_reward\":0.1}\n{\"step\":1}\n{\"step\":2}\n");
         truncate_metrics(&dir.path().join("absent.jsonl"), 0).unwrap();
+    }
+
+    #[test]
+    fn judge_cost_before_a_resume_is_the_last_recorded_total() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = dir.path().join("metrics.jsonl");
+        assert_eq!(prior_judge_cost(&m), 0.0);
+        std::fs::write(&m, "{\"step\": 1, \"judge_cost_total_usd\": 0.5}\n{\"step\": 2, \"judge_cost_total_usd\": 1.25}\n{\"step\": 2, \"val_reward\": 1}\n").unwrap();
+        assert_eq!(prior_judge_cost(&m), 1.25);
+    }
+
+    #[test]
+    fn step_lines_show_judge_cost_when_there_is_a_judge() {
+        let row = json!({"step": 3, "reward": 0.5, "judge": 0.4, "judge_cost_usd": 0.01, "judge_cost_total_usd": 0.03, "judge_groups_skipped": 1, "time": {"step_s": 2.0}});
+        let line = step_line(&row);
+        assert!(line.contains("judge 0.400 ($0.0100, total $0.0300, 1 skipped)"), "{line}");
+        assert!(!step_line(&json!({"step": 1, "time": {}})).contains("judge"));
     }
 }

@@ -1,0 +1,199 @@
+//! `train-agent score`: rescore existing trajectories offline with an LLM judge (and ground
+//! truth, rules and custom rewards), write the scores and explanations next to them, and report
+//! how well the judge agrees with ground truth. Handy to compare judges before paying for one in
+//! a training run.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use ta_reward::agreement::agreement;
+use ta_reward::{JudgeMode, JudgeStats, RewardConfig, Rewarder};
+use ta_types::trajectory::{read_trajectories, write_trajectories};
+
+/// Judge flags shared by `train`, `rollout` and `score`; they override the run config's
+/// `[reward.judge]`.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct JudgeArgs {
+    /// LLM judge: openai/MODEL, openrouter/VENDOR/MODEL, anthropic/MODEL, or local/NAME (an
+    /// OpenAI-compatible server at --judge-base-url; in `train` and `rollout` it defaults to the
+    /// embedded engine). Keys come from OPENAI_API_KEY, OPENROUTER_API_KEY, ANTHROPIC_API_KEY.
+    #[arg(long, value_name = "PROVIDER/MODEL")]
+    pub judge_model: Option<String>,
+    /// The judge's API root, e.g. http://127.0.0.1:8000/v1 (overrides OPENAI_BASE_URL and
+    /// ANTHROPIC_BASE_URL).
+    #[arg(long, value_name = "URL")]
+    pub judge_base_url: Option<String>,
+    /// A minijinja template (blocks `system` and `user`) replacing the default rubric.
+    #[arg(long, value_name = "FILE")]
+    pub judge_prompt: Option<PathBuf>,
+    /// `group` (all rollouts of a scenario compared in one call) or `absolute` (one call each).
+    #[arg(long, value_name = "MODE", value_parser = ["group", "absolute"])]
+    pub judge_mode: Option<String>,
+    /// Weight of the judge's score in the reward.
+    #[arg(long, value_name = "W")]
+    pub judge_weight: Option<f64>,
+    /// Judge calls in flight at once.
+    #[arg(long, value_name = "N")]
+    pub judge_concurrency: Option<usize>,
+    /// Longest judge reply in tokens (sent to Anthropic and local servers).
+    #[arg(long, value_name = "N")]
+    pub judge_max_tokens: Option<u32>,
+    /// Stop (cleanly, at a checkpoint) once the judge has cost this many US dollars.
+    #[arg(long, value_name = "USD")]
+    pub judge_budget: Option<f64>,
+}
+
+impl JudgeArgs {
+    pub fn apply(&self, r: &mut RewardConfig) -> Result<()> {
+        let j = &mut r.judge;
+        if let Some(m) = &self.judge_model {
+            j.model = m.clone();
+        }
+        if let Some(u) = &self.judge_base_url {
+            j.base_url = Some(u.clone());
+        }
+        if let Some(p) = &self.judge_prompt {
+            j.prompt_file = Some(p.clone());
+        }
+        if let Some(m) = &self.judge_mode {
+            j.mode = if m == "absolute" { JudgeMode::Absolute } else { JudgeMode::Group };
+        }
+        if let Some(n) = self.judge_concurrency {
+            j.concurrency = n;
+        }
+        if let Some(n) = self.judge_max_tokens {
+            j.max_output_tokens = n;
+        }
+        if let Some(b) = self.judge_budget {
+            if !(b.is_finite() && b > 0.0) {
+                bail!("--judge-budget {b}: must be a positive number of US dollars");
+            }
+            j.budget_usd = Some(b);
+        }
+        if let Some(w) = self.judge_weight {
+            r.judge_weight = w;
+        }
+        Ok(())
+    }
+}
+
+/// Fails fast (before any engine starts) on reward settings that cannot work: a judge without
+/// its API key, an unreadable prompt file, a malformed custom reward.
+pub fn check_rewards(reward: &RewardConfig) -> Result<()> {
+    let mut r = reward.clone();
+    if r.judge.model.starts_with("local/") && r.judge.base_url.is_none() {
+        // The run's own engine will serve it.
+        r.judge.base_url = Some("http://127.0.0.1:1/v1".into());
+    }
+    Rewarder::new(&r, None)?;
+    Ok(())
+}
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// A trajectories JSONL file, or a directory of them (e.g. a run's eval/ or trajectories/).
+    #[arg(long, value_name = "FILE|DIR")]
+    trajectories: PathBuf,
+    /// Scenarios (JSON array or JSONL) to recompute ground truth from; without them, the ground
+    /// truth already in the trajectories is kept.
+    #[arg(long, value_name = "FILE")]
+    scenarios: Option<PathBuf>,
+    /// A run config (TOML, e.g. a run's config.toml) whose [reward] section to use: weights,
+    /// rules, custom rewards, judge settings. Flags override it.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    #[command(flatten)]
+    judge: JudgeArgs,
+}
+
+pub async fn run(args: Args) -> Result<()> {
+    let mut reward = match &args.config {
+        Some(p) => ta_train::TrainConfig::load(p)?.reward,
+        None => RewardConfig::default(),
+    };
+    args.judge.apply(&mut reward)?;
+    if !reward.judge.enabled() {
+        bail!("no judge to score with\nhint: pass --judge-model, e.g. openai/gpt-4o-mini or local/base --judge-base-url http://127.0.0.1:8000/v1");
+    }
+    let scenarios = match &args.scenarios {
+        Some(p) => ta_types::scenario::load_scenarios(p)?,
+        None => Vec::new(),
+    };
+    let files = input_files(&args.trajectories)?;
+    let slug: String = reward.judge.model.chars().map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '-' { c } else { '-' }).collect();
+    let dir = files[0].parent().unwrap_or(Path::new(".")).to_path_buf();
+    let rewarder = Rewarder::new(&reward, Some(&dir.join("judge-cache.jsonl")))?;
+    let judge = rewarder.judge().expect("a judge is configured");
+    if !judge.priced() {
+        eprintln!("warning: no price known for {}; add it under [reward.judge.prices] in --config to count its cost", reward.judge.model);
+    }
+
+    let mut all = Vec::new();
+    let mut before = JudgeStats::default();
+    for file in &files {
+        let mut trajectories = read_trajectories(file).with_context(|| format!("cannot read trajectories from {}", file.display()))?;
+        if trajectories.is_empty() {
+            continue;
+        }
+        rewarder.score(&scenarios, &mut trajectories).await?;
+        let stem = file.file_stem().and_then(|s| s.to_str()).unwrap_or("trajectories");
+        let out = file.with_file_name(format!("{stem}.judge-{slug}.jsonl"));
+        write_trajectories(&out, &trajectories).with_context(|| format!("cannot write {}", out.display()))?;
+        let now = judge.stats();
+        let d = now.since(&before);
+        before = now;
+        println!(
+            "{}: {} trajectories, {} groups judged ({} skipped, {} from cache), ${:.4} -> {}",
+            file.display(),
+            trajectories.len(),
+            d.groups,
+            d.skipped,
+            d.cache_hits,
+            d.cost_usd,
+            out.display()
+        );
+        all.extend(trajectories);
+    }
+    let stats = judge.stats();
+    let a = agreement(&all);
+    let pct = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{:.1}%", 100.0 * v));
+    println!("judge               {}", reward.judge.model);
+    println!("trajectories        {}", all.len());
+    println!("groups              {} judged, {} skipped, {} from cache", stats.groups, stats.skipped, stats.cache_hits);
+    println!("tokens              {} in, {} out", stats.usage.input_tokens, stats.usage.output_tokens);
+    println!("cost                ${:.4}", stats.cost_usd);
+    if a.compared == 0 {
+        println!("agreement           - (no trajectory has both a judge score and ground truth; pass --scenarios with `expected` answers)");
+    } else {
+        println!(
+            "agreement           {} of {} ({}) with ground truth at 0.5; judge-only passes {}, ground-truth-only passes {}",
+            a.agree,
+            a.compared,
+            pct(a.rate),
+            a.judge_only,
+            a.ground_truth_only
+        );
+        println!("correlation         {}", a.correlation.map_or("- (a constant score)".to_string(), |r| format!("{r:.3}")));
+    }
+    let summary = dir.join(format!("judge-{slug}.summary.json"));
+    let body = serde_json::json!({"judge": reward.judge.model, "files": files, "trajectories": all.len(), "stats": stats, "agreement": a});
+    std::fs::write(&summary, serde_json::to_vec_pretty(&body)?).with_context(|| format!("cannot write {}", summary.display()))?;
+    println!("summary             {}", summary.display());
+    Ok(())
+}
+
+/// The file itself, or the `*.jsonl` files of a directory (not earlier `score` outputs).
+fn input_files(path: &Path) -> Result<Vec<PathBuf>> {
+    if !path.is_dir() {
+        anyhow::ensure!(path.exists(), "{} does not exist\nhint: pass a trajectories .jsonl file or a directory of them", path.display());
+        return Ok(vec![path.to_path_buf()]);
+    }
+    let mut files: Vec<PathBuf> = std::fs::read_dir(path)
+        .with_context(|| format!("cannot list {}", path.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl") && !p.to_string_lossy().contains(".judge-") && !p.ends_with("judge-cache.jsonl"))
+        .collect();
+    files.sort();
+    anyhow::ensure!(!files.is_empty(), "no .jsonl trajectories in {}", path.display());
+    Ok(files)
+}
