@@ -26,7 +26,11 @@ Examples:
   train-agent tools --server \"npx -y @modelcontextprotocol/server-everything\" --json
   train-agent rollout --server \"train-agent demo-server\" --scenarios scenarios/company.jsonl \\
       --base-model smollm2-135m-instruct --rollouts-per-scenario 2 --out runs/first
-  train-agent serve --base-model smollm2-135m-instruct --port 8000";
+  train-agent serve --base-model smollm2-135m-instruct --port 8000
+  train-agent eval --server \"train-agent demo-server\" --model runs/first/final \\
+      --dataset scenarios/company.jsonl --compare-base --out runs/first-eval
+  train-agent stats runs/first
+  train-agent report runs/first";
 
 #[derive(Subcommand)]
 enum Command {
@@ -40,6 +44,13 @@ enum Command {
     Serve(cmd::serve::Args),
     /// Train a LoRA adapter with GRPO on an MCP server's scenarios.
     Train(cmd::train::Args),
+    /// Evaluate an adapter (or a base model) on held-out scenarios; --compare-base runs the base
+    /// model beside it and shows wins and losses per scenario.
+    Eval(cmd::eval::Args),
+    /// Print the summary table of a run, evaluation or rollout directory.
+    Stats(cmd::stats::Args),
+    /// Write a directory's report.html: one self-contained file with curves, tables and trajectories.
+    Report(cmd::report::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -53,6 +64,9 @@ fn main() -> std::process::ExitCode {
             Command::DemoServer(a) => cmd::demo_server::run(a).await,
             Command::Serve(a) => cmd::serve::run(a).await,
             Command::Train(a) => cmd::train::run(a).await,
+            Command::Eval(a) => cmd::eval::run(a).await,
+            Command::Stats(a) => cmd::stats::run(a).await,
+            Command::Report(a) => cmd::report::run(a).await,
         }
     });
     match result {

@@ -46,6 +46,13 @@ class Sample:
 
 def read_step(path: Path) -> tuple[int, list[Sample]]:
     """Parses and checks a step file; errors name the file and the sample."""
+    step, samples, _ = read_step_file(path)
+    return step, samples
+
+
+def read_step_file(path: Path) -> tuple[int, list[Sample], dict[str, float]]:
+    """`read_step`, plus the step's rollout metrics (the file's optional `rollout` object: reward,
+    completion rate, ... as the Rust side measured them), numbers only, for the loggers."""
     data = json.loads(Path(path).read_text())
     samples = []
     for i, s in enumerate(data["samples"]):
@@ -60,7 +67,9 @@ def read_step(path: Path) -> tuple[int, list[Sample]]:
                               float(s.get("advantage", 1.0))))
     if not samples:
         raise ValueError(f"{path}: a step needs at least one sample")
-    return int(data["step"]), samples
+    rollout = {k: float(v) for k, v in (data.get("rollout") or {}).items()
+               if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    return int(data["step"]), samples, rollout
 
 
 def shard(samples: list[Sample], world_size: int) -> list[list[Sample]]:

@@ -34,7 +34,9 @@ Config (JSON, every key optional except `model` and `output_dir`; unknown keys a
 Mailbox, under {output_dir}/trainer/:
 
     inbox/step-000042.json   written by Rust (atomically: write a temp name that does not end in
-                             .json, then rename). The trainer takes the lowest step number above the
+                             .json, then rename): {step, samples, rollout (optional: the step's
+                             rollout metrics, logged as rollout/<name> beside the trainer's)}.
+                             The trainer takes the lowest step number above the
                              last one it trained (or resumed from), so numbering may start at 0 or 1.
     inbox/stop               ends the process with exit code 0 once every step file present when it
                              appeared is trained. Rust removes a stale one before starting a trainer.
@@ -77,7 +79,7 @@ from pytorch_lightning.strategies import DDPStrategy
 import torch
 import torch.nn.functional as F
 
-from .batches import plan_step, read_step
+from .batches import plan_step, read_step_file
 from .loss import AGGREGATIONS, grpo_loss, sft_loss, token_logprobs
 from .models import ModelSource, load_model, load_tokenizer, parse_dtype
 
@@ -250,13 +252,13 @@ class Inbox(torch.utils.data.IterableDataset):
             if path is None:
                 return
             t1 = time.perf_counter()
-            step, samples = read_step(path)
+            step, samples, rollout = read_step_file(path)
             lc = self.cfg.loss
             mbs = plan_step(samples, self.rank, self.world_size, self.cfg.micro_batch_tokens, lc.aggregation,
                             lc.max_len_norm)
             yield dict(step=step, micro_batches=mbs, samples=len(samples),
                        tokens=sum(len(s.input_ids) for s in samples),
-                       wait_s=t1 - t0, data_s=time.perf_counter() - t1)
+                       wait_s=t1 - t0, data_s=time.perf_counter() - t1, rollout=rollout)
             last = step
 
 
@@ -429,6 +431,8 @@ class PolicyModule(pl.LightningModule):
         if self.global_rank == 0:
             write_json_atomic(self.cfg.trainer_dir / "outbox" / f"{step_name(step)}.json", metrics)
             numbers = {k: v for k, v in metrics.items() if isinstance(v, (int, float)) and k != "step"}
+            # the step's rollout metrics from the step file: one logger run holds both
+            numbers.update({f"rollout/{k}": v for k, v in batch["rollout"].items() if k != "step"})
             for logger in self.trainer.loggers:
                 logger.log_metrics(numbers, step=step)
                 logger.save()
