@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use indicatif::{MultiProgress, ProgressBar};
 use serde_json::{Value, json};
-use ta_eval::metrics::{Metrics, compare, metrics_table};
+use ta_eval::metrics::{Metrics, metrics_table};
 use ta_eval::rundir::eval_trajectories;
 use ta_eval::{EvalModel, EvalSummary};
 use ta_python::{Engine, EngineClient, PythonEnv};
@@ -231,22 +231,21 @@ pub async fn run(args: Args) -> Result<()> {
         return Ok(());
     }
 
-    let metrics: Vec<Metrics> = results.iter().map(|(ts, _)| Metrics::of(ts)).collect();
-    let comparison = (results.len() == 2).then(|| compare(&results[0].0, &results[1].0));
-    let summary = EvalSummary {
-        models: models.iter().map(|(m, _)| m.clone()).collect(),
-        server: server.description.clone(),
-        dataset: args.dataset.display().to_string(),
-        split: (args.split != "all").then(|| args.split.clone()),
-        rollouts_per_scenario: args.rollouts,
-        settings: json!({
-            "temperature": temperature, "top_p": args.top_p, "max_turns": args.max_turns, "max_tokens": args.max_tokens,
-            "seed": args.seed, "tool_result_max_chars": args.tool_result_max_chars, "scenarios": scenarios.len(),
-        }),
-        wall_s: started.elapsed().as_secs_f64(),
-        metrics,
-        comparison,
-    };
+    let trajectories: Vec<Vec<Trajectory>> = results.into_iter().map(|(ts, _)| ts).collect();
+    let settings = json!({
+        "temperature": temperature, "top_p": args.top_p, "max_turns": args.max_turns, "max_tokens": args.max_tokens,
+        "seed": args.seed, "tool_result_max_chars": args.tool_result_max_chars, "scenarios": scenarios.len(),
+    });
+    let summary = EvalSummary::new(
+        models.iter().map(|(m, _)| m.clone()).collect(),
+        &trajectories,
+        server.description.clone(),
+        args.dataset.display().to_string(),
+        (args.split != "all").then(|| args.split.clone()),
+        args.rollouts,
+        settings,
+        started.elapsed().as_secs_f64(),
+    );
     std::fs::write(args.out.join("eval.json"), serde_json::to_vec_pretty(&summary)?)?;
     let columns: Vec<(&str, &Metrics)> = summary.models.iter().zip(&summary.metrics).map(|(m, x)| (m.label.as_str(), x)).collect();
     println!("{}", metrics_table(&columns));

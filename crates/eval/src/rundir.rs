@@ -48,6 +48,29 @@ pub struct EvalSummary {
     pub comparison: Option<Comparison>,
 }
 
+impl EvalSummary {
+    /// The summary of an evaluation whose model `models[i]` played `trajectories[i]`; with two
+    /// models, the first is the base and the second the trained one.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        models: Vec<EvalModel>,
+        trajectories: &[Vec<Trajectory>],
+        server: String,
+        dataset: String,
+        split: Option<String>,
+        rollouts_per_scenario: u32,
+        settings: Value,
+        wall_s: f64,
+    ) -> EvalSummary {
+        let metrics = trajectories.iter().map(|ts| Metrics::of(ts)).collect();
+        let comparison = match trajectories {
+            [base, trained] => Some(compare(base, trained)),
+            _ => None,
+        };
+        EvalSummary { models, server, dataset, split, rollouts_per_scenario, settings, wall_s, metrics, comparison }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EvalModel {
     /// The name the model was requested under and the trajectories file's stem.

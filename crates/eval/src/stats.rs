@@ -57,7 +57,7 @@ fn training_summary(run: &RunDir, out: &mut String) {
         writeln!(
             out,
             "{:>5}  {:>7}  {:>10}  {:>5}  {:>8}  {:>8}  {:>8}  {:>7}",
-            r["step"],
+            r["step"].to_string(),
             f(&r["reward"], 3),
             f(&r["completion_rate"], 3),
             format!("{}/{}", r["groups_zero_variance"], r["groups"]),
