@@ -204,7 +204,9 @@ pub async fn run(args: Args) -> Result<()> {
             let have: HashSet<(String, u32)> = done.iter().map(|t| (t.scenario_id.clone(), t.group.index)).collect();
             let jobs: Vec<_> = group_jobs(scenarios, args.rollouts, 0).into_iter().filter(|j| !have.contains(&(j.scenario.id.clone(), j.group.index))).collect();
             if !have.is_empty() {
-                multi.println(format!("{}: {} finished episodes kept from an earlier run; {} to play", m.label, have.len(), jobs.len())).ok();
+                let line = format!("{}: {} finished episodes kept from an earlier run; {} to play", m.label, have.len(), jobs.len());
+                // Above the progress bars, or plainly when they are hidden (not a terminal).
+                if multi.is_hidden() { eprintln!("{line}") } else { multi.println(line).ok(); }
             }
             let mut writer = TrajectoryWriter::append(&path)?;
             let bar = multi.add(ProgressBar::new(0));
