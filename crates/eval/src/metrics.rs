@@ -277,7 +277,8 @@ pub fn metric_rows(columns: &[(&str, &Metrics)]) -> Vec<(String, Vec<String>)> {
     for k in ks.iter().filter(|&&k| k == 1 || Some(&k) == ks.last()) {
         rows.push((format!("pass@{k}"), columns.iter().map(|(_, m)| pct(m.pass_at_k.get(k).copied())).collect()));
     }
-    let more: [(&str, fn(&Metrics) -> String); 8] = [
+    type Format = fn(&Metrics) -> String;
+    let more: [(&str, Format); 8] = [
         ("mean reward", |m| m.mean_reward.map_or("-".into(), |v| format!("{v:.3}"))),
         ("tool calls / task", |m| num(m.tool_calls_per_task)),
         ("turns / task", |m| num(m.turns_per_task)),

@@ -381,7 +381,7 @@ pub fn collect(dir: &Path) -> Result<ReportData, ReportError> {
     if run.kind == Kind::Train && run.step_rows().is_empty() {
         notes.push("No training step has finished yet: the curves fill in as steps complete (re-run `train-agent report`).".into());
     }
-    let eval = (!models.is_empty()).then(|| EvalSection { source: eval_source, models, comparison });
+    let eval = (!models.is_empty()).then_some(EvalSection { source: eval_source, models, comparison });
     let kind_word = match run.kind {
         Kind::Train => "training run",
         Kind::Eval => "evaluation",
