@@ -69,7 +69,11 @@ pub struct Chart {
     pub y_label: String,
     /// Stacked bars (the step-time breakdown) instead of lines.
     pub stacked: bool,
+    /// Fixed y range (shares: 0 to 1); `None` fits the data.
+    pub y_range: Option<[f64; 2]>,
     pub series: Vec<Series>,
+    /// Why the chart is empty, when it is.
+    pub empty_note: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -201,12 +205,18 @@ fn series(rows: &[&Value], label: &str, path: &[&str]) -> Option<Series> {
 fn training_charts(run: &RunDir) -> Vec<Chart> {
     let steps = run.step_rows();
     let val = run.validation_rows();
-    let line = |id: &str, title: &str, y: &str, series: Vec<Option<Series>>| Chart {
-        id: id.into(),
-        title: title.into(),
-        y_label: y.into(),
-        stacked: false,
-        series: series.into_iter().flatten().collect(),
+    // Why trainer charts can be empty.
+    let trained_any = steps.iter().any(|r| r["trainer"].get("loss").is_some());
+    let untrained = (!steps.is_empty() && !trained_any).then(|| "no trainer step ran yet: every group had equal rewards, so there was nothing to learn".to_string());
+    let line = |id: &str, title: &str, y: &str, series: Vec<Option<Series>>| {
+        let series: Vec<Series> = series.into_iter().flatten().collect();
+        let empty_note = series.is_empty().then(|| match id {
+            "kl" if trained_any => "KL is computed only when loss.beta > 0 (see config)".to_string(),
+            _ if id != "reward" && id != "completion" && id != "groups" => untrained.clone().unwrap_or_else(|| "not recorded in this run".into()),
+            _ => "not recorded in this run".into(),
+        });
+        let y_range = (id == "completion").then_some([0.0, 1.0]);
+        Chart { id: id.into(), title: title.into(), y_label: y.into(), stacked: false, y_range, series, empty_note }
     };
     let mut charts = vec![
         line("reward", "Reward", "mean reward", vec![
@@ -245,10 +255,11 @@ fn training_charts(run: &RunDir) -> Vec<Chart> {
             Some([r["step"].as_f64()?, (total - parts).max(0.0)])
         })
         .collect();
-    if other.iter().any(|p| p[1] > 0.0) {
+    if other.iter().any(|p| p[1] > 0.5) {
         stacked.push(Series { label: "other (validation, checkpoint)".into(), points: other });
     }
-    charts.push(Chart { id: "step_time".into(), title: "Step time".into(), y_label: "seconds".into(), stacked: true, series: stacked });
+    let empty_note = stacked.is_empty().then(|| "not recorded in this run".to_string());
+    charts.push(Chart { id: "step_time".into(), title: "Step time".into(), y_label: "seconds".into(), stacked: true, y_range: None, series: stacked, empty_note });
     charts
 }
 
@@ -259,7 +270,15 @@ fn pass_at_k_chart(models: &[EvalColumn]) -> Option<Chart> {
         .filter(|m| !m.metrics.pass_at_k.is_empty())
         .map(|m| Series { label: m.label.clone(), points: m.metrics.pass_at_k.iter().map(|(k, v)| [f64::from(*k), *v]).collect() })
         .collect();
-    (!series.is_empty()).then(|| Chart { id: "pass_at_k".into(), title: "pass@k".into(), y_label: "pass@k (x: k)".into(), stacked: false, series })
+    (!series.is_empty()).then(|| Chart {
+        id: "pass_at_k".into(),
+        title: "pass@k".into(),
+        y_label: "pass@k (x: k)".into(),
+        stacked: false,
+        y_range: Some([0.0, 1.0]),
+        series,
+        empty_note: None,
+    })
 }
 
 fn read(path: &Path) -> Result<Vec<Trajectory>, RunDirError> {

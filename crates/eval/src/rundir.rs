@@ -169,7 +169,8 @@ impl RunDir {
             }
             Kind::Rollout => Ok(vec![("rollout".into(), read(&self.path.join("trajectories.jsonl"))?)]),
             Kind::Train => {
-                let files = self.validation_files();
+                // An empty file is a validation that has just started (`train` is running).
+                let files: Vec<(u64, PathBuf)> = self.validation_files().into_iter().filter(|(_, p)| std::fs::metadata(p).is_ok_and(|m| m.len() > 0)).collect();
                 let mut out = Vec::new();
                 if let Some((0, p)) = files.first() {
                     out.push(("base".to_string(), read(p)?));

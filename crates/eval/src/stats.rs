@@ -30,7 +30,7 @@ pub fn render(dir: &Path) -> Result<String, RunDirError> {
         let metrics: Vec<(String, Metrics)> = evaluated.iter().map(|(l, ts)| (l.clone(), Metrics::of(ts))).collect();
         let columns: Vec<(&str, &Metrics)> = metrics.iter().map(|(l, m)| (l.as_str(), m)).collect();
         writeln!(out, "{}", metrics_table(&columns)).ok();
-        if let Some(c) = RunDir::comparison(&evaluated) {
+        if let Some(c) = RunDir::comparison(&evaluated).filter(|c| !c.rows.is_empty()) {
             writeln!(out, "\n{}", c.table()).ok();
         }
     }
@@ -40,8 +40,8 @@ pub fn render(dir: &Path) -> Result<String, RunDirError> {
 fn training_summary(run: &RunDir, out: &mut String) {
     let steps = run.step_rows();
     let base = run.base_model().unwrap_or_else(|| "?".into());
-    let server = run.run_info.as_ref().and_then(|i| i["server"].as_str()).unwrap_or("?");
-    writeln!(out, "training run {}: {base} on {server}", run.path.display()).ok();
+    let server = run.run_info.as_ref().and_then(|i| i["server"].as_str()).map(|s| format!(" on {s}")).unwrap_or_default();
+    writeln!(out, "training run {}: {base}{server}", run.path.display()).ok();
     let gpu = run.gpu_hours().map_or("CPU".into(), |h| format!("{h:.2} GPU hours"));
     let judge = run.judge_cost_usd().map_or(String::new(), |c| format!(", judge ${c:.2}"));
     writeln!(out, "{} steps, {:.0} s of training ({gpu}{judge})", steps.len(), run.training_seconds()).ok();
