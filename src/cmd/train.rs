@@ -78,7 +78,8 @@ pub struct Args {
     /// needs `pip install wandb` in the Python environment and WANDB_API_KEY or `wandb login`).
     #[arg(long, value_name = "NAME")]
     wandb_project: Option<String>,
-    /// Also log rollout and trainer metrics for TensorBoard (under DIR/trainer/tensorboard).
+    /// Also log rollout and trainer metrics for TensorBoard (under DIR/trainer/tensorboard; needs
+    /// `pip install tensorboard` in the Python environment).
     #[arg(long)]
     tensorboard: bool,
     #[command(flatten)]
