@@ -252,7 +252,7 @@ pub async fn run(args: Args) -> Result<()> {
     let columns: Vec<(&str, &Metrics)> = summary.models.iter().zip(&summary.metrics).map(|(m, x)| (m.label.as_str(), x)).collect();
     println!("{}", metrics_table(&columns));
     if let Some(c) = &summary.comparison {
-        println!("\n{}", c.table());
+        println!("\n{}", c.table("base", TRAINED));
     }
     let report = ta_eval::write_report(&args.out)?;
     println!("\neval: {}\nreport: {}", args.out.join("eval.json").display(), report.display());

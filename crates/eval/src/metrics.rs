@@ -293,9 +293,10 @@ pub fn metric_rows(columns: &[(&str, &Metrics)]) -> Vec<(String, Vec<String>)> {
 }
 
 impl Comparison {
-    /// The per-scenario table: success counts of each model and the verdict.
-    pub fn table(&self) -> String {
-        let header = vec!["base".to_string(), "trained".to_string(), "".to_string()];
+    /// The per-scenario table: success counts of each model (`base`, `trained` name the columns)
+    /// and the verdict.
+    pub fn table(&self, base: &str, trained: &str) -> String {
+        let header = vec![base.to_string(), trained.to_string(), "".to_string()];
         let rows: Vec<(String, Vec<String>)> = self
             .rows
             .iter()
@@ -465,7 +466,7 @@ mod tests {
         assert_eq!((c.wins, c.losses, c.ties), (1, 1, 1));
         assert_eq!(c.rows[0].verdict, Verdict::Win);
         assert_eq!(c.rows[2].verdict, Verdict::Loss);
-        let table = c.table();
+        let table = c.table("base", "trained");
         assert!(table.contains("a         0/2   2/2      win"), "{table}");
         assert!(table.ends_with("1 wins, 1 losses, 1 ties"), "{table}");
     }

@@ -157,9 +157,9 @@ impl RunDir {
         step_files(&self.path.join("eval"))
     }
 
-    /// The trajectories of each evaluated model, labelled: for an evaluation its models, for a
-    /// training run the first validation (`base`, step 0) and the last (`step N`), for a rollout
-    /// its one file.
+    /// The trajectories of each evaluated model, labelled: for an evaluation its models (base
+    /// first), for a training run the first validation (step 0: `base`, or `init` when training
+    /// started from an adapter) and the last (`step N`), for a rollout its one file.
     pub fn evaluated(&self) -> Result<Vec<(String, Vec<Trajectory>)>, RunDirError> {
         let read = |p: &Path| read_trajectories(p).map_err(io(p));
         match self.kind {
@@ -173,7 +173,9 @@ impl RunDir {
                 let files: Vec<(u64, PathBuf)> = self.validation_files().into_iter().filter(|(_, p)| std::fs::metadata(p).is_ok_and(|m| m.len() > 0)).collect();
                 let mut out = Vec::new();
                 if let Some((0, p)) = files.first() {
-                    out.push(("base".to_string(), read(p)?));
+                    // Step 0 is the model training started from: the base, or `init` (--init-adapter).
+                    let model = self.validation_rows().iter().find(|r| r["step"] == 0).and_then(|r| r["val_model"].as_str()).unwrap_or("base").to_string();
+                    out.push((model, read(p)?));
                 }
                 if let Some((step, p)) = files.last().filter(|(s, _)| *s > 0) {
                     out.push((format!("step {step}"), read(p)?));
@@ -183,11 +185,11 @@ impl RunDir {
         }
     }
 
-    /// Base against trained per scenario, when the directory holds both.
+    /// The second evaluated model against the first (trained against base, last validation
+    /// against step 0) per scenario, when there are two.
     pub fn comparison(evaluated: &[(String, Vec<Trajectory>)]) -> Option<Comparison> {
         match evaluated {
-            [(b, base), (_, trained)] if b == "base" => Some(compare(base, trained)),
-            [(_, trained), (b, base)] if b == "base" => Some(compare(base, trained)),
+            [(_, base), (_, trained)] => Some(compare(base, trained)),
             _ => None,
         }
     }

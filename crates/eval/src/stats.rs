@@ -31,7 +31,7 @@ pub fn render(dir: &Path) -> Result<String, RunDirError> {
         let columns: Vec<(&str, &Metrics)> = metrics.iter().map(|(l, m)| (l.as_str(), m)).collect();
         writeln!(out, "{}", metrics_table(&columns)).ok();
         if let Some(c) = RunDir::comparison(&evaluated).filter(|c| !c.rows.is_empty()) {
-            writeln!(out, "\n{}", c.table()).ok();
+            writeln!(out, "\n{}", c.table(&evaluated[0].0, &evaluated[1].0)).ok();
         }
     }
     Ok(out.trim_end().to_string())
