@@ -136,6 +136,11 @@ async fn eval_compare_base_prints_wins_and_resumes() {
     assert!(String::from_utf8_lossy(&again.stderr).contains("base: 4 finished episodes kept"));
     assert_eq!(engine.chats.lock().unwrap().len(), chats.len(), "no episode was replayed");
 
+    // A different evaluation into the same directory is refused, not mixed in.
+    let other = eval(&url, &run.join("final"), &scenarios, &out, &["--compare-base", "--rollouts", "1"]).await;
+    let err = String::from_utf8_lossy(&other.stderr);
+    assert!(!other.status.success() && err.contains("holds episodes of another evaluation") && err.contains("hint:"), "{err}");
+
     let stats = std::process::Command::new(common::bin()).arg("stats").arg(&out).output().unwrap();
     let text = String::from_utf8_lossy(&stats.stdout);
     assert!(stats.status.success() && text.contains("1 wins, 0 losses, 1 ties"), "{text}");

@@ -201,7 +201,17 @@ pub async fn run(args: Args) -> Result<()> {
         let mut stop = stop_rx.clone();
         async move {
             let mut done = if path.exists() { read_trajectories(&path)? } else { Vec::new() };
-            let have: HashSet<(String, u32)> = done.iter().map(|t| (t.scenario_id.clone(), t.group.index)).collect();
+            let key = |t: &Trajectory| (t.scenario_id.clone(), t.group.index);
+            let wanted: HashSet<(String, u32)> = group_jobs(scenarios, args.rollouts, 0).iter().map(|j| (j.scenario.id.clone(), j.group.index)).collect();
+            if let Some(t) = done.iter().find(|t| !wanted.contains(&key(t))) {
+                bail!(
+                    "{} holds episodes of another evaluation (scenario {} #{} is not part of this one)\nhint: choose a new --out, or repeat the earlier --dataset/--split/--limit/--rollouts to continue it",
+                    path.display(),
+                    t.scenario_id,
+                    t.group.index
+                );
+            }
+            let have: HashSet<(String, u32)> = done.iter().map(key).collect();
             let jobs: Vec<_> = group_jobs(scenarios, args.rollouts, 0).into_iter().filter(|j| !have.contains(&(j.scenario.id.clone(), j.group.index))).collect();
             if !have.is_empty() {
                 let line = format!("{}: {} finished episodes kept from an earlier run; {} to play", m.label, have.len(), jobs.len());
