@@ -390,6 +390,8 @@ pub fn collect(dir: &Path) -> Result<ReportData, ReportError> {
             }
         }
     }
+    // Alphabetical: the order of a parsed config.toml depends on the toml crate's features.
+    settings.sort_by(|a, b| a.label.cmp(&b.label));
     if views.len() > MAX_TRAJECTORIES {
         notes.push(format!("The viewer holds the first {MAX_TRAJECTORIES} of {} trajectories.", views.len()));
         views.truncate(MAX_TRAJECTORIES);
