@@ -336,7 +336,7 @@ pub fn collect(dir: &Path) -> Result<ReportData, ReportError> {
             };
             summary.push(row("Train reward (first → last step)", first_last(&["reward"])));
             summary.push(row("Train completion (first → last step)", first_last(&["completion_rate"])));
-            summary.push(row("Final adapter", if dir.join("final").exists() { "final/" } else { "not written yet" }));
+            summary.push(row("Final adapter", if dir.join("final/adapter_config.json").exists() { "final/" } else { "not written yet" }));
             flatten("", &cfg, &mut settings);
             charts = training_charts(&run);
             eval_source = "Validation scenarios, one rollout each at the evaluation temperature: step 0 is the base model, the last validation the trained adapter.".to_string();
