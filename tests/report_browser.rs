@@ -65,6 +65,8 @@ fn report_renders_in_headless_chromium() {
     let findings: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
     assert_eq!(findings["failures"], serde_json::json!([]));
     assert!(findings["charts"].as_array().unwrap().len() >= 8, "{findings}");
+    assert!(findings["sideBySide"].as_u64().unwrap() >= 2, "a group side by side: {findings}");
+    assert!(findings["filtered"].as_u64().unwrap() < findings["rows"].as_u64().unwrap(), "the outcome filter narrowed the list: {findings}");
     assert!(std::fs::metadata(&shot).unwrap().len() > 10_000, "a real screenshot");
     println!("report screenshot: {}", shot.display());
 }
