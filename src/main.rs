@@ -26,7 +26,11 @@ Examples:
   train-agent tools --server \"npx -y @modelcontextprotocol/server-everything\" --json
   train-agent rollout --server \"train-agent demo-server\" --scenarios scenarios/company.jsonl \\
       --base-model smollm2-135m-instruct --rollouts-per-scenario 2 --out runs/first
-  train-agent serve --base-model smollm2-135m-instruct --port 8000";
+  train-agent serve --base-model smollm2-135m-instruct --port 8000
+  train-agent eval --server \"train-agent demo-server\" --model runs/first/final \\
+      --dataset scenarios/company.jsonl --compare-base --out runs/first-eval
+  train-agent stats runs/first
+  train-agent report runs/first";
 
 #[derive(Subcommand)]
 enum Command {
@@ -49,6 +53,13 @@ enum Command {
     Sft(cmd::sft::Args),
     /// Rescore trajectories offline with an LLM judge; report its agreement with ground truth.
     Score(cmd::score::Args),
+    /// Evaluate an adapter (or a base model) on held-out scenarios; --compare-base runs the base
+    /// model beside it and shows wins and losses per scenario.
+    Eval(cmd::eval::Args),
+    /// Print the summary table of a run, evaluation or rollout directory.
+    Stats(cmd::stats::Args),
+    /// Write a directory's report.html: one self-contained file with curves, tables and trajectories.
+    Report(cmd::report::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -66,6 +77,9 @@ fn main() -> std::process::ExitCode {
             Command::Curate(a) => cmd::curate::run(a).await,
             Command::Sft(a) => cmd::sft::run(a).await,
             Command::Score(a) => cmd::score::run(a).await,
+            Command::Eval(a) => cmd::eval::run(a).await,
+            Command::Stats(a) => cmd::stats::run(a).await,
+            Command::Report(a) => cmd::report::run(a).await,
         }
     });
     match result {

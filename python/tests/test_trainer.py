@@ -47,7 +47,9 @@ def write_step(out, step: int, samples: list[dict]) -> None:
     inbox = Path(out) / "trainer" / "inbox"
     inbox.mkdir(parents=True, exist_ok=True)
     tmp = inbox / f"step-{step:06d}.json.tmp"
-    tmp.write_text(json.dumps({"step": step, "samples": samples}))
+    # rollout metrics as the Rust side sends them (numbers, null, nested objects are dropped)
+    rollout = {"reward": step / 10, "completion_rate": 0.5, "ground_truth": None, "time": {"x": 1}}
+    tmp.write_text(json.dumps({"step": step, "samples": samples, "rollout": rollout}))
     tmp.rename(inbox / f"step-{step:06d}.json")
 
 
@@ -186,6 +188,9 @@ def test_every_step_writes_metrics_and_a_loadable_changing_adapter(grpo_run, tin
                               str(Path(out) / "checkpoints" / "step-000003" / "adapter"))
     csv = (Path(out) / "trainer" / "logs" / "version_0" / "metrics.csv").read_text().splitlines()
     assert "grad_norm" in csv[0] and len(csv) == 4
+    header = csv[0].split(",")
+    assert "rollout/reward" in header and "rollout/completion_rate" in header and "rollout/ground_truth" not in header
+    assert float(csv[2].split(",")[header.index("rollout/reward")]) == pytest.approx(0.2)
 
 
 def test_resume_continues_exactly(grpo_run, tmp_path):

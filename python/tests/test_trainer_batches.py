@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from train_agent.batches import Sample, collate, pack, plan_step, read_step, shard
+from train_agent.batches import Sample, collate, pack, plan_step, read_step, read_step_file, shard
 from train_agent.loss import grpo_loss
 
 
@@ -21,6 +21,18 @@ def test_read_step_checks_lengths(tmp_path):
     p.write_text(json.dumps({"step": 7, "samples": [{"input_ids": [1, 2, 3], "loss_mask": [1, 1, 1]}]}))
     step, [s] = read_step(p)  # SFT: no logprobs, no advantage
     assert step == 7 and s.logprobs == [0.0] * 3 and s.advantage == 1.0 and s.n_trained == 2
+
+
+def test_step_file_rollout_metrics_keep_numbers_only(tmp_path):
+    p = tmp_path / "step-000003.json"
+    sample = {"input_ids": [1, 2, 3], "loss_mask": [0, 1, 1]}
+    rollout = {"reward": 0.25, "groups": 4, "ground_truth": None, "time": {"rollout_s": 2.0}, "done": True}
+    p.write_text(json.dumps({"step": 3, "samples": [sample], "rollout": rollout}))
+    step, samples, options = read_step_file(p)
+    assert step == 3 and len(samples) == 1
+    assert options["rollout"] == {"reward": 0.25, "groups": 4.0}
+    p.write_text(json.dumps({"step": 3, "samples": [sample]}))
+    assert read_step_file(p)[2]["rollout"] == {}
 
 
 def test_shard_balances_tokens_and_pack_respects_the_budget():

@@ -70,14 +70,19 @@ def read_step(path: Path) -> tuple[int, list[Sample]]:
 
 def read_step_file(path: Path) -> tuple[int, list[Sample], dict]:
     """A step file's number, samples, and options: `checkpoint` (default true), `eval_samples`
-    (parsed), `eval_before`, `eval_after` (SFT's held-out loss, before and after the update)."""
+    (parsed), `eval_before`, `eval_after` (SFT's held-out loss, before and after the update), and
+    `rollout`: the step's rollout metrics (the file's optional `rollout` object: reward, completion
+    rate, ... as the Rust side measured them), numbers only, for the loggers."""
     data = json.loads(Path(path).read_text())
     samples = parse_samples(data["samples"], str(path))
     if not samples:
         raise ValueError(f"{path}: a step needs at least one sample")
+    rollout = {k: float(v) for k, v in (data.get("rollout") or {}).items()
+               if isinstance(v, (int, float)) and not isinstance(v, bool)}
     options = dict(checkpoint=bool(data.get("checkpoint", True)),
                    eval_samples=parse_samples(data.get("eval_samples") or [], f"{path} (eval_samples)"),
-                   eval_before=bool(data.get("eval_before")), eval_after=bool(data.get("eval_after")))
+                   eval_before=bool(data.get("eval_before")), eval_after=bool(data.get("eval_after")),
+                   rollout=rollout)
     return int(data["step"]), samples, options
 
 

@@ -34,7 +34,9 @@ Config (JSON, every key optional except `model` and `output_dir`; unknown keys a
 Mailbox, under {output_dir}/trainer/:
 
     inbox/step-000042.json   written by Rust (atomically: write a temp name that does not end in
-                             .json, then rename). The trainer takes the lowest step number above the
+                             .json, then rename): {step, samples, rollout (optional: the step's
+                             rollout metrics, logged as rollout/<name> beside the trainer's)}.
+                             The trainer takes the lowest step number above the
                              last one it trained (or resumed from), so numbering may start at 0 or 1.
     inbox/stop               ends the process with exit code 0 once every step file present when it
                              appeared is trained. Rust removes a stale one before starting a trainer.
@@ -265,7 +267,7 @@ class Inbox(torch.utils.data.IterableDataset):
                        tokens=sum(len(s.input_ids) for s in samples),
                        checkpoint=opts["checkpoint"], eval_micro_batches=eval_mbs,
                        eval_before=opts["eval_before"] and bool(ev), eval_after=opts["eval_after"] and bool(ev),
-                       wait_s=t1 - t0, data_s=time.perf_counter() - t1)
+                       wait_s=t1 - t0, data_s=time.perf_counter() - t1, rollout=opts["rollout"])
             last = step
 
 
@@ -463,6 +465,8 @@ class PolicyModule(pl.LightningModule):
         if self.global_rank == 0:
             write_json_atomic(self.cfg.trainer_dir / "outbox" / f"{step_name(step)}.json", metrics)
             numbers = {k: v for k, v in metrics.items() if isinstance(v, (int, float)) and k != "step"}
+            # the step's rollout metrics from the step file: one logger run holds both
+            numbers.update({f"rollout/{k}": v for k, v in batch["rollout"].items() if k != "step"})
             for logger in self.trainer.loggers:
                 logger.log_metrics(numbers, step=step)
                 logger.save()

@@ -3,9 +3,12 @@
 pub mod collect;
 pub mod curate;
 pub mod demo_server;
+pub mod eval;
+pub mod report;
 pub mod rollout;
 pub mod score;
 pub mod serve;
 pub mod sft;
+pub mod stats;
 pub mod tools;
 pub mod train;

@@ -74,6 +74,14 @@ pub struct Args {
     /// A minijinja template for the system prompt.
     #[arg(long, value_name = "FILE")]
     system_prompt: Option<PathBuf>,
+    /// Log rollout and trainer metrics to this Weights & Biases project (one run holds both;
+    /// needs `pip install wandb` in the Python environment and WANDB_API_KEY or `wandb login`).
+    #[arg(long, value_name = "NAME")]
+    wandb_project: Option<String>,
+    /// Also log rollout and trainer metrics for TensorBoard (under DIR/trainer/tensorboard; needs
+    /// `pip install tensorboard` in the Python environment).
+    #[arg(long)]
+    tensorboard: bool,
     #[command(flatten)]
     engine: EngineArgs,
     #[command(flatten)]
@@ -121,6 +129,10 @@ fn resolve_config(args: &Args) -> Result<TrainConfig> {
         c.init_adapter = args.init_adapter.clone();
     }
     args.judge.apply(&mut c.reward)?;
+    if args.wandb_project.is_some() {
+        c.trainer.wandb_project = args.wandb_project.clone();
+    }
+    c.trainer.tensorboard |= args.tensorboard;
     c.validate()?;
     Ok(c)
 }
@@ -148,6 +160,9 @@ pub async fn run(args: Args) -> Result<()> {
     let tools = server.tools();
     let system_prompt = server.system_prompt(args.system_prompt.as_deref())?;
     let python = PythonEnv::ensure()?;
+    // What the report shows beside config.toml (no secrets: the server's description has none).
+    let run_info = serde_json::json!({"server": server.description, "dataset": args.dataset.display().to_string(), "version": env!("CARGO_PKG_VERSION")});
+    std::fs::write(out.join("run.json"), serde_json::to_vec_pretty(&run_info)?)?;
 
     // GPU placement: engine on the first GPU, trainer on the rest when there are several.
     let mut trainer_cfg = cfg.clone();
@@ -203,7 +218,13 @@ pub async fn run(args: Args) -> Result<()> {
         engine.shutdown().await;
     }
     server.client.close().await;
-    match finished? {
+    let finished = finished?;
+    // The report, also for an interrupted run (it shows the steps so far).
+    match ta_eval::write_report(out) {
+        Ok(path) => println!("report: {}", path.display()),
+        Err(e) => eprintln!("warning: no report: {e}"),
+    }
+    match finished {
         Finished::Interrupted { completed_steps } => {
             eprintln!("interrupted after step {completed_steps}; continue with the same command plus --resume");
         }

@@ -248,12 +248,39 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
         rewrite_trajectories(&traj_path, &trajectories)?;
         let reward_s = t0.elapsed().as_secs_f64();
 
+        let summary = Summary::of(&trajectories);
+        let mut row = json!({
+            "step": step,
+            "epoch": ((step - 1) * cfg.rollout.scenarios_per_step as u64) / ctx.train.len() as u64,
+            "reward": summary.mean_reward,
+            "reward_std": std_dev(trajectories.iter().filter_map(|t| t.reward)),
+            "completion_rate": summary.completion_rate,
+            "ground_truth": mean(trajectories.iter().filter_map(|t| t.reward_parts.ground_truth)),
+            "rules": mean(trajectories.iter().filter_map(|t| t.reward_parts.rules)),
+            "judge": mean(trajectories.iter().filter_map(|t| t.reward_parts.judge)),
+            "custom": custom_means(&trajectories),
+            "mean_turns": summary.mean_turns,
+            "mean_tool_calls": summary.mean_tool_calls,
+            "tool_errors": summary.tool_errors,
+            "groups": groups,
+            "groups_zero_variance": flat,
+            "samples": batch.samples.len(),
+            "sample_tokens": batch.tokens(),
+            "completion_tokens": trajectories.iter().map(Trajectory::completion_tokens).sum::<u64>(),
+        });
+
         // 3. One trainer step (skipped when every group was flat: nothing to learn).
         let t0 = Instant::now();
         let trainer_metrics = if batch.samples.is_empty() {
             json!({"skipped": "every group had equal rewards"})
         } else {
-            let bytes = serde_json::to_vec(&batch).expect("batch serialises");
+            // The step's rollout metrics ride along in the step file: the trainer logs them beside
+            // its own, so one TensorBoard / W&B run holds both.
+            let mut file = serde_json::to_value(&batch).expect("batch serialises");
+            file["rollout"] = row.clone();
+            file["rollout"]["rollout_s"] = json!(rollout_s);
+            file["rollout"]["reward_s"] = json!(reward_s);
+            let bytes = serde_json::to_vec(&file).expect("batch serialises");
             trainer.submit(step, &bytes).map_err(io(ctx.out))?;
             trainer.wait(step).await?
         };
@@ -276,28 +303,8 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
         }
         let reload_s = t0.elapsed().as_secs_f64();
 
-        let summary = Summary::of(&trajectories);
-        let mut row = json!({
-            "step": step,
-            "epoch": ((step - 1) * cfg.rollout.scenarios_per_step as u64) / ctx.train.len() as u64,
-            "reward": summary.mean_reward,
-            "reward_std": std_dev(trajectories.iter().filter_map(|t| t.reward)),
-            "completion_rate": summary.completion_rate,
-            "ground_truth": mean(trajectories.iter().filter_map(|t| t.reward_parts.ground_truth)),
-            "rules": mean(trajectories.iter().filter_map(|t| t.reward_parts.rules)),
-            "judge": mean(trajectories.iter().filter_map(|t| t.reward_parts.judge)),
-            "custom": custom_means(&trajectories),
-            "mean_turns": summary.mean_turns,
-            "mean_tool_calls": summary.mean_tool_calls,
-            "tool_errors": summary.tool_errors,
-            "groups": groups,
-            "groups_zero_variance": flat,
-            "samples": batch.samples.len(),
-            "sample_tokens": batch.tokens(),
-            "completion_tokens": trajectories.iter().map(Trajectory::completion_tokens).sum::<u64>(),
-            "trainer": trainer_metrics,
-            "time": {"rollout_s": rollout_s, "reward_s": reward_s, "train_s": train_s, "reload_s": reload_s},
-        });
+        row["trainer"] = trainer_metrics;
+        row["time"] = json!({"rollout_s": rollout_s, "reward_s": reward_s, "train_s": train_s, "reload_s": reload_s});
         if cfg.rollout.eval_every > 0 && step % cfg.rollout.eval_every == 0 && step != total && !ctx.validation.is_empty() {
             let Some(v) = select_or_stop(validate(ctx, &rewarder, &current_model, step, &multi), &mut shutdown).await? else {
                 return interrupted(step - 1);
@@ -473,10 +480,14 @@ fn copy_dir(src: &Path, dst: &Path) -> Result<(), RunError> {
     Ok(())
 }
 
+/// Appends `row` to `metrics.jsonl` and rewrites `metrics.csv` beside it (for spreadsheets and
+/// `tail -f`-style watching).
 fn append_metrics(path: &Path, row: &Value) -> Result<(), RunError> {
     use std::io::Write;
     let mut f = std::fs::OpenOptions::new().create(true).append(true).open(path).map_err(io(path))?;
-    writeln!(f, "{row}").map_err(io(path))
+    writeln!(f, "{row}").map_err(io(path))?;
+    let csv = path.with_extension("csv");
+    crate::metrics_csv::write_csv(path, &csv).map_err(io(&csv))
 }
 
 /// Keeps the rows of steps up to `last_step` (validation rows of step 0 included).

@@ -1,0 +1,12 @@
+//! Evaluation and observability: the metrics people compare between a base model and a trained
+//! adapter (`metrics`), reading run and evaluation directories (`rundir`), their terminal summary
+//! (`stats`), and the single-file HTML report (`report`).
+
+pub mod metrics;
+pub mod report;
+pub mod rundir;
+pub mod stats;
+
+pub use metrics::{Comparison, Metrics, Verdict, compare, is_success};
+pub use report::write_report;
+pub use rundir::{EvalModel, EvalSummary, RunDir};

@@ -1,0 +1,260 @@
+//! Reading what `train`, `eval` and `rollout` leave on disk, for `stats` and `report`.
+//!
+//! - a training run: `config.toml`, `run.json`, `metrics.jsonl`, `trajectories/step-N.jsonl`,
+//!   `eval/step-N.jsonl` (validation: step 0 is the base model, the last step the trained adapter);
+//! - an evaluation: `eval.json` and `trajectories/<model>.jsonl` (`base`, `trained`);
+//! - a rollout: `trajectories.jsonl` and `summary.json`.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use ta_types::Trajectory;
+use ta_types::trajectory::read_trajectories;
+
+use crate::metrics::{Comparison, Metrics, compare};
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunDirError {
+    #[error("cannot read {path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{path}:{line}: {message}")]
+    Parse { path: PathBuf, line: usize, message: String },
+    #[error("{0} holds no run, evaluation or rollout\nhint: point at a `train --output-dir` (metrics.jsonl), an `eval --out` (eval.json) or a `rollout --out` directory (trajectories.jsonl)")]
+    Unknown(PathBuf),
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> RunDirError + '_ {
+    move |source| RunDirError::Io { path: path.to_path_buf(), source }
+}
+
+/// What `train-agent eval` writes to `eval.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EvalSummary {
+    /// Model label (`trained`, `base`) to what it is (adapter directory or base model).
+    pub models: Vec<EvalModel>,
+    pub server: String,
+    pub dataset: String,
+    pub split: Option<String>,
+    pub rollouts_per_scenario: u32,
+    /// Agent settings: temperature, max_turns, max_tokens, ...
+    pub settings: Value,
+    /// Elapsed seconds of the whole evaluation.
+    pub wall_s: f64,
+    /// Per model, in the order of `models`.
+    pub metrics: Vec<Metrics>,
+    /// Trained against base, per scenario (with `--compare-base`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comparison: Option<Comparison>,
+}
+
+impl EvalSummary {
+    /// The summary of an evaluation whose model `models[i]` played `trajectories[i]`; with two
+    /// models, the first is the base and the second the trained one.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        models: Vec<EvalModel>,
+        trajectories: &[Vec<Trajectory>],
+        server: String,
+        dataset: String,
+        split: Option<String>,
+        rollouts_per_scenario: u32,
+        settings: Value,
+        wall_s: f64,
+    ) -> EvalSummary {
+        let metrics = trajectories.iter().map(|ts| Metrics::of(ts)).collect();
+        let comparison = match trajectories {
+            [base, trained] => Some(compare(base, trained)),
+            _ => None,
+        };
+        EvalSummary { models, server, dataset, split, rollouts_per_scenario, settings, wall_s, metrics, comparison }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EvalModel {
+    /// The name the model was requested under and the trajectories file's stem.
+    pub label: String,
+    /// An adapter directory or a base model spec.
+    pub source: String,
+}
+
+/// What kind of directory a [`RunDir`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    Train,
+    Eval,
+    Rollout,
+}
+
+/// A run, evaluation or rollout directory, read.
+#[derive(Debug, Clone)]
+pub struct RunDir {
+    pub path: PathBuf,
+    pub kind: Kind,
+    /// `config.toml` as JSON (training runs).
+    pub config: Option<Value>,
+    /// `run.json`: server, data set and command line (training runs).
+    pub run_info: Option<Value>,
+    /// `metrics.jsonl`, one value per line: step rows and validation rows.
+    pub metrics: Vec<Value>,
+    pub eval: Option<EvalSummary>,
+}
+
+impl RunDir {
+    pub fn open(path: &Path) -> Result<RunDir, RunDirError> {
+        let read_json = |name: &str| -> Result<Option<Value>, RunDirError> {
+            let p = path.join(name);
+            if !p.exists() {
+                return Ok(None);
+            }
+            let text = std::fs::read_to_string(&p).map_err(io(&p))?;
+            serde_json::from_str(&text).map(Some).map_err(|e| RunDirError::Parse { path: p, line: e.line(), message: e.to_string() })
+        };
+        let eval: Option<EvalSummary> = match read_json("eval.json")? {
+            Some(v) => Some(serde_json::from_value(v).map_err(|e| RunDirError::Parse { path: path.join("eval.json"), line: 0, message: e.to_string() })?),
+            None => None,
+        };
+        let metrics = read_metrics(&path.join("metrics.jsonl"))?;
+        let config = match std::fs::read_to_string(path.join("config.toml")) {
+            Ok(text) => Some(
+                toml::from_str::<toml::Value>(&text)
+                    .map_err(|e| RunDirError::Parse { path: path.join("config.toml"), line: 0, message: e.to_string() })
+                    .map(|t| serde_json::to_value(t).expect("toml is json"))?,
+            ),
+            Err(_) => None,
+        };
+        let kind = if eval.is_some() {
+            Kind::Eval
+        } else if !metrics.is_empty() || config.is_some() {
+            Kind::Train
+        } else if path.join("trajectories.jsonl").exists() {
+            Kind::Rollout
+        } else {
+            return Err(RunDirError::Unknown(path.to_path_buf()));
+        };
+        Ok(RunDir { path: path.to_path_buf(), kind, config, run_info: read_json("run.json")?, metrics, eval })
+    }
+
+    /// Training step rows (those with a trainer or reward entry), in step order.
+    pub fn step_rows(&self) -> Vec<&Value> {
+        self.metrics.iter().filter(|r| r.get("trainer").is_some() || r.get("reward").is_some()).collect()
+    }
+
+    /// Rows holding validation metrics (`val_*`), in step order.
+    pub fn validation_rows(&self) -> Vec<&Value> {
+        self.metrics.iter().filter(|r| r.get("val_completion_rate").is_some()).collect()
+    }
+
+    /// `trajectories/step-N.jsonl` of a training run, by step.
+    pub fn training_files(&self) -> Vec<(u64, PathBuf)> {
+        step_files(&self.path.join("trajectories"))
+    }
+
+    /// `eval/step-N.jsonl` (validation) of a training run, by step.
+    pub fn validation_files(&self) -> Vec<(u64, PathBuf)> {
+        step_files(&self.path.join("eval"))
+    }
+
+    /// The trajectories of each evaluated model, labelled: for an evaluation its models (base
+    /// first), for a training run the first validation (step 0: `base`, or `init` when training
+    /// started from an adapter) and the last (`step N`), for a rollout its one file.
+    pub fn evaluated(&self) -> Result<Vec<(String, Vec<Trajectory>)>, RunDirError> {
+        let read = |p: &Path| read_trajectories(p).map_err(io(p));
+        match self.kind {
+            Kind::Eval => {
+                let eval = self.eval.as_ref().expect("eval dir has eval.json");
+                eval.models.iter().map(|m| Ok((m.label.clone(), read(&eval_trajectories(&self.path, &m.label))?))).collect()
+            }
+            Kind::Rollout => Ok(vec![("rollout".into(), read(&self.path.join("trajectories.jsonl"))?)]),
+            Kind::Train => {
+                // An empty file is a validation that has just started (`train` is running).
+                let files: Vec<(u64, PathBuf)> = self.validation_files().into_iter().filter(|(_, p)| std::fs::metadata(p).is_ok_and(|m| m.len() > 0)).collect();
+                let mut out = Vec::new();
+                if let Some((0, p)) = files.first() {
+                    // Step 0 is the model training started from: the base, or `init` (--init-adapter).
+                    let model = self.validation_rows().iter().find(|r| r["step"] == 0).and_then(|r| r["val_model"].as_str()).unwrap_or("base").to_string();
+                    out.push((model, read(p)?));
+                }
+                if let Some((step, p)) = files.last().filter(|(s, _)| *s > 0) {
+                    out.push((format!("step {step}"), read(p)?));
+                }
+                Ok(out)
+            }
+        }
+    }
+
+    /// The second evaluated model against the first (trained against base, last validation
+    /// against step 0) per scenario, when there are two.
+    pub fn comparison(evaluated: &[(String, Vec<Trajectory>)]) -> Option<Comparison> {
+        match evaluated {
+            [(_, base), (_, trained)] => Some(compare(base, trained)),
+            _ => None,
+        }
+    }
+
+    /// Seconds of training, from the step rows' `time.step_s`.
+    pub fn training_seconds(&self) -> f64 {
+        self.step_rows().iter().filter_map(|r| r["time"]["step_s"].as_f64()).sum()
+    }
+
+    /// GPU hours: training seconds times the GPUs in use, when the trainer reported CUDA memory.
+    /// `None` for a CPU run.
+    pub fn gpu_hours(&self) -> Option<f64> {
+        let on_gpu = self.step_rows().iter().any(|r| r["trainer"]["peak_memory_kind"] == "cuda");
+        let gpus = self.config.as_ref().and_then(|c| c["trainer"]["num_gpus"].as_u64()).unwrap_or(1).max(1);
+        on_gpu.then(|| self.training_seconds() * gpus as f64 / 3600.0)
+    }
+
+    /// Judge spending in USD, added up from metrics rows (`judge_cost_usd` or `judge.cost_usd`);
+    /// `None` when no row reports it.
+    pub fn judge_cost_usd(&self) -> Option<f64> {
+        let costs: Vec<f64> = self.metrics.iter().filter_map(|r| r["judge_cost_usd"].as_f64().or_else(|| r["judge"]["cost_usd"].as_f64())).collect();
+        (!costs.is_empty()).then(|| costs.iter().sum())
+    }
+
+    /// The base model: from the run's config, or the evaluation's base entry.
+    pub fn base_model(&self) -> Option<String> {
+        if let Some(m) = self.config.as_ref().and_then(|c| c["base_model"].as_str()) {
+            return Some(m.to_string());
+        }
+        self.eval.as_ref()?.models.iter().find(|m| m.label == "base").map(|m| m.source.clone())
+    }
+}
+
+/// Where `eval` writes the trajectories of model `label`.
+pub fn eval_trajectories(dir: &Path, label: &str) -> PathBuf {
+    dir.join("trajectories").join(format!("{label}.jsonl"))
+}
+
+fn read_metrics(path: &Path) -> Result<Vec<Value>, RunDirError> {
+    let Ok(text) = std::fs::read_to_string(path) else { return Ok(Vec::new()) };
+    let mut rows = Vec::new();
+    let lines: Vec<&str> = text.lines().collect();
+    for (i, line) in lines.iter().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str(line) {
+            Ok(v) => rows.push(v),
+            Err(_) if i + 1 == lines.len() => break, // torn last line of a crashed run
+            Err(e) => return Err(RunDirError::Parse { path: path.to_path_buf(), line: i + 1, message: e.to_string() }),
+        }
+    }
+    Ok(rows)
+}
+
+fn step_files(dir: &Path) -> Vec<(u64, PathBuf)> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    let mut out: Vec<(u64, PathBuf)> = entries
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let name = e.file_name();
+            let step = name.to_str()?.strip_prefix("step-")?.strip_suffix(".jsonl")?.parse().ok()?;
+            Some((step, e.path()))
+        })
+        .collect();
+    out.sort();
+    out
+}

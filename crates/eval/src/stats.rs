@@ -1,0 +1,71 @@
+//! `train-agent stats DIR`: the summary of a run, evaluation or rollout directory as terminal
+//! text (the same numbers as the report's summary and tables).
+
+use std::fmt::Write;
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::metrics::{Metrics, metrics_table};
+use crate::rundir::{Kind, RunDir, RunDirError};
+
+/// Training steps shown in the step table at most (evenly spaced, the last always).
+const MAX_STEP_ROWS: usize = 20;
+
+pub fn render(dir: &Path) -> Result<String, RunDirError> {
+    let run = RunDir::open(dir)?;
+    let mut out = String::new();
+    if run.kind == Kind::Train {
+        training_summary(&run, &mut out);
+    }
+    if let Some(e) = &run.eval {
+        let models: Vec<String> = e.models.iter().map(|m| format!("{} = {}", m.label, m.source)).collect();
+        writeln!(out, "evaluation of {} on {} ({}), {} rollout(s) per scenario, {:.0} s", models.join(", "), e.dataset, e.split.as_deref().unwrap_or("all"), e.rollouts_per_scenario, e.wall_s).ok();
+    }
+    let evaluated = run.evaluated()?;
+    if !evaluated.is_empty() {
+        if run.kind == Kind::Train {
+            writeln!(out, "\nvalidation (base = step 0, then the last validated step):").ok();
+        }
+        let metrics: Vec<(String, Metrics)> = evaluated.iter().map(|(l, ts)| (l.clone(), Metrics::of(ts))).collect();
+        let columns: Vec<(&str, &Metrics)> = metrics.iter().map(|(l, m)| (l.as_str(), m)).collect();
+        writeln!(out, "{}", metrics_table(&columns)).ok();
+        if let Some(c) = RunDir::comparison(&evaluated).filter(|c| !c.rows.is_empty()) {
+            writeln!(out, "\n{}", c.table(&evaluated[0].0, &evaluated[1].0)).ok();
+        }
+    }
+    Ok(out.trim_end().to_string())
+}
+
+fn training_summary(run: &RunDir, out: &mut String) {
+    let steps = run.step_rows();
+    let base = run.base_model().unwrap_or_else(|| "?".into());
+    let server = run.run_info.as_ref().and_then(|i| i["server"].as_str()).map(|s| format!(" on {s}")).unwrap_or_default();
+    writeln!(out, "training run {}: {base}{server}", run.path.display()).ok();
+    let gpu = run.gpu_hours().map_or("CPU".into(), |h| format!("{h:.2} GPU hours"));
+    let judge = run.judge_cost_usd().map_or(String::new(), |c| format!(", judge ${c:.2}"));
+    writeln!(out, "{} steps, {:.0} s of training ({gpu}{judge})", steps.len(), run.training_seconds()).ok();
+    if steps.is_empty() {
+        return;
+    }
+    let f = |v: &Value, d: usize| v.as_f64().map_or("-".into(), |x| format!("{x:.d$}"));
+    writeln!(out, "\n{:>5}  {:>7}  {:>10}  {:>5}  {:>8}  {:>8}  {:>8}  {:>7}", "step", "reward", "completion", "flat", "loss", "kl", "grad", "time_s").ok();
+    let n = steps.len();
+    let shown: Vec<usize> = if n <= MAX_STEP_ROWS { (0..n).collect() } else { (0..MAX_STEP_ROWS).map(|i| i * (n - 1) / (MAX_STEP_ROWS - 1)).collect() };
+    for i in shown {
+        let r = steps[i];
+        writeln!(
+            out,
+            "{:>5}  {:>7}  {:>10}  {:>5}  {:>8}  {:>8}  {:>8}  {:>7}",
+            r["step"].to_string(),
+            f(&r["reward"], 3),
+            f(&r["completion_rate"], 3),
+            format!("{}/{}", r["groups_zero_variance"], r["groups"]),
+            f(&r["trainer"]["loss"], 4),
+            f(&r["trainer"]["kl"], 4),
+            f(&r["trainer"]["grad_norm"], 3),
+            f(&r["time"]["step_s"], 1),
+        )
+        .ok();
+    }
+}

@@ -1,0 +1,143 @@
+//! The report's data and page, `stats` and the evaluation summary, on hand-made directories
+//! (`tests/fixtures/run`: a 3-step training run with validation at steps 0 and 3;
+//! `tests/fixtures/eval`: base and trained trajectories, 2 rollouts per scenario).
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+use ta_eval::report::{collect, data_json, render, write_report};
+use ta_eval::{EvalModel, EvalSummary, Verdict};
+use ta_types::trajectory::read_trajectories;
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+}
+
+/// A copy of fixture `name` in a temporary directory, as `<tmp>/<name>`.
+fn copy(name: &str) -> (tempfile::TempDir, PathBuf) {
+    fn rec(src: &Path, dst: &Path) {
+        std::fs::create_dir_all(dst).unwrap();
+        for e in std::fs::read_dir(src).unwrap() {
+            let e = e.unwrap();
+            if e.path().is_dir() { rec(&e.path(), &dst.join(e.file_name())) } else { std::fs::copy(e.path(), dst.join(e.file_name())).map(|_| ()).unwrap() }
+        }
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dst = tmp.path().join(name);
+    rec(&fixture(name), &dst);
+    (tmp, dst)
+}
+
+/// Writes `eval.json` into an eval fixture copy, as `train-agent eval --compare-base` does.
+fn with_eval_json(dir: &Path) {
+    let ts: Vec<_> = ["base", "trained"].iter().map(|l| read_trajectories(&dir.join(format!("trajectories/{l}.jsonl"))).unwrap()).collect();
+    let models = vec![
+        EvalModel { label: "base".into(), source: "smollm2-135m-instruct".into() },
+        EvalModel { label: "trained".into(), source: "runs/x/final".into() },
+    ];
+    let s = EvalSummary::new(models, &ts, "stdio: train-agent demo-server".into(), "scenarios/company.jsonl".into(), Some("validation".into()), 2, json!({"temperature": 1.0, "max_turns": 4}), 61.0);
+    std::fs::write(dir.join("eval.json"), serde_json::to_vec_pretty(&s).unwrap()).unwrap();
+}
+
+/// The report data with each trajectory cut to what identifies it (the full data of one is
+/// snapshotted separately), so the snapshot stays readable.
+fn compact(mut v: Value) -> Value {
+    for t in v["trajectories"].as_array_mut().unwrap() {
+        let keep: serde_json::Map<String, Value> = ["source", "step", "group", "index", "scenario_id", "model", "outcome", "success", "reward"]
+            .iter()
+            .map(|k| (k.to_string(), t[*k].clone()))
+            .collect();
+        *t = Value::Object(keep);
+    }
+    v
+}
+
+#[test]
+fn training_run_report_data() {
+    let (_tmp, dir) = copy("run");
+    let data = collect(&dir).unwrap();
+    let v: Value = serde_json::from_str(&data_json(&data)).unwrap();
+    let mut snap = compact(v.clone());
+    snap["generated_by"] = "[version]".into();
+    insta::assert_json_snapshot!("training_run_data", snap);
+    // One trajectory in full: the one that recovered from a failed call at the last validation.
+    let recovered = v["trajectories"].as_array().unwrap().iter().find(|t| t["source"] == "validation" && t["tool_errors"] == 1).unwrap();
+    insta::assert_json_snapshot!("recovered_trajectory_view", recovered);
+
+    // What the data says, checked by hand against the fixture.
+    let charts: Vec<&str> = data.charts.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(charts, ["reward", "completion", "loss", "kl", "grad_norm", "lr", "tokens_per_s", "entropy", "groups", "step_time"]);
+    let step_time = data.charts.last().unwrap();
+    assert!(step_time.stacked);
+    let other = &step_time.series.last().unwrap();
+    assert_eq!(other.label, "other (validation, checkpoint)");
+    assert!((other.points[2][1] - 8.09).abs() < 1e-6, "the 8 s of validation at step 3 show as `other`: {:?}", other.points);
+    let eval = data.eval.as_ref().unwrap();
+    assert_eq!(eval.models.iter().map(|m| m.label.as_str()).collect::<Vec<_>>(), ["base", "step 3"]);
+    let c = eval.comparison.as_ref().unwrap();
+    assert_eq!((c.wins, c.losses, c.ties), (2, 0, 0));
+    assert_eq!(data.trajectories.len(), 4 + 12);
+    assert!(data.system_prompt.as_deref().unwrap().starts_with("You are an agent"));
+    assert!(data.trajectories.iter().all(|t| t.messages.iter().all(|m| m.role != ta_types::Role::System)), "the system prompt is shown once");
+}
+
+#[test]
+fn page_is_self_contained_and_escapes_what_it_embeds() {
+    let (_tmp, dir) = copy("run");
+    let path = write_report(&dir).unwrap();
+    let html = std::fs::read_to_string(&path).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    assert!(html.contains("Chart.js v4.6.1"), "Chart.js is embedded");
+    for remote in ["src=\"http", "href=\"http", "@import", "url(http"] {
+        assert!(!html.contains(remote), "the page fetches nothing: found {remote}");
+    }
+    // The tool result `error: no such table: dept <hint: ...>` must not open a tag anywhere.
+    assert!(!html.contains("<hint"), "data text is escaped");
+    let start = html.find("<script id=\"report-data\" type=\"application/json\">").unwrap();
+    let json_text = &html[start..][html[start..].find('>').unwrap() + 1..];
+    let json_text = &json_text[..json_text.find("</script>").unwrap()];
+    let back: Value = serde_json::from_str(json_text).unwrap();
+    assert_eq!(back["trajectories"].as_array().unwrap().len(), 16);
+    assert!(back.to_string().contains("<hint: call list_tables>"), "escaping is lossless");
+    // The server-rendered tables.
+    assert!(html.contains("<td>task completion</td><td class=\"num\">0.0%</td><td class=\"num\">100.0%</td>"), "base vs trained table");
+    assert!(html.contains("none (CPU run)"));
+}
+
+#[test]
+fn stats_of_a_training_run() {
+    let (_tmp, dir) = copy("run");
+    let text = ta_eval::stats::render(&dir).unwrap();
+    insta::assert_snapshot!("training_run_stats", text.replace(&dir.display().to_string(), "[dir]"));
+}
+
+#[test]
+fn evaluation_with_compare_base() {
+    let (_tmp, dir) = copy("eval");
+    with_eval_json(&dir);
+    let summary: EvalSummary = serde_json::from_slice(&std::fs::read(dir.join("eval.json")).unwrap()).unwrap();
+    let c = summary.comparison.as_ref().unwrap();
+    // atlas-lead: base 0/2, trained 2/2; dept-count: 1/2 both; on-leave-count: 2/2 then 1/2.
+    let verdicts: Vec<(&str, Verdict)> = c.rows.iter().map(|r| (r.scenario_id.as_str(), r.verdict)).collect();
+    assert_eq!(verdicts, [("atlas-lead", Verdict::Win), ("dept-count", Verdict::Tie), ("on-leave-count", Verdict::Loss)]);
+    let trained = &summary.metrics[1];
+    assert_eq!(trained.pass_at_k.len(), 2);
+    assert!((trained.pass_at_k[&1] - 4.0 / 6.0).abs() < 1e-9);
+    assert!((trained.pass_at_k[&2] - 1.0).abs() < 1e-9);
+    assert_eq!(trained.error_recovery_rate, Some(1.0));
+
+    let text = ta_eval::stats::render(&dir).unwrap();
+    insta::assert_snapshot!("evaluation_stats", text);
+    let data = collect(&dir).unwrap();
+    assert_eq!(data.charts.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(), ["pass_at_k"]);
+    assert!(data.trajectories.iter().all(|t| t.group.starts_with("eval/")), "base and trained of a scenario form one group");
+    let html = render(&data).unwrap();
+    assert!(html.contains("class=\"loss\">loss</td>") && html.contains("class=\"win\">win</td>"));
+}
+
+#[test]
+fn unknown_directory_gets_a_hint() {
+    let tmp = tempfile::tempdir().unwrap();
+    let err = collect(tmp.path()).unwrap_err().to_string();
+    assert!(err.contains("holds no run") && err.contains("hint:"), "{err}");
+}

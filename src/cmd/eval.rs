@@ -1,0 +1,270 @@
+//! `train-agent eval`: play held-out scenarios with a trained adapter (and, with `--compare-base`,
+//! the base model in the same engine), score them, and write `eval.json`, the trajectories and
+//! `report.html`.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use indicatif::{MultiProgress, ProgressBar};
+use serde_json::{Value, json};
+use ta_eval::metrics::{Metrics, metrics_table};
+use ta_eval::rundir::eval_trajectories;
+use ta_eval::{EvalModel, EvalSummary};
+use ta_python::{Engine, EngineClient, PythonEnv};
+use ta_rollout::AgentConfig;
+use ta_rollout::runner::{group_jobs, run_jobs};
+use ta_types::Trajectory;
+use ta_types::scenario::{assign_splits, load_scenarios};
+use ta_types::trajectory::{TrajectoryWriter, read_trajectories, write_trajectories};
+
+use crate::args::{BASE_NAME, EngineArgs, ServerArgs};
+
+/// The name the adapter under evaluation is loaded under.
+const TRAINED: &str = "trained";
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    server: ServerArgs,
+    /// What to evaluate: a PEFT adapter directory (a run's `final/`, `checkpoints/step-N/adapter`)
+    /// or a base model (Hugging Face id, directory, .gguf file, packaged name).
+    #[arg(long, value_name = "ADAPTER_DIR|MODEL")]
+    model: String,
+    /// The adapter's base model. Default: the run's config.toml (when the adapter sits in a run
+    /// directory), else `base_model_name_or_path` in adapter_config.json.
+    #[arg(long, value_name = "MODEL")]
+    base_model: Option<String>,
+    /// Scenarios (JSON array or JSONL).
+    #[arg(long, value_name = "FILE")]
+    dataset: PathBuf,
+    /// Which scenarios: validation, train or all. Scenarios without a `split` field get the same
+    /// seeded split as `train` (see --validation-fraction, --seed).
+    #[arg(long, default_value = "validation", value_parser = ["validation", "train", "all"])]
+    split: String,
+    /// Only the first N scenarios (after --split).
+    #[arg(long)]
+    limit: Option<usize>,
+    /// Also run the base model in the same engine and compare scenario by scenario.
+    #[arg(long)]
+    compare_base: bool,
+    /// Rollouts per scenario (K). With K > 1, pass@k is reported for k = 1..K.
+    #[arg(long, default_value_t = 1)]
+    rollouts: u32,
+    /// Output directory: eval.json, trajectories/<model>.jsonl, report.html, logs/. Re-running
+    /// continues: finished episodes are kept.
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
+    #[arg(long, default_value_t = 8)]
+    max_turns: u32,
+    /// Tokens the model may write per turn.
+    #[arg(long, default_value_t = 512)]
+    max_tokens: u32,
+    /// Sampling temperature. Default: 0 (greedy) with one rollout, 1.0 with several.
+    #[arg(long)]
+    temperature: Option<f32>,
+    #[arg(long, default_value_t = 1.0)]
+    top_p: f32,
+    /// Seed of the split (as in `train`) and of sampling.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Share of scenarios held out for validation when the data set has no `split` fields.
+    #[arg(long, default_value_t = 0.2)]
+    validation_fraction: f64,
+    /// Episodes in flight at once, per model.
+    #[arg(long, default_value_t = 16)]
+    concurrency: usize,
+    #[arg(long, default_value_t = 4000)]
+    tool_result_max_chars: usize,
+    /// A minijinja template for the system prompt (use the one the adapter was trained with).
+    #[arg(long, value_name = "FILE")]
+    system_prompt: Option<PathBuf>,
+    /// Use an engine already running (ours or `vllm serve --enable-lora`) whose base model is
+    /// served as --engine-model.
+    #[arg(long, value_name = "URL")]
+    engine_url: Option<String>,
+    #[arg(long, default_value = BASE_NAME, requires = "engine_url")]
+    engine_model: String,
+    #[command(flatten)]
+    engine: EngineArgs,
+}
+
+/// What `--model` names.
+struct Target {
+    base_model: String,
+    adapter: Option<PathBuf>,
+    lora_rank: Option<u32>,
+}
+
+fn resolve_target(args: &Args) -> Result<Target> {
+    let path = Path::new(&args.model);
+    let adapter = if path.join("adapter_config.json").exists() {
+        Some(path.to_path_buf())
+    } else if path.join("final").join("adapter_config.json").exists() {
+        Some(path.join("final"))
+    } else {
+        None
+    };
+    let Some(adapter) = adapter else {
+        if args.compare_base {
+            bail!("--compare-base needs an adapter, but {} holds no adapter_config.json\nhint: pass a run's final/ directory (or checkpoints/step-N/adapter) as --model", args.model);
+        }
+        if path.is_dir() && path.join("config.toml").exists() {
+            bail!("{} looks like a run directory without final/ (training did not finish)\nhint: pass one of its checkpoints/step-N/adapter directories as --model", args.model);
+        }
+        return Ok(Target { base_model: args.base_model.clone().unwrap_or_else(|| args.model.clone()), adapter: None, lora_rank: None });
+    };
+    let adapter = std::fs::canonicalize(&adapter).with_context(|| format!("cannot resolve {}", adapter.display()))?;
+    let cfg_path = adapter.join("adapter_config.json");
+    let cfg: Value = serde_json::from_slice(&std::fs::read(&cfg_path).with_context(|| format!("cannot read {}", cfg_path.display()))?)
+        .with_context(|| format!("{} is not JSON", cfg_path.display()))?;
+    let from_run = adapter.ancestors().skip(1).take(3).find_map(|dir| {
+        let text = std::fs::read_to_string(dir.join("config.toml")).ok()?;
+        Some(text.parse::<toml::Table>().ok()?.get("base_model")?.as_str()?.to_string())
+    });
+    let base_model = args
+        .base_model
+        .clone()
+        .or(from_run)
+        .or_else(|| cfg["base_model_name_or_path"].as_str().map(str::to_string))
+        .context(format!("cannot tell the base model of the adapter in {}\nhint: pass --base-model", adapter.display()))?;
+    Ok(Target { base_model, adapter: Some(adapter), lora_rank: cfg["r"].as_u64().map(|r| r as u32) })
+}
+
+pub async fn run(args: Args) -> Result<()> {
+    let started = Instant::now();
+    let target = resolve_target(&args)?;
+    let mut scenarios = load_scenarios(&args.dataset)?;
+    assign_splits(&mut scenarios, args.validation_fraction, args.seed);
+    if args.split != "all" {
+        let split: ta_types::Split = args.split.parse().map_err(anyhow::Error::msg)?;
+        scenarios.retain(|s| s.split == Some(split));
+    }
+    if let Some(n) = args.limit {
+        scenarios.truncate(n);
+    }
+    anyhow::ensure!(!scenarios.is_empty(), "no {} scenarios in {}\nhint: choose another --split, or give scenarios a \"split\" field", args.split, args.dataset.display());
+    anyhow::ensure!(args.rollouts >= 1, "--rollouts must be at least 1");
+    let logs = args.out.join("logs");
+    std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
+
+    let server = args.server.connect(Some(&logs)).await?;
+    let tools = server.tools();
+    let system_prompt = server.system_prompt(args.system_prompt.as_deref())?;
+
+    let (engine, client, base_name) = match &args.engine_url {
+        Some(url) => (None, EngineClient::new(url), args.engine_model.clone()),
+        None => {
+            let python = PythonEnv::ensure()?;
+            let mut opts = args.engine.options(&target.base_model, BASE_NAME, logs.join("engine.log"));
+            opts.max_lora_rank = target.lora_rank;
+            eprintln!("starting the engine with {} (log: {})", target.base_model, opts.log_path.display());
+            let engine = Engine::start(&python, &opts).await.context("the embedded engine did not start")?;
+            let client = engine.client().clone();
+            (Some(engine), client, BASE_NAME.to_string())
+        }
+    };
+    // Labels in table order: base first, then the trained adapter.
+    let mut models: Vec<(EvalModel, String)> = Vec::new();
+    if let Some(adapter) = &target.adapter {
+        client.load_adapter(TRAINED, adapter).await.with_context(|| format!("cannot load the adapter {}", adapter.display()))?;
+        if args.compare_base {
+            models.push((EvalModel { label: "base".into(), source: target.base_model.clone() }, base_name.clone()));
+        }
+        models.push((EvalModel { label: TRAINED.into(), source: adapter.display().to_string() }, TRAINED.into()));
+    } else {
+        models.push((EvalModel { label: "base".into(), source: target.base_model.clone() }, base_name.clone()));
+    }
+
+    let temperature = args.temperature.unwrap_or(if args.rollouts > 1 { 1.0 } else { 0.0 });
+    let cfg = AgentConfig {
+        max_turns: args.max_turns,
+        max_tokens: args.max_tokens,
+        temperature,
+        top_p: args.top_p,
+        tool_result_max_chars: args.tool_result_max_chars,
+        record_tokens: true,
+        seed: Some(args.seed),
+    };
+    let chat = ta_chat::ChatClient::new(&client.base_url(), None, Duration::from_secs(600));
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            let _ = stop_tx.send(true);
+        }
+    });
+    let multi = MultiProgress::new();
+    let runs = models.iter().map(|(m, served)| {
+        let path = eval_trajectories(&args.out, &m.label);
+        let (chat, tools, system_prompt, scenarios, cfg, multi) = (&chat, &tools, &system_prompt, &scenarios, &cfg, &multi);
+        let mut stop = stop_rx.clone();
+        async move {
+            let mut done = if path.exists() { read_trajectories(&path)? } else { Vec::new() };
+            let key = |t: &Trajectory| (t.scenario_id.clone(), t.group.index);
+            let wanted: HashSet<(String, u32)> = group_jobs(scenarios, args.rollouts, 0).iter().map(|j| (j.scenario.id.clone(), j.group.index)).collect();
+            if let Some(t) = done.iter().find(|t| !wanted.contains(&key(t))) {
+                bail!(
+                    "{} holds episodes of another evaluation (scenario {} #{} is not part of this one)\nhint: choose a new --out, or repeat the earlier --dataset/--split/--limit/--rollouts to continue it",
+                    path.display(),
+                    t.scenario_id,
+                    t.group.index
+                );
+            }
+            let have: HashSet<(String, u32)> = done.iter().map(key).collect();
+            let jobs: Vec<_> = group_jobs(scenarios, args.rollouts, 0).into_iter().filter(|j| !have.contains(&(j.scenario.id.clone(), j.group.index))).collect();
+            if !have.is_empty() {
+                let line = format!("{}: {} finished episodes kept from an earlier run; {} to play", m.label, have.len(), jobs.len());
+                // Above the progress bars, or plainly when they are hidden (not a terminal).
+                if multi.is_hidden() { eprintln!("{line}") } else { multi.println(line).ok(); }
+            }
+            let mut writer = TrajectoryWriter::append(&path)?;
+            let bar = multi.add(ProgressBar::new(0));
+            bar.set_prefix(m.label.clone());
+            let shutdown = async move {
+                let _ = stop.wait_for(|s| *s).await;
+            };
+            let result = run_jobs(chat, served, tools, system_prompt, jobs, cfg, args.concurrency, &mut writer, &bar, shutdown).await?;
+            bar.finish();
+            done.extend(result.trajectories);
+            ta_reward::score_all(&ta_reward::RewardConfig::default(), scenarios, &mut done);
+            done.sort_by(|a, b| (&a.scenario_id, a.group.index).cmp(&(&b.scenario_id, b.group.index)));
+            write_trajectories(&path, &done)?;
+            anyhow::Ok((done, result.interrupted))
+        }
+    });
+    let results: Vec<(Vec<Trajectory>, bool)> = futures::future::try_join_all(runs).await?;
+    if let Some(engine) = engine {
+        engine.shutdown().await;
+    }
+    server.client.close().await;
+    if results.iter().any(|(_, interrupted)| *interrupted) {
+        eprintln!("interrupted: finished episodes are kept in {}; run the same command again to continue", args.out.join("trajectories").display());
+        return Ok(());
+    }
+
+    let trajectories: Vec<Vec<Trajectory>> = results.into_iter().map(|(ts, _)| ts).collect();
+    let settings = json!({
+        "temperature": temperature, "top_p": args.top_p, "max_turns": args.max_turns, "max_tokens": args.max_tokens,
+        "seed": args.seed, "tool_result_max_chars": args.tool_result_max_chars, "scenarios": scenarios.len(),
+    });
+    let summary = EvalSummary::new(
+        models.iter().map(|(m, _)| m.clone()).collect(),
+        &trajectories,
+        server.description.clone(),
+        args.dataset.display().to_string(),
+        (args.split != "all").then(|| args.split.clone()),
+        args.rollouts,
+        settings,
+        started.elapsed().as_secs_f64(),
+    );
+    std::fs::write(args.out.join("eval.json"), serde_json::to_vec_pretty(&summary)?)?;
+    let columns: Vec<(&str, &Metrics)> = summary.models.iter().zip(&summary.metrics).map(|(m, x)| (m.label.as_str(), x)).collect();
+    println!("{}", metrics_table(&columns));
+    if let Some(c) = &summary.comparison {
+        println!("\n{}", c.table("base", TRAINED));
+    }
+    let report = ta_eval::write_report(&args.out)?;
+    println!("\neval: {}\nreport: {}", args.out.join("eval.json").display(), report.display());
+    Ok(())
+}

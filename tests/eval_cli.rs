@@ -1,0 +1,163 @@
+//! `train-agent eval --compare-base` end to end against the demo MCP server and an engine reached
+//! with `--engine-url`. The engine here stands in for `vllm serve --enable-lora` (which cannot run
+//! on this machine): it answers vLLM's documented `/v1/load_lora_adapter` and OpenAI chat
+//! completions, playing a base model that answers in prose and an adapter (`trained`) that queries
+//! the database and completes the task. Also: resuming keeps finished episodes; `stats` and
+//! `report` read the directory.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+
+use axum::Json;
+use axum::extract::State;
+use axum::routing::post;
+use serde_json::{Value, json};
+
+#[derive(Clone, Default)]
+struct FakeEngine {
+    chats: Arc<Mutex<Vec<String>>>,
+    loads: Arc<Mutex<Vec<Value>>>,
+}
+
+fn completion(message: Value, finish: &str) -> Json<Value> {
+    Json(json!({
+        "id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": "m",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": null}],
+        "usage": {"prompt_tokens": 50, "completion_tokens": 10, "total_tokens": 60}
+    }))
+}
+
+async fn chat(State(e): State<FakeEngine>, Json(body): Json<Value>) -> Json<Value> {
+    let model = body["model"].as_str().unwrap_or_default().to_string();
+    e.chats.lock().unwrap().push(model.clone());
+    if model != "trained" {
+        return completion(json!({"role": "assistant", "content": "I believe the company has several departments."}), "stop");
+    }
+    let seen_result = body["messages"].as_array().unwrap().iter().any(|m| m["role"] == "tool");
+    let (name, args) = if seen_result {
+        ("complete_task", json!({"summary": "The company has 9 departments."}))
+    } else {
+        ("run_query", json!({"sql": "SELECT count(*) FROM departments"}))
+    };
+    let call = json!({"id": "call_0", "type": "function", "function": {"name": name, "arguments": args.to_string()}});
+    completion(json!({"role": "assistant", "content": null, "tool_calls": [call]}), "tool_calls")
+}
+
+/// vLLM answers 200 with a plain-text confirmation.
+async fn load(State(e): State<FakeEngine>, Json(body): Json<Value>) -> String {
+    let name = body["lora_name"].as_str().unwrap_or_default().to_string();
+    e.loads.lock().unwrap().push(body);
+    format!("Success: LoRA adapter '{name}' added successfully.")
+}
+
+async fn serve(engine: FakeEngine) -> String {
+    let app = axum::Router::new()
+        .route("/v1/chat/completions", post(chat))
+        .route("/v1/load_lora_adapter", post(load))
+        .with_state(engine);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    url
+}
+
+async fn eval(url: &str, model: &std::path::Path, scenarios: &std::path::Path, out: &std::path::Path, extra: &[&str]) -> std::process::Output {
+    tokio::process::Command::new(common::bin())
+        .args(["eval", "--server", "train-agent demo-server", "--engine-url", url, "--max-turns", "3"])
+        .args(extra)
+        .arg("--model")
+        .arg(model)
+        .arg("--dataset")
+        .arg(scenarios)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn eval_compare_base_prints_wins_and_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenarios = dir.path().join("s.jsonl");
+    std::fs::write(
+        &scenarios,
+        concat!(
+            "{\"id\": \"dept-count\", \"task\": \"How many departments does the company have?\", \"expected\": 9, \"split\": \"validation\"}\n",
+            "{\"id\": \"research-location\", \"task\": \"In which city is the Research department located?\", \"expected\": {\"contains\": \"Boston\"}, \"split\": \"validation\"}\n",
+            "{\"id\": \"train-only\", \"task\": \"Not evaluated\", \"split\": \"train\"}\n",
+        ),
+    )
+    .unwrap();
+    // A run directory whose final/ adapter names a base model the run's config overrides.
+    let run = dir.path().join("run");
+    std::fs::create_dir_all(run.join("final")).unwrap();
+    std::fs::write(run.join("config.toml"), "base_model = \"smollm2-135m-instruct\"\n").unwrap();
+    std::fs::write(run.join("final/adapter_config.json"), r#"{"base_model_name_or_path": "/somewhere/else", "r": 8, "peft_type": "LORA"}"#).unwrap();
+
+    let engine = FakeEngine::default();
+    let url = serve(engine.clone()).await;
+    let out = dir.path().join("eval");
+    let first = eval(&url, &run.join("final"), &scenarios, &out, &["--compare-base", "--rollouts", "2"]).await;
+    let stdout = String::from_utf8_lossy(&first.stdout);
+    assert!(first.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&first.stderr));
+
+    // The adapter went to the engine under `trained`, by its absolute path.
+    let loads = engine.loads.lock().unwrap().clone();
+    assert_eq!(loads.len(), 1);
+    assert_eq!(loads[0]["lora_name"], "trained");
+    assert_eq!(loads[0]["lora_path"], std::fs::canonicalize(run.join("final")).unwrap().display().to_string());
+    // Both models played both validation scenarios twice: trained 2 turns, base 3 (prose, nudged).
+    let chats = engine.chats.lock().unwrap().clone();
+    assert_eq!(chats.iter().filter(|m| *m == "trained").count(), 2 * 2 * 2);
+    assert_eq!(chats.iter().filter(|m| *m == "base").count(), 2 * 2 * 3);
+
+    // The printed tables.
+    assert!(stdout.contains("task completion    0.0%"), "{stdout}");
+    assert!(stdout.contains("pass@2"), "{stdout}");
+    assert!(stdout.contains("dept-count         0/2   2/2      win"), "{stdout}");
+    assert!(stdout.contains("research-location  0/2   0/2      tie"), "{stdout}");
+    assert!(stdout.contains("1 wins, 0 losses, 1 ties"), "{stdout}");
+
+    let summary: ta_eval::EvalSummary = serde_json::from_slice(&std::fs::read(out.join("eval.json")).unwrap()).unwrap();
+    assert_eq!(summary.models[0].source, "smollm2-135m-instruct", "the run's config.toml names the base model");
+    assert_eq!(summary.metrics[1].success_rate, Some(0.5));
+    assert_eq!(summary.metrics[0].success_rate, Some(0.0));
+    assert_eq!(summary.settings["temperature"], 1.0, "several rollouts sample at temperature 1 by default");
+    assert!(out.join("report.html").exists());
+    let trained = ta_types::trajectory::read_trajectories(&out.join("trajectories/trained.jsonl")).unwrap();
+    assert_eq!(trained.len(), 4);
+    assert!(trained.iter().all(|t| t.model == "trained" && t.reward.is_some()));
+
+    // Again: everything is kept, nothing is played.
+    let again = eval(&url, &run.join("final"), &scenarios, &out, &["--compare-base", "--rollouts", "2"]).await;
+    assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("base: 4 finished episodes kept"));
+    assert_eq!(engine.chats.lock().unwrap().len(), chats.len(), "no episode was replayed");
+
+    // A different evaluation into the same directory is refused, not mixed in.
+    let other = eval(&url, &run.join("final"), &scenarios, &out, &["--compare-base", "--rollouts", "1"]).await;
+    let err = String::from_utf8_lossy(&other.stderr);
+    assert!(!other.status.success() && err.contains("holds episodes of another evaluation") && err.contains("hint:"), "{err}");
+
+    let stats = std::process::Command::new(common::bin()).arg("stats").arg(&out).output().unwrap();
+    let text = String::from_utf8_lossy(&stats.stdout);
+    assert!(stats.status.success() && text.contains("1 wins, 0 losses, 1 ties"), "{text}");
+}
+
+#[test]
+fn compare_base_needs_an_adapter() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenarios = dir.path().join("s.jsonl");
+    std::fs::write(&scenarios, "{\"task\": \"x\"}\n").unwrap();
+    let out = std::process::Command::new(common::bin())
+        .args(["eval", "--server", "train-agent demo-server", "--model", "smollm2-135m-instruct", "--compare-base", "--out"])
+        .arg(dir.path().join("o"))
+        .arg("--dataset")
+        .arg(&scenarios)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("--compare-base needs an adapter") && err.contains("hint:"), "{err}");
+}
