@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from train_agent.loss import grpo_loss, kl_k3, sft_loss, token_logprobs, token_weights
+from train_agent.loss import LOG_RATIO_LIMIT, grpo_loss, kl_k3, sft_loss, token_logprobs, token_weights
 
 
 def approx(x, rel=1e-6, abs=1e-7):
@@ -85,3 +85,12 @@ def test_token_logprobs_and_entropy_by_hand():
     assert logp.tolist() == approx([-1.0986123, -0.2876821])
     # ln 3; -(1/4 ln 1/4 + 3/4 ln 3/4)
     assert ent.tolist() == approx([1.0986123, 0.5623351])
+
+
+def test_log_ratio_is_clamped_so_a_near_impossible_token_cannot_overflow():
+    logp = torch.tensor([-0.1, -0.2], requires_grad=True)
+    old = torch.tensor([-1000.0, -0.2])  # the sampler saw the first token as near-impossible
+    loss, _ = grpo_loss(logp, old, torch.tensor([-1.0, 1.0]), torch.tensor([0.5, 0.5]), 0.2, 0.28)
+    loss.backward()
+    assert torch.isfinite(loss) and torch.isfinite(logp.grad).all()
+    assert abs(loss.item() - 0.5 * math.exp(LOG_RATIO_LIMIT) + 0.5 * 1.0) < 1e-3 * math.exp(LOG_RATIO_LIMIT)

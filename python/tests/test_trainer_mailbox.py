@@ -89,3 +89,11 @@ def test_ddp_on_two_cpu_processes_matches_one_process(tiny_model_dir, tmp_path):
         for key in ("loss", "kl", "grad_norm", "entropy", "ratio_mean"):
             assert abs(two[step][key] - one[step][key]) <= 1e-5 * max(1, abs(one[step][key])), key
         assert two[step]["trained_tokens"] == one[step]["trained_tokens"]
+
+
+def test_outbox_json_has_null_for_non_finite_numbers(tmp_path):
+    from train_agent.trainer import write_json_atomic
+
+    p = tmp_path / "outbox" / "step-000003.json"
+    write_json_atomic(p, {"grad_norm": float("nan"), "loss": float("inf"), "lr": 1e-5, "parts": [float("-inf"), 1.0]})
+    assert json.loads(p.read_text()) == {"grad_norm": None, "loss": None, "lr": 1e-5, "parts": [None, 1.0]}

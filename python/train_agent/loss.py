@@ -57,11 +57,16 @@ def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
     return torch.exp(d) - d - 1
 
 
+LOG_RATIO_LIMIT = 20.0
+
+
 def grpo_loss(logp, old_logp, advantages, weights, eps_low: float, eps_high: float, ref_logp=None, beta: float = 0.0):
     """Clipped policy-gradient loss (+ beta * KL). All arguments are flat per-token vectors.
     Returns (loss, stats) where stats holds weighted sums and counts that add up over micro-batches
     and ranks: policy_loss, kl_sum, clip_low, clip_high, ratio_sum."""
-    ratio = torch.exp(logp - old_logp)
+    # The log-ratio is clamped (as verl does) so a token the sampler found near-impossible cannot
+    # overflow the ratio, or its gradient, to inf: with a negative advantage the unclipped term wins.
+    ratio = torch.exp((logp - old_logp).clamp(-LOG_RATIO_LIMIT, LOG_RATIO_LIMIT))
     clipped = ratio.clamp(1 - eps_low, 1 + eps_high)
     pg = -torch.minimum(ratio * advantages, clipped * advantages)
     policy_loss = (weights * pg).sum()

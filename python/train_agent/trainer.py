@@ -51,7 +51,8 @@ see batches.py).
 
 Outbox metrics: step, loss, policy_loss, kl (token mean of k3; null when beta is 0), entropy
 (token mean), clip_fraction_low, clip_fraction_high (share of trained tokens whose clipped term
-wins), ratio_mean (null for SFT), grad_norm (before clipping), lr (used by this step), samples,
+wins), ratio_mean (null for SFT), grad_norm (before clipping; null when not finite, and then
+skipped_nonfinite_grad is true and the update was skipped), lr (used by this step), samples,
 tokens (real input tokens), trained_tokens, micro_batches (per rank), tokens_per_s, wait_s (idle,
 waiting for the file), data_s, forward_backward_s, optimizer_s, save_s, step_s (all but wait),
 peak_memory_gb, peak_memory_kind ("cuda" allocated or "cpu_rss"), checkpoint (the dir, or null when the step
@@ -215,10 +216,21 @@ def base_dtype(precision: str) -> torch.dtype:
 # --------------------------------------------------------------------------------------- mailbox
 
 
+def finite_or_null(obj):
+    """NaN and infinities become null: they are not JSON, and a reader must not choke on them."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: finite_or_null(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite_or_null(v) for v in obj]
+    return obj
+
+
 def write_json_atomic(path: Path, obj) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(obj, indent=1))
+    tmp.write_text(json.dumps(finite_or_null(obj), indent=1, allow_nan=False))
     os.replace(tmp, path)
 
 
@@ -434,7 +446,11 @@ class PolicyModule(pl.LightningModule):
         step, opt, sched = batch["step"], self.optimizers(), self.lr_schedulers()
         grad_norm = self.clip_and_norm()
         lr = opt.param_groups[0]["lr"]
-        opt.step()
+        # A non-finite gradient (same on every rank: the norm is of the reduced gradients) would
+        # write NaN into the adapter; the update is skipped and reported instead.
+        finite = math.isfinite(grad_norm)
+        if finite:
+            opt.step()
         opt.zero_grad(set_to_none=True)
         sched.step()
         t2 = time.perf_counter()
@@ -453,7 +469,8 @@ class PolicyModule(pl.LightningModule):
             step=step, loss=s["loss"], policy_loss=s["policy_loss"],
             kl=s["kl_sum"] / n if grpo and lc.beta > 0 else None, entropy=s["entropy_sum"] / n,
             clip_fraction_low=s["clip_low"] / n, clip_fraction_high=s["clip_high"] / n,
-            ratio_mean=s["ratio_sum"] / n if grpo else None, grad_norm=grad_norm, lr=lr,
+            ratio_mean=s["ratio_sum"] / n if grpo else None, grad_norm=grad_norm if finite else None,
+            skipped_nonfinite_grad=not finite, lr=lr,
             samples=batch["samples"], tokens=batch["tokens"], trained_tokens=int(s["trained_tokens"]),
             micro_batches=len(batch["micro_batches"]),
             tokens_per_s=batch["tokens"] / max(t2 - t0 + batch["data_s"], 1e-9),

@@ -77,10 +77,15 @@ impl Trainer {
         let out = self.dir.join("outbox").join(format!("step-{step:06}.json"));
         let error = self.dir.join("error.json");
         loop {
-            if let Ok(bytes) = std::fs::read(&out)
-                && let Ok(v) = serde_json::from_slice(&bytes) {
-                    return Ok(v);
-                }
+            // The trainer renames a finished file into place, so what is there is whole: a file
+            // that does not parse is an error, not something to wait out.
+            if let Ok(bytes) = std::fs::read(&out) {
+                return serde_json::from_slice(&bytes).map_err(|e| TrainerError::Failed {
+                    step,
+                    message: format!("its report {} is not valid JSON: {e}", out.display()),
+                    log: self.log.clone(),
+                });
+            }
             if let Ok(bytes) = std::fs::read(&error) {
                 let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
                 let message = v["error"].as_str().unwrap_or("unknown error (see the log)").to_string();
