@@ -1,0 +1,177 @@
+//! `train-agent train` end to end on CPU with real parts: the demo MCP server, the embedded engine
+//! and the Lightning/PEFT trainer, on the tiny random byte-level model the test suites share
+//! (python/tests/tiny_model.py). The task is one such a model can learn in a few minutes: the
+//! ground truth rewards answers that contain a digit, which its random policy writes in about a
+//! quarter of its 8-byte samples, so groups have variance and GRPO has something to push. Seeded:
+//! the same rewards come out on every 2-core run of the pinned torch.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// The byte-level tiny model's directory, built on first use.
+fn tiny_model() -> PathBuf {
+    let env = ta_python::PythonEnv::ensure().expect("the pinned Python environment");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/tests/tiny_model.py");
+    let out = Command::new(&env.python).arg(script).arg("bytes").output().expect("python runs");
+    assert!(out.status.success(), "building the tiny model failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+}
+
+/// Scenarios whose ground truth is "the answer holds a digit", and a config for short steps.
+fn setup(dir: &Path, max_steps: u32) -> (PathBuf, PathBuf) {
+    let scenarios = dir.join("scenarios.jsonl");
+    let lines: Vec<String> = (0..6)
+        .map(|i| {
+            let split = if i < 4 { "train" } else { "validation" };
+            format!(r#"{{"id": "digit-{i}", "task": "Reply with a number (task {i}).", "expected": {{"regex": "[0-9]"}}, "split": "{split}"}}"#)
+        })
+        .collect();
+    std::fs::write(&scenarios, lines.join("\n")).unwrap();
+    let config = dir.join("train.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"seed = 3
+[rollout]
+rollouts_per_scenario = 8
+scenarios_per_step = 2
+max_steps = {max_steps}
+epochs = 100
+max_turns = 1
+max_tokens = 8
+temperature = 1.0
+concurrency = 16
+eval_every = 0
+[lora]
+r = 8
+alpha = 16.0
+[optim]
+lr = 0.02
+[loss]
+aggregation = "seq-mean-token-mean"
+[reward]
+ground_truth_weight = 2.0
+rules_weight = 0.0
+"#
+        ),
+    )
+    .unwrap();
+    (scenarios, config)
+}
+
+fn train_command(scenarios: &Path, config: &Path, model: &Path, out: &Path) -> Command {
+    let mut cmd = Command::new(common::bin());
+    cmd.args(["train", "--server", "train-agent demo-server", "--dataset"])
+        .arg(scenarios)
+        .arg("--config")
+        .arg(config)
+        .arg("--base-model")
+        .arg(model)
+        .arg("--output-dir")
+        .arg(out);
+    cmd
+}
+
+fn metrics(out: &Path) -> Vec<Value> {
+    std::fs::read_to_string(out.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn step_rows(rows: &[Value]) -> Vec<&Value> {
+    rows.iter().filter(|r| r.get("reward").is_some()).collect()
+}
+
+fn check(out: &Output) {
+    assert!(out.status.success(), "train failed:\n{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn grpo_raises_the_mean_reward_of_a_tiny_model() {
+    let model = tiny_model();
+    let dir = tempfile::tempdir().unwrap();
+    let (scenarios, config) = setup(dir.path(), 14);
+    let out = dir.path().join("run");
+    check(&train_command(&scenarios, &config, &model, &out).output().unwrap());
+
+    let rows = metrics(&out);
+    let steps = step_rows(&rows);
+    assert_eq!(steps.len(), 14, "one row per step");
+    let rewards: Vec<f64> = steps.iter().map(|r| r["reward"].as_f64().unwrap()).collect();
+    let first = rewards[..4].iter().sum::<f64>() / 4.0;
+    let last = rewards[rewards.len() - 4..].iter().sum::<f64>() / 4.0;
+    eprintln!("rewards per step: {rewards:.3?}");
+    assert!(last > first + 0.1, "mean reward did not rise: first 4 steps {first:.3}, last 4 steps {last:.3} ({rewards:.3?})");
+    // Groups had variance, so steps trained.
+    assert!(steps.iter().filter(|r| r["samples"].as_u64().unwrap() > 0).count() >= 10);
+    // Greedy validation before and after: the trained policy answers with a digit more often.
+    let val = |step: u64| rows.iter().find(|r| r["step"] == step && r.get("val_ground_truth").is_some()).map(|r| r["val_ground_truth"].as_f64().unwrap());
+    let (before, after) = (val(0).expect("validation at step 0"), val(14).expect("validation at step 14"));
+    assert!(after > before, "validation ground truth did not rise: {before} -> {after}");
+    assert!(out.join("final/adapter_config.json").exists() && out.join("final/adapter_model.safetensors").exists());
+}
+
+#[test]
+fn a_run_killed_mid_step_resumes_without_losing_a_finished_step_or_trajectory() {
+    let model = tiny_model();
+    let dir = tempfile::tempdir().unwrap();
+    let (scenarios, config) = setup(dir.path(), 5);
+    let out = dir.path().join("run");
+
+    // Start, wait for step 2's checkpoint, let step 3 begin, then kill -9.
+    let mut child = train_command(&scenarios, &config, &model, &out).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
+    let done2 = out.join("checkpoints/step-000002/state.json");
+    let started = Instant::now();
+    while !done2.exists() {
+        assert!(child.try_wait().unwrap().is_none(), "train exited before step 2 finished");
+        assert!(started.elapsed() < Duration::from_secs(900), "step 2 did not finish in 15 minutes");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let traj3 = out.join("trajectories/step-000003.jsonl");
+    while !traj3.exists() && child.try_wait().unwrap().is_none() {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap(); // SIGKILL: no chance to clean up
+    child.wait().unwrap();
+    assert!(!out.join("checkpoints/step-000005/state.json").exists(), "the run finished before it was killed");
+
+    let before = metrics(&out);
+    let finished: Vec<u64> = std::fs::read_dir(out.join("checkpoints"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().join("state.json").exists())
+        .map(|e| e.file_name().to_str().unwrap()[5..].parse().unwrap())
+        .collect();
+    let last = *finished.iter().max().unwrap();
+    let saved: Vec<(u64, String)> = (1..=last).map(|s| (s, std::fs::read_to_string(out.join(format!("trajectories/step-{s:06}.jsonl"))).unwrap())).collect();
+
+    // Resume: the same command plus --resume.
+    let resumed = train_command(&scenarios, &config, &model, &out).arg("--resume").output().unwrap();
+    check(&resumed);
+    assert!(String::from_utf8_lossy(&resumed.stderr).contains(&format!("resuming after step {last}")));
+
+    // Finished steps' trajectories are untouched, every step has exactly one metrics row, and the
+    // rows written before the kill are kept as they were.
+    for (s, text) in saved {
+        assert_eq!(std::fs::read_to_string(out.join(format!("trajectories/step-{s:06}.jsonl"))).unwrap(), text, "step {s} trajectories changed");
+    }
+    let after = metrics(&out);
+    let steps: Vec<u64> = step_rows(&after).iter().map(|r| r["step"].as_u64().unwrap()).collect();
+    assert_eq!(steps, vec![1, 2, 3, 4, 5]);
+    for row in before.iter().filter(|r| r["step"].as_u64().unwrap() <= last) {
+        assert!(after.contains(row), "row lost or changed on resume: {row}");
+    }
+    assert_eq!(after.iter().filter(|r| r["step"] == 0).count(), 1, "base validation ran once");
+    for s in 1..=5u64 {
+        let n = std::fs::read_to_string(out.join(format!("trajectories/step-{s:06}.jsonl"))).unwrap().lines().count();
+        assert_eq!(n, 16, "step {s}: 2 scenarios x 8 rollouts");
+    }
+    assert!(out.join("final/adapter_model.safetensors").exists());
+}
