@@ -13,14 +13,17 @@ pub use engine::{Engine, EngineClient, EngineError, EngineOptions};
 pub use env::{EnvError, PythonEnv};
 pub use trainer::{Trainer, TrainerError};
 
-/// Makes a child process receive SIGTERM when this process dies, even by SIGKILL, so an engine or
+/// Makes a child process receive SIGKILL when this process dies, even by SIGKILL, so an engine or
 /// trainer never outlives a killed run (Linux; elsewhere `kill_on_drop` covers normal exits).
+/// SIGKILL, not SIGTERM: Lightning turns SIGTERM into an exception raised at the next batch, so an
+/// orphaned trainer lived on, took the resumed run's next step file from the shared inbox and then
+/// failed it. Nothing is lost: checkpoints and reports are written atomically.
 pub(crate) fn die_with_parent(cmd: &mut tokio::process::Command) {
     #[cfg(target_os = "linux")]
     // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
     unsafe {
         cmd.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
             Ok(())
