@@ -120,6 +120,28 @@ def write_atomic(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
+def wait_outbox(run: Path, step: int, trainer: subprocess.Popen, log: Path) -> dict:
+    """The trainer's report of `step`, once its optimizer step and checkpoint are done."""
+    outbox = run / "trainer" / "outbox" / f"step-{step:06d}.json"
+    while not outbox.exists():
+        if trainer.poll() is not None:
+            raise SystemExit(f"trainer exited:\n{log.read_text()[-3000:]}")
+        time.sleep(0.01)
+    return json.loads(outbox.read_text())
+
+
+def stop(run: Path, *procs: subprocess.Popen) -> None:
+    """Asks the trainer to stop after its last step, then ends the processes."""
+    (run / "trainer" / "inbox" / "stop").touch()
+    for p in procs:
+        p.terminate()
+    for p in procs:
+        try:
+            p.wait(30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", help="model spec for the engine and trainer")
@@ -200,12 +222,7 @@ def main() -> None:
                                     "logprobs": [0.0] * len(p) + lps, "advantage": rew - mean, "group_id": gid})
             write_atomic(run / "trainer" / "inbox" / f"step-{step:06d}.json", json.dumps({"step": step, "samples": samples}).encode())
             t2 = time.perf_counter()
-            outbox = run / "trainer" / "outbox" / f"step-{step:06d}.json"
-            while not outbox.exists():
-                if trainer.poll() is not None:
-                    raise SystemExit(f"trainer exited:\n{trainer_log.read_text()[-3000:]}")
-                time.sleep(0.01)
-            metrics = json.loads(outbox.read_text())
+            metrics = wait_outbox(run, step, trainer, trainer_log)
             t3 = time.perf_counter()
             name = f"step-{step:06d}"
             post(url + "/v1/load_lora_adapter", {"lora_name": name, "lora_path": str(run / "checkpoints" / name / "adapter")})
@@ -233,14 +250,7 @@ def main() -> None:
         if args.out:
             Path(args.out).write_text(json.dumps(summary, indent=1))
     finally:
-        (run / "trainer" / "inbox" / "stop").touch()
-        for p in (engine, trainer):
-            p.terminate()
-        for p in (engine, trainer):
-            try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop(run, engine, trainer)
 
 
 if __name__ == "__main__":

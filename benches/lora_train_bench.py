@@ -28,11 +28,10 @@ import shutil
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from grpo_step_bench import ROOT, build_random, write_atomic  # noqa: E402
+from grpo_step_bench import ROOT, build_random, stop, wait_outbox, write_atomic  # noqa: E402
 
 
 def matmul_params(model_dir: Path) -> tuple[int, int, int]:
@@ -87,12 +86,7 @@ def main() -> None:
                         "logprobs": [0.0] + [-rng.uniform(0.5, 3.0) for _ in range(args.seq_len - 1)],
                         "advantage": rng.uniform(-1, 1), "group_id": k} for k in range(args.samples)]
             write_atomic(run / "trainer" / "inbox" / f"step-{step:06d}.json", json.dumps({"step": step, "samples": samples}).encode())
-            outbox = run / "trainer" / "outbox" / f"step-{step:06d}.json"
-            while not outbox.exists():
-                if trainer.poll() is not None:
-                    raise SystemExit(f"trainer exited:\n{log.read_text()[-3000:]}")
-                time.sleep(0.05)
-            m = json.loads(outbox.read_text())
+            m = wait_outbox(run, step, trainer, log)
             tokens = args.samples * args.seq_len
             fb = m["forward_backward_s"] + m["optimizer_s"]
             s = args.seq_len
@@ -112,12 +106,7 @@ def main() -> None:
         if args.out:
             Path(args.out).write_text(json.dumps({**summary, "steps": rows}, indent=1))
     finally:
-        (run / "trainer" / "inbox" / "stop").touch()
-        trainer.terminate()
-        try:
-            trainer.wait(30)
-        except subprocess.TimeoutExpired:
-            trainer.kill()
+        stop(run, trainer)
 
 
 if __name__ == "__main__":
