@@ -16,9 +16,9 @@ use ta_chat::ChatClient;
 use ta_grpo::{GroupStats, StepBatch, group_advantages, samples_from_trajectory};
 use ta_python::{EngineClient, PythonEnv, Trainer};
 use ta_reward::{JudgeStats, Rewarder};
-use ta_rollout::runner::{Job, Summary, group_jobs, run_jobs};
+use ta_rollout::runner::{Job, Summary, group_jobs, play_resumable, run_jobs};
 use ta_rollout::{AgentConfig, ToolHost};
-use ta_types::trajectory::{TrajectoryWriter, read_trajectories};
+use ta_types::trajectory::TrajectoryWriter;
 use ta_types::{Scenario, Trajectory};
 
 use crate::config::TrainConfig;
@@ -361,19 +361,18 @@ where
 }
 
 async fn rollouts<T: ToolHost>(ctx: &Context<'_, T>, model: &str, path: &Path, jobs: Vec<Job>, multi: &MultiProgress, step: u64) -> Result<Vec<Trajectory>, RunError> {
-    let mut done: Vec<Trajectory> = if path.exists() { read_trajectories(path).map_err(io(path))? } else { Vec::new() };
     let wanted: HashSet<(String, u32)> = jobs.iter().map(|j| (j.scenario.id.clone(), j.group.index)).collect();
-    done.retain(|t| wanted.contains(&(t.scenario_id.clone(), t.group.index)));
-    let have: HashSet<(String, u32)> = done.iter().map(|t| (t.scenario_id.clone(), t.group.index)).collect();
-    let todo: Vec<Job> = jobs.into_iter().filter(|j| !have.contains(&(j.scenario.id.clone(), j.group.index))).collect();
-    let mut writer = TrajectoryWriter::append(path).map_err(io(path))?;
-    let bar = multi.add(ProgressBar::new(todo.len() as u64));
+    let bar = multi.add(ProgressBar::new(0));
     bar.set_prefix(format!("step {step}"));
     let cfg = agent_config(ctx.cfg, ctx.cfg.rollout.temperature, ctx.cfg.seed.wrapping_add(step << 20));
-    let result = run_jobs(ctx.chat, model, ctx.tools, ctx.system_prompt, todo, &cfg, ctx.cfg.rollout.concurrency, &mut writer, &bar, std::future::pending()).await.map_err(io(path))?;
+    // Reuses the episodes an interrupted attempt of this step finished.
+    let played = play_resumable(ctx.chat, model, ctx.tools, ctx.system_prompt, jobs, &cfg, ctx.cfg.rollout.concurrency, path, &bar, std::future::pending())
+        .await
+        .map_err(io(path))?;
     bar.finish_and_clear();
     multi.remove(&bar);
-    done.extend(result.trajectories);
+    let mut done = played.trajectories;
+    done.retain(|t| wanted.contains(&(t.scenario_id.clone(), t.group.index)));
     // Group order: by scenario, then index, whatever order they finished in.
     done.sort_by(|a, b| (&a.scenario_id, a.group.index).cmp(&(&b.scenario_id, b.group.index)));
     Ok(done)
