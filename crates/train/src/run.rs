@@ -200,6 +200,10 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
     }
     let mut trainer = Trainer::start(ctx.python, ctx.out, &trainer_config(cfg, ctx.out, resume, total), resume, &ctx.trainer_env)?;
     let metrics_path = ctx.out.join("metrics.jsonl");
+    // Rows of steps that did not finish (a kill between the row and the checkpoint) are dropped,
+    // so every step has exactly one row however often the run was interrupted, and the judge's
+    // prior cost is read from finished steps only.
+    truncate_metrics(&metrics_path, resume)?;
     let rewarder = rewarder(ctx)?;
     let mut reported = rewarder.judge().map(|j| j.stats()).unwrap_or_default();
     let budget_reached = |completed_steps| {
@@ -210,9 +214,6 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
     tokio::pin!(shutdown);
     let interrupted = |completed_steps| Ok(Finished::Interrupted { completed_steps });
 
-    // Rows of steps that did not finish (a kill between the row and the checkpoint) are dropped,
-    // so every step has exactly one row however often the run was interrupted.
-    truncate_metrics(&metrics_path, resume)?;
     if resume == 0 && !ctx.validation.is_empty() && !has_validation(&metrics_path, 0) {
         let Some(mut row) = select_or_stop(validate(ctx, &rewarder, &current_model, 0, &multi), &mut shutdown).await? else { return interrupted(0) };
         if let Some(j) = judge_metrics(&rewarder, &mut reported) {
@@ -501,7 +502,9 @@ fn truncate_metrics(path: &Path, last_step: u64) -> Result<(), RunError> {
     }
     let tmp = path.with_extension("jsonl.tmp");
     std::fs::write(&tmp, kept.iter().map(|l| format!("{l}\n")).collect::<String>()).map_err(io(&tmp))?;
-    std::fs::rename(&tmp, path).map_err(io(path))
+    std::fs::rename(&tmp, path).map_err(io(path))?;
+    let csv = path.with_extension("csv");
+    crate::metrics_csv::write_csv(path, &csv).map_err(io(&csv))
 }
 
 fn has_validation(metrics: &Path, step: u64) -> bool {
@@ -604,6 +607,7 @@ mod tests {
         std::fs::write(&path, rows.join("\n") + "\n").unwrap();
         truncate_metrics(&path, 2).unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "{\"step\":0,\"val_reward\":0.1}\n{\"step\":1}\n{\"step\":2}\n");
+        assert_eq!(std::fs::read_to_string(dir.path().join("metrics.csv")).unwrap().lines().count(), 4, "the CSV follows: header + 3 rows");
         truncate_metrics(&dir.path().join("absent.jsonl"), 0).unwrap();
     }
 
