@@ -22,6 +22,7 @@ struct Cli {
 
 const EXAMPLES: &str = "\
 Examples:
+  train-agent demo
   train-agent tools --server \"train-agent demo-server\"
   train-agent tools --server \"npx -y @modelcontextprotocol/server-everything\" --json
   train-agent rollout --server \"train-agent demo-server\" --scenarios scenarios/company.jsonl \\
@@ -34,6 +35,9 @@ Examples:
 
 #[derive(Subcommand)]
 enum Command {
+    /// The whole product on the bundled demo server: base baseline, SFT warm start, GRPO, and the
+    /// base / SFT / SFT+GRPO table with a report. Runs on CPU (SmolLM2-135M) or GPU (Qwen 0.5B).
+    Demo(cmd::demo::Args),
     /// List an MCP server's tools as the model will see them (OpenAI `tools` format with --json).
     Tools(cmd::tools::Args),
     /// Play episodes of scenarios against an MCP server with a model and write trajectories.
@@ -72,7 +76,8 @@ fn main() -> std::process::ExitCode {
             Command::Rollout(a) => cmd::rollout::run(a).await,
             Command::DemoServer(a) => cmd::demo_server::run(a).await,
             Command::Serve(a) => cmd::serve::run(a).await,
-            Command::Train(a) => cmd::train::run(a).await,
+            Command::Train(a) => cmd::train::run(a).await.map(drop),
+            Command::Demo(a) => cmd::demo::run(a).await,
             Command::Collect(a) => cmd::collect::run(a).await,
             Command::Curate(a) => cmd::curate::run(a).await,
             Command::Sft(a) => cmd::sft::run(a).await,

@@ -22,7 +22,7 @@ from train_agent.trainer import Config, build_model, lr_multiplier, main, merge,
 
 
 def make_config(model_dir, out, **over) -> dict:
-    cfg = dict(model=str(model_dir), output_dir=str(out), micro_batch_tokens=48, accelerator="cpu",
+    cfg = dict(model=str(model_dir), output_dir=str(out), micro_batch_tokens=48, accelerator="cpu", precision="32-true",
                lora=dict(r=4, alpha=8), optim=dict(lr=1e-3), loss=dict(kind="grpo"), seed=0, poll_interval_s=0.01)
     for k, v in over.items():
         cfg[k] = {**cfg[k], **v} if isinstance(v, dict) and isinstance(cfg.get(k), dict) else v

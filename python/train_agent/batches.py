@@ -110,11 +110,11 @@ def pack(samples: list[Sample], micro_batch_tokens: int) -> list[list[Sample]]:
 
 
 def collate(samples: list[Sample]) -> dict[str, torch.Tensor]:
-    """Right-padded (B, T) tensors; per-sample numbers are broadcast over tokens."""
+    """Right-padded (B, T) tensors; per-sample numbers are broadcast over tokens. No attention mask:
+    under causal attention a right pad is never seen by a real token."""
     B, T = len(samples), max(len(s.input_ids) for s in samples)
     out = dict(
         input_ids=torch.zeros(B, T, dtype=torch.long),
-        attention_mask=torch.zeros(B, T, dtype=torch.long),
         loss_mask=torch.zeros(B, T, dtype=torch.bool),
         old_logprobs=torch.zeros(B, T),
         advantages=torch.zeros(B, T),
@@ -123,7 +123,6 @@ def collate(samples: list[Sample]) -> dict[str, torch.Tensor]:
     for i, s in enumerate(samples):
         n = len(s.input_ids)
         out["input_ids"][i, :n] = torch.tensor(s.input_ids)
-        out["attention_mask"][i, :n] = 1
         out["loss_mask"][i, :n] = torch.tensor(s.loss_mask, dtype=torch.bool)
         out["old_logprobs"][i, :n] = torch.tensor(s.logprobs)
         out["advantages"][i, :n] = s.advantage

@@ -341,7 +341,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--served-model-name", help="name clients use for the base model (default: --model)")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--dtype", default="auto", help="auto (bf16 on GPU, fp32 on CPU), bfloat16, float16, float32")
+    p.add_argument("--dtype", default="auto", help="auto (bf16 on GPU and on CPUs with native bf16, else fp32), bfloat16, float16, float32")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
     p.add_argument("--max-model-len", type=int, help="context length (default: the model's)")
     p.add_argument("--gpu-memory-utilization", type=float, default=0.9,

@@ -90,8 +90,19 @@ def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+def cpu_has_fast_bf16() -> bool:
+    """Whether this CPU multiplies bf16 matrices natively (AMX or AVX512-BF16). There bf16 is
+    several times faster than float32 (1.86 against 0.28 TFLOPS on a 2-core Sapphire Rapids VM);
+    elsewhere it is emulated and slower, so float32 stays the default."""
+    caps = torch.cpu.get_capabilities() if hasattr(torch.cpu, "get_capabilities") else {}
+    return bool(caps.get("amx_bf16") or caps.get("avx512_bf16"))
+
+
 def default_dtype(device: str) -> torch.dtype:
-    return torch.bfloat16 if device.startswith("cuda") else torch.float32
+    """bf16 on GPUs and on CPUs with native bf16, else float32."""
+    if device.startswith("cuda"):
+        return torch.bfloat16
+    return torch.bfloat16 if device == "cpu" and cpu_has_fast_bf16() else torch.float32
 
 
 def parse_dtype(name: str, device: str) -> torch.dtype:

@@ -23,7 +23,7 @@ Config (JSON, every key optional except `model` and `output_dir`; unknown keys a
                              max_len_norm: null (Dr. GRPO's constant, needed by seq-mean-token-sum-norm)}
     micro_batch_tokens      4096: padded tokens (rows * longest row) per forward/backward
     gradient_checkpointing  false
-    precision               "auto" (bf16-mixed on GPU, 32-true on CPU) | "bf16-mixed" | "bf16-true" | "32-true"
+    precision               "auto" (bf16-mixed on GPU and on CPUs with native bf16, else 32-true) | "bf16-mixed" | "bf16-true" | "32-true"
     strategy                "auto" | "ddp" ("fsdp" is refused for now, with a hint)
     accelerator, devices, num_nodes      as in Lightning ("auto", 1, 1)
     loggers                 {csv: true, tensorboard: false, wandb_project: null}
@@ -87,7 +87,7 @@ import torch.nn.functional as F
 
 from .batches import plan_step, read_step_file
 from .loss import AGGREGATIONS, grpo_loss, sft_loss, token_logprobs
-from .models import ModelSource, load_model, load_tokenizer, parse_dtype
+from .models import ModelSource, cpu_has_fast_bf16, load_model, load_tokenizer, parse_dtype
 
 # ---------------------------------------------------------------------------------------- config
 
@@ -203,7 +203,7 @@ def load_config(path: str | Path) -> Config:
 def resolved_precision(cfg: Config) -> str:
     if cfg.precision == "auto":
         gpu = torch.cuda.is_available() and cfg.accelerator in ("auto", "gpu", "cuda")
-        return "bf16-mixed" if gpu else "32-true"
+        return "bf16-mixed" if gpu or cpu_has_fast_bf16() else "32-true"
     return "32-true" if cfg.precision == "32" else cfg.precision
 
 
@@ -322,7 +322,10 @@ def trained_logprobs(model, mb: dict[str, torch.Tensor]):
     """Logprobs and entropies of the trained tokens (flat, row-major over the loss mask): the decoder
     runs in the run's precision, the output head only on trained positions and in float32."""
     lm = model.get_base_model()
-    hidden = lm.get_decoder()(input_ids=mb["input_ids"], attention_mask=mb["attention_mask"]).last_hidden_state
+    # No attention mask: rows are right-padded, so under causal attention no real token sees a pad,
+    # and without a mask SDPA takes its fused kernels (on a 2-core CPU, 458 against 340 tok/s for a
+    # LoRA step of SmolLM2-135M; on CUDA the flash path). Pads' outputs are never read.
+    hidden = lm.get_decoder()(input_ids=mb["input_ids"]).last_hidden_state
     sel = mb["loss_mask"][:, 1:]
     h = hidden[:, :-1][sel]  # the position before each trained token predicts it
     head = lm.get_output_embeddings()

@@ -2,6 +2,7 @@
 
 pub mod collect;
 pub mod curate;
+pub mod demo;
 pub mod demo_server;
 pub mod eval;
 pub mod report;

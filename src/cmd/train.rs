@@ -137,7 +137,8 @@ fn resolve_config(args: &Args) -> Result<TrainConfig> {
     Ok(c)
 }
 
-pub async fn run(args: Args) -> Result<()> {
+/// Runs training; returns how it ended (`Interrupted` and `BudgetReached` are not errors).
+pub async fn run(args: Args) -> Result<Finished> {
     let cfg = resolve_config(&args)?;
     crate::cmd::score::check_rewards(&cfg.reward)?;
     let out = &args.output_dir;
@@ -224,7 +225,7 @@ pub async fn run(args: Args) -> Result<()> {
         Ok(path) => println!("report: {}", path.display()),
         Err(e) => eprintln!("warning: no report: {e}"),
     }
-    match finished {
+    match &finished {
         Finished::Interrupted { completed_steps } => {
             eprintln!("interrupted after step {completed_steps}; continue with the same command plus --resume");
         }
@@ -255,7 +256,7 @@ pub async fn run(args: Args) -> Result<()> {
             }
         }
     }
-    Ok(())
+    Ok(finished)
 }
 
 /// The rank of a PEFT adapter directory (`r` in its adapter_config.json); 0 without one.

@@ -339,9 +339,11 @@ pub fn collect(dir: &Path) -> Result<ReportData, ReportError> {
             summary.push(row("Final adapter", if dir.join("final/adapter_config.json").exists() { "final/" } else { "not written yet" }));
             flatten("", &cfg, &mut settings);
             charts = training_charts(&run);
-            eval_source = "Validation scenarios, one rollout each at the evaluation temperature: step 0 is the base model, the last validation the trained adapter.".to_string();
+            eval_source = "Validation scenarios, one rollout each at the evaluation temperature: `base` is the base model, step 0 the model training started from (the base, or `init`: --init-adapter), the last validation the trained adapter.".to_string();
 
-            for (_, path) in run.validation_files() {
+            let baseline = dir.join(ta_types::trajectory::BASELINE_VALIDATION);
+            let baseline = std::fs::metadata(&baseline).is_ok_and(|m| m.len() > 0).then_some((0, baseline));
+            for (_, path) in baseline.into_iter().chain(run.validation_files()) {
                 let ts = read(&path)?;
                 take_system(&ts);
                 views.extend(ts.iter().map(|t| TrajectoryView::of(t, "validation", format!("validation/{}", t.scenario_id))));

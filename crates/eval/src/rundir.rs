@@ -158,8 +158,9 @@ impl RunDir {
     }
 
     /// The trajectories of each evaluated model, labelled: for an evaluation its models (base
-    /// first), for a training run the first validation (step 0: `base`, or `init` when training
-    /// started from an adapter) and the last (`step N`), for a rollout its one file.
+    /// first), for a training run the base model's baseline (`eval/base.jsonl`, written when
+    /// training started from an adapter), the first validation (step 0: `base`, or `init` for the
+    /// adapter) and the last (`step N`), for a rollout its one file.
     pub fn evaluated(&self) -> Result<Vec<(String, Vec<Trajectory>)>, RunDirError> {
         let read = |p: &Path| read_trajectories(p).map_err(io(p));
         match self.kind {
@@ -172,6 +173,10 @@ impl RunDir {
                 // An empty file is a validation that has just started (`train` is running).
                 let files: Vec<(u64, PathBuf)> = self.validation_files().into_iter().filter(|(_, p)| std::fs::metadata(p).is_ok_and(|m| m.len() > 0)).collect();
                 let mut out = Vec::new();
+                let baseline = self.path.join(ta_types::trajectory::BASELINE_VALIDATION);
+                if std::fs::metadata(&baseline).is_ok_and(|m| m.len() > 0) {
+                    out.push(("base".to_string(), read(&baseline)?));
+                }
                 if let Some((0, p)) = files.first() {
                     // Step 0 is the model training started from: the base, or `init` (--init-adapter).
                     let model = self.validation_rows().iter().find(|r| r["step"] == 0).and_then(|r| r["val_model"].as_str()).unwrap_or("base").to_string();
@@ -185,11 +190,11 @@ impl RunDir {
         }
     }
 
-    /// The second evaluated model against the first (trained against base, last validation
-    /// against step 0) per scenario, when there are two.
+    /// The last evaluated model against the first (trained against base, last validation against
+    /// the base or step 0) per scenario, when there are at least two.
     pub fn comparison(evaluated: &[(String, Vec<Trajectory>)]) -> Option<Comparison> {
         match evaluated {
-            [(_, base), (_, trained)] => Some(compare(base, trained)),
+            [(_, base), .., (_, trained)] => Some(compare(base, trained)),
             _ => None,
         }
     }

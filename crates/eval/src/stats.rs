@@ -25,13 +25,13 @@ pub fn render(dir: &Path) -> Result<String, RunDirError> {
     let evaluated = run.evaluated()?;
     if !evaluated.is_empty() {
         if run.kind == Kind::Train {
-            writeln!(out, "\nvalidation (base = step 0, then the last validated step):").ok();
+            writeln!(out, "\nvalidation (the base model, the starting adapter when there was one, the last validated step):").ok();
         }
         let metrics: Vec<(String, Metrics)> = evaluated.iter().map(|(l, ts)| (l.clone(), Metrics::of(ts))).collect();
         let columns: Vec<(&str, &Metrics)> = metrics.iter().map(|(l, m)| (l.as_str(), m)).collect();
         writeln!(out, "{}", metrics_table(&columns)).ok();
         if let Some(c) = RunDir::comparison(&evaluated).filter(|c| !c.rows.is_empty()) {
-            writeln!(out, "\n{}", c.table(&evaluated[0].0, &evaluated[1].0)).ok();
+            writeln!(out, "\n{}", c.table(&evaluated[0].0, &evaluated[evaluated.len() - 1].0)).ok();
         }
     }
     Ok(out.trim_end().to_string())

@@ -76,6 +76,12 @@ impl PythonEnv {
         Ok(PythonEnv { python, package_root })
     }
 
+    /// Whether PyTorch in this environment sees a CUDA GPU (false when it cannot tell).
+    pub async fn has_cuda(&self) -> bool {
+        let probe = "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)";
+        tokio::process::Command::new(&self.python).args(["-c", probe]).status().await.is_ok_and(|s| s.success())
+    }
+
     /// A command running `python -m <module>` with the package importable and unbuffered output.
     pub fn module_command(&self, module: &str) -> tokio::process::Command {
         let mut cmd = tokio::process::Command::new(&self.python);

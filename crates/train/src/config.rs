@@ -38,6 +38,9 @@ pub struct RolloutSettings {
     /// Validate every this many steps (0: only before and after training).
     pub eval_every: u64,
     pub eval_temperature: f32,
+    /// With `init_adapter`, also validate the base model before training (`eval/base.jsonl`), so
+    /// the report compares base, adapter and trained.
+    pub validate_base: bool,
     /// Share of scenarios held out when the data set has no `split` field.
     pub validation_fraction: f64,
 }
@@ -107,6 +110,7 @@ impl Default for RolloutSettings {
             tool_result_max_chars: 4000,
             eval_every: 10,
             eval_temperature: 0.0,
+            validate_base: true,
             validation_fraction: 0.2,
         }
     }

@@ -214,6 +214,14 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
     tokio::pin!(shutdown);
     let interrupted = |completed_steps| Ok(Finished::Interrupted { completed_steps });
 
+    // Starting from an adapter (an SFT warm start), step 0 validates the adapter; the base model's
+    // baseline goes beside it so the report shows base -> adapter -> trained.
+    let baseline = ctx.out.join(ta_types::trajectory::BASELINE_VALIDATION);
+    if resume == 0 && cfg.init_adapter.is_some() && cfg.rollout.validate_base && !ctx.validation.is_empty() && line_count(&baseline) != ctx.validation.len() {
+        if select_or_stop(validate_into(ctx, &rewarder, ctx.base_name, 0, "of the base model", &baseline, &multi), &mut shutdown).await?.is_none() {
+            return interrupted(0);
+        }
+    }
     if resume == 0 && !ctx.validation.is_empty() && !has_validation(&metrics_path, 0) {
         let Some(mut row) = select_or_stop(validate(ctx, &rewarder, &current_model, 0, &multi), &mut shutdown).await? else { return interrupted(0) };
         if let Some(j) = judge_metrics(&rewarder, &mut reported) {
@@ -393,18 +401,22 @@ fn agent_config(cfg: &TrainConfig, temperature: f32, seed: u64) -> AgentConfig {
 
 /// One rollout of each validation scenario; returns the `val_*` metrics.
 async fn validate<T: ToolHost>(ctx: &Context<'_, T>, rewarder: &Rewarder, model: &str, step: u64, multi: &MultiProgress) -> Result<Value, RunError> {
-    let path = ctx.out.join("eval").join(format!("step-{step:06}.jsonl"));
-    let _ = std::fs::remove_file(&path);
+    validate_into(ctx, rewarder, model, step, &format!("at step {step}"), &ctx.out.join("eval").join(format!("step-{step:06}.jsonl")), multi).await
+}
+
+/// [`validate`] of `model` into `path`; `what` names it in the log line.
+async fn validate_into<T: ToolHost>(ctx: &Context<'_, T>, rewarder: &Rewarder, model: &str, step: u64, what: &str, path: &Path, multi: &MultiProgress) -> Result<Value, RunError> {
+    let _ = std::fs::remove_file(path);
     let jobs = group_jobs(&ctx.validation, 1, step);
-    let mut writer = TrajectoryWriter::append(&path).map_err(io(&path))?;
+    let mut writer = TrajectoryWriter::append(path).map_err(io(path))?;
     let bar = multi.add(ProgressBar::new(jobs.len() as u64));
     bar.set_prefix("validate");
     let cfg = agent_config(ctx.cfg, ctx.cfg.rollout.eval_temperature, ctx.cfg.seed);
-    let mut result = run_jobs(ctx.chat, model, ctx.tools, ctx.system_prompt, jobs, &cfg, ctx.cfg.rollout.concurrency, &mut writer, &bar, std::future::pending()).await.map_err(io(&path))?;
+    let mut result = run_jobs(ctx.chat, model, ctx.tools, ctx.system_prompt, jobs, &cfg, ctx.cfg.rollout.concurrency, &mut writer, &bar, std::future::pending()).await.map_err(io(path))?;
     bar.finish_and_clear();
     multi.remove(&bar);
     rewarder.score(&ctx.validation, &mut result.trajectories).await?;
-    rewrite_trajectories(&path, &result.trajectories)?;
+    rewrite_trajectories(path, &result.trajectories)?;
     let s = Summary::of(&result.trajectories);
     let row = json!({
         "step": step,
@@ -416,7 +428,7 @@ async fn validate<T: ToolHost>(ctx: &Context<'_, T>, rewarder: &Rewarder, model:
         "val_trajectories": s.trajectories,
         "val_model": model,
     });
-    say(multi, format!("validation at step {step}: completion {:.1}%, ground truth {}", 100.0 * s.completion_rate, fmt_opt(row["val_ground_truth"].as_f64())));
+    say(multi, format!("validation {what}: completion {:.1}%, ground truth {}", 100.0 * s.completion_rate, fmt_opt(row["val_ground_truth"].as_f64())));
     Ok(row)
 }
 
@@ -505,6 +517,11 @@ fn truncate_metrics(path: &Path, last_step: u64) -> Result<(), RunError> {
     std::fs::rename(&tmp, path).map_err(io(path))?;
     let csv = path.with_extension("csv");
     crate::metrics_csv::write_csv(path, &csv).map_err(io(&csv))
+}
+
+/// Lines in a file (0 when it does not exist): a finished validation holds one per scenario.
+fn line_count(path: &Path) -> usize {
+    std::fs::read(path).map(|b| b.iter().filter(|&&c| c == b'\n').count()).unwrap_or(0)
 }
 
 fn has_validation(metrics: &Path, step: u64) -> bool {

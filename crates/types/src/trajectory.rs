@@ -167,6 +167,10 @@ impl TrajectoryWriter {
     }
 }
 
+/// A training run's validation of the base model, beside its `eval/step-N.jsonl`, when training
+/// started from an adapter (so base -> adapter -> trained can be compared on the same scenarios).
+pub const BASELINE_VALIDATION: &str = "eval/base.jsonl";
+
 /// Replaces `path` with `trajectories` atomically (a temporary file, then rename), so a crash
 /// leaves either the old file or the new one.
 pub fn write_trajectories(path: &Path, trajectories: &[Trajectory]) -> std::io::Result<()> {
