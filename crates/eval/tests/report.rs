@@ -112,6 +112,26 @@ fn stats_of_a_training_run() {
 }
 
 #[test]
+fn a_run_from_an_adapter_compares_base_adapter_and_trained() {
+    let (_tmp, dir) = copy("run");
+    // `train --init-adapter` validates the base model first; here the step-0 episodes stand in for it.
+    let mut base = read_trajectories(&dir.join("eval/step-000000.jsonl")).unwrap();
+    base.iter_mut().for_each(|t| t.reward = Some(-0.5));
+    ta_types::trajectory::write_trajectories(&dir.join(ta_types::trajectory::BASELINE_VALIDATION), &base).unwrap();
+    let run = ta_eval::rundir::RunDir::open(&dir).unwrap();
+    let labels: Vec<String> = run.evaluated().unwrap().into_iter().map(|(l, _)| l).collect();
+    assert_eq!(labels, ["base", "base", "step 3"], "baseline, step 0 (this fixture started from the base), the last step");
+    let data = collect(&dir).unwrap();
+    let eval = data.eval.as_ref().unwrap();
+    assert_eq!(eval.models.len(), 3);
+    let c = eval.comparison.as_ref().unwrap();
+    assert!(c.rows.iter().all(|r| r.base.mean_reward == Some(-0.5)), "wins and losses compare the last step with the baseline");
+    assert_eq!(data.trajectories.iter().filter(|t| t.source == "validation").count(), 3 * base.len());
+    let stats = ta_eval::stats::render(&dir).unwrap();
+    assert!(stats.contains("step 3") && stats.matches("base").count() >= 2, "{stats}");
+}
+
+#[test]
 fn evaluation_with_compare_base() {
     let (_tmp, dir) = copy("eval");
     with_eval_json(&dir);
