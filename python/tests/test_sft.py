@@ -44,8 +44,12 @@ def sft_run(tmp_path_factory, tiny_sft_model_dir):
     assert "reference traces  3 of 3 scenarios" in out, out
     out = train_agent("curate", str(tmp / "traces"), "--dedupe", "--out", str(tmp / "data"))
     assert (tmp / "data" / "train.parquet").exists(), out
-    train_agent("sft", "--dataset", str(tmp / "data" / "train.parquet"), "--base-model", str(tiny_sft_model_dir),
-                "--output-dir", str(tmp / "run"), "--epochs", str(EPOCHS), "--batch-size", "8", "--lr", "1e-2",
+    # fp32 whatever the CPU: on CPUs with native bf16, `auto` would train in bf16, and the greedy
+    # call checked below depends on the exact weights of this tiny model.
+    config = tmp / "sft.toml"
+    config.write_text('[trainer]\nprecision = "32-true"\n')
+    train_agent("sft", "--config", str(config), "--dataset", str(tmp / "data" / "train.parquet"),
+                "--base-model", str(tiny_sft_model_dir), "--output-dir", str(tmp / "run"), "--epochs", str(EPOCHS), "--batch-size", "8", "--lr", "1e-2",
                 "--schedule", "constant", "--eval-fraction", "0.2")
     return tmp
 

@@ -165,7 +165,7 @@ pub async fn run(args: Args) -> Result<()> {
     }
 
     // 4. GRPO from the SFT adapter; its validation covers the base, the SFT adapter and the result.
-    if !finished(&grpo_dir, grpo.rollout.max_steps) {
+    if !finished(&grpo_dir) {
         grpo.init_adapter = Some(path(std::path::absolute(&sft_final)?));
         let config = out.join("grpo.toml");
         std::fs::write(&config, grpo.to_toml())?;
@@ -210,10 +210,13 @@ fn demo_scenarios(train: Option<usize>, validation: Option<usize>) -> String {
     out
 }
 
-/// Whether the GRPO run in `dir` has done its last step and the final validation.
-fn finished(dir: &Path, steps: u64) -> bool {
+/// Whether the GRPO run in `dir` has finished: its last completed step has been validated (the
+/// final validation; the demo validates nowhere in between). The curriculum may end before
+/// `--steps` (one epoch of the train split), so the step count itself is not the test.
+fn finished(dir: &Path) -> bool {
     let Ok(run) = RunDir::open(dir) else { return false };
-    last_complete_step(dir) >= steps && run.validation_rows().iter().any(|r| r["step"] == steps)
+    let last = last_complete_step(dir);
+    last > 0 && run.validation_rows().iter().any(|r| r["step"] == last)
 }
 
 fn interrupted() -> Result<()> {

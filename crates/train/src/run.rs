@@ -217,10 +217,12 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
     // Starting from an adapter (an SFT warm start), step 0 validates the adapter; the base model's
     // baseline goes beside it so the report shows base -> adapter -> trained.
     let baseline = ctx.out.join(ta_types::trajectory::BASELINE_VALIDATION);
-    if resume == 0 && cfg.init_adapter.is_some() && cfg.rollout.validate_base && !ctx.validation.is_empty() && line_count(&baseline) != ctx.validation.len() {
-        if select_or_stop(validate_into(ctx, &rewarder, ctx.base_name, 0, "of the base model", &baseline, &multi), &mut shutdown).await?.is_none() {
-            return interrupted(0);
-        }
+    let wants_baseline = resume == 0 && cfg.init_adapter.is_some() && cfg.rollout.validate_base && !ctx.validation.is_empty();
+    if wants_baseline
+        && line_count(&baseline) != ctx.validation.len()
+        && select_or_stop(validate_into(ctx, &rewarder, ctx.base_name, 0, "of the base model", &baseline, &multi), &mut shutdown).await?.is_none()
+    {
+        return interrupted(0);
     }
     if resume == 0 && !ctx.validation.is_empty() && !has_validation(&metrics_path, 0) {
         let Some(mut row) = select_or_stop(validate(ctx, &rewarder, &current_model, 0, &multi), &mut shutdown).await? else { return interrupted(0) };
