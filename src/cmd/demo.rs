@@ -75,11 +75,14 @@ fn shell_words(argv: &[String]) -> String {
 /// a GPU (measured: `benches/RESULTS.md`, "The demo").
 struct Profile {
     model: String,
+    /// First N scenarios of each split (`None`: all).
+    train_limit: Option<usize>,
+    validation_limit: Option<usize>,
     sft: SftConfig,
     grpo: TrainConfig,
 }
 
-fn profile(gpu: bool, model: &str, steps: Option<u64>) -> Profile {
+fn profile(gpu: bool, model: &str, steps: Option<u64>, train_limit: Option<usize>, validation_limit: Option<usize>) -> Profile {
     let model = match model {
         "small" => "smollm2-135m-instruct",
         "qwen0.5b" => "qwen2.5-coder-0.5b-instruct",
@@ -88,6 +91,7 @@ fn profile(gpu: bool, model: &str, steps: Option<u64>) -> Profile {
     let mut sft = SftConfig { base_model: model.into(), ..SftConfig::default() };
     let mut grpo = TrainConfig { base_model: model.into(), ..TrainConfig::default() };
     grpo.rollout.eval_every = 0;
+    let (mut train_limit, mut validation_limit) = (train_limit, validation_limit);
     if gpu {
         sft.epochs = 6;
         sft.optim.lr = 2e-4;
@@ -103,6 +107,8 @@ fn profile(gpu: bool, model: &str, steps: Option<u64>) -> Profile {
         sft.optim.lr = 5e-4;
         sft.lora.r = 16;
         sft.max_seq_len = 3072;
+        train_limit = train_limit.or(Some(32));
+        validation_limit = validation_limit.or(Some(10));
         // Half the default: a micro-batch's activations stay near 6 GiB on a small CPU machine.
         sft.trainer.micro_batch_tokens = 4096;
         grpo.trainer.micro_batch_tokens = 4096;
@@ -115,7 +121,7 @@ fn profile(gpu: bool, model: &str, steps: Option<u64>) -> Profile {
         grpo.rollout.concurrency = 16;
         grpo.optim.lr = 5e-5;
     }
-    Profile { model: model.into(), sft, grpo }
+    Profile { model: model.into(), train_limit, validation_limit, sft, grpo }
 }
 
 pub async fn run(args: Args) -> Result<()> {
@@ -127,12 +133,11 @@ pub async fn run(args: Args) -> Result<()> {
         None => python.has_cuda().await,
     };
     let model = args.model.clone().unwrap_or_else(|| if gpu { "qwen0.5b" } else { "small" }.into());
-    let Profile { model, mut sft, mut grpo } = profile(gpu, &model, args.steps);
+    let Profile { model, train_limit, validation_limit, mut sft, mut grpo } = profile(gpu, &model, args.steps, args.train_limit, args.validation_limit);
     args.judge.apply(&mut grpo.reward)?;
     eprintln!("demo: {model} on {}, {} GRPO steps, in {}", if gpu { "GPU" } else { "CPU" }, grpo.rollout.max_steps, out.display());
 
     let scenarios = out.join("scenarios.jsonl");
-    let (train_limit, validation_limit) = if gpu { (args.train_limit, args.validation_limit) } else { (args.train_limit.or(Some(32)), args.validation_limit.or(Some(10))) };
     std::fs::write(&scenarios, demo_scenarios(train_limit, validation_limit))?;
     let path = |p: PathBuf| p.display().to_string();
     let (traces, dataset, sft_dir, grpo_dir) = (out.join("traces"), out.join("dataset"), out.join("sft"), out.join("grpo"));
@@ -150,7 +155,8 @@ pub async fn run(args: Args) -> Result<()> {
     // 3. SFT warm start: base models of this size make no tool call, so GRPO alone has nothing to
     // learn from (every group scores 0).
     let sft_final = sft_dir.join("final");
-    if !sft_final.join("adapter_config.json").exists() {
+    let sft_done = || sft_final.join("adapter_config.json").exists();
+    if !sft_done() {
         sft.dataset = path(dataset.clone());
         let config = out.join("sft.toml");
         std::fs::write(&config, sft.to_toml())?;
@@ -159,7 +165,7 @@ pub async fn run(args: Args) -> Result<()> {
             argv.push("--resume".into());
         }
         sft::run(stage(3, "sft", "supervised fine-tuning on the traces (LoRA)", &argv)?).await?;
-        if !sft_final.join("adapter_config.json").exists() {
+        if !sft_done() {
             return interrupted();
         }
     }
@@ -259,13 +265,16 @@ mod tests {
 
     #[test]
     fn profiles_pick_the_model_and_size_the_work() {
-        let cpu = profile(false, "small", None);
+        let cpu = profile(false, "small", None, None, None);
         assert_eq!(cpu.model, "smollm2-135m-instruct");
         assert_eq!((cpu.grpo.rollout.max_steps, cpu.sft.epochs), (2, 1));
-        let gpu = profile(true, "qwen0.5b", Some(3));
+        assert_eq!((cpu.train_limit, cpu.validation_limit), (Some(32), Some(10)));
+        assert_eq!(profile(false, "small", None, Some(6), Some(2)).validation_limit, Some(2), "--validation-limit wins");
+        let gpu = profile(true, "qwen0.5b", Some(3), None, None);
         assert_eq!(gpu.model, "qwen2.5-coder-0.5b-instruct");
         assert_eq!(gpu.grpo.rollout.max_steps, 3, "--steps wins");
-        assert_eq!(profile(true, "/models/x.gguf", None).grpo.base_model, "/models/x.gguf");
+        assert_eq!((gpu.train_limit, gpu.validation_limit), (None, None), "all scenarios on a GPU");
+        assert_eq!(profile(true, "/models/x.gguf", None, None, None).grpo.base_model, "/models/x.gguf");
         for p in [cpu, gpu] {
             assert_eq!(p.sft.base_model, p.grpo.base_model);
             assert_eq!(p.grpo.rollout.eval_every, 0, "validation only before and after: it is the table");

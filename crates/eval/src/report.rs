@@ -341,15 +341,13 @@ pub fn collect(dir: &Path) -> Result<ReportData, ReportError> {
             charts = training_charts(&run);
             eval_source = "Validation scenarios, one rollout each at the evaluation temperature: `base` is the base model, step 0 the model training started from (the base, or `init`: --init-adapter), the last validation the trained adapter.".to_string();
 
-            let baseline = dir.join(ta_types::trajectory::BASELINE_VALIDATION);
-            let baseline = std::fs::metadata(&baseline).is_ok_and(|m| m.len() > 0).then_some((0, baseline));
-            for (_, path) in baseline.into_iter().chain(run.validation_files()) {
+            for path in run.baseline_file().into_iter().chain(run.validation_files().into_iter().map(|(_, p)| p)) {
                 let ts = read(&path)?;
                 take_system(&ts);
                 views.extend(ts.iter().map(|t| TrajectoryView::of(t, "validation", format!("validation/{}", t.scenario_id))));
             }
             let files = run.training_files();
-            let sizes: Vec<usize> = files.iter().map(|(_, p)| count_lines(p)).collect();
+            let sizes: Vec<usize> = files.iter().map(|(_, p)| ta_types::trajectory::count_trajectories(p)).collect();
             let budget = MAX_TRAJECTORIES.saturating_sub(views.len());
             let keep = thin(&sizes, budget);
             if keep.len() < files.len() {
@@ -422,10 +420,6 @@ pub fn collect(dir: &Path) -> Result<ReportData, ReportError> {
         trajectories: views,
         notes,
     })
-}
-
-fn count_lines(p: &Path) -> usize {
-    std::fs::read(p).map(|b| b.iter().filter(|&&c| c == b'\n').count()).unwrap_or(0)
 }
 
 /// Indices of files to keep so their sizes add up to at most `budget`: all when they fit, else

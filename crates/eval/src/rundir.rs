@@ -157,6 +157,12 @@ impl RunDir {
         step_files(&self.path.join("eval"))
     }
 
+    /// `eval/base.jsonl` of a training run that started from an adapter, when it holds episodes.
+    pub fn baseline_file(&self) -> Option<PathBuf> {
+        let path = self.path.join(ta_types::trajectory::BASELINE_VALIDATION);
+        std::fs::metadata(&path).is_ok_and(|m| m.len() > 0).then_some(path)
+    }
+
     /// The trajectories of each evaluated model, labelled: for an evaluation its models (base
     /// first), for a training run the base model's baseline (`eval/base.jsonl`, written when
     /// training started from an adapter), the first validation (step 0: `base`, or `init` for the
@@ -173,8 +179,7 @@ impl RunDir {
                 // An empty file is a validation that has just started (`train` is running).
                 let files: Vec<(u64, PathBuf)> = self.validation_files().into_iter().filter(|(_, p)| std::fs::metadata(p).is_ok_and(|m| m.len() > 0)).collect();
                 let mut out = Vec::new();
-                let baseline = self.path.join(ta_types::trajectory::BASELINE_VALIDATION);
-                if std::fs::metadata(&baseline).is_ok_and(|m| m.len() > 0) {
+                if let Some(baseline) = self.baseline_file() {
                     out.push(("base".to_string(), read(&baseline)?));
                 }
                 if let Some((0, p)) = files.first() {

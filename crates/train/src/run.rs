@@ -219,7 +219,8 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
     let baseline = ctx.out.join(ta_types::trajectory::BASELINE_VALIDATION);
     let wants_baseline = resume == 0 && cfg.init_adapter.is_some() && cfg.rollout.validate_base && !ctx.validation.is_empty();
     if wants_baseline
-        && line_count(&baseline) != ctx.validation.len()
+        // a finished validation holds one trajectory per scenario
+        && ta_types::trajectory::count_trajectories(&baseline) != ctx.validation.len()
         && select_or_stop(validate_into(ctx, &rewarder, ctx.base_name, 0, "of the base model", &baseline, &multi), &mut shutdown).await?.is_none()
     {
         return interrupted(0);
@@ -519,11 +520,6 @@ fn truncate_metrics(path: &Path, last_step: u64) -> Result<(), RunError> {
     std::fs::rename(&tmp, path).map_err(io(path))?;
     let csv = path.with_extension("csv");
     crate::metrics_csv::write_csv(path, &csv).map_err(io(&csv))
-}
-
-/// Lines in a file (0 when it does not exist): a finished validation holds one per scenario.
-fn line_count(path: &Path) -> usize {
-    std::fs::read(path).map(|b| b.iter().filter(|&&c| c == b'\n').count()).unwrap_or(0)
 }
 
 fn has_validation(metrics: &Path, step: u64) -> bool {

@@ -171,6 +171,12 @@ impl TrajectoryWriter {
 /// started from an adapter (so base -> adapter -> trained can be compared on the same scenarios).
 pub const BASELINE_VALIDATION: &str = "eval/base.jsonl";
 
+/// Trajectories in a JSONL file, counted by its lines without parsing them (0 when it cannot be
+/// read).
+pub fn count_trajectories(path: &Path) -> usize {
+    std::fs::read(path).map(|b| b.iter().filter(|&&c| c == b'\n').count()).unwrap_or(0)
+}
+
 /// Replaces `path` with `trajectories` atomically (a temporary file, then rename), so a crash
 /// leaves either the old file or the new one.
 pub fn write_trajectories(path: &Path, trajectories: &[Trajectory]) -> std::io::Result<()> {
