@@ -323,8 +323,8 @@ def trained_logprobs(model, mb: dict[str, torch.Tensor]):
     runs in the run's precision, the output head only on trained positions and in float32."""
     lm = model.get_base_model()
     # No attention mask: rows are right-padded, so under causal attention no real token sees a pad,
-    # and without a mask SDPA takes its fused kernels (on a 2-core CPU, 458 against 340 tok/s for a
-    # LoRA step of SmolLM2-135M; on CUDA the flash path). Pads' outputs are never read.
+    # and without a mask SDPA takes its fused kernels (on a 2-core CPU, 542 against 389 tok/s for a
+    # LoRA step of SmolLM2-135M, benches/cpu_bf16_bench.py; on CUDA the flash path). Pads' outputs are never read.
     hidden = lm.get_decoder()(input_ids=mb["input_ids"]).last_hidden_state
     sel = mb["loss_mask"][:, 1:]
     h = hidden[:, :-1][sel]  # the position before each trained token predicts it
