@@ -108,7 +108,7 @@ fn scenario_set_is_complete_and_balanced() {
     assert!(all.len() >= 80, "{} scenarios", all.len());
     let mut per: HashMap<(String, Split), usize> = HashMap::new();
     for s in &all {
-        let d = s.difficulty.clone().unwrap_or_else(|| panic!("{}: no difficulty", s.id));
+        let d = s.difficulty.as_ref().map(ToString::to_string).unwrap_or_else(|| panic!("{}: no difficulty", s.id));
         assert!(DIFFICULTIES.contains(&d.as_str()), "{}: unknown difficulty {d}", s.id);
         assert!(!s.tags.is_empty(), "{}: no tags", s.id);
         *per.entry((d, s.split.unwrap_or_else(|| panic!("{}: no split", s.id)))).or_default() += 1;

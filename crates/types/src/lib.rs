@@ -15,5 +15,5 @@ pub mod scenario;
 pub mod trajectory;
 
 pub use chat::{FunctionCall, Message, Role, ToolCall, ToolSpec};
-pub use scenario::{Expected, Scenario, Split};
+pub use scenario::{Difficulty, Expected, ReferenceStep, Scenario, Split};
 pub use trajectory::{Outcome, Trajectory, Turn};

@@ -70,6 +70,42 @@ pub enum ExpectedRule {
     },
 }
 
+/// How hard a scenario is: a level 1 (easiest) to 5 as synthesized and generated tasks carry, or
+/// a free label such as the demo's `join`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Difficulty {
+    Level(u8),
+    Label(String),
+}
+
+impl Difficulty {
+    /// The numeric level, when the scenario has one.
+    pub fn level(&self) -> Option<u8> {
+        match self {
+            Difficulty::Level(l) => Some(*l),
+            Difficulty::Label(_) => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Difficulty {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Difficulty::Level(l) => write!(f, "{l}"),
+            Difficulty::Label(s) => f.write_str(s),
+        }
+    }
+}
+
+/// One step of a reference demonstration: a tool and its arguments.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReferenceStep {
+    pub tool: String,
+    #[serde(default)]
+    pub arguments: Map<String, Value>,
+}
+
 /// One task for the agent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Scenario {
@@ -82,11 +118,25 @@ pub struct Scenario {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub split: Option<Split>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub difficulty: Option<String>,
+    pub difficulty: Option<Difficulty>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tags: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_turns: Option<u32>,
+    /// A demonstration that works on any server: tool calls replayed through the real server to
+    /// build an SFT trace, ending with `complete_task` carrying the checked answer.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reference: Vec<ReferenceStep>,
+    /// Where the scenario came from: `hand`, `synth`, or the teacher model's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// Whether `expected` was checked by running it through the server (synthesized SQL, or
+    /// solver agreement); `false` marks unverified tasks kept for judge-only rewards.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checked: Option<bool>,
+    /// The state expected after an isolated episode, checked against the captured state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_state: Option<Value>,
     /// Fields this crate does not interpret, kept verbatim.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -201,6 +251,22 @@ mod tests {
         assert_eq!(s[4].split, Some(Split::Validation));
         assert_eq!(s[4].extra["reference_sql"], "SELECT 1");
         assert_eq!(s[5].expected, Some(Expected::Rule(ExpectedRule::Set(vec!["a".into(), 2.into()]))));
+    }
+
+    #[test]
+    fn generated_scenario_fields_round_trip() {
+        let text = r#"{"id": "g", "task": "t", "difficulty": 3, "source": "synth", "checked": true,
+            "reference": [{"tool": "run_query", "arguments": {"sql": "SELECT 1"}}], "expected_state": {"files": ["a"]}}"#;
+        let s = &parse_scenarios(text, "x").unwrap()[0];
+        assert_eq!(s.difficulty.as_ref().and_then(Difficulty::level), Some(3));
+        assert_eq!(s.reference[0].tool, "run_query");
+        assert_eq!(s.reference[0].arguments["sql"], "SELECT 1");
+        assert_eq!((s.source.as_deref(), s.checked), (Some("synth"), Some(true)));
+        assert!(s.extra.is_empty(), "known fields are not kept as extra: {:?}", s.extra);
+        let again: Scenario = serde_json::from_value(serde_json::to_value(s).unwrap()).unwrap();
+        assert_eq!(&again, s);
+        let label = &parse_scenarios(r#"{"task": "t", "difficulty": "join"}"#, "x").unwrap()[0];
+        assert_eq!(label.difficulty, Some(Difficulty::Label("join".into())));
     }
 
     #[test]
