@@ -7,6 +7,7 @@ pub mod demo_server;
 pub mod eval;
 pub mod report;
 pub mod rollout;
+pub mod scenarios;
 pub mod score;
 pub mod serve;
 pub mod sft;

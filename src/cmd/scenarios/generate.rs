@@ -1,0 +1,10 @@
+//! `train-agent scenarios generate` (being built: see issue #14).
+
+use anyhow::Result;
+
+#[derive(clap::Args)]
+pub struct Args {}
+
+pub async fn run(_args: Args) -> Result<()> {
+    anyhow::bail!("`scenarios generate` is not built yet")
+}
