@@ -255,8 +255,8 @@ mod tests {
 
     #[test]
     fn generated_scenario_fields_round_trip() {
-        let text = r#"{"id": "g", "task": "t", "difficulty": 3, "source": "synth", "checked": true,
-            "reference": [{"tool": "run_query", "arguments": {"sql": "SELECT 1"}}], "expected_state": {"files": ["a"]}}"#;
+        let text = r#"[{"id": "g", "task": "t", "difficulty": 3, "source": "synth", "checked": true,
+            "reference": [{"tool": "run_query", "arguments": {"sql": "SELECT 1"}}], "expected_state": {"files": ["a"]}}]"#;
         let s = &parse_scenarios(text, "x").unwrap()[0];
         assert_eq!(s.difficulty.as_ref().and_then(Difficulty::level), Some(3));
         assert_eq!(s.reference[0].tool, "run_query");
