@@ -94,11 +94,22 @@ fn main() -> std::process::ExitCode {
     });
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) if e.is::<args::Interrupted>() => {
+            eprintln!("{e}");
+            std::process::ExitCode::from(130)
+        }
         Err(e) => {
             eprintln!("error: {e:#}");
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// ANSI colours only for a person at a terminal: not in redirected logs, and never with
+/// `NO_COLOR` set (https://no-color.org).
+fn colour_on_stderr() -> bool {
+    use std::io::IsTerminal;
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
 /// Logs go to stderr: stdout belongs to results (and to the MCP protocol in `demo-server`).
@@ -109,6 +120,7 @@ fn init_logging(filter: &str) {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
         .with_writer(std::io::stderr)
+        .with_ansi(colour_on_stderr())
         .with_target(false)
         .compact()
         .init();
