@@ -105,6 +105,23 @@ fn main() -> std::process::ExitCode {
     }
 }
 
+/// Log lines go through `ta_types::redact` on their way to stderr: libraries (rmcp, reqwest) log
+/// the URLs they failed on, credentials included.
+struct RedactingStderr;
+
+impl std::io::Write for RedactingStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        // The formatter writes each event whole, so a URL is never split across calls.
+        let text = ta_types::redact::redact_urls_in(&String::from_utf8_lossy(buf));
+        std::io::stderr().write_all(text.as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
+}
+
 /// ANSI colours only for a person at a terminal: not in redirected logs, and never with
 /// `NO_COLOR` set (https://no-color.org).
 fn colour_on_stderr() -> bool {
@@ -119,7 +136,7 @@ fn init_logging(filter: &str) {
     });
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
-        .with_writer(std::io::stderr)
+        .with_writer(|| RedactingStderr)
         .with_ansi(colour_on_stderr())
         .with_target(false)
         .compact()

@@ -215,7 +215,25 @@ async fn a_torn_last_line_is_cut_before_the_next_run_appends() {
 const DISCOVERY_MESSAGES: usize = 2;
 
 #[tokio::test(flavor = "multi_thread")]
-async fn an_mcp_server_killed_mid_episode_errors_it_and_a_rerun_replays_it() {
+async fn an_mcp_server_killed_mid_episode_is_restarted_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = FaultServer::start(vec![
+        Fault::ok(tool_calls(&[("list_tables", "{}")])),
+        Fault::ok(tool_calls(&[("complete_task", r#"{"summary": "9"}"#)])),
+    ])
+    .await;
+    let killed = mcp_fault_command(McpFault::Kill { after: DISCOVERY_MESSAGES });
+    let out = rollout(&model.url(), &killed, &scenarios(&dir, 1), &dir.path().join("o"), &["--mcp-timeout", "5"]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("reconnecting once"), "{}", stderr(&out));
+    let t = &trajectories(&dir.path().join("o"))[0];
+    assert_eq!(t.outcome, Outcome::Completed, "{:?}", t.error);
+    let tool = t.messages.iter().find(|m| m.role == Role::Tool).unwrap().content.clone().unwrap();
+    assert!(tool.contains("employees"), "the retried call answered: {tool}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_mcp_server_that_stays_down_errors_the_episode_and_a_rerun_replays_it() {
     let dir = tempfile::tempdir().unwrap();
     let (s, out_dir) = (scenarios(&dir, 1), dir.path().join("o"));
     let model = FaultServer::start(vec![
@@ -223,9 +241,10 @@ async fn an_mcp_server_killed_mid_episode_errors_it_and_a_rerun_replays_it() {
         Fault::ok(tool_calls(&[("complete_task", r#"{"summary": "9"}"#)])),
     ])
     .await;
-    let killed = mcp_fault_command(McpFault::Kill { after: DISCOVERY_MESSAGES });
-    let first = rollout(&model.url(), &killed, &s, &out_dir, &["--mcp-timeout", "5"]).await;
+    let crashed = mcp_fault_command(McpFault::Crash { after: DISCOVERY_MESSAGES });
+    let first = rollout(&model.url(), &crashed, &s, &out_dir, &["--mcp-timeout", "5"]).await;
     assert!(!first.status.success(), "{}", stderr(&first));
+    assert!(stderr(&first).contains("every episode failed"), "{}", stderr(&first));
     let t = &trajectories(&out_dir)[0];
     assert_eq!(t.outcome, Outcome::Error);
     assert!(t.error.as_deref().unwrap().contains("MCP server failed during `list_tables`"), "{:?}", t.error);
@@ -376,8 +395,10 @@ fn scenarios(dir: &tempfile::TempDir, n: usize) -> PathBuf {
 fn rollout_command(url: &str, server: &str, scenarios: &Path, out: &Path, extra: &[&str]) -> tokio::process::Command {
     let mut cmd = tokio::process::Command::new(bin());
     cmd.args(["rollout", "--server", server, "--base-url", url, "--model", "m", "--max-turns", "3", "--concurrency", "1"])
-        .args(["--model-timeout", "5", "--model-deadline", "10"])
         .args(extra)
+        // Short limits through the environment, so a test's flags can override them.
+        .env("TRAIN_AGENT_MODEL_TIMEOUT", "5")
+        .env("TRAIN_AGENT_MODEL_DEADLINE", "10")
         .arg("--scenarios")
         .arg(scenarios)
         .arg("--out")

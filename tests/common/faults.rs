@@ -24,7 +24,7 @@
 //! # The MCP server: [`mcp_fault_command`]
 //! A command line for `--server` that starts the real demo server behind a stdio proxy
 //! (`tests/common/mcp_fault_proxy.py`) which forwards messages both ways and, after the server
-//! has sent N messages, kills it ([`McpFault::Kill`]), stops forwarding its output
+//! has sent N messages, kills it ([`McpFault::Kill`], or for good: [`McpFault::Crash`]), stops forwarding its output
 //! ([`McpFault::Stall`]), or writes a line that is not JSON-RPC ([`McpFault::Corrupt`]).
 
 use std::collections::VecDeque;
@@ -241,8 +241,11 @@ pub fn arguments_object(name: &str, arguments: Value) -> Fault {
 /// What the MCP proxy does once the server has sent `after` messages.
 #[derive(Debug, Clone, Copy)]
 pub enum McpFault {
-    /// Kill the server (SIGKILL) and exit: the client sees the connection close.
+    /// Kill the server (SIGKILL) and exit: the client sees the connection close. A restarted
+    /// command works again.
     Kill { after: usize },
+    /// Like `Kill`, but the server stays down: every later start of the command exits at once.
+    Crash { after: usize },
     /// Keep the server running but forward nothing more from it.
     Stall { after: usize },
     /// Write a line that is not JSON-RPC in place of the next message.
@@ -253,9 +256,14 @@ pub enum McpFault {
 pub fn mcp_fault_command(fault: McpFault) -> String {
     let (mode, after) = match fault {
         McpFault::Kill { after } => ("kill", after),
+        McpFault::Crash { after } => ("crash", after),
         McpFault::Stall { after } => ("stall", after),
         McpFault::Corrupt { after } => ("corrupt", after),
     };
     let proxy = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/common/mcp_fault_proxy.py");
-    format!("python3 {proxy} {mode} {after} {} demo-server", super::bin())
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let marker = std::env::temp_dir().join(format!("mcp-fault-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_file(&marker);
+    format!("python3 {proxy} {mode} {after} {} {} demo-server", marker.display(), super::bin())
 }

@@ -1,21 +1,27 @@
 """A stdio MCP proxy that breaks a real server on purpose (see faults.rs, `mcp_fault_command`).
 
-Usage: mcp_fault_proxy.py MODE AFTER COMMAND...
+Usage: mcp_fault_proxy.py MODE AFTER MARKER COMMAND...
 
 Starts COMMAND (an MCP server speaking newline-delimited JSON-RPC on stdio) and forwards
 messages both ways. Once the server has sent AFTER messages, the next one triggers MODE:
-  kill     SIGKILL the server and exit (the client sees its connection close)
+  kill     SIGKILL the server and exit (the client sees its connection close); a client that
+           restarts the command gets a working server
+  crash    the same, but every later start exits at once (a server that stays down)
   stall    forward nothing more from the server (requests still reach it; answers never return)
   corrupt  send a line that is not JSON-RPC in place of that message, then carry on
+MARKER is a file created when the fault fires (`crash` checks it at start); `-` for none.
 """
 
+import os
 import subprocess
 import sys
 import threading
 
 
 def main() -> None:
-    mode, after, command = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+    mode, after, marker, command = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4:]
+    if mode == "crash" and os.path.exists(marker):
+        sys.exit(1)
     server = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 
     def to_server() -> None:
@@ -35,7 +41,9 @@ def main() -> None:
     out = sys.stdout.buffer
     for line in server.stdout:
         if sent >= after:
-            if mode == "kill":
+            if sent == after and marker != "-":
+                open(marker, "w").close()
+            if mode in ("kill", "crash"):
                 server.kill()
                 server.wait()
                 out.close()

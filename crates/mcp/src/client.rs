@@ -332,7 +332,7 @@ impl McpClient {
             if !transport_failed || retried || self.closed.load(Ordering::SeqCst) {
                 return Err(self.service_error(what, err));
             }
-            tracing::warn!(server = %self.spec, %what, error = %err, "MCP transport failed; reconnecting once and retrying");
+            tracing::warn!(server = %self.spec, %what, error = %plain_reason(&err), "MCP transport failed; reconnecting once and retrying");
             self.reconnect(Some(generation)).await?;
             retried = true;
         }
