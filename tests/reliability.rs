@@ -143,7 +143,7 @@ async fn a_run_whose_every_episode_failed_exits_nonzero_and_a_rerun_replays_them
     assert!(trajectories(&out_dir).iter().all(|t| t.outcome == Outcome::Error));
 
     // --retry-failed=false keeps them: nothing is asked, and the run still counts as failed.
-    let up = FaultServer::start(vec![Fault::ok(tool_calls(&[("complete_task", r#"{"summary": "9"}"#)]))]).await;
+    let up = FaultServer::start(vec![Fault::ok(complete())]).await;
     let kept = rollout(&up.url(), DEMO, &s, &out_dir, &["--retry-failed=false"]).await;
     assert!(!kept.status.success(), "{}", stderr(&kept));
     assert_eq!(up.requests().len(), 0);
@@ -189,7 +189,7 @@ async fn an_interrupted_rollout_exits_130() {
 async fn a_torn_last_line_is_cut_before_the_next_run_appends() {
     let dir = tempfile::tempdir().unwrap();
     let (s, out_dir) = (scenarios(&dir, 3), dir.path().join("o"));
-    let up = FaultServer::start(vec![Fault::ok(tool_calls(&[("complete_task", r#"{"summary": "9"}"#)]))]).await;
+    let up = FaultServer::start(vec![Fault::ok(complete())]).await;
     let first = rollout(&up.url(), DEMO, &s, &out_dir, &["--limit", "1"]).await;
     assert!(first.status.success(), "{}", stderr(&first));
     // A SIGKILL mid-write leaves half a line.
@@ -217,11 +217,7 @@ const DISCOVERY_MESSAGES: usize = 2;
 #[tokio::test(flavor = "multi_thread")]
 async fn an_mcp_server_killed_mid_episode_is_restarted_once() {
     let dir = tempfile::tempdir().unwrap();
-    let model = FaultServer::start(vec![
-        Fault::ok(tool_calls(&[("list_tables", "{}")])),
-        Fault::ok(tool_calls(&[("complete_task", r#"{"summary": "9"}"#)])),
-    ])
-    .await;
+    let model = list_then_complete().await;
     let killed = mcp_fault_command(McpFault::Kill { after: DISCOVERY_MESSAGES });
     let out = rollout(&model.url(), &killed, &scenarios(&dir, 1), &dir.path().join("o"), &["--mcp-timeout", "5"]).await;
     assert!(out.status.success(), "{}", stderr(&out));
@@ -236,11 +232,7 @@ async fn an_mcp_server_killed_mid_episode_is_restarted_once() {
 async fn an_mcp_server_that_stays_down_errors_the_episode_and_a_rerun_replays_it() {
     let dir = tempfile::tempdir().unwrap();
     let (s, out_dir) = (scenarios(&dir, 1), dir.path().join("o"));
-    let model = FaultServer::start(vec![
-        Fault::ok(tool_calls(&[("list_tables", "{}")])),
-        Fault::ok(tool_calls(&[("complete_task", r#"{"summary": "9"}"#)])),
-    ])
-    .await;
+    let model = list_then_complete().await;
     let crashed = mcp_fault_command(McpFault::Crash { after: DISCOVERY_MESSAGES });
     let first = rollout(&model.url(), &crashed, &s, &out_dir, &["--mcp-timeout", "5"]).await;
     assert!(!first.status.success(), "{}", stderr(&first));
@@ -257,11 +249,7 @@ async fn an_mcp_server_that_stays_down_errors_the_episode_and_a_rerun_replays_it
 #[tokio::test(flavor = "multi_thread")]
 async fn a_stalled_mcp_server_times_out_the_call_and_the_model_sees_it() {
     let dir = tempfile::tempdir().unwrap();
-    let model = FaultServer::start(vec![
-        Fault::ok(tool_calls(&[("list_tables", "{}")])),
-        Fault::ok(tool_calls(&[("complete_task", r#"{"summary": "9"}"#)])),
-    ])
-    .await;
+    let model = list_then_complete().await;
     let stalled = mcp_fault_command(McpFault::Stall { after: DISCOVERY_MESSAGES });
     let out = rollout(&model.url(), &stalled, &scenarios(&dir, 1), &dir.path().join("o"), &["--mcp-timeout", "1"]).await;
     assert!(out.status.success(), "{}", stderr(&out));
@@ -274,11 +262,7 @@ async fn a_stalled_mcp_server_times_out_the_call_and_the_model_sees_it() {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_mcp_server_writing_garbage_ends_the_episode_with_an_error_not_a_hang() {
     let dir = tempfile::tempdir().unwrap();
-    let model = FaultServer::start(vec![
-        Fault::ok(tool_calls(&[("list_tables", "{}")])),
-        Fault::ok(tool_calls(&[("complete_task", r#"{"summary": "9"}"#)])),
-    ])
-    .await;
+    let model = list_then_complete().await;
     let corrupt = mcp_fault_command(McpFault::Corrupt { after: DISCOVERY_MESSAGES });
     let run = rollout_command(&model.url(), &corrupt, &scenarios(&dir, 1), &dir.path().join("o"), &["--mcp-timeout", "2"]).output();
     let out = tokio::time::timeout(Duration::from_secs(60), run).await.expect("no hang").unwrap();
@@ -318,7 +302,7 @@ async fn url_credentials_never_reach_output_logs_or_trajectories() {
     let gate = Gate::default();
     let model = FaultServer::start(vec![
         Fault::Gated(gate.clone(), Box::new(Fault::ok(tool_calls(&[("list_tables", "{}")])))),
-        Fault::ok(tool_calls(&[("complete_task", r#"{"summary": "9"}"#)])),
+        Fault::ok(complete()),
     ])
     .await;
     let mcp_url = format!("http://{addr}/mcp?token={SECRET}");
@@ -367,7 +351,7 @@ async fn mcp_connection_errors_are_plain_and_actionable() {
 async fn colours_only_on_a_terminal_and_zero_max_turns_is_rejected() {
     let dir = tempfile::tempdir().unwrap();
     // A 500 then success logs a retry warning; stderr is a pipe here, not a terminal.
-    let server = FaultServer::start(vec![Fault::status(500, "hiccup"), Fault::ok(tool_calls(&[("complete_task", r#"{"summary": "9"}"#)]))]).await;
+    let server = FaultServer::start(vec![Fault::status(500, "hiccup"), Fault::ok(complete())]).await;
     let out = rollout(&server.url(), DEMO, &scenarios(&dir, 1), &dir.path().join("o"), &[]).await;
     let err = stderr(&out);
     assert!(out.status.success() && err.contains("retrying"), "{err}");
@@ -382,6 +366,15 @@ async fn colours_only_on_a_terminal_and_zero_max_turns_is_rejected() {
 }
 
 // ---- helpers ---------------------------------------------------------------------------------
+
+/// A model that calls `list_tables`, then completes with "9" (and repeats that).
+async fn list_then_complete() -> FaultServer {
+    FaultServer::start(vec![Fault::ok(tool_calls(&[("list_tables", "{}")])), Fault::ok(complete())]).await
+}
+
+fn complete() -> common::Reply {
+    tool_calls(&[("complete_task", r#"{"summary": "9"}"#)])
+}
 
 const DEMO: &str = "train-agent demo-server";
 

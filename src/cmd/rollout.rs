@@ -30,7 +30,7 @@ pub struct Args {
     #[arg(long, default_value_t = 8)]
     concurrency: usize,
     /// Output directory: trajectories.jsonl, summary.json, logs/. Re-running continues: finished
-    /// episodes are kept and skipped.
+    /// episodes are kept and skipped, errored ones played again (see --retry-failed).
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
     /// Model turns per episode (at least 1).
