@@ -292,3 +292,19 @@ fn adapter_rank(dir: Option<&str>) -> Result<u32> {
     let v: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
     Ok(v["r"].as_u64().unwrap_or(0) as u32)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_toml_keeps_urls_without_credentials() {
+        let mut c = TrainConfig::default();
+        c.reward.judge.base_url = Some("http://u:pw@127.0.0.1:9/v1".into());
+        c.reward.custom.push(ta_reward::CustomReward { name: "x".into(), command: None, url: Some("http://h/score?api_key=k1".into()), weight: 1.0, timeout_s: 1.0 });
+        let text = redacted(&c).to_toml();
+        assert!(text.contains("http://***@127.0.0.1:9/v1") && text.contains("api_key=***"), "{text}");
+        assert!(!text.contains("pw@") && !text.contains("k1"), "{text}");
+        assert_eq!(config_urls(&c).len(), 2);
+    }
+}
