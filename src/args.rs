@@ -37,27 +37,28 @@ pub struct ModelArgs {
 
 /// How long a call to the model server may wait (defaults: `ta_chat::HttpLimits::DEFAULT`).
 #[derive(clap::Args, Debug, Clone)]
-#[command(next_help_heading = "Model server timeouts")]
 pub struct HttpArgs {
     /// Seconds to establish a connection to the model server.
-    #[arg(long, value_name = "S", env = "TRAIN_AGENT_MODEL_CONNECT_TIMEOUT", default_value_t = HttpLimits::DEFAULT.connect.as_secs_f64())]
+    #[arg(long, help_heading = HTTP_HEADING, value_name = "S", env = "TRAIN_AGENT_MODEL_CONNECT_TIMEOUT", default_value_t = HttpLimits::DEFAULT.connect.as_secs_f64())]
     pub model_connect_timeout: f64,
     /// Seconds one request may take, from sending it to the last byte of the answer.
-    #[arg(long, value_name = "S", env = "TRAIN_AGENT_MODEL_TIMEOUT", default_value_t = HttpLimits::DEFAULT.request.as_secs_f64())]
+    #[arg(long, help_heading = HTTP_HEADING, value_name = "S", env = "TRAIN_AGENT_MODEL_TIMEOUT", default_value_t = HttpLimits::DEFAULT.request.as_secs_f64())]
     pub model_timeout: f64,
     /// Seconds the answer's body may take after its headers (cuts off a server dripping bytes).
-    #[arg(long, value_name = "S", env = "TRAIN_AGENT_MODEL_STALL_TIMEOUT", default_value_t = HttpLimits::DEFAULT.stall.as_secs_f64())]
+    #[arg(long, help_heading = HTTP_HEADING, value_name = "S", env = "TRAIN_AGENT_MODEL_STALL_TIMEOUT", default_value_t = HttpLimits::DEFAULT.stall.as_secs_f64())]
     pub model_stall_timeout: f64,
     /// Seconds one model call may take in all: every retry and every wait between them.
-    #[arg(long, value_name = "S", env = "TRAIN_AGENT_MODEL_DEADLINE", default_value_t = HttpLimits::DEFAULT.deadline.as_secs_f64())]
+    #[arg(long, help_heading = HTTP_HEADING, value_name = "S", env = "TRAIN_AGENT_MODEL_DEADLINE", default_value_t = HttpLimits::DEFAULT.deadline.as_secs_f64())]
     pub model_deadline: f64,
     /// The longest `Retry-After` (429) honoured, in seconds; a longer one is waited this long.
-    #[arg(long, value_name = "S", env = "TRAIN_AGENT_MODEL_MAX_RETRY_AFTER", default_value_t = HttpLimits::DEFAULT.max_retry_after.as_secs_f64())]
+    #[arg(long, help_heading = HTTP_HEADING, value_name = "S", env = "TRAIN_AGENT_MODEL_MAX_RETRY_AFTER", default_value_t = HttpLimits::DEFAULT.max_retry_after.as_secs_f64())]
     pub model_max_retry_after: f64,
     /// Retries of a failed model call (429, 5xx, timeouts, dropped connections).
-    #[arg(long, value_name = "N", env = "TRAIN_AGENT_MODEL_RETRIES", default_value_t = HttpLimits::DEFAULT.max_retries)]
+    #[arg(long, help_heading = HTTP_HEADING, value_name = "N", env = "TRAIN_AGENT_MODEL_RETRIES", default_value_t = HttpLimits::DEFAULT.max_retries)]
     pub model_retries: u32,
 }
+
+const HTTP_HEADING: &str = "Model server timeouts";
 
 impl HttpArgs {
     pub fn limits(&self) -> Result<HttpLimits> {
