@@ -23,7 +23,7 @@ pub enum ChatError {
     #[error("{url} returned a body that is not a chat completion: {message}")]
     Decode { url: String, message: String },
     /// The call's overall deadline (all attempts and waits together) went by.
-    #[error("no answer from {url} within the {seconds:.0} s deadline for one call (retries included); last error: {last}\nhint: check the model server, or raise --model-deadline / --model-timeout for a slow one")]
+    #[error("no answer from {url} within the {seconds:.0} s deadline for one call (retries included); last error: {last}\nhint: check that the server is up and answering; for a slow one raise the deadline (--model-deadline, and --model-timeout per attempt, for model servers)")]
     Deadline { url: String, seconds: f64, last: String },
 }
 
