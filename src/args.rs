@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
+use ta_chat::HttpLimits;
 use ta_python::{Engine, EngineOptions, PythonEnv};
 
 /// Which model server the agent talks to: an external OpenAI-compatible endpoint, an engine
@@ -30,6 +31,52 @@ pub struct ModelArgs {
     pub record_tokens: bool,
     #[command(flatten)]
     pub engine: EngineArgs,
+    #[command(flatten)]
+    pub http: HttpArgs,
+}
+
+/// How long a call to the model server may wait (defaults: `ta_chat::HttpLimits::DEFAULT`).
+#[derive(clap::Args, Debug, Clone)]
+pub struct HttpArgs {
+    /// Seconds to establish a connection to the model server.
+    #[arg(long, help_heading = HTTP_HEADING, value_name = "S", env = "TRAIN_AGENT_MODEL_CONNECT_TIMEOUT", default_value_t = HttpLimits::DEFAULT.connect.as_secs_f64())]
+    pub model_connect_timeout: f64,
+    /// Seconds one request may take, from sending it to the last byte of the answer.
+    #[arg(long, help_heading = HTTP_HEADING, value_name = "S", env = "TRAIN_AGENT_MODEL_TIMEOUT", default_value_t = HttpLimits::DEFAULT.request.as_secs_f64())]
+    pub model_timeout: f64,
+    /// Seconds the answer's body may take after its headers (cuts off a server dripping bytes).
+    #[arg(long, help_heading = HTTP_HEADING, value_name = "S", env = "TRAIN_AGENT_MODEL_STALL_TIMEOUT", default_value_t = HttpLimits::DEFAULT.stall.as_secs_f64())]
+    pub model_stall_timeout: f64,
+    /// Seconds one model call may take in all: every retry and every wait between them.
+    #[arg(long, help_heading = HTTP_HEADING, value_name = "S", env = "TRAIN_AGENT_MODEL_DEADLINE", default_value_t = HttpLimits::DEFAULT.deadline.as_secs_f64())]
+    pub model_deadline: f64,
+    /// The longest `Retry-After` (429) honoured, in seconds; a longer one is waited this long.
+    #[arg(long, help_heading = HTTP_HEADING, value_name = "S", env = "TRAIN_AGENT_MODEL_MAX_RETRY_AFTER", default_value_t = HttpLimits::DEFAULT.max_retry_after.as_secs_f64())]
+    pub model_max_retry_after: f64,
+    /// Retries of a failed model call (429, 5xx, timeouts, dropped connections).
+    #[arg(long, help_heading = HTTP_HEADING, value_name = "N", env = "TRAIN_AGENT_MODEL_RETRIES", default_value_t = HttpLimits::DEFAULT.max_retries)]
+    pub model_retries: u32,
+}
+
+const HTTP_HEADING: &str = "Model server timeouts";
+
+impl HttpArgs {
+    pub fn limits(&self) -> Result<HttpLimits> {
+        let secs = |flag: &str, v: f64| -> Result<Duration> {
+            if !(v.is_finite() && v > 0.0) {
+                bail!("--{flag} must be a positive number of seconds, got {v}\nhint: e.g. --{flag} 30");
+            }
+            Ok(Duration::from_secs_f64(v))
+        };
+        Ok(HttpLimits {
+            connect: secs("model-connect-timeout", self.model_connect_timeout)?,
+            request: secs("model-timeout", self.model_timeout)?,
+            stall: secs("model-stall-timeout", self.model_stall_timeout)?,
+            deadline: secs("model-deadline", self.model_deadline)?,
+            max_retry_after: secs("model-max-retry-after", self.model_max_retry_after)?,
+            max_retries: self.model_retries,
+        })
+    }
 }
 
 /// Settings of the embedded engine (vLLM's flag names).
@@ -79,11 +126,11 @@ pub struct ModelEndpoint {
 impl ModelArgs {
     /// Starts or connects to the model server. Engine logs go to `log_dir/engine.log`.
     pub async fn connect(&self, log_dir: &Path) -> Result<ModelEndpoint> {
-        let timeout = Duration::from_secs(600);
+        let limits = self.http.limits()?;
         if let Some(url) = &self.base_url {
             let key = std::env::var(&self.api_key_env).ok();
             return Ok(ModelEndpoint {
-                chat: ta_chat::ChatClient::new(url, key, timeout),
+                chat: ta_chat::ChatClient::new(url, key, limits),
                 model: self.model.clone().expect("clap requires --model with --base-url"),
                 record_tokens: self.record_tokens,
                 engine: None,
@@ -98,12 +145,30 @@ impl ModelArgs {
         let engine = Engine::start(&env, &opts).await.context("the embedded engine did not start")?;
         let client = engine.client().clone();
         Ok(ModelEndpoint {
-            chat: ta_chat::ChatClient::new(&client.base_url(), None, timeout),
+            chat: ta_chat::ChatClient::new(&client.base_url(), None, limits),
             model: BASE_NAME.to_string(),
             record_tokens: true,
             engine: Some(engine),
         })
     }
+}
+
+/// How a rerun treats the episodes an earlier run of the same command left in `--out`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ResumeArgs {
+    /// On a rerun, play again the episodes that ended in `error` (model server or MCP server
+    /// down, 401, 5xx, a crash); finished ones are kept either way. `--retry-failed=false` keeps
+    /// the errored ones as they are.
+    #[arg(long, value_name = "BOOL", env = "TRAIN_AGENT_RETRY_FAILED", default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub retry_failed: bool,
+}
+
+/// Ctrl-C stopped the command after it saved what was finished; the process exits with 130 (the
+/// shell's code for SIGINT) so scripts see that the work is not done.
+#[derive(Debug, thiserror::Error)]
+#[error("interrupted: {kept} finished episodes kept\nhint: run the same command again to continue")]
+pub struct Interrupted {
+    pub kept: usize,
 }
 
 /// Which MCP server to use and how to reach it.

@@ -94,11 +94,39 @@ fn main() -> std::process::ExitCode {
     });
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) if e.is::<args::Interrupted>() => {
+            eprintln!("{e}");
+            std::process::ExitCode::from(130)
+        }
         Err(e) => {
             eprintln!("error: {e:#}");
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// Log lines go through `ta_types::redact` on their way to stderr: libraries (rmcp, reqwest) log
+/// the URLs they failed on, credentials included.
+struct RedactingStderr;
+
+impl std::io::Write for RedactingStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        // The formatter writes each event whole, so a URL is never split across calls.
+        let text = ta_types::redact::redact_urls_in(&String::from_utf8_lossy(buf));
+        std::io::stderr().write_all(text.as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
+}
+
+/// ANSI colours only for a person at a terminal: not in redirected logs, and never with
+/// `NO_COLOR` set (https://no-color.org).
+fn colour_on_stderr() -> bool {
+    use std::io::IsTerminal;
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
 /// Logs go to stderr: stdout belongs to results (and to the MCP protocol in `demo-server`).
@@ -108,7 +136,8 @@ fn init_logging(filter: &str) {
     });
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
-        .with_writer(std::io::stderr)
+        .with_writer(|| RedactingStderr)
+        .with_ansi(colour_on_stderr())
         .with_target(false)
         .compact()
         .init();

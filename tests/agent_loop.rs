@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{Replay, bin, die, error, text, tool_calls};
-use ta_chat::ChatClient;
+use ta_chat::{ChatClient, HttpLimits};
 use ta_rollout::{AgentConfig, McpTools, run_episode};
 use ta_types::trajectory::GroupRef;
 use ta_types::{Outcome, Role, Scenario};
@@ -41,7 +41,7 @@ async fn every_kind_of_call_is_handled_and_counted() {
         text("```json\n{\"name\": \"complete_task\", \"arguments\": {\"summary\": \"There are 9 departments.\"}}\n```"),
     ]);
     let (url, _server) = replay.serve().await;
-    let chat = ChatClient::new(&url, None, Duration::from_secs(10));
+    let chat = ChatClient::new(&url, None, HttpLimits::DEFAULT.with_request(Duration::from_secs(10)));
     let tools = demo_tools().await;
     let t = run_episode(&chat, "m", &tools, "SYSTEM", &scenario(), GroupRef { step: 0, index: 3 }, &cfg()).await;
 
@@ -75,7 +75,7 @@ async fn every_kind_of_call_is_handled_and_counted() {
 async fn long_results_are_truncated_with_a_note() {
     let replay = Replay::new(vec![tool_calls(&[("run_query", r#"{"sql": "SELECT * FROM employees"}"#)]), text("I give up.")]);
     let (url, _server) = replay.serve().await;
-    let chat = ChatClient::new(&url, None, Duration::from_secs(10));
+    let chat = ChatClient::new(&url, None, HttpLimits::DEFAULT.with_request(Duration::from_secs(10)));
     let tools = demo_tools().await;
     let cfg = AgentConfig { max_turns: 2, tool_result_max_chars: 200, ..cfg() };
     let t = run_episode(&chat, "m", &tools, "S", &scenario(), GroupRef::default(), &cfg).await;
@@ -90,7 +90,7 @@ async fn long_results_are_truncated_with_a_note() {
 async fn a_model_server_that_dies_mid_rollout_ends_it_with_an_error() {
     let replay = Replay::new(vec![tool_calls(&[("list_tables", "{}")]), die()]);
     let (url, _server) = replay.serve().await;
-    let chat = ChatClient::new(&url, None, Duration::from_secs(2)).with_max_retries(1);
+    let chat = ChatClient::new(&url, None, HttpLimits { max_retries: 1, ..HttpLimits::DEFAULT.with_request(Duration::from_secs(2)) });
     let tools = demo_tools().await;
     let t = run_episode(&chat, "m", &tools, "S", &scenario(), GroupRef::default(), &cfg()).await;
     assert!(matches!(t.outcome, Outcome::Error), "{:?}", t.outcome);
@@ -107,7 +107,7 @@ async fn retries_server_errors_and_reports_context_overflow() {
         error(400, "This model's maximum context length is 2048 tokens. However, you requested 4000 tokens."),
     ]);
     let (url, _server) = replay.serve().await;
-    let chat = ChatClient::new(&url, None, Duration::from_secs(10));
+    let chat = ChatClient::new(&url, None, HttpLimits::DEFAULT.with_request(Duration::from_secs(10)));
     let tools = demo_tools().await;
     let t = run_episode(&chat, "m", &tools, "S", &scenario(), GroupRef::default(), &cfg()).await;
     assert_eq!(t.outcome, Outcome::ContextExceeded);

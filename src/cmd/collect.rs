@@ -11,7 +11,7 @@ use ta_sft::reference::{ReferenceOptions, reference_traces};
 use ta_sft::trace::{SOURCE_REJECTION_SAMPLING, TRACES_FILE, write_traces};
 use ta_types::Split;
 
-use crate::args::{ModelArgs, ServerArgs};
+use crate::args::{Interrupted, ModelArgs, ResumeArgs, ServerArgs};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -42,7 +42,8 @@ pub struct Args {
     temperature: f32,
     #[arg(long, default_value_t = 1.0)]
     top_p: f32,
-    #[arg(long, default_value_t = 8)]
+    /// Model turns per episode (at least 1).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..))]
     max_turns: u32,
     /// Tokens the model may write per turn.
     #[arg(long, default_value_t = 1024)]
@@ -66,6 +67,8 @@ pub struct Args {
     /// teachers). Re-running continues: finished episodes are kept.
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
+    #[command(flatten)]
+    resume: ResumeArgs,
 }
 
 pub async fn run(args: Args) -> Result<()> {
@@ -121,6 +124,7 @@ pub async fn run(args: Args) -> Result<()> {
         },
         n: args.n,
         concurrency: args.concurrency,
+        retry_failed: args.resume.retry_failed,
         source,
         reward,
     };
@@ -144,7 +148,10 @@ pub async fn run(args: Args) -> Result<()> {
     println!("ground truth pass {passed} of {}", collected.traces.len());
     println!("traces: {}", path.display());
     if collected.interrupted {
-        eprintln!("interrupted: finished episodes kept; run the same command again to continue");
+        return Err(Interrupted { kept: collected.traces.len() }.into());
     }
-    Ok(())
+    match collected.all_failed {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
+    }
 }

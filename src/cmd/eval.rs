@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use indicatif::{MultiProgress, ProgressBar};
@@ -14,12 +14,12 @@ use ta_eval::rundir::eval_trajectories;
 use ta_eval::{EvalModel, EvalSummary};
 use ta_python::{Engine, EngineClient, PythonEnv};
 use ta_rollout::AgentConfig;
-use ta_rollout::runner::{group_jobs, run_jobs};
+use ta_rollout::runner::{ResumePlan, check_not_all_failed, group_jobs, run_jobs};
 use ta_types::Trajectory;
 use ta_types::scenario::{assign_splits, load_scenarios};
-use ta_types::trajectory::{TrajectoryWriter, read_trajectories, write_trajectories};
+use ta_types::trajectory::write_trajectories;
 
-use crate::args::{BASE_NAME, EngineArgs, ServerArgs};
+use crate::args::{BASE_NAME, EngineArgs, HttpArgs, Interrupted, ResumeArgs, ServerArgs};
 
 /// The name the adapter under evaluation is loaded under.
 const TRAINED: &str = "trained";
@@ -56,7 +56,8 @@ pub struct Args {
     /// continues: finished episodes are kept.
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
-    #[arg(long, default_value_t = 8)]
+    /// Model turns per episode (at least 1).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..))]
     max_turns: u32,
     /// Tokens the model may write per turn.
     #[arg(long, default_value_t = 512)]
@@ -88,6 +89,10 @@ pub struct Args {
     engine_model: String,
     #[command(flatten)]
     engine: EngineArgs,
+    #[command(flatten)]
+    http: HttpArgs,
+    #[command(flatten)]
+    resume: ResumeArgs,
 }
 
 /// What `--model` names.
@@ -187,7 +192,7 @@ pub async fn run(args: Args) -> Result<()> {
         record_tokens: true,
         seed: Some(args.seed),
     };
-    let chat = ta_chat::ChatClient::new(&client.base_url(), None, Duration::from_secs(600));
+    let chat = ta_chat::ChatClient::new(&client.base_url(), None, args.http.limits()?);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
@@ -200,10 +205,10 @@ pub async fn run(args: Args) -> Result<()> {
         let (chat, tools, system_prompt, scenarios, cfg, multi) = (&chat, &tools, &system_prompt, &scenarios, &cfg, &multi);
         let mut stop = stop_rx.clone();
         async move {
-            let mut done = if path.exists() { read_trajectories(&path)? } else { Vec::new() };
+            let plan = ResumePlan::read(&path, group_jobs(scenarios, args.rollouts, 0), args.resume.retry_failed)?;
             let key = |t: &Trajectory| (t.scenario_id.clone(), t.group.index);
             let wanted: HashSet<(String, u32)> = group_jobs(scenarios, args.rollouts, 0).iter().map(|j| (j.scenario.id.clone(), j.group.index)).collect();
-            if let Some(t) = done.iter().find(|t| !wanted.contains(&key(t))) {
+            if let Some(t) = plan.kept.iter().find(|t| !wanted.contains(&key(t))) {
                 bail!(
                     "{} holds episodes of another evaluation (scenario {} #{} is not part of this one)\nhint: choose a new --out, or repeat the earlier --dataset/--split/--limit/--rollouts to continue it",
                     path.display(),
@@ -211,14 +216,13 @@ pub async fn run(args: Args) -> Result<()> {
                     t.group.index
                 );
             }
-            let have: HashSet<(String, u32)> = done.iter().map(key).collect();
-            let jobs: Vec<_> = group_jobs(scenarios, args.rollouts, 0).into_iter().filter(|j| !have.contains(&(j.scenario.id.clone(), j.group.index))).collect();
-            if !have.is_empty() {
-                let line = format!("{}: {} finished episodes kept from an earlier run; {} to play", m.label, have.len(), jobs.len());
+            let mut writer = plan.writer(&path)?;
+            let ResumePlan { kept: mut done, jobs, replayed } = plan;
+            if !done.is_empty() || replayed > 0 {
+                let line = format!("{}: {} finished episodes kept from an earlier run ({replayed} errored ones played again); {} to play", m.label, done.len(), jobs.len());
                 // Above the progress bars, or plainly when they are hidden (not a terminal).
                 if multi.is_hidden() { eprintln!("{line}") } else { multi.println(line).ok(); }
             }
-            let mut writer = TrajectoryWriter::append(&path)?;
             let bar = multi.add(ProgressBar::new(0));
             bar.set_prefix(m.label.clone());
             let shutdown = async move {
@@ -239,8 +243,10 @@ pub async fn run(args: Args) -> Result<()> {
     }
     server.client.close().await;
     if results.iter().any(|(_, interrupted)| *interrupted) {
-        eprintln!("interrupted: finished episodes are kept in {}; run the same command again to continue", args.out.join("trajectories").display());
-        return Ok(());
+        return Err(Interrupted { kept: results.iter().map(|(ts, _)| ts.len()).sum() }.into());
+    }
+    for (ts, _) in &results {
+        check_not_all_failed(ts)?;
     }
 
     let trajectories: Vec<Vec<Trajectory>> = results.into_iter().map(|(ts, _)| ts).collect();

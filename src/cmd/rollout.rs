@@ -5,9 +5,9 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use indicatif::ProgressBar;
 use ta_rollout::AgentConfig;
-use ta_rollout::runner::{Summary, group_jobs, play_resumable};
+use ta_rollout::runner::{Summary, check_not_all_failed, group_jobs, play_resumable};
 
-use crate::args::{ModelArgs, ServerArgs};
+use crate::args::{Interrupted, ModelArgs, ResumeArgs, ServerArgs};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -30,10 +30,11 @@ pub struct Args {
     #[arg(long, default_value_t = 8)]
     concurrency: usize,
     /// Output directory: trajectories.jsonl, summary.json, logs/. Re-running continues: finished
-    /// episodes are kept and skipped.
+    /// episodes are kept and skipped, errored ones played again (see --retry-failed).
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
-    #[arg(long, default_value_t = 8)]
+    /// Model turns per episode (at least 1).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..))]
     max_turns: u32,
     /// Tokens the model may write per turn.
     #[arg(long, default_value_t = 512)]
@@ -50,6 +51,8 @@ pub struct Args {
     /// A minijinja template for the system prompt (variables: complete_task, instructions).
     #[arg(long, value_name = "FILE")]
     system_prompt: Option<PathBuf>,
+    #[command(flatten)]
+    resume: ResumeArgs,
     #[command(flatten)]
     judge: crate::cmd::score::JudgeArgs,
 }
@@ -93,10 +96,13 @@ pub async fn run(args: Args) -> Result<()> {
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;
     };
-    let result = play_resumable(&endpoint.chat, &endpoint.model, &tools, &system_prompt, jobs, &cfg, args.concurrency, &path, &bar, shutdown).await?;
+    let result = play_resumable(&endpoint.chat, &endpoint.model, &tools, &system_prompt, jobs, &cfg, args.concurrency, &path, args.resume.retry_failed, &bar, shutdown).await?;
     bar.finish();
     if result.kept > 0 {
         eprintln!("{} finished episodes kept from an earlier run", result.kept);
+    }
+    if result.replayed > 0 {
+        eprintln!("{} errored episodes of an earlier run played again (--retry-failed)", result.replayed);
     }
     let mut finished = result.trajectories;
 
@@ -125,7 +131,8 @@ pub async fn run(args: Args) -> Result<()> {
     }
     server.client.close().await;
     if result.interrupted {
-        eprintln!("interrupted: {} finished episodes kept; run the same command again to continue", finished.len());
+        return Err(Interrupted { kept: finished.len() }.into());
     }
+    check_not_all_failed(&finished)?;
     Ok(())
 }

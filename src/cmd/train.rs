@@ -1,7 +1,6 @@
 //! `train-agent train`: GRPO on an MCP server's scenarios, from the base model (or an adapter).
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use ta_python::{Engine, EngineClient, PythonEnv};
@@ -10,7 +9,7 @@ use ta_train::run::{Finished, last_complete_step};
 use ta_types::Split;
 use ta_types::scenario::{assign_splits, load_scenarios, of_split};
 
-use crate::args::{BASE_NAME, EngineArgs, ServerArgs};
+use crate::args::{BASE_NAME, EngineArgs, HttpArgs, ServerArgs};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -55,7 +54,8 @@ pub struct Args {
     max_steps: Option<u64>,
     #[arg(long)]
     epochs: Option<u32>,
-    #[arg(long)]
+    /// Model turns per episode (at least 1).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     max_turns: Option<u32>,
     #[arg(long)]
     max_tokens: Option<u32>,
@@ -85,6 +85,8 @@ pub struct Args {
     #[command(flatten)]
     engine: EngineArgs,
     #[command(flatten)]
+    http: HttpArgs,
+    #[command(flatten)]
     judge: crate::cmd::score::JudgeArgs,
 }
 
@@ -92,6 +94,13 @@ fn resolve_config(args: &Args) -> Result<TrainConfig> {
     let saved = args.output_dir.join("config.toml");
     if args.resume {
         let mut c = ta_train::config::TrainConfig::load(&saved).with_context(|| format!("--resume needs {} from the earlier run", saved.display()))?;
+        // config.toml keeps URLs without their credentials: the judge's comes back from the flag.
+        if args.judge.judge_base_url.is_some() {
+            c.reward.judge.base_url = args.judge.judge_base_url.clone();
+        }
+        if let Some(url) = config_urls(&c).into_iter().find(|u| u.contains(ta_types::redact::MASK)) {
+            bail!("{} holds the URL {url} without its credentials (they are never written)\nhint: pass --judge-base-url with the full URL again, or start a new run with --config", saved.display());
+        }
         // A run stopped by its judge budget continues with a higher one.
         if args.judge.judge_budget.is_some() {
             let budget_only = crate::cmd::score::JudgeArgs { judge_budget: args.judge.judge_budget, ..Default::default() };
@@ -137,6 +146,22 @@ fn resolve_config(args: &Args) -> Result<TrainConfig> {
     Ok(c)
 }
 
+/// Every URL in the config (the judge's, custom rewards').
+fn config_urls(c: &TrainConfig) -> Vec<&str> {
+    c.reward.judge.base_url.iter().chain(c.reward.custom.iter().filter_map(|r| r.url.as_ref())).map(String::as_str).collect()
+}
+
+/// The config as written to the run: URLs without credentials (`ta_types::redact`).
+fn redacted(c: &TrainConfig) -> TrainConfig {
+    let mut c = c.clone();
+    let redact = ta_types::redact::redact_url;
+    c.reward.judge.base_url = c.reward.judge.base_url.as_deref().map(redact);
+    for r in &mut c.reward.custom {
+        r.url = r.url.as_deref().map(redact);
+    }
+    c
+}
+
 /// Runs training; returns how it ended (`Interrupted` and `BudgetReached` are not errors).
 pub async fn run(args: Args) -> Result<Finished> {
     let cfg = resolve_config(&args)?;
@@ -144,7 +169,7 @@ pub async fn run(args: Args) -> Result<Finished> {
     let out = &args.output_dir;
     let logs = out.join("logs");
     std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
-    std::fs::write(out.join("config.toml"), cfg.to_toml())?;
+    std::fs::write(out.join("config.toml"), redacted(&cfg).to_toml())?;
 
     let mut scenarios = load_scenarios(&args.dataset)?;
     assign_splits(&mut scenarios, cfg.rollout.validation_fraction, cfg.seed);
@@ -197,7 +222,7 @@ pub async fn run(args: Args) -> Result<Finished> {
             (Some(engine), client, BASE_NAME.to_string())
         }
     };
-    let chat = ta_chat::ChatClient::new(&engine_client.base_url(), None, Duration::from_secs(600));
+    let chat = ta_chat::ChatClient::new(&engine_client.base_url(), None, args.http.limits()?);
     let ctx = ta_train::run::Context {
         cfg: &trainer_cfg,
         out,
@@ -266,4 +291,20 @@ fn adapter_rank(dir: Option<&str>) -> Result<u32> {
     let text = std::fs::read_to_string(&path).with_context(|| format!("--init-adapter {dir} is not a PEFT adapter directory (no {})", path.display()))?;
     let v: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
     Ok(v["r"].as_u64().unwrap_or(0) as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_toml_keeps_urls_without_credentials() {
+        let mut c = TrainConfig::default();
+        c.reward.judge.base_url = Some("http://u:pw@127.0.0.1:9/v1".into());
+        c.reward.custom.push(ta_reward::CustomReward { name: "x".into(), command: None, url: Some("http://h/score?api_key=k1".into()), weight: 1.0, timeout_s: 1.0 });
+        let text = redacted(&c).to_toml();
+        assert!(text.contains("http://***@127.0.0.1:9/v1") && text.contains("api_key=***"), "{text}");
+        assert!(!text.contains("pw@") && !text.contains("k1"), "{text}");
+        assert_eq!(config_urls(&c).len(), 2);
+    }
 }

@@ -1,7 +1,10 @@
 //! Shared pieces of the integration tests: an OpenAI-compatible server that replays scripted
-//! responses (in OpenAI's documented format) and records what it was sent.
+//! responses (in OpenAI's documented format) and records what it was sent, and the fault
+//! injection kit ([`faults`]).
 
 #![allow(dead_code)]
+
+pub mod faults;
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};

@@ -1,9 +1,12 @@
 //! The HTTP side: one `reqwest` client, retries with exponential backoff and jitter on rate
 //! limits, server errors and dropped connections, and errors that say what the server said.
+//! Every wait is bounded by [`HttpLimits`]: a server that never answers, drips its body or asks
+//! to be retried in a day costs at most the call's deadline.
 
 use std::time::Duration;
 
 use rand::Rng;
+use ta_types::redact::{redact_url, redact_urls_in};
 
 use crate::wire::{ChatRequest, ChatResponse};
 
@@ -19,6 +22,55 @@ pub enum ChatError {
     Unreachable { url: String, message: String },
     #[error("{url} returned a body that is not a chat completion: {message}")]
     Decode { url: String, message: String },
+    /// The call's overall deadline (all attempts and waits together) went by.
+    #[error("no answer from {url} within the {seconds:.0} s deadline for one call (retries included); last error: {last}\nhint: check that the server is up and answering; for a slow one raise the deadline (--model-deadline, and --model-timeout per attempt, for model servers)")]
+    Deadline { url: String, seconds: f64, last: String },
+}
+
+/// How long a call to a model server may wait, at each stage. One owner for the defaults; the
+/// CLI exposes each as a flag (`--model-connect-timeout` ...).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HttpLimits {
+    /// Establishing the TCP (and TLS) connection.
+    pub connect: Duration,
+    /// One attempt: sending the request until the whole response body is in.
+    pub request: Duration,
+    /// After the response headers arrive, the body must be complete within this (a non-streamed
+    /// completion is ready when its headers are sent, so a server dripping bytes is cut off).
+    pub stall: Duration,
+    /// One call, all attempts and the waits between them together.
+    pub deadline: Duration,
+    /// The longest `Retry-After` honoured; a longer one is waited for this long.
+    pub max_retry_after: Duration,
+    /// Attempts after the first (on 429, 5xx, timeouts and dropped connections).
+    pub max_retries: u32,
+}
+
+impl HttpLimits {
+    pub const DEFAULT: HttpLimits = HttpLimits {
+        connect: Duration::from_secs(10),
+        request: Duration::from_secs(300),
+        stall: Duration::from_secs(30),
+        deadline: Duration::from_secs(900),
+        max_retry_after: Duration::from_secs(60),
+        max_retries: 4,
+    };
+
+    /// The same limits with a different per-attempt timeout (e.g. a judge's `timeout_s`).
+    pub fn with_request(self, request: Duration) -> Self {
+        HttpLimits { request, ..self }
+    }
+
+    /// The reqwest client these limits need (connect and per-attempt timeouts).
+    pub fn http_client(&self) -> reqwest::Client {
+        reqwest::Client::builder().connect_timeout(self.connect).timeout(self.request).build().expect("reqwest client")
+    }
+}
+
+impl Default for HttpLimits {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
 }
 
 impl ChatError {
@@ -27,7 +79,7 @@ impl ChatError {
         match self {
             ChatError::Status { status, .. } => *status == 429 || *status >= 500,
             ChatError::Unreachable { .. } => true,
-            _ => false,
+            ChatError::ContextExceeded(_) | ChatError::Decode { .. } | ChatError::Deadline { .. } => false,
         }
     }
 }
@@ -38,26 +90,20 @@ pub struct ChatClient {
     http: reqwest::Client,
     url: String,
     api_key: Option<String>,
-    max_retries: u32,
+    limits: HttpLimits,
 }
 
 impl std::fmt::Debug for ChatClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Never print the key.
-        f.debug_struct("ChatClient").field("url", &self.url).field("api_key", &self.api_key.as_ref().map(|_| "<redacted>")).finish()
+        f.debug_struct("ChatClient").field("url", &redact_url(&self.url)).field("api_key", &self.api_key.as_ref().map(|_| "<redacted>")).finish()
     }
 }
 
 impl ChatClient {
     /// `base_url` is the API root, e.g. `http://127.0.0.1:8000/v1`; a bare host gets `/v1`.
-    pub fn new(base_url: &str, api_key: Option<String>, timeout: Duration) -> Self {
-        let http = reqwest::Client::builder().timeout(timeout).build().expect("reqwest client");
-        ChatClient { http, url: format!("{}/chat/completions", api_root(base_url)), api_key, max_retries: 4 }
-    }
-
-    pub fn with_max_retries(mut self, n: u32) -> Self {
-        self.max_retries = n;
-        self
+    pub fn new(base_url: &str, api_key: Option<String>, limits: HttpLimits) -> Self {
+        ChatClient { http: limits.http_client(), url: format!("{}/chat/completions", api_root(base_url)), api_key, limits }
     }
 
     pub fn url(&self) -> &str {
@@ -66,31 +112,45 @@ impl ChatClient {
 
     pub async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ChatError> {
         let auth: Vec<(&str, String)> = self.api_key.iter().map(|k| ("authorization", format!("Bearer {k}"))).collect();
-        let body = post_json(&self.http, &self.url, &auth, request, self.max_retries).await?;
-        serde_json::from_str(&body).map_err(|e| ChatError::Decode { url: self.url.clone(), message: e.to_string() })
+        let body = post_json(&self.http, &self.url, &auth, request, &self.limits).await?;
+        serde_json::from_str(&body).map_err(|e| ChatError::Decode { url: redact_url(&self.url), message: e.to_string() })
     }
 }
 
 /// POSTs `body` as JSON to `url` with `headers` and returns the response body of a 2xx answer.
-/// Rate limits (429, honouring `retry-after`), server errors (5xx), timeouts and dropped
-/// connections are retried up to `max_retries` times with exponential backoff and jitter. Shared
-/// by [`ChatClient`] and other JSON APIs (the reward judge's Anthropic Messages client).
+/// Rate limits (429, honouring `retry-after` up to `limits.max_retry_after`), server errors
+/// (5xx), timeouts and dropped connections are retried up to `limits.max_retries` times with
+/// exponential backoff and jitter, all within `limits.deadline`. `http` should come from
+/// [`HttpLimits::http_client`]. Shared by [`ChatClient`] and other JSON APIs (the reward judge's
+/// Anthropic Messages client).
 pub async fn post_json(
     http: &reqwest::Client,
     url: &str,
     headers: &[(&str, String)],
     body: &impl serde::Serialize,
-    max_retries: u32,
+    limits: &HttpLimits,
 ) -> Result<String, ChatError> {
+    let deadline = tokio::time::Instant::now() + limits.deadline;
+    let shown = redact_url(url);
+    let expired = |last: String| ChatError::Deadline { url: shown.clone(), seconds: limits.deadline.as_secs_f64(), last };
     let mut attempt = 0;
+    let mut last = "none (the first attempt did not finish)".to_string();
     loop {
-        match post_once(http, url, headers, body).await {
-            Err((e, retry_after)) if e.retryable() && attempt < max_retries => {
-                let backoff = retry_after.map(|d| d.min(MAX_RETRY_AFTER)).unwrap_or_else(|| {
+        let result = match tokio::time::timeout_at(deadline, post_once(http, url, headers, body, limits)).await {
+            Ok(r) => r,
+            Err(_) => return Err(expired(last)),
+        };
+        match result {
+            Err((e, retry_after)) if e.retryable() && attempt < limits.max_retries => {
+                let backoff = retry_after.map(|d| d.min(limits.max_retry_after)).unwrap_or_else(|| {
                     let base = 0.5 * 2f64.powi(attempt as i32);
                     Duration::from_secs_f64(base + rand::rng().random_range(0.0..base))
                 });
-                tracing::warn!(attempt, ?backoff, "request to {url} failed, retrying: {e}");
+                if tokio::time::Instant::now() + backoff >= deadline {
+                    return Err(expired(e.to_string()));
+                }
+                tracing::warn!(attempt, ?backoff, "request to {shown} failed, retrying: {e}");
+                last = e.to_string();
                 tokio::time::sleep(backoff).await;
                 attempt += 1;
             }
@@ -99,16 +159,20 @@ pub async fn post_json(
     }
 }
 
-/// The longest `retry-after` honoured: a server asking for more is retried sooner (and fails
-/// again if it meant it) rather than stalling a run for hours.
-const MAX_RETRY_AFTER: Duration = Duration::from_secs(120);
-
-async fn post_once(http: &reqwest::Client, url: &str, headers: &[(&str, String)], body: &impl serde::Serialize) -> Result<String, (ChatError, Option<Duration>)> {
+async fn post_once(
+    http: &reqwest::Client,
+    url: &str,
+    headers: &[(&str, String)],
+    body: &impl serde::Serialize,
+    limits: &HttpLimits,
+) -> Result<String, (ChatError, Option<Duration>)> {
     let mut req = http.post(url).json(body);
     for (name, value) in headers {
         req = req.header(*name, value);
     }
-    let unreachable = |e: reqwest::Error| (ChatError::Unreachable { url: url.to_string(), message: e.to_string() }, None);
+    // Errors name the URL without its credentials (userinfo, `?api_key=`).
+    let shown = redact_url(url);
+    let unreachable = |e: reqwest::Error| (ChatError::Unreachable { url: shown.clone(), message: error_chain(&e) }, None);
     let resp = req.send().await.map_err(unreachable)?;
     let status = resp.status();
     let retry_after = resp
@@ -117,16 +181,35 @@ async fn post_once(http: &reqwest::Client, url: &str, headers: &[(&str, String)]
         .and_then(|v| v.to_str().ok())
         .and_then(|s| s.trim().parse::<f64>().ok())
         .filter(|s| s.is_finite() && *s >= 0.0)
-        .map(Duration::from_secs_f64);
-    let text = resp.text().await.map_err(unreachable)?;
+        .map(|s| Duration::from_secs_f64(s.min(1e9)));
+    let text = match tokio::time::timeout(limits.stall, resp.text()).await {
+        Ok(t) => t.map_err(unreachable)?,
+        Err(_) => {
+            let message = format!("the response body did not arrive within {:.1} s of its headers (--model-stall-timeout)", limits.stall.as_secs_f64());
+            return Err((ChatError::Unreachable { url: shown, message }, None));
+        }
+    };
     if !status.is_success() {
         let message = error_message(&text);
         if status.as_u16() == 400 && is_context_error(&message) {
             return Err((ChatError::ContextExceeded(message), None));
         }
-        return Err((ChatError::Status { url: url.to_string(), status: status.as_u16(), message }, retry_after));
+        return Err((ChatError::Status { url: shown, status: status.as_u16(), message: redact_urls_in(&message) }, retry_after));
     }
     Ok(text)
+}
+
+/// A reqwest error with its sources ("error sending request: ... operation timed out"), URL
+/// credentials masked.
+fn error_chain(e: &reqwest::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    redact_urls_in(&out)
 }
 
 fn api_root(base_url: &str) -> String {
@@ -168,7 +251,7 @@ mod tests {
 
     #[test]
     fn debug_never_shows_the_key() {
-        let c = ChatClient::new("http://x", Some("sk-secret".into()), Duration::from_secs(1));
+        let c = ChatClient::new("http://x", Some("sk-secret".into()), HttpLimits::DEFAULT);
         assert!(!format!("{c:?}").contains("sk-secret"));
     }
 }

@@ -64,6 +64,8 @@ impl Default for ClientOptions {
 pub enum McpError {
     #[error("cannot start MCP server `{command}`: {source}\nhint: {}", spawn_hint(command, source))]
     Spawn { command: String, source: std::io::Error },
+    #[error("the working directory {} of MCP server `{command}` does not exist\nhint: fix \"cwd\" in the --mcp-config entry (a relative path is relative to where train-agent runs)", cwd.display())]
+    MissingCwd { command: String, cwd: std::path::PathBuf },
     #[error("cannot open MCP stderr log {path}: {source}\nhint: check that the run directory is writable")]
     StderrLog { path: PathBuf, source: std::io::Error },
     #[error("invalid header `{name}` for MCP server {server}\nhint: header names are ASCII tokens, values printable ASCII")]
@@ -92,6 +94,7 @@ impl McpError {
         matches!(
             self,
             McpError::Spawn { .. }
+                | McpError::MissingCwd { .. }
                 | McpError::StderrLog { .. }
                 | McpError::BadHeader { .. }
                 | McpError::Connect { .. }
@@ -100,6 +103,27 @@ impl McpError {
                 | McpError::Closed { .. }
         )
     }
+}
+
+/// What to do about a server that wants (or refused) a bearer token.
+fn auth_hint(has_token: bool) -> &'static str {
+    if has_token {
+        "the server refused the bearer token; check the variable --bearer-token-env names (default MCP_BEARER_TOKEN)"
+    } else {
+        "the server wants a bearer token: export MCP_BEARER_TOKEN=<token> (or name another variable with --bearer-token-env)"
+    }
+}
+
+/// An rmcp error as a person reads it: without the Rust type names rmcp puts in transport
+/// errors (`Transport [rmcp::transport::...<reqwest::...>] error: `) and with URL credentials
+/// masked.
+fn plain_reason(e: &impl std::fmt::Display) -> String {
+    let mut text = e.to_string();
+    while let Some(start) = text.find("Transport [") {
+        let Some(end) = text[start..].find("] error: ") else { break };
+        text.replace_range(start..start + end + "] error: ".len(), "");
+    }
+    ta_types::redact::redact_urls_in(&text)
 }
 
 fn spawn_hint(command: &str, source: &std::io::Error) -> String {
@@ -308,7 +332,7 @@ impl McpClient {
             if !transport_failed || retried || self.closed.load(Ordering::SeqCst) {
                 return Err(self.service_error(what, err));
             }
-            tracing::warn!(server = %self.spec, %what, error = %err, "MCP transport failed; reconnecting once and retrying");
+            tracing::warn!(server = %self.spec, %what, error = %plain_reason(&err), "MCP transport failed; reconnecting once and retrying");
             self.reconnect(Some(generation)).await?;
             retried = true;
         }
@@ -347,9 +371,9 @@ impl McpClient {
             ServiceError::McpError(e) => McpError::Protocol { server, what, code: e.code.0, message: e.message.to_string() },
             ServiceError::Timeout { timeout } => McpError::Timeout { server, what, after: timeout },
             ServiceError::TransportClosed | ServiceError::TransportSend(_) => {
-                McpError::Transport { server, what, reason: err.to_string() }
+                McpError::Transport { server, what, reason: plain_reason(&err) }
             }
-            other => McpError::Protocol { server, what, code: 0, message: other.to_string() },
+            other => McpError::Protocol { server, what, code: 0, message: plain_reason(&other) },
         }
     }
 }
@@ -377,7 +401,7 @@ async fn open(spec: &ServerSpec, options: &ClientOptions, generation: u64) -> Re
     let timed_out = || McpError::ConnectTimeout { server: server.clone(), after: timeout };
     let init_failed = |e: rmcp::service::ClientInitializeError, hint: &str| McpError::Connect {
         server: server.clone(),
-        reason: e.to_string(),
+        reason: plain_reason(&e),
         hint: hint.to_string(),
     };
     match spec {
@@ -388,6 +412,10 @@ async fn open(spec: &ServerSpec, options: &ClientOptions, generation: u64) -> Re
                 cmd.env(k, v.expose());
             }
             if let Some(dir) = cwd {
+                // Spawning in a missing directory fails with NotFound, which reads as a missing binary.
+                if !dir.is_dir() {
+                    return Err(McpError::MissingCwd { command: command.clone(), cwd: dir.clone() });
+                }
                 cmd.current_dir(dir);
             }
             let stderr = stderr_target(options.stderr_log.as_deref())?;
@@ -421,11 +449,7 @@ async fn open(spec: &ServerSpec, options: &ClientOptions, generation: u64) -> Re
                 .map_err(|_| timed_out())?
                 .map_err(|e| {
                     if e.is_authorization_required() || e.auth_challenge().is_some() {
-                        let hint = if options.bearer_token.is_some() {
-                            "the server refused the bearer token; check MCP_BEARER_TOKEN / --bearer-token"
-                        } else {
-                            "the server wants a bearer token: set MCP_BEARER_TOKEN or pass --bearer-token"
-                        };
+                        let hint = auth_hint(options.bearer_token.is_some());
                         McpError::Connect {
                             server: server.clone(),
                             reason: "the server requires authorization (HTTP 401/403)".into(),
@@ -449,12 +473,12 @@ async fn open(spec: &ServerSpec, options: &ClientOptions, generation: u64) -> Re
                 .map_err(|e| {
                     let unauthorized = matches!(&e, crate::sse::SseError::ConnectStatus { status, .. }
                         if *status == reqwest::StatusCode::UNAUTHORIZED || *status == reqwest::StatusCode::FORBIDDEN);
-                    let hint = match (unauthorized, options.bearer_token.is_some()) {
-                        (true, true) => "the server refused the bearer token; check MCP_BEARER_TOKEN / --bearer-token",
-                        (true, false) => "the server wants a bearer token: set MCP_BEARER_TOKEN or pass --bearer-token",
-                        _ => "legacy SSE servers stream events from GET /sse; for streamable HTTP use the /mcp URL",
+                    let hint = if unauthorized {
+                        auth_hint(options.bearer_token.is_some())
+                    } else {
+                        "legacy SSE servers stream events from GET /sse; for streamable HTTP use the /mcp URL"
                     };
-                    McpError::Connect { server: server.clone(), reason: e.to_string(), hint: hint.into() }
+                    McpError::Connect { server: server.clone(), reason: plain_reason(&e), hint: hint.into() }
                 })?;
             let service = tokio::time::timeout(timeout, info.serve(transport))
                 .await

@@ -188,7 +188,8 @@ impl ServerSpec {
         Self::from_env()?.ok_or(SpecError::NoServerGiven)
     }
 
-    /// A one-line description for logs and reports: no env values, no header values.
+    /// A one-line description for logs and reports: no env values, no header values, no URL
+    /// credentials.
     pub fn describe(&self) -> String {
         self.to_string()
     }
@@ -214,7 +215,7 @@ impl fmt::Display for ServerSpec {
                 words.extend(args.iter().cloned());
                 write!(f, "stdio: {}", shell_words::join(words))
             }
-            ServerSpec::Http { url, transport, .. } => write!(f, "{transport}: {url}"),
+            ServerSpec::Http { url, transport, .. } => write!(f, "{transport}: {}", ta_types::redact::redact_url(url)),
         }
     }
 }

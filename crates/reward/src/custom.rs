@@ -117,8 +117,8 @@ impl CustomReward {
     }
 
     async fn post(&self, url: &str, input: &Value, timeout: Duration) -> Result<String, CustomError> {
-        let http = reqwest::Client::builder().timeout(timeout).build().expect("reqwest client");
-        ta_chat::post_json(&http, url, &[], input, 2).await.map_err(|e| self.error(e.to_string(), PROTOCOL_HINT))
+        let limits = ta_chat::HttpLimits { max_retries: 2, ..ta_chat::HttpLimits::DEFAULT.with_request(timeout) };
+        ta_chat::post_json(&limits.http_client(), url, &[], input, &limits).await.map_err(|e| self.error(e.to_string(), PROTOCOL_HINT))
     }
 
     fn parse(&self, output: &str, n: usize) -> Result<Vec<f64>, CustomError> {

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use ta_mcp::{McpClient, McpError, ToolCatalog};
 use ta_types::ToolSpec;
+use ta_types::redact::redact_urls_in;
 
 use crate::tools::{ToolHost, ToolResult};
 
@@ -34,14 +35,16 @@ impl ToolHost for McpTools {
     }
 
     async fn call(&self, name: &str, args: Value) -> Result<ToolResult, String> {
+        // Error texts may quote the server's URL; the model and the trajectory see it without
+        // credentials.
         match self.client.call_tool(name, args).await {
             Ok(out) => Ok(ToolResult { text: out.text, is_error: out.is_error }),
             // The server refused the request (bad params, unknown tool) but the connection is
             // fine: the model sees the message and may fix its call.
-            Err(McpError::Protocol { message, .. }) => Ok(ToolResult { text: message, is_error: true }),
+            Err(McpError::Protocol { message, .. }) => Ok(ToolResult { text: redact_urls_in(&message), is_error: true }),
             // A timeout of one call is the model's problem to route around, not the run's.
-            Err(e @ McpError::Timeout { .. }) => Ok(ToolResult { text: e.to_string(), is_error: true }),
-            Err(e) => Err(e.to_string()),
+            Err(e @ McpError::Timeout { .. }) => Ok(ToolResult { text: redact_urls_in(&e.to_string()), is_error: true }),
+            Err(e) => Err(redact_urls_in(&e.to_string())),
         }
     }
 }

@@ -9,7 +9,7 @@ use futures::StreamExt;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use ta_chat::ChatClient;
-use ta_types::trajectory::{GroupRef, TrajectoryWriter, read_trajectories};
+use ta_types::trajectory::{GroupRef, TrajectoryWriter, read_trajectories, write_trajectories};
 use ta_types::{Outcome, Scenario, Trajectory};
 
 use crate::agent::{AgentConfig, run_episode};
@@ -88,11 +88,47 @@ pub struct Resumed {
     pub trajectories: Vec<Trajectory>,
     /// How many were kept from an earlier run (their jobs were skipped).
     pub kept: usize,
+    /// Errored episodes of an earlier run that were played again.
+    pub replayed: usize,
     pub interrupted: bool,
 }
 
+/// How to continue a trajectories file an earlier run left: which episodes to keep and which
+/// jobs are left to play. One owner of the rule for `rollout`, `eval`, `collect` and training.
+pub struct ResumePlan {
+    /// Finished episodes kept from the file.
+    pub kept: Vec<Trajectory>,
+    /// Jobs not covered by a kept episode.
+    pub jobs: Vec<Job>,
+    /// Errored episodes dropped from the file to be played again (`retry_failed`).
+    pub replayed: usize,
+}
+
+impl ResumePlan {
+    /// Reads `path` (absent: nothing kept). With `retry_failed`, episodes whose outcome is
+    /// `error` (the model server or MCP server failed, not the model) are not kept, so their
+    /// jobs are played again; without it every earlier episode counts as finished.
+    pub fn read(path: &Path, jobs: Vec<Job>, retry_failed: bool) -> std::io::Result<ResumePlan> {
+        let earlier = if path.exists() { read_trajectories(path)? } else { Vec::new() };
+        let (kept, failed): (Vec<Trajectory>, Vec<Trajectory>) = earlier.into_iter().partition(|t| !(retry_failed && t.outcome == Outcome::Error));
+        let done: HashSet<(&str, u32)> = kept.iter().map(|t| (t.scenario_id.as_str(), t.group.index)).collect();
+        let jobs = jobs.into_iter().filter(|j| !done.contains(&(j.scenario.id.as_str(), j.group.index))).collect();
+        Ok(ResumePlan { replayed: failed.len(), kept, jobs })
+    }
+
+    /// Opens `path` for appending the new episodes; when errored ones are to be replayed, the
+    /// file is first rewritten (atomically) without them.
+    pub fn writer(&self, path: &Path) -> std::io::Result<TrajectoryWriter> {
+        if self.replayed > 0 {
+            write_trajectories(path, &self.kept)?;
+        }
+        TrajectoryWriter::append(path)
+    }
+}
+
 /// Plays `jobs` into the JSONL file at `path`, keeping the trajectories an earlier (interrupted)
-/// run left there and skipping their jobs, so running the same command again continues.
+/// run left there and skipping their jobs, so running the same command again continues; with
+/// `retry_failed`, the earlier run's errored episodes are played again.
 #[allow(clippy::too_many_arguments)]
 pub async fn play_resumable<T: ToolHost>(
     chat: &ChatClient,
@@ -103,17 +139,35 @@ pub async fn play_resumable<T: ToolHost>(
     cfg: &AgentConfig,
     concurrency: usize,
     path: &Path,
+    retry_failed: bool,
     progress: &ProgressBar,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<Resumed> {
-    let mut trajectories = if path.exists() { read_trajectories(path)? } else { Vec::new() };
-    let done: HashSet<(String, u32)> = trajectories.iter().map(|t| (t.scenario_id.clone(), t.group.index)).collect();
-    let jobs: Vec<Job> = jobs.into_iter().filter(|j| !done.contains(&(j.scenario.id.clone(), j.group.index))).collect();
+    let plan = ResumePlan::read(path, jobs, retry_failed)?;
+    let mut writer = plan.writer(path)?;
+    let ResumePlan { kept: mut trajectories, jobs, replayed } = plan;
     let kept = trajectories.len();
-    let mut writer = TrajectoryWriter::append(path)?;
     let result = run_jobs(chat, model, tools, system_prompt, jobs, cfg, concurrency, &mut writer, progress, shutdown).await?;
     trajectories.extend(result.trajectories);
-    Ok(Resumed { trajectories, kept, interrupted: result.interrupted })
+    Ok(Resumed { trajectories, kept, replayed, interrupted: result.interrupted })
+}
+
+/// Every episode of a run failed (the model server or MCP server, not the model): the run
+/// produced nothing worth keeping, so the command fails.
+#[derive(Debug, thiserror::Error)]
+#[error("every episode failed ({count} of {count}); the first error: {first}\nhint: fix the cause (is the model server up and --base-url right? does the MCP server start?), then run the same command again: failed episodes are replayed (--retry-failed)")]
+pub struct AllFailed {
+    pub count: usize,
+    pub first: String,
+}
+
+/// `Err` when `trajectories` is not empty and every one of them errored.
+pub fn check_not_all_failed(trajectories: &[Trajectory]) -> Result<(), AllFailed> {
+    if trajectories.is_empty() || trajectories.iter().any(|t| t.outcome != Outcome::Error) {
+        return Ok(());
+    }
+    let first = trajectories.iter().find_map(|t| t.error.clone()).unwrap_or_else(|| "(no message recorded)".into());
+    Err(AllFailed { count: trajectories.len(), first })
 }
 
 /// The numbers people compare between runs.

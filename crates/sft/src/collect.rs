@@ -10,7 +10,7 @@ use std::path::Path;
 use indicatif::ProgressBar;
 use ta_chat::ChatClient;
 use ta_reward::RewardConfig;
-use ta_rollout::runner::{Summary, group_jobs, play_resumable};
+use ta_rollout::runner::{AllFailed, Summary, check_not_all_failed, group_jobs, play_resumable};
 use ta_rollout::{AgentConfig, ToolHost};
 use ta_types::Scenario;
 
@@ -24,6 +24,8 @@ pub struct CollectOptions {
     /// Episodes per scenario.
     pub n: u32,
     pub concurrency: usize,
+    /// Play an earlier run's errored episodes again.
+    pub retry_failed: bool,
     /// Written into every trace: the teacher's name or `rejection-sampling`.
     pub source: String,
     pub reward: RewardConfig,
@@ -37,6 +39,8 @@ pub struct Collected {
     /// Episodes kept from an earlier, interrupted collection in the same directory.
     pub kept: usize,
     pub interrupted: bool,
+    /// Set when every episode errored (the model or MCP server failed).
+    pub all_failed: Option<AllFailed>,
 }
 
 /// Plays `opts.n` episodes of every scenario with `model` and writes `out/trajectories.jsonl`
@@ -57,7 +61,7 @@ pub async fn collect<T: ToolHost>(
     std::fs::create_dir_all(out).map_err(io)?;
     let path = out.join("trajectories.jsonl");
     let jobs = group_jobs(scenarios, opts.n, 0);
-    let played = play_resumable(chat, model, tools, system_prompt, jobs, &opts.agent, opts.concurrency, &path, progress, shutdown)
+    let played = play_resumable(chat, model, tools, system_prompt, jobs, &opts.agent, opts.concurrency, &path, opts.retry_failed, progress, shutdown)
         .await
         .map_err(io)?;
     let mut trajectories = played.trajectories;
@@ -71,5 +75,6 @@ pub async fn collect<T: ToolHost>(
     write_traces(&out.join(TRACES_FILE), &traces).map_err(io)?;
     let summary = Summary::of(&trajectories);
     std::fs::write(out.join("summary.json"), serde_json::to_vec_pretty(&summary).expect("summary serialises")).map_err(io)?;
-    Ok(Collected { traces, summary, kept: played.kept, interrupted: played.interrupted })
+    let all_failed = check_not_all_failed(&trajectories).err();
+    Ok(Collected { traces, summary, kept: played.kept, interrupted: played.interrupted, all_failed })
 }

@@ -310,7 +310,7 @@ pub async fn run(cfg: &SftConfig, out: &Path, python: &PythonEnv, trainer_env: &
 
 fn append_metrics(path: &Path, row: &Value) -> Result<(), SftError> {
     use std::io::Write;
-    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(path).map_err(|e| SftError::io(path, e))?;
+    let mut f = ta_types::jsonl::open_append(path).map_err(|e| SftError::io(path, e))?;
     writeln!(f, "{row}").map_err(|e| SftError::io(path, e))
 }
 

@@ -377,8 +377,9 @@ async fn rollouts<T: ToolHost>(ctx: &Context<'_, T>, model: &str, path: &Path, j
     let bar = multi.add(ProgressBar::new(0));
     bar.set_prefix(format!("step {step}"));
     let cfg = agent_config(ctx.cfg, ctx.cfg.rollout.temperature, ctx.cfg.seed.wrapping_add(step << 20));
-    // Reuses the episodes an interrupted attempt of this step finished.
-    let played = play_resumable(ctx.chat, model, ctx.tools, ctx.system_prompt, jobs, &cfg, ctx.cfg.rollout.concurrency, path, &bar, std::future::pending())
+    // Reuses the episodes an interrupted attempt of this step finished; errored ones (a server
+    // failure, not the policy's doing) are played again rather than trained on.
+    let played = play_resumable(ctx.chat, model, ctx.tools, ctx.system_prompt, jobs, &cfg, ctx.cfg.rollout.concurrency, path, true, &bar, std::future::pending())
         .await
         .map_err(io(path))?;
     bar.finish_and_clear();
@@ -499,7 +500,7 @@ fn copy_dir(src: &Path, dst: &Path) -> Result<(), RunError> {
 /// `tail -f`-style watching).
 fn append_metrics(path: &Path, row: &Value) -> Result<(), RunError> {
     use std::io::Write;
-    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(path).map_err(io(path))?;
+    let mut f = ta_types::jsonl::open_append(path).map_err(io(path))?;
     writeln!(f, "{row}").map_err(io(path))?;
     let csv = path.with_extension("csv");
     crate::metrics_csv::write_csv(path, &csv).map_err(io(&csv))

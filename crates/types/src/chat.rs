@@ -19,12 +19,14 @@ pub enum Role {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Message {
     pub role: Role,
-    #[serde(default)]
+    /// Text; a list of content parts (`[{"type": "text", "text": ...}]`) is read as their text.
+    #[serde(default, deserialize_with = "tolerant::content")]
     pub content: Option<String>,
     /// Reasoning the model produced in a `<think>` block (vLLM's `reasoning_content`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_content: Option<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// Absent, `null` (OpenAI's SDKs and several servers send it) and `[]` all mean none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "tolerant::null_as_empty")]
     pub tool_calls: Vec<ToolCall>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
@@ -83,8 +85,52 @@ fn function_type() -> String {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FunctionCall {
     pub name: String,
-    #[serde(default)]
+    /// A JSON object sent in place of the string (Ollama and some proxies do) is kept as its
+    /// JSON text, so the loop sees one shape.
+    #[serde(default, deserialize_with = "tolerant::arguments")]
     pub arguments: String,
+}
+
+/// Readers for the shapes OpenAI-compatible servers send beside the documented ones.
+mod tolerant {
+    use serde::{Deserialize, Deserializer};
+    use serde_json::Value;
+
+    pub fn null_as_empty<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Vec<T>, D::Error> {
+        Ok(Option::<Vec<T>>::deserialize(d)?.unwrap_or_default())
+    }
+
+    pub fn content<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+        match Value::deserialize(d)? {
+            Value::Null => Ok(None),
+            Value::String(s) => Ok(Some(s)),
+            Value::Array(parts) => {
+                let mut text = String::new();
+                for part in &parts {
+                    match part {
+                        Value::String(s) => text.push_str(s),
+                        // Text parts carry `text`; other kinds (images, refusals) have none to keep.
+                        Value::Object(o) => match o.get("text") {
+                            Some(Value::String(s)) => text.push_str(s),
+                            Some(Value::Object(t)) => text.push_str(t.get("value").and_then(Value::as_str).unwrap_or_default()),
+                            _ => {}
+                        },
+                        _ => return Err(serde::de::Error::custom(format!("unexpected content part {part}"))),
+                    }
+                }
+                Ok(Some(text))
+            }
+            other => Err(serde::de::Error::custom(format!("content must be a string, null or a list of parts, got {other}"))),
+        }
+    }
+
+    pub fn arguments<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+        match Value::deserialize(d)? {
+            Value::Null => Ok(String::new()),
+            Value::String(s) => Ok(s),
+            other => Ok(other.to_string()),
+        }
+    }
 }
 
 impl ToolCall {
@@ -152,5 +198,19 @@ mod tests {
         let v = serde_json::to_value(Message::tool("c1", "run_query", "ok")).unwrap();
         assert_eq!(v["role"], "tool");
         assert_eq!(v["tool_call_id"], "c1");
+    }
+
+    #[test]
+    fn servers_shapes_beside_the_documented_ones_are_read() {
+        let m: Message = serde_json::from_str(r#"{"role": "assistant", "content": "hi", "tool_calls": null}"#).unwrap();
+        assert_eq!((m.content.as_deref(), m.tool_calls.len()), (Some("hi"), 0));
+        let m: Message = serde_json::from_str(r#"{"role": "assistant", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}"#).unwrap();
+        assert_eq!(m.content.as_deref(), Some("ab"));
+        let m: Message = serde_json::from_str(
+            r#"{"role": "assistant", "content": null, "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": {"sql": "SELECT 1"}}}]}"#,
+        )
+        .unwrap();
+        assert_eq!(m.tool_calls[0].function.arguments, r#"{"sql":"SELECT 1"}"#);
+        assert!(serde_json::from_str::<Message>(r#"{"role": "assistant", "content": 3}"#).is_err());
     }
 }

@@ -11,6 +11,8 @@
 //! ```
 
 pub mod chat;
+pub mod jsonl;
+pub mod redact;
 pub mod scenario;
 pub mod trajectory;
 

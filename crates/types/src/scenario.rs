@@ -187,6 +187,9 @@ pub fn parse_scenarios(text: &str, origin: &str) -> Result<Vec<Scenario>, Scenar
         if s.task.trim().is_empty() {
             return Err(invalid(line, "\"task\" is empty".into()));
         }
+        if s.max_turns == Some(0) {
+            return Err(invalid(line, "\"max_turns\" is 0, so the model would never be asked; give at least 1 or drop the field".into()));
+        }
         if s.id.is_empty() {
             s.id = format!("s{index:04}");
         }
@@ -267,6 +270,13 @@ mod tests {
         assert_eq!(&again, s);
         let label = &parse_scenarios(r#"{"task": "t", "difficulty": "join"}"#, "x").unwrap()[0];
         assert_eq!(label.difficulty, Some(Difficulty::Label("join".into())));
+    }
+
+    #[test]
+    fn zero_max_turns_is_rejected() {
+        let err = parse_scenarios("{\"task\": \"a\"}\n{\"task\": \"b\", \"max_turns\": 0}\n", "s.jsonl").unwrap_err().to_string();
+        assert!(err.starts_with("s.jsonl:2: invalid scenario: \"max_turns\" is 0"), "{err}");
+        assert_eq!(parse_scenarios("{\"task\": \"b\", \"max_turns\": 1}", "s").unwrap()[0].max_turns, Some(1));
     }
 
     #[test]

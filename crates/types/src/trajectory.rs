@@ -151,12 +151,9 @@ pub struct TrajectoryWriter {
 }
 
 impl TrajectoryWriter {
+    /// Opens `path` for appending; a torn last line left by a crash is cut first.
     pub fn append(path: &Path) -> std::io::Result<Self> {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        let file = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
-        Ok(TrajectoryWriter { file })
+        Ok(TrajectoryWriter { file: crate::jsonl::open_append(path)? })
     }
 
     pub fn write(&mut self, t: &Trajectory) -> std::io::Result<()> {

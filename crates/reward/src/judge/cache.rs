@@ -39,12 +39,7 @@ impl JudgeCache {
                 }
             }
         }
-        let mut file = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
-        // After a torn write, start the next entry on a line of its own.
-        let text_ends_cleanly = std::fs::read(path)?.last().is_none_or(|&b| b == b'\n');
-        if !text_ends_cleanly {
-            file.write_all(b"\n")?;
-        }
+        let file = ta_types::jsonl::open_append(path)?;
         Ok(JudgeCache { entries: Mutex::new(entries), file: Mutex::new(file) })
     }
 

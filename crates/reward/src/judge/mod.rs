@@ -18,7 +18,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use ta_chat::ChatError;
+use ta_chat::{ChatError, HttpLimits};
 use ta_types::{Message, Trajectory};
 
 use crate::cost::{Price, Usage, price_of};
@@ -151,7 +151,8 @@ impl Judge {
     /// `cache_path`: where verdicts are kept by content hash (a run directory's
     /// `judge-cache.jsonl`), so a resumed run never pays twice for the same group.
     pub fn new(cfg: &JudgeConfig, cache_path: Option<&Path>) -> Result<Judge, JudgeError> {
-        let endpoint = Endpoint::resolve(&cfg.model, cfg.base_url.as_deref(), Duration::from_secs_f64(cfg.timeout_s.max(0.001)), cfg.max_retries)?;
+        let limits = HttpLimits { max_retries: cfg.max_retries, ..HttpLimits::DEFAULT.with_request(Duration::from_secs_f64(cfg.timeout_s.max(0.001))) };
+        let endpoint = Endpoint::resolve(&cfg.model, cfg.base_url.as_deref(), limits)?;
         let (template, template_origin) = match &cfg.prompt_file {
             Some(p) => (std::fs::read_to_string(p).map_err(|source| JudgeError::PromptFile { path: p.clone(), source })?, p.display().to_string()),
             None => (prompt::DEFAULT_TEMPLATE.to_string(), "default".to_string()),

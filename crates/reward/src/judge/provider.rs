@@ -10,10 +10,9 @@
 //! `--judge-base-url` overrides the base URL of any provider. Keys are read from the environment
 //! when the judge starts and live only in request headers: never in configs, logs or files.
 
-use std::time::Duration;
 
 use serde_json::{Value, json};
-use ta_chat::{ChatClient, ChatError, ChatRequest, post_json};
+use ta_chat::{ChatClient, ChatError, ChatRequest, HttpLimits, post_json};
 use ta_types::Message;
 
 use crate::cost::Usage;
@@ -51,7 +50,7 @@ enum Client {
     /// `schema_off` is set once the server rejected `response_format` (some OpenRouter routes
     /// and older servers do); the reply is validated all the same.
     OpenAi { chat: ChatClient, schema_off: std::sync::atomic::AtomicBool },
-    Anthropic { http: reqwest::Client, url: String, key: String, max_retries: u32 },
+    Anthropic { http: reqwest::Client, url: String, key: String, limits: HttpLimits },
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -71,7 +70,7 @@ pub struct Reply {
 impl Endpoint {
     /// Resolves `spec` (`openai/gpt-4o-mini`, ...) with keys from the environment. `base_url`
     /// overrides the provider's default URL.
-    pub fn resolve(spec: &str, base_url: Option<&str>, timeout: Duration, max_retries: u32) -> Result<Endpoint, ProviderError> {
+    pub fn resolve(spec: &str, base_url: Option<&str>, limits: HttpLimits) -> Result<Endpoint, ProviderError> {
         let (provider, model) = spec.split_once('/').ok_or_else(|| ProviderError::Unknown(spec.to_string()))?;
         let provider = match provider {
             "openai" => Provider::OpenAi,
@@ -87,7 +86,7 @@ impl Endpoint {
         let key = |var: &'static str| env(var).ok_or(ProviderError::MissingKey { model: spec.to_string(), var });
         let url = |var: &str, default: &str| base_url.map(str::to_string).or_else(|| env(var)).unwrap_or_else(|| default.to_string());
         let chat = |url: String, key: Option<String>| Client::OpenAi {
-            chat: ChatClient::new(&url, key, timeout).with_max_retries(max_retries),
+            chat: ChatClient::new(&url, key, limits),
             schema_off: std::sync::atomic::AtomicBool::new(false),
         };
         let client = match provider {
@@ -101,10 +100,10 @@ impl Endpoint {
                 let root = url("ANTHROPIC_BASE_URL", "https://api.anthropic.com");
                 let root = root.trim_end_matches('/').trim_end_matches("/v1");
                 Client::Anthropic {
-                    http: reqwest::Client::builder().timeout(timeout).build().expect("reqwest client"),
+                    http: limits.http_client(),
                     url: format!("{root}/v1/messages"),
                     key: key("ANTHROPIC_API_KEY")?,
-                    max_retries,
+                    limits,
                 }
             }
         };
@@ -148,7 +147,7 @@ impl Endpoint {
                 let usage = response.usage.map(|u| Usage { input_tokens: u.prompt_tokens, output_tokens: u.completion_tokens }).unwrap_or_default();
                 Ok(Reply { text, usage })
             }
-            Client::Anthropic { http, url, key, max_retries } => {
+            Client::Anthropic { http, url, key, limits } => {
                 let mut body = json!({
                     "model": self.model,
                     "max_tokens": max_tokens,
@@ -162,7 +161,7 @@ impl Endpoint {
                     body["temperature"] = json!(t);
                 }
                 let headers = [("x-api-key", key.clone()), ("anthropic-version", ANTHROPIC_VERSION.to_string())];
-                let text = post_json(http, url, &headers, &body, *max_retries).await?;
+                let text = post_json(http, url, &headers, &body, limits).await?;
                 parse_anthropic(&text).map_err(|message| ChatError::Decode { url: url.clone(), message })
             }
         }
@@ -195,14 +194,14 @@ mod tests {
 
     #[test]
     fn specs_resolve_to_providers_with_actionable_errors() {
-        let t = Duration::from_secs(1);
-        let local = Endpoint::resolve("local/base", Some("http://127.0.0.1:9/v1"), t, 0).unwrap();
+        let t = HttpLimits::DEFAULT;
+        let local = Endpoint::resolve("local/base", Some("http://127.0.0.1:9/v1"), t).unwrap();
         assert_eq!((local.provider, local.model.as_str()), (Provider::Local, "base"));
-        let e = Endpoint::resolve("local/base", None, t, 0).unwrap_err().to_string();
+        let e = Endpoint::resolve("local/base", None, t).unwrap_err().to_string();
         assert!(e.contains("--judge-base-url"), "{e}");
-        let e = Endpoint::resolve("gpt-4o-mini", None, t, 0).unwrap_err().to_string();
+        let e = Endpoint::resolve("gpt-4o-mini", None, t).unwrap_err().to_string();
         assert!(e.contains("unknown judge model") && e.contains("hint:"), "{e}");
-        assert!(Endpoint::resolve("cohere/x", None, t, 0).is_err());
+        assert!(Endpoint::resolve("cohere/x", None, t).is_err());
     }
 
     #[test]
