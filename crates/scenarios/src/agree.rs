@@ -167,7 +167,7 @@ mod tests {
         assert!(tolerance >= 0.00001 && tolerance < 0.01, "{tolerance}");
         assert_eq!(rule(infer_expected("Bob, Alice", &["Bob, Alice", "Alice and Bob"])), ExpectedRule::Set(vec!["alice".into(), "bob".into()]));
         assert_eq!(rule(infer_expected("Engineering.", &["Engineering.", "engineering"])), ExpectedRule::Contains("engineering".into()));
-        assert_eq!(rule(infer_expected("Yes.", &["Yes.", "yes"])), ExpectedRule::Exact("yes".into()));
+        assert_eq!(rule(infer_expected("Yes", &["Yes", "yes"])), ExpectedRule::Exact("yes".into()));
         let long = "the report was archived because the project ended early";
         assert_eq!(rule(infer_expected(long, &[long])), ExpectedRule::Exact(long.into()));
     }

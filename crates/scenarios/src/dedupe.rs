@@ -189,17 +189,17 @@ mod tests {
                 texts.push(format!("{variant} {topic}"));
             }
         }
-        let pairs = near_duplicate_pairs(&texts, 0.3);
+        let pairs = near_duplicate_pairs(&texts, 0.5);
         assert!(!pairs.is_empty());
         for seed in 0..20 {
-            let s = split(&texts, 0.3, 0.3, seed);
+            let s = split(&texts, 0.5, 0.3, seed);
             for &(i, j) in &pairs {
                 assert_eq!(s[i], s[j], "seed {seed}: pair ({i}, {j}) crosses the split");
             }
             let val = s.iter().filter(|&&x| x == Split::Validation).count();
             assert!(val > 0 && val < texts.len(), "seed {seed}: {val} in validation");
         }
-        assert_eq!(split(&texts, 0.3, 0.3, 4), split(&texts, 0.3, 0.3, 4), "seeded");
+        assert_eq!(split(&texts, 0.5, 0.3, 4), split(&texts, 0.5, 0.3, 4), "seeded");
     }
 
     #[test]
