@@ -2,7 +2,7 @@
 //! template (blocks `system` and `user`; `--prompt-template` replaces the default), and the
 //! reply's JSON schema, sent as `response_format` and checked on every reply.
 
-use minijinja::{Environment, context};
+use minijinja::context;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -22,18 +22,11 @@ pub struct TemplateError {
     source: minijinja::Error,
 }
 
-/// The two messages sent to the teacher.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Prompt {
-    pub system: String,
-    pub user: String,
-}
+pub use ta_reward::judge::Prompt;
 
 /// Renders the prompt asking for `n` tasks; `avoid` lists tasks already written.
 pub fn render(template: &str, origin: &str, surface: &Surface, n: usize, batch: usize, avoid: &[String]) -> Result<Prompt, TemplateError> {
     let err = |source| TemplateError { origin: origin.to_string(), source };
-    let env = Environment::new();
-    let tmpl = env.template_from_str(template).map_err(err)?;
     let ctx = context! {
         n => n,
         batch => batch,
@@ -45,10 +38,7 @@ pub fn render(template: &str, origin: &str, surface: &Surface, n: usize, batch: 
         prompts => minijinja::value::Serde(&surface.prompts),
         avoid => avoid.to_vec(),
     };
-    let mut state = tmpl.render_captured(ctx).map_err(err)?;
-    let system = state.with_state_mut(|s| s.render_block("system")).map_err(err)?;
-    let user = state.with_state_mut(|s| s.render_block("user")).map_err(err)?;
-    Ok(Prompt { system: system.trim().to_string(), user: user.trim().to_string() })
+    ta_reward::judge::prompt::render_blocks(template, ctx).map_err(err)
 }
 
 /// One task as the teacher writes it.
