@@ -15,8 +15,8 @@ use std::time::Duration;
 use process_wrap::tokio::{CommandWrap, ProcessGroup};
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
 use rmcp::model::{
-    CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, ReadResourceRequestParams, Resource,
-    ServerPeerInfo, Tool,
+    CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, Prompt, ReadResourceRequestParams, Resource,
+    ResourceTemplate, ServerPeerInfo, Tool,
 };
 use rmcp::service::RunningService;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -247,6 +247,16 @@ impl McpClient {
     /// Every resource, following `nextCursor` to the last page.
     pub async fn list_resources(&self) -> Result<Vec<Resource>, McpError> {
         self.with_retry("resources/list", |peer| async move { peer.list_all_resources().await }).await
+    }
+
+    /// Every resource template (`resources/templates/list`), following `nextCursor`.
+    pub async fn list_resource_templates(&self) -> Result<Vec<ResourceTemplate>, McpError> {
+        self.with_retry("resources/templates/list", |peer| async move { peer.list_all_resource_templates().await }).await
+    }
+
+    /// Every prompt (`prompts/list`), following `nextCursor`.
+    pub async fn list_prompts(&self) -> Result<Vec<Prompt>, McpError> {
+        self.with_retry("prompts/list", |peer| async move { peer.list_all_prompts().await }).await
     }
 
     /// Reads one resource: text contents joined, binary contents summarized.

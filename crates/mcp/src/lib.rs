@@ -22,4 +22,4 @@ pub use secret::Secret;
 pub use spec::{HttpTransport, MCP_URL_ENV, ServerSpec, SpecError};
 
 /// Re-exported so callers can name MCP types (`Tool`, `Resource`) without depending on rmcp.
-pub use rmcp::model::{Resource, Tool};
+pub use rmcp::model::{Prompt, PromptArgument, Resource, ResourceTemplate, Tool};

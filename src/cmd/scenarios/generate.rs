@@ -1,10 +1,248 @@
-//! `train-agent scenarios generate` (being built: see issue #14).
+//! `train-agent scenarios generate`: a teacher model writes tasks from the server's tools,
+//! resources and prompts; a solver attempts each task several times through the real server and
+//! the tasks whose answers agree are kept, with `expected` set to the agreed answer. The logic
+//! is in `ta-scenarios`; this file parses flags and wires the parts.
 
-use anyhow::Result;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use indicatif::ProgressBar;
+use ta_python::{Engine, PythonEnv};
+use ta_rollout::AgentConfig;
+use ta_scenarios::generate::Spend;
+use ta_scenarios::{DiscoverOptions, GenerateOptions, PipelineOptions, SolveOptions, Surface, Teacher};
+
+use crate::args::{EngineArgs, ServerArgs};
 
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    #[command(flatten)]
+    server: ServerArgs,
+    /// The model that writes tasks: openai/MODEL, openrouter/VENDOR/MODEL, anthropic/MODEL, or
+    /// local/MODEL (the embedded engine serving MODEL, a Hugging Face id, directory, .gguf or a
+    /// packaged model such as qwen2.5-coder-0.5b-instruct, on this machine; no key needed).
+    #[arg(long, value_name = "MODEL")]
+    teacher: String,
+    /// API root for the teacher instead of the provider's default (for local/: an engine or
+    /// `vllm serve` already running, e.g. http://127.0.0.1:8000/v1, instead of starting one).
+    #[arg(long, value_name = "URL")]
+    teacher_base_url: Option<String>,
+    /// The model that attempts each task (default: the teacher). It must speak OpenAI's chat
+    /// completions with tool calls: openai/, openrouter/ or local/.
+    #[arg(long, value_name = "MODEL")]
+    solver: Option<String>,
+    /// API root for --solver.
+    #[arg(long, value_name = "URL", requires = "solver")]
+    solver_base_url: Option<String>,
+    /// Tasks to ask the teacher for (before validation, dedupe and agreement).
+    #[arg(long, default_value_t = 50)]
+    n: usize,
+    /// Tasks asked for per teacher call.
+    #[arg(long, default_value_t = 10)]
+    batch: usize,
+    /// Attempts per task (k).
+    #[arg(long, default_value_t = 4)]
+    attempts: u32,
+    /// Agreeing final answers needed to keep a task (m of k).
+    #[arg(long, default_value_t = 3)]
+    agree: usize,
+    /// Keep tasks without agreement too, with `checked: false` and no `expected` (for judge-only
+    /// rewards).
+    #[arg(long)]
+    keep_unverified: bool,
+    /// Share of kept tasks in the validation split (whole groups of similar tasks move together).
+    #[arg(long, default_value_t = 0.2)]
+    validation_fraction: f64,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Drop a task at least this similar to an earlier one (Jaccard of word 3-gram shingles).
+    #[arg(long, default_value_t = 0.8)]
+    dedupe_threshold: f64,
+    /// Tasks at least this similar stay on the same side of the train/validation split.
+    #[arg(long, default_value_t = 0.5)]
+    split_threshold: f64,
+    /// A minijinja template (blocks `system` and `user`) replacing the default task prompt.
+    #[arg(long, value_name = "FILE")]
+    prompt_template: Option<PathBuf>,
+    /// A minijinja template for the solver's system prompt (variables: complete_task, instructions).
+    #[arg(long, value_name = "FILE")]
+    system_prompt: Option<PathBuf>,
+    /// Stop generating and solving once teacher and solver have cost this much (USD, list prices
+    /// of the judge's table; local models cost nothing).
+    #[arg(long, value_name = "USD")]
+    budget_usd: Option<f64>,
+    /// Tokens the teacher may write per reply.
+    #[arg(long, default_value_t = 4096)]
+    teacher_max_tokens: u32,
+    /// The teacher's sampling temperature (unset: the provider's default).
+    #[arg(long)]
+    teacher_temperature: Option<f32>,
+    /// The solver's sampling temperature (some spread makes agreement meaningful).
+    #[arg(long, default_value_t = 0.7)]
+    solver_temperature: f32,
+    #[arg(long, default_value_t = 8)]
+    max_turns: u32,
+    /// Tokens the solver may write per turn.
+    #[arg(long, default_value_t = 1024)]
+    max_tokens: u32,
+    /// Solver episodes in flight at once.
+    #[arg(long, default_value_t = 8)]
+    concurrency: usize,
+    /// Resources whose contents are read and shown to the teacher.
+    #[arg(long, default_value_t = 5)]
+    sample_resources: usize,
+    #[command(flatten)]
+    http: crate::args::HttpArgs,
+    #[command(flatten)]
+    resume: crate::args::ResumeArgs,
+    #[command(flatten)]
+    engine: EngineArgs,
+    /// Output directory: scenarios.jsonl, traces.jsonl, summary.json (and drafts.json,
+    /// solver-trajectories.jsonl, logs/). Re-running continues where it stopped.
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
+}
 
-pub async fn run(_args: Args) -> Result<()> {
-    anyhow::bail!("`scenarios generate` is not built yet")
+pub async fn run(args: Args) -> Result<()> {
+    anyhow::ensure!(
+        args.agree >= 1 && args.agree as u32 <= args.attempts,
+        "--agree {} must be between 1 and --attempts {}\nhint: the default keeps a task when 3 of 4 answers agree",
+        args.agree,
+        args.attempts
+    );
+    anyhow::ensure!(
+        (0.0..1.0).contains(&args.validation_fraction),
+        "--validation-fraction {} must be at least 0 and below 1",
+        args.validation_fraction
+    );
+    let logs = args.out.join("logs");
+    std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
+    let (template, template_origin) = match &args.prompt_template {
+        Some(p) => (std::fs::read_to_string(p).with_context(|| format!("cannot read --prompt-template {}", p.display()))?, p.display().to_string()),
+        None => (ta_scenarios::prompt::DEFAULT_TEMPLATE.to_string(), "default".to_string()),
+    };
+
+    let server = args.server.connect(Some(&logs)).await?;
+    let surface = Surface::gather(&server.client, &server.discovery, &DiscoverOptions { sample_resources: args.sample_resources, ..Default::default() }).await;
+    eprintln!(
+        "server {}: {} tools, {} resources, {} resource templates, {} prompts",
+        server.description,
+        surface.tools.len(),
+        surface.resources.len(),
+        surface.resource_templates.len(),
+        surface.prompts.len()
+    );
+
+    // One embedded engine at most: for a local/ teacher without a URL, and for a local/ solver
+    // naming the same model.
+    let mut engine: Option<Engine> = None;
+    let limits = args.http.limits()?;
+    let prices = BTreeMap::new();
+    let teacher_url = match (&args.teacher_base_url, args.teacher.strip_prefix("local/")) {
+        (None, Some(model)) => Some(start_engine(&mut engine, &args.engine, model, &logs).await?),
+        (url, _) => url.clone(),
+    };
+    let teacher = Teacher::new(&args.teacher, teacher_url.as_deref(), &prices, limits).context("--teacher")?;
+    let solver = match &args.solver {
+        Some(spec) => {
+            let url = match (&args.solver_base_url, spec.strip_prefix("local/")) {
+                // The teacher's own engine (or URL) solves when the solver names the same model.
+                (None, Some(_)) if spec == &args.teacher => teacher_url.clone(),
+                (None, Some(model)) => Some(start_engine(&mut engine, &args.engine, model, &logs).await?),
+                (url, _) => url.clone(),
+            };
+            Some(Teacher::new(spec, url.as_deref(), &prices, limits).context("--solver")?)
+        }
+        None => None,
+    };
+    let solving = solver.as_ref().unwrap_or(&teacher);
+    let chat = solving.endpoint.chat().cloned().ok_or_else(|| {
+        anyhow::anyhow!(
+            "the solver {} speaks Anthropic's Messages API, but solving needs OpenAI-style tool calls\nhint: pass --solver openai/MODEL, openrouter/VENDOR/MODEL or local/MODEL",
+            solving.name
+        )
+    })?;
+
+    let opts = PipelineOptions {
+        generate: GenerateOptions {
+            n: args.n,
+            batch: args.batch,
+            max_tokens: args.teacher_max_tokens,
+            temperature: args.teacher_temperature,
+            budget_usd: args.budget_usd,
+        },
+        solve: SolveOptions {
+            agent: AgentConfig {
+                max_turns: args.max_turns,
+                max_tokens: args.max_tokens,
+                temperature: args.solver_temperature,
+                top_p: 1.0,
+                record_tokens: false,
+                seed: Some(args.seed),
+                ..Default::default()
+            },
+            attempts: args.attempts,
+            concurrency: args.concurrency,
+            budget_usd: args.budget_usd,
+            retry_failed: args.resume.retry_failed,
+        },
+        agree: args.agree,
+        keep_unverified: args.keep_unverified,
+        dedupe_threshold: args.dedupe_threshold,
+        split_threshold: args.split_threshold,
+        validation_fraction: args.validation_fraction,
+        seed: args.seed,
+        template,
+        template_origin,
+    };
+    let tools = server.tools();
+    let system_prompt = server.system_prompt(args.system_prompt.as_deref())?;
+    let bar = ProgressBar::new(0);
+    let shutdown = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let say = |line: String| bar.suspend(|| eprintln!("{line}"));
+    let result = ta_scenarios::run(&teacher, solver.as_ref(), &chat, &tools, &system_prompt, &surface, &opts, &args.out, &bar, say, shutdown).await;
+    bar.finish_and_clear();
+    if let Some(engine) = engine {
+        engine.shutdown().await;
+    }
+    server.client.close().await;
+    let report = result?;
+
+    let cost = |name: &str, s: &Spend| format!("{name}: {} calls, {} + {} tokens, ${:.4}", s.calls, s.usage.input_tokens, s.usage.output_tokens, s.cost_usd);
+    println!("{}", cost(&report.teacher, &report.teacher_spend));
+    if let (Some(name), Some(spend)) = (&report.solver, &report.solver_spend) {
+        println!("{}", cost(name, spend));
+    }
+    let budget = report.budget_usd.map_or("no budget".to_string(), |b| format!("budget ${b:.2}{}", if report.budget_reached { ", reached: stopped early" } else { "" }));
+    println!("cost              ${:.4}{} ({budget})", report.total_cost_usd, if report.cost_complete { "" } else { " + unpriced calls" });
+    let levels: Vec<String> = report.difficulty.iter().map(|(l, n)| format!("{l}: {n}")).collect();
+    println!("difficulty        {}", levels.join(", "));
+    println!("tools covered     {} of {}{}", report.tools_covered.len(), report.tools_covered.len() + report.tools_uncovered.len(),
+        if report.tools_uncovered.is_empty() { String::new() } else { format!(" (none for: {})", report.tools_uncovered.join(", ")) });
+    println!("scenarios: {}", args.out.join(ta_scenarios::pipeline::SCENARIOS_FILE).display());
+    println!("traces: {}", args.out.join(ta_sft::trace::TRACES_FILE).display());
+    if report.interrupted {
+        eprintln!("interrupted: finished episodes kept; run the same command again to continue");
+    }
+    Ok(())
+}
+
+/// Starts the embedded engine serving `model` under its own name (once), and returns its URL.
+async fn start_engine(engine: &mut Option<Engine>, args: &EngineArgs, model: &str, logs: &std::path::Path) -> Result<String> {
+    if let Some(e) = engine {
+        anyhow::bail!(
+            "the embedded engine already serves {} for this command\nhint: pass --solver-base-url (or --teacher-base-url) pointing at a second server, e.g. `train-agent serve`",
+            e.client().base_url()
+        );
+    }
+    let env = PythonEnv::ensure()?;
+    let opts = args.options(model, model, logs.join("engine.log"));
+    eprintln!("starting the engine with {model} (log: {})", opts.log_path.display());
+    let started = Engine::start(&env, &opts).await.context("the embedded engine did not start")?;
+    let url = started.client().base_url();
+    *engine = Some(started);
+    Ok(url)
 }

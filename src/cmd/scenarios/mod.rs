@@ -11,14 +11,14 @@ use anyhow::Result;
 pub enum Command {
     /// Generate scenarios with a teacher model from the server's tools, resources and prompts;
     /// keep those whose answer a solver reproduces through the real server.
-    Generate(generate::Args),
+    Generate(Box<generate::Args>),
     /// Synthesize SQL question/answer scenarios offline (no model) through a server's SQL query tool.
     Synth(synth::Args),
 }
 
 pub async fn run(command: Command) -> Result<()> {
     match command {
-        Command::Generate(a) => generate::run(a).await,
+        Command::Generate(a) => generate::run(*a).await,
         Command::Synth(a) => synth::run(a).await,
     }
 }

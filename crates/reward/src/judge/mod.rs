@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use ta_chat::{ChatError, HttpLimits};
 use ta_types::{Message, Trajectory};
 
-use crate::cost::{Price, Usage, price_of};
+use crate::cost::{Price, Usage};
 pub use cache::JudgeCache;
 pub use prompt::{Prompt, Trim, Verdict};
 pub use provider::{Endpoint, Provider, ProviderError};
@@ -157,10 +157,7 @@ impl Judge {
             Some(p) => (std::fs::read_to_string(p).map_err(|source| JudgeError::PromptFile { path: p.clone(), source })?, p.display().to_string()),
             None => (prompt::DEFAULT_TEMPLATE.to_string(), "default".to_string()),
         };
-        let price = match endpoint.provider {
-            Provider::Local => Some(Price { input: 0.0, output: 0.0 }),
-            _ => price_of(&endpoint.model, &cfg.prices),
-        };
+        let price = endpoint.price(&cfg.prices);
         if price.is_none() {
             tracing::warn!(
                 "no price known for judge model {}: its cost is not counted and --judge-budget cannot apply; add it under [reward.judge.prices]",
@@ -258,7 +255,7 @@ impl Judge {
         for attempt in 0..2 {
             let reply = self
                 .endpoint
-                .call(&prompt.system, &turns, self.cfg.max_output_tokens, self.cfg.temperature)
+                .call(&prompt.system, &turns, self.cfg.max_output_tokens, self.cfg.temperature, ("judge_scores", &prompt::reply_schema()))
                 .await
                 .map_err(|e| self.failure(e))?;
             self.account(reply.usage);

@@ -21,7 +21,7 @@ pub struct TemplateError {
     source: minijinja::Error,
 }
 
-/// The two messages sent to the judge.
+/// The two messages sent to a model: the judge, or the scenario teacher.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Prompt {
     pub system: String,
@@ -57,8 +57,6 @@ pub fn render(template: &str, origin: &str, task: &str, expected: Option<String>
             })
         })
         .collect();
-    let env = Environment::new();
-    let tmpl = env.template_from_str(template).map_err(err)?;
     let ctx = context! {
         task => task,
         expected => expected,
@@ -67,9 +65,17 @@ pub fn render(template: &str, origin: &str, task: &str, expected: Option<String>
         context => context_text,
         trajectories => minijinja::value::Serde(items),
     };
-    let mut state = tmpl.render_captured(ctx).map_err(err)?;
-    let system = state.with_state_mut(|s| s.render_block("system")).map_err(err)?;
-    let user = state.with_state_mut(|s| s.render_block("user")).map_err(err)?;
+    render_blocks(template, ctx).map_err(err)
+}
+
+/// Renders a minijinja template's blocks `system` and `user` (the judge's and the scenario
+/// teacher's prompts share this form).
+pub fn render_blocks(template: &str, ctx: minijinja::Value) -> Result<Prompt, minijinja::Error> {
+    let env = Environment::new();
+    let tmpl = env.template_from_str(template)?;
+    let mut state = tmpl.render_captured(ctx)?;
+    let system = state.with_state_mut(|s| s.render_block("system"))?;
+    let user = state.with_state_mut(|s| s.render_block("user"))?;
     Ok(Prompt { system: system.trim().to_string(), user: user.trim().to_string() })
 }
 

@@ -10,12 +10,13 @@
 //! `--judge-base-url` overrides the base URL of any provider. Keys are read from the environment
 //! when the judge starts and live only in request headers: never in configs, logs or files.
 
+use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 use ta_chat::{ChatClient, ChatError, ChatRequest, HttpLimits, post_json};
 use ta_types::Message;
 
-use crate::cost::Usage;
+use crate::cost::{Price, Usage, price_of};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Provider {
@@ -110,10 +111,30 @@ impl Endpoint {
         Ok(Endpoint { provider, model: model.to_string(), client })
     }
 
+    /// What this endpoint costs per million tokens: `overrides` first, then the built-in table;
+    /// local models are free. `None` when the model is unknown (its cost cannot be counted).
+    pub fn price(&self, overrides: &BTreeMap<String, Price>) -> Option<Price> {
+        match self.provider {
+            Provider::Local => Some(Price { input: 0.0, output: 0.0 }),
+            _ => price_of(&self.model, overrides),
+        }
+    }
+
+    /// The OpenAI-compatible client behind this endpoint (`None` for Anthropic's Messages API),
+    /// for callers that need tool calls, such as an agent loop.
+    pub fn chat(&self) -> Option<&ChatClient> {
+        match &self.client {
+            Client::OpenAi { chat, .. } => Some(chat),
+            Client::Anthropic { .. } => None,
+        }
+    }
+
     /// Sends the conversation (`system`, then alternating user/assistant `turns`) and returns the
-    /// reply's text and token usage. Retries on 429 (honouring `retry-after`), 5xx and timeouts
-    /// happen inside; what comes back as an error has exhausted them.
-    pub async fn call(&self, system: &str, turns: &[Message], max_tokens: u32, temperature: Option<f32>) -> Result<Reply, ChatError> {
+    /// reply's text and token usage. `schema` (a name and a JSON schema) is sent as OpenAI's
+    /// `response_format` (honoured by OpenAI, vLLM and the engine; dropped once a server rejects
+    /// it); the caller validates the reply either way. Retries on 429 (honouring `retry-after`),
+    /// 5xx and timeouts happen inside; what comes back as an error has exhausted them.
+    pub async fn call(&self, system: &str, turns: &[Message], max_tokens: u32, temperature: Option<f32>, schema: (&str, &Value)) -> Result<Reply, ChatError> {
         match &self.client {
             Client::OpenAi { chat, schema_off } => {
                 use std::sync::atomic::Ordering::Relaxed;
@@ -127,7 +148,7 @@ impl Endpoint {
                     max_tokens: (self.provider == Provider::Local).then_some(max_tokens),
                     response_format: Some(json!({
                         "type": "json_schema",
-                        "json_schema": {"name": "judge_scores", "strict": true, "schema": super::prompt::reply_schema()},
+                        "json_schema": {"name": schema.0, "strict": true, "schema": schema.1},
                     })),
                     ..Default::default()
                 };
@@ -136,7 +157,7 @@ impl Endpoint {
                 }
                 let response = match chat.complete(&request).await {
                     Err(ChatError::Status { status: 400, message, .. }) if request.response_format.is_some() && rejects_schema(&message) => {
-                        tracing::warn!("the judge server rejects response_format ({message}); asking without it");
+                        tracing::warn!("the {} server rejects response_format ({message}); asking without it", self.model);
                         schema_off.store(true, Relaxed);
                         request.response_format = None;
                         chat.complete(&request).await?

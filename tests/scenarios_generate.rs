@@ -1,0 +1,168 @@
+//! `scenarios generate` end to end on the CPU: a scripted teacher that follows OpenAI's
+//! chat-completions API writes tasks (its first reply is malformed and gets repaired) and solves
+//! them through the real demo server, answering from the tool results the server returned; one
+//! task's solver disagrees with itself. Checks the counts per stage, the agreed `expected`
+//! values, the traces, the split, the cost, and that re-running with `--keep-unverified` reuses
+//! every paid call.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use axum::Json;
+use axum::extract::State;
+use axum::routing::post;
+use serde_json::{Value, json};
+use ta_types::scenario::{ExpectedRule, load_scenarios};
+use ta_types::{Expected, Split};
+
+const DEPARTMENTS: &str = "How many departments does the company have?";
+const DEPARTMENTS_AGAIN: &str = "How many departments does the company have ?";
+const FIRST_NAMES: &str = "Which are the first three department names in alphabetical order?";
+const MAX_SALARY: &str = "What is the highest salary paid to any employee?";
+const NEXT_HIRE: &str = "Which department should get the next new hire?";
+
+#[derive(Clone, Default)]
+struct Teacher {
+    generation_calls: Arc<AtomicUsize>,
+    requests: Arc<Mutex<Vec<Value>>>,
+}
+
+fn tasks(items: &[(&str, &str, u8)]) -> String {
+    let tasks: Vec<Value> = items.iter().map(|(t, tool, d)| json!({"task": t, "tools": [tool], "difficulty": d, "changes_state": false})).collect();
+    json!({ "tasks": tasks }).to_string()
+}
+
+fn call(name: &str, args: Value) -> Json<Value> {
+    Json(common::tool_calls(&[(name, &args.to_string())]).1)
+}
+
+fn first_number(text: &str) -> String {
+    text.split(|c: char| !c.is_ascii_digit() && c != '.').find(|s| !s.is_empty() && s.chars().next().unwrap().is_ascii_digit()).unwrap().to_string()
+}
+
+async fn chat(State(t): State<Teacher>, Json(body): Json<Value>) -> Json<Value> {
+    t.requests.lock().unwrap().push(body.clone());
+    let messages = body["messages"].as_array().unwrap();
+    if body["response_format"]["json_schema"]["name"] == "scenario_tasks" {
+        let last = messages.last().unwrap()["content"].as_str().unwrap();
+        if last.starts_with("Your reply is not valid") {
+            return Json(common::text(&tasks(&[(DEPARTMENTS, "run_query", 1), (DEPARTMENTS_AGAIN, "run_query", 1), (NEXT_HIRE, "list_tables", 3)])).1);
+        }
+        return Json(common::text(&match t.generation_calls.fetch_add(1, Ordering::SeqCst) {
+            // Not the schema: an unknown tool and a difficulty out of range.
+            0 => "Sure! {\"tasks\": [{\"task\": \"Count the departments\", \"tools\": [\"drop_database\"], \"difficulty\": 9}]}".to_string(),
+            _ => tasks(&[(FIRST_NAMES, "list_tables", 2), (MAX_SALARY, "run_query", 2)]),
+        }).1);
+    }
+    // The solver: query the server, then answer from what it returned.
+    let task = messages[1]["content"].as_str().unwrap();
+    let attempt = body["seed"].as_u64().unwrap() >> 16;
+    let result = messages.iter().rev().find(|m| m["role"] == "tool").and_then(|m| m["content"].as_str());
+    let sql = match task {
+        DEPARTMENTS => "SELECT COUNT(*) AS n FROM departments",
+        FIRST_NAMES => "SELECT name FROM departments ORDER BY name LIMIT 3",
+        MAX_SALARY => "SELECT MAX(salary) AS top FROM employees",
+        NEXT_HIRE => {
+            let answer = ["Engineering", "Sales"][attempt as usize % 2];
+            return call("complete_task", json!({ "summary": answer }));
+        }
+        other => panic!("unexpected task {other:?}"),
+    };
+    let Some(result) = result else { return call("run_query", json!({"sql": sql})) };
+    let rows: Vec<&str> = result.lines().skip(1).filter(|l| !l.starts_with('(')).collect();
+    let answer = match task {
+        FIRST_NAMES => rows.join(", "),
+        _ => format!("The answer is {}.", first_number(rows[0])),
+    };
+    call("complete_task", json!({"summary": answer}))
+}
+
+async fn serve(t: Teacher) -> String {
+    let app = axum::Router::new().route("/v1/chat/completions", post(chat)).with_state(t);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    url
+}
+
+async fn generate(url: &str, out: &std::path::Path, extra: &[&str]) -> (String, String) {
+    let run = tokio::process::Command::new(common::bin())
+        .args(["scenarios", "generate", "--server", "train-agent demo-server", "--teacher", "openai/gpt-4o-mini", "--teacher-base-url", url])
+        .args(["--n", "5", "--batch", "3", "--validation-fraction", "0.34", "--seed", "1"])
+        .args(extra)
+        .arg("--out")
+        .arg(out)
+        .env("OPENAI_API_KEY", "sk-test-not-a-secret")
+        .output()
+        .await
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&run.stdout).to_string(), String::from_utf8_lossy(&run.stderr).to_string());
+    assert!(run.status.success(), "{stdout}\n{stderr}");
+    (stdout, stderr)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn generated_tasks_are_checked_by_running_them() {
+    let teacher = Teacher::default();
+    let url = serve(teacher.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("gen");
+    let (stdout, stderr) = generate(&url, &out, &[]).await;
+
+    let summary: Value = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let c = &summary["counts"];
+    let count = |k: &str| c[k].as_u64().unwrap();
+    assert_eq!((count("generated"), count("schema_valid"), count("repaired")), (5, 5, 3), "{c}");
+    assert_eq!((count("invalid_replies"), count("dropped_replies")), (1, 0));
+    assert_eq!(count("deduped"), 4, "the punctuation variant is a duplicate");
+    assert_eq!((count("solved"), count("agreed"), count("kept"), count("unverified")), (4, 3, 3, 0), "{c}");
+    assert_eq!(count("train") + count("validation"), 3);
+    assert_eq!(count("validation"), 1);
+    assert_eq!(count("traces"), 12, "4 agreeing attempts for each of 3 tasks");
+    for line in ["generated         5 tasks", "deduped           4", "agreed            3", "kept              3", "split             2 train, 1 validation"] {
+        assert!(stderr.contains(line), "no {line:?} in\n{stderr}");
+    }
+
+    // Teacher spend: 3 generation calls plus every solver turn, at gpt-4o-mini's list price.
+    let requests = teacher.requests.lock().unwrap().len() as u64;
+    assert_eq!(summary["teacher_spend"]["calls"].as_u64().unwrap(), requests, "{summary}");
+    let cost = summary["total_cost_usd"].as_f64().unwrap();
+    assert!((cost - requests as f64 * (11.0 * 0.15 + 7.0 * 0.60) / 1e6).abs() < 1e-12, "{cost}");
+    assert!(stdout.contains("cost              $0.0"), "{stdout}");
+    assert!(stdout.contains("tools covered     2 of 3 (none for: describe_table)"), "{stdout}");
+
+    let scenarios = load_scenarios(&out.join("scenarios.jsonl")).unwrap();
+    let by_task = |t: &str| scenarios.iter().find(|s| s.task == t).unwrap_or_else(|| panic!("{t} not kept"));
+    assert_eq!(by_task(DEPARTMENTS).expected, Some(Expected::Rule(ExpectedRule::Number { number: 9.0, tolerance: 0.0 })), "9 departments in the demo database");
+    let Some(Expected::Rule(ExpectedRule::Set(names))) = &by_task(FIRST_NAMES).expected else { panic!("{:?}", by_task(FIRST_NAMES).expected) };
+    assert_eq!(names.len(), 3);
+    assert!(matches!(by_task(MAX_SALARY).expected, Some(Expected::Rule(ExpectedRule::Number { .. }))));
+    assert!(scenarios.iter().all(|s| s.task != NEXT_HIRE), "2 of 4 agreeing is not enough");
+    for s in &scenarios {
+        assert_eq!((s.checked, s.source.as_deref()), (Some(true), Some("openai/gpt-4o-mini")));
+        assert!(s.difficulty.as_ref().and_then(|d| d.level()).is_some());
+        assert!(s.split.is_some());
+    }
+
+    let traces = ta_sft::read_traces(&out.join("traces.jsonl")).unwrap();
+    for t in &traces {
+        assert_eq!(t.source, "teacher");
+        assert_eq!(t.reward_parts.ground_truth, Some(1.0), "an agreeing episode passes its own expected");
+        let s = scenarios.iter().find(|s| s.id == t.scenario_id).unwrap();
+        assert_eq!(t.split, s.split);
+        assert!(t.tools.iter().any(|x| x.function.name == "run_query"));
+    }
+    assert!(traces.iter().any(|t| t.split == Some(Split::Validation)) || scenarios.iter().all(|s| s.split == Some(Split::Train)));
+
+    // Again in the same directory, keeping unverified tasks: nothing is asked twice.
+    let before = teacher.requests.lock().unwrap().len();
+    let (_, stderr) = generate(&url, &out, &["--keep-unverified"]).await;
+    assert_eq!(teacher.requests.lock().unwrap().len(), before, "drafts and solver episodes are reused");
+    assert!(stderr.contains("tasks             5 from an earlier run"), "{stderr}");
+    let scenarios = load_scenarios(&out.join("scenarios.jsonl")).unwrap();
+    assert_eq!(scenarios.len(), 4);
+    let unverified = scenarios.iter().find(|s| s.task == NEXT_HIRE).unwrap();
+    assert_eq!((unverified.checked, &unverified.expected), (Some(false), &None));
+}
