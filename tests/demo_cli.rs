@@ -1,7 +1,15 @@
-//! `train-agent demo`, shortened (a few scenarios, one GRPO step) but end to end with the real
-//! SmolLM2-135M-Instruct on CPU: every stage's outputs are there, the adapter loads in PEFT, the
-//! report renders, and a second run finds everything done. Not a learning claim (see
-//! benches/RESULTS.md for the measured demo).
+//! `train-agent demo`, shortened (a few scenarios, one GRPO step) but end to end on CPU with the
+//! CPU profile's settings: every stage's outputs are there, the adapter loads in PEFT, the report
+//! renders, and a second run finds everything done. Not a learning claim (see benches/RESULTS.md
+//! for the measured demo).
+//!
+//! The model is the tiny random Llama with SmolLM2's tokenizer and chat template
+//! (python/tests/tiny_model.py), given as `--model DIR`: what this test checks is the demo's
+//! plumbing, which does not depend on the model's size, and SmolLM2-135M itself made it take
+//! 26 minutes on a 2-core CPU without AMX. The real SmolLM2 is still run end to end through the
+//! engine by tests/engine_rollout.rs and tests/eval_cli.rs.
+
+mod common;
 
 use std::path::Path;
 use std::process::Command;
@@ -9,7 +17,7 @@ use std::process::Command;
 use serde_json::Value;
 
 fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_train-agent")
+    common::bin()
 }
 
 fn jsonl(path: &Path) -> Vec<Value> {
@@ -17,9 +25,11 @@ fn jsonl(path: &Path) -> Vec<Value> {
     text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }
 
-fn demo(out: &Path) -> std::process::Output {
+fn demo(model: &Path, out: &Path) -> std::process::Output {
     Command::new(bin())
-        .args(["demo", "--profile", "cpu", "--model", "small", "--steps", "1", "--train-limit", "6", "--validation-limit", "2", "--output-dir"])
+        .args(["demo", "--profile", "cpu", "--steps", "1", "--train-limit", "6", "--validation-limit", "2", "--model"])
+        .arg(model)
+        .arg("--output-dir")
         .arg(out)
         .env("TRAIN_AGENT_PYTHONPATH", Path::new(env!("CARGO_MANIFEST_DIR")).join("python"))
         .output()
@@ -30,7 +40,8 @@ fn demo(out: &Path) -> std::process::Output {
 fn shortened_demo_runs_every_stage_and_continues_when_run_again() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("demo");
-    let run = demo(&out);
+    let model = common::tiny_model(false);
+    let run = demo(&model, &out);
     let stdout = String::from_utf8_lossy(&run.stdout);
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(run.status.success(), "{stdout}\n{stderr}");
@@ -77,12 +88,13 @@ fn shortened_demo_runs_every_stage_and_continues_when_run_again() {
     let adapter = if grpo.join("final").exists() { grpo.join("final") } else { out.join("sft/final") };
     let python = ta_python::PythonEnv::ensure().unwrap();
     let check = "import sys, torch; from peft import PeftModel; from train_agent.models import ModelSource, load_model; \
-                 base = load_model(ModelSource.parse('smollm2-135m-instruct'), 'cpu', torch.float32); \
+                 base = load_model(ModelSource.parse(sys.argv[2]), 'cpu', torch.float32); \
                  m = PeftModel.from_pretrained(base, sys.argv[1]); \
                  print('lora parameters', sum(p.numel() for k, p in m.named_parameters() if 'lora_' in k))";
     let loaded = Command::new(&python.python)
         .args(["-c", check])
         .arg(&adapter)
+        .arg(&model)
         .env("PYTHONPATH", Path::new(env!("CARGO_MANIFEST_DIR")).join("python"))
         .output()
         .unwrap();
@@ -91,7 +103,7 @@ fn shortened_demo_runs_every_stage_and_continues_when_run_again() {
     assert!(loaded.status.success() && count > 0, "{printed}\n{}", String::from_utf8_lossy(&loaded.stderr));
 
     // Run again: every stage is found complete, the table is printed again.
-    let again = demo(&out);
+    let again = demo(&model, &out);
     let stderr2 = String::from_utf8_lossy(&again.stderr);
     assert!(again.status.success(), "{stderr2}");
     assert!(!stderr2.contains("[3/4]") && !stderr2.contains("[4/4]"), "finished stages are not run again:\n{stderr2}");

@@ -15,11 +15,7 @@ use serde_json::Value;
 
 /// The byte-level tiny model's directory, built on first use.
 fn tiny_model() -> PathBuf {
-    let env = ta_python::PythonEnv::ensure().expect("the pinned Python environment");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/tests/tiny_model.py");
-    let out = Command::new(&env.python).arg(script).arg("bytes").output().expect("python runs");
-    assert!(out.status.success(), "building the tiny model failed:\n{}", String::from_utf8_lossy(&out.stderr));
-    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+    common::tiny_model(true)
 }
 
 /// Scenarios whose ground truth is "the answer holds a digit", and a config for short steps.
@@ -174,4 +170,75 @@ fn a_run_killed_mid_step_resumes_without_losing_a_finished_step_or_trajectory() 
         assert_eq!(n, 16, "step {s}: 2 scenarios x 8 rollouts");
     }
     assert!(out.join("final/adapter_model.safetensors").exists());
+}
+
+/// The child process of `parent` running `python -m MODULE`, once there is one.
+fn python_child(parent: u32, module: &str) -> Option<u32> {
+    std::fs::read_dir("/proc").ok()?.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok()).find(|pid| {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // pid (comm) state ppid ...: the comm may hold spaces, so read after its closing parenthesis.
+        let ppid = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        ppid == Some(parent) && String::from_utf8_lossy(&cmdline).contains(module)
+    })
+}
+
+/// Starts a 4-step run, waits until step 1 is complete, then SIGKILLs the run's `module` process
+/// alone (the run itself lives on). Returns the run's output.
+fn kill_child_after_step_1(module: &str, scenarios: &Path, config: &Path, model: &Path, out: &Path) -> Output {
+    let mut child = train_command(scenarios, config, model, out).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let done1 = out.join("checkpoints/step-000001/state.json");
+    let started = Instant::now();
+    while !done1.exists() {
+        assert!(child.try_wait().unwrap().is_none(), "train exited before step 1 finished");
+        assert!(started.elapsed() < Duration::from_secs(900), "step 1 did not finish in 15 minutes");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let pid = python_child(child.id(), module).unwrap_or_else(|| panic!("no {module} process under the run"));
+    assert!(Command::new("kill").args(["-9", &pid.to_string()]).status().unwrap().success());
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn a_trainer_killed_alone_is_restarted_and_the_step_redone() {
+    let model = tiny_model();
+    let dir = tempfile::tempdir().unwrap();
+    let (scenarios, config) = setup(dir.path(), 4);
+    let out = dir.path().join("run");
+    let run = kill_child_after_step_1("train_agent.trainer", &scenarios, &config, &model, &out);
+    check(&run);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(stderr.contains("the trainer process exited during step ") && stderr.contains("restarting it from step "), "{stderr}");
+    let steps: Vec<u64> = step_rows(&metrics(&out)).iter().map(|r| r["step"].as_u64().unwrap()).collect();
+    assert_eq!(steps, vec![1, 2, 3, 4], "every step ran once, the redone one included");
+    assert!(out.join("final/adapter_model.safetensors").exists());
+}
+
+#[test]
+fn an_engine_killed_alone_stops_the_run_with_a_resume_hint_and_resume_finishes_it() {
+    let model = tiny_model();
+    let dir = tempfile::tempdir().unwrap();
+    let (scenarios, config) = setup(dir.path(), 4);
+    let out = dir.path().join("run");
+    let run = kill_child_after_step_1("train_agent.engine", &scenarios, &config, &model, &out);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(!run.status.success(), "a run whose engine died must fail:\n{stderr}");
+    assert!(stderr.contains("the engine stopped answering during step ") && stderr.contains("--resume"), "{stderr}");
+    // Nothing errored is kept as a result: the step files hold only finished episodes.
+    for s in 2..=4u64 {
+        let text = std::fs::read_to_string(out.join(format!("trajectories/step-{s:06}.jsonl"))).unwrap_or_default();
+        assert!(text.lines().all(|l| serde_json::from_str::<Value>(l).unwrap()["error"].is_null()), "step {s}: {text}");
+    }
+    let step1 = std::fs::read_to_string(out.join("trajectories/step-000001.jsonl")).unwrap();
+
+    let resumed = train_command(&scenarios, &config, &model, &out).arg("--resume").output().unwrap();
+    check(&resumed);
+    assert_eq!(std::fs::read_to_string(out.join("trajectories/step-000001.jsonl")).unwrap(), step1, "step 1 is kept as it was");
+    let steps: Vec<u64> = step_rows(&metrics(&out)).iter().map(|r| r["step"].as_u64().unwrap()).collect();
+    assert_eq!(steps, vec![1, 2, 3, 4]);
+    for s in 1..=4u64 {
+        let text = std::fs::read_to_string(out.join(format!("trajectories/step-{s:06}.jsonl"))).unwrap();
+        assert_eq!(text.lines().count(), 16, "step {s}: 2 scenarios x 8 rollouts");
+        assert!(text.lines().all(|l| serde_json::from_str::<Value>(l).unwrap()["error"].is_null()), "step {s} kept an errored episode");
+    }
 }

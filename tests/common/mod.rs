@@ -98,6 +98,16 @@ async fn handle(State(replay): State<Replay>, Json(body): Json<Value>) -> impl I
     (StatusCode::from_u16(status).unwrap(), [(axum::http::header::CONNECTION, "close")], Json(body))
 }
 
+/// A tiny random model of python/tests/tiny_model.py, built on first use: with SmolLM2's tokenizer
+/// and chat template (`bytes: false`), or over a byte-level vocabulary (`bytes: true`).
+pub fn tiny_model(bytes: bool) -> std::path::PathBuf {
+    let env = ta_python::PythonEnv::ensure().expect("the pinned Python environment");
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("python/tests/tiny_model.py");
+    let out = std::process::Command::new(&env.python).arg(script).args(bytes.then_some("bytes")).output().expect("python runs");
+    assert!(out.status.success(), "building the tiny model failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    std::path::PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+}
+
 /// The `train-agent` binary under test.
 pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_train-agent")

@@ -7,8 +7,10 @@
 //!    functions and recursive CTEs: no INSERT/UPDATE/DELETE, DDL, ATTACH/DETACH, PRAGMA,
 //!    transactions or savepoints;
 //! 3. [`prepare_select`] accepts exactly one statement that is read-only and returns rows;
-//! 4. a progress handler interrupts queries that run past a deadline, and `SQLITE_LIMIT_LENGTH`
-//!    caps the size of a single value, so a runaway query cannot hang or exhaust the server.
+//! 4. a progress handler (and a check between rows, for rows too few to reach it) interrupts
+//!    queries that run past a deadline; `SQLITE_LIMIT_LENGTH` caps the size of a single value,
+//!    SQLite's hard heap limit caps its memory, and [`crate::query::run`] caps the bytes a
+//!    result may hold, so a runaway query cannot hang or exhaust the server.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -26,6 +28,14 @@ pub const QUERY_TIME_LIMIT: Duration = Duration::from_secs(3);
 
 /// Largest string or blob a query may build (bytes).
 const MAX_VALUE_BYTES: i32 = 1_000_000;
+
+/// Most memory SQLite may hold in this process (bytes): past it an allocation fails with
+/// "out of memory", which the agent sees as a tool error, instead of the process growing until
+/// the system kills it.
+const SQLITE_HEAP_LIMIT: i64 = 256 << 20;
+
+/// Virtual machine instructions between two looks at the deadline.
+const PROGRESS_PERIOD: i32 = 1_000;
 
 /// A connection that can only read, plus the state its hooks share with the caller.
 pub struct GuardedConnection {
@@ -48,6 +58,8 @@ pub enum GuardError {
     Empty,
     #[error("query interrupted: it ran longer than {} seconds; narrow it with WHERE conditions, avoid cross joins, or add LIMIT", QUERY_TIME_LIMIT.as_secs())]
     TimedOut,
+    #[error("refused: the result is too large (its first rows hold more than {} MB); select fewer or shorter columns, e.g. substr(notes, 1, 100), or add LIMIT", crate::query::MAX_RESULT_BYTES >> 20)]
+    TooLarge,
     #[error("{0}")]
     Sql(#[from] rusqlite::Error),
 }
@@ -63,6 +75,13 @@ impl GuardedConnection {
         conn.execute_batch("PRAGMA query_only = ON")?;
         conn.set_limit(Limit::SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)?;
         conn.set_limit(Limit::SQLITE_LIMIT_ATTACHED, 0)?;
+        // SAFETY: sets a process-wide limit (thread-safe in SQLite); a lower limit already set is kept.
+        unsafe {
+            let current = rusqlite::ffi::sqlite3_hard_heap_limit64(-1);
+            if current == 0 || current > SQLITE_HEAP_LIMIT {
+                rusqlite::ffi::sqlite3_hard_heap_limit64(SQLITE_HEAP_LIMIT);
+            }
+        }
 
         let refused = Arc::new(Mutex::new(None));
         let seen = Arc::clone(&refused);
@@ -80,7 +99,7 @@ impl GuardedConnection {
         let epoch = Instant::now();
         let deadline = Arc::clone(&deadline_ms);
         conn.progress_handler(
-            10_000,
+            PROGRESS_PERIOD,
             Some(move || {
                 let limit = deadline.load(Ordering::Relaxed);
                 limit != 0 && epoch.elapsed().as_millis() as u64 > limit
@@ -112,6 +131,13 @@ impl GuardedConnection {
         let deadline = self.epoch.elapsed() + QUERY_TIME_LIMIT;
         self.deadline_ms.store(deadline.as_millis() as u64, Ordering::Relaxed);
         Ok(stmt)
+    }
+
+    /// `Err(TimedOut)` once the armed deadline has passed: checked between rows, since a query
+    /// whose few rows are each expensive (huge strings) may not reach the progress handler.
+    pub fn check_deadline(&self) -> Result<(), GuardError> {
+        let limit = self.deadline_ms.load(Ordering::Relaxed);
+        if limit != 0 && self.epoch.elapsed().as_millis() as u64 > limit { Err(GuardError::TimedOut) } else { Ok(()) }
     }
 
     /// Maps an error raised while stepping a statement, recognizing the time limit.

@@ -4,7 +4,7 @@
 //! column names, one line per row with cells separated by ` | `, `NULL` spelled out, and a
 //! footer that says how many rows there were and whether the listing was cut.
 
-use rusqlite::types::Value;
+use rusqlite::types::{Value, ValueRef};
 
 use crate::guard::{GuardError, GuardedConnection};
 
@@ -13,6 +13,10 @@ pub const MAX_ROWS: usize = 100;
 
 /// Longest cell shown, in characters.
 const MAX_CELL_CHARS: usize = 200;
+
+/// Most bytes the shown rows may hold, as SQLite produced them (before cells are cut to
+/// [`MAX_CELL_CHARS`]): a larger result is refused with [`GuardError::TooLarge`].
+pub const MAX_RESULT_BYTES: usize = 4 << 20;
 
 /// A query's result: the first rows and how many there were in all.
 #[derive(Debug, Clone, PartialEq)]
@@ -29,15 +33,37 @@ pub fn run(conn: &GuardedConnection, sql: &str, max_rows: usize) -> Result<Query
     let n = columns.len();
     let mut rows = Vec::new();
     let mut total_rows = 0;
+    let mut bytes = 0;
     let mut cursor = stmt.query([]).map_err(|e| conn.step_error(e))?;
     while let Some(row) = cursor.next().map_err(|e| conn.step_error(e))? {
+        conn.check_deadline()?;
         total_rows += 1;
         if rows.len() < max_rows {
-            let cells = (0..n).map(|i| row.get::<_, Value>(i)).collect::<Result<Vec<_>, _>>()?;
+            let mut cells = Vec::with_capacity(n);
+            for i in 0..n {
+                let cell = row.get_ref(i)?;
+                bytes += cell.as_bytes().map_or(8, <[u8]>::len);
+                if bytes > MAX_RESULT_BYTES {
+                    return Err(GuardError::TooLarge);
+                }
+                cells.push(shown(cell));
+            }
             rows.push(cells);
         }
     }
     Ok(QueryOutput { columns, rows, total_rows })
+}
+
+/// A cell as kept for display: text cut just past [`MAX_CELL_CHARS`] (so [`format_cell`] still
+/// marks the cut), blobs as is (they show as their size only, and the result cap bounds them).
+fn shown(cell: ValueRef<'_>) -> Value {
+    match cell {
+        ValueRef::Null => Value::Null,
+        ValueRef::Integer(i) => Value::Integer(i),
+        ValueRef::Real(f) => Value::Real(f),
+        ValueRef::Text(t) => Value::Text(String::from_utf8_lossy(t).chars().take(MAX_CELL_CHARS + 1).collect()),
+        ValueRef::Blob(b) => Value::Blob(b.to_vec()),
+    }
 }
 
 /// Renders a result as the text the agent sees.
@@ -120,6 +146,20 @@ mod tests {
     fn empty_results_are_explicit() {
         let out = run(&guarded(), "SELECT name FROM departments WHERE 0", MAX_ROWS).unwrap();
         assert_eq!(format_table(&out), "name\n(0 rows)");
+    }
+
+    #[test]
+    fn huge_results_are_refused_with_a_tool_error_not_an_abort() {
+        // The fault report's query: 60 columns of ~1 MB strings over 100 rows (6 GB if kept).
+        let cols: Vec<String> = (0..60).map(|i| format!("printf('%.999990c', 'a') AS c{i}")).collect();
+        let sql = format!("SELECT {} FROM employees LIMIT 100", cols.join(", "));
+        let err = run(&guarded(), &sql, MAX_ROWS).unwrap_err();
+        assert!(matches!(err, GuardError::TooLarge), "{err}");
+        assert!(err.to_string().starts_with("refused: the result is too large"), "{err}");
+        // Long cells within the cap are kept cut, not whole.
+        let out = run(&guarded(), "SELECT printf('%.50000c', 'a') AS c FROM employees LIMIT 3", MAX_ROWS).unwrap();
+        assert!(out.rows.iter().all(|r| matches!(&r[0], Value::Text(t) if t.len() == MAX_CELL_CHARS + 1)));
+        assert!(format_table(&out).lines().nth(1).unwrap().ends_with('…'));
     }
 
     #[test]

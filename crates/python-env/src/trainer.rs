@@ -14,6 +14,10 @@ pub enum TrainerError {
     Io(#[from] std::io::Error),
     #[error("the trainer failed at step {step}: {message}\n(log: {log})")]
     Failed { step: u64, message: String, log: PathBuf },
+    /// The process ended without reporting an error (killed, out of memory): starting it again
+    /// from the last checkpoint may well work.
+    #[error("the trainer process exited during step {step} ({status}); last lines of {log}:\n{tail}")]
+    Exited { step: u64, status: String, tail: String, log: PathBuf },
 }
 
 /// A running trainer process; killed when dropped.
@@ -93,7 +97,7 @@ impl Trainer {
             }
             if let Some(status) = self.child.try_wait()? {
                 let tail = crate::engine::log_tail(&self.log, 20);
-                return Err(TrainerError::Failed { step, message: format!("the process exited ({status}); last lines:\n{tail}"), log: self.log.clone() });
+                return Err(TrainerError::Exited { step, status: status.to_string(), tail, log: self.log.clone() });
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }

@@ -36,6 +36,10 @@ pub enum RunError {
     Samples(#[from] ta_grpo::samples::SampleError),
     #[error(transparent)]
     Reward(#[from] ta_reward::RewardError),
+    #[error("{source}\nhint: every finished step and episode is kept; run the same command with --resume to continue from step {}", step - 1)]
+    TrainerLost { step: u64, source: ta_python::TrainerError },
+    #[error("the engine stopped answering during step {step}; the episodes it finished are kept ({log})\nhint: run the same command with --resume to play the rest of step {step} and continue")]
+    EngineLost { step: u64, log: String },
     #[error("no training scenarios\nhint: give scenarios a \"split\": \"train\" field, or leave \"split\" out to have a share split off for validation")]
     NoTrainingData,
 }
@@ -248,6 +252,7 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
         let Some(mut trajectories) = select_or_stop(rollouts(ctx, &current_model, &traj_path, jobs, &multi, step), &mut shutdown).await? else {
             return interrupted(step - 1);
         };
+        check_engine_alive(ctx, step, &traj_path, &mut trajectories).await?;
         let rollout_s = t0.elapsed().as_secs_f64();
 
         // 2. Rewards and advantages.
@@ -293,8 +298,7 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
             file["rollout"]["rollout_s"] = json!(rollout_s);
             file["rollout"]["reward_s"] = json!(reward_s);
             let bytes = serde_json::to_vec(&file).expect("batch serialises");
-            trainer.submit(step, &bytes).map_err(io(ctx.out))?;
-            trainer.wait(step).await?
+            train_step(ctx, &mut trainer, step, total, &bytes, &multi).await?
         };
         let train_s = t0.elapsed().as_secs_f64();
 
@@ -359,6 +363,35 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
     }
     steps_bar.finish();
     Ok(Finished::Done { steps: total })
+}
+
+/// Trains step `step` on `bytes`. A trainer process that ended without reporting an error (killed
+/// alone, out of memory) is started again from the previous step's checkpoint, as `--resume`
+/// would, and given the step again, once; a second loss stops the run with a `--resume` hint.
+async fn train_step<T: ToolHost>(ctx: &Context<'_, T>, trainer: &mut Trainer, step: u64, total: u64, bytes: &[u8], multi: &MultiProgress) -> Result<Value, RunError> {
+    trainer.submit(step, bytes).map_err(io(ctx.out))?;
+    match trainer.wait(step).await {
+        Err(ta_python::TrainerError::Exited { status, .. }) => {
+            say(multi, format!("the trainer process exited during step {step} ({status}): restarting it from step {}'s checkpoint to redo the step", step - 1));
+            *trainer = Trainer::start(ctx.python, ctx.out, &trainer_config(ctx.cfg, ctx.out, step - 1, total), step - 1, &ctx.trainer_env)?;
+            trainer.submit(step, bytes).map_err(io(ctx.out))?;
+            trainer.wait(step).await.map_err(|source| RunError::TrainerLost { step, source })
+        }
+        other => other.map_err(|source| RunError::TrainerLost { step, source }),
+    }
+}
+
+/// Episodes that errored because the engine is gone are not results: they are dropped from the
+/// step's file (so `--resume` plays them again) and the run stops. The finished ones are kept.
+async fn check_engine_alive<T: ToolHost>(ctx: &Context<'_, T>, step: u64, path: &Path, trajectories: &mut Vec<Trajectory>) -> Result<(), RunError> {
+    if !trajectories.iter().any(|t| t.error.is_some()) || ctx.engine.healthy().await {
+        return Ok(());
+    }
+    trajectories.retain(|t| t.error.is_none());
+    rewrite_trajectories(path, trajectories)?;
+    let log = ctx.out.join("logs").join("engine.log");
+    let log = if log.exists() { format!("its log: {}", log.display()) } else { format!("engine at {}", ctx.engine.base_url()) };
+    Err(RunError::EngineLost { step, log })
 }
 
 /// Runs `fut` unless `shutdown` fires first (then `None`).

@@ -79,6 +79,37 @@ pub enum Difficulty {
     Label(String),
 }
 
+impl Expected {
+    /// Why this ground truth cannot tell a right answer from a wrong one (it matches every answer,
+    /// "I do not know" included, or none), if it cannot. Checked when scenarios are loaded, so a
+    /// typo costs an error at once rather than a run trained on a reward that means nothing.
+    pub fn defect(&self) -> Option<String> {
+        let blank = |s: &str| s.trim().is_empty();
+        match self {
+            Expected::Text(s) if blank(s) => Some("\"expected\" is an empty string, which every answer mentions".into()),
+            Expected::Number(x) if !x.is_finite() => Some(format!("\"expected\" is {x}, which no answer mentions")),
+            Expected::Rule(rule) => match rule {
+                ExpectedRule::Contains(s) if s.is_empty() => Some("{\"contains\": \"\"} matches every answer".into()),
+                ExpectedRule::Exact(s) if blank(s) => Some("{\"exact\": \"\"} matches only an empty answer".into()),
+                ExpectedRule::Regex(r) => match regex::Regex::new(r) {
+                    Err(e) => Some(format!("{{\"regex\": {r:?}}} is not a valid regular expression, so it never matches: {e}")),
+                    Ok(re) if re.is_match("") => Some(format!("{{\"regex\": {r:?}}} matches an empty answer, so it matches any answer")),
+                    Ok(_) => None,
+                },
+                ExpectedRule::Set(values) if values.is_empty() => Some("{\"set\": []} gives full credit to every answer".into()),
+                ExpectedRule::Set(values) => values.iter().position(|v| v.as_str().is_some_and(blank)).map(|i| {
+                    format!("{{\"set\": [...]}} holds an empty string (item {}), which every answer mentions", i + 1)
+                }),
+                ExpectedRule::Number { number, tolerance } if !number.is_finite() || !tolerance.is_finite() || *tolerance < 0.0 => {
+                    Some(format!("{{\"number\": {number}, \"tolerance\": {tolerance}}} needs a finite number and a tolerance >= 0"))
+                }
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+}
+
 impl Difficulty {
     /// The numeric level, when the scenario has one.
     pub fn level(&self) -> Option<u8> {
@@ -148,6 +179,8 @@ pub enum ScenarioError {
     Read { path: String, source: std::io::Error },
     #[error("{origin}:{line}: invalid scenario: {message}\nhint: each scenario is a JSON object with at least a \"task\" string, e.g. {{\"task\": \"How many employees are there?\"}}")]
     Invalid { origin: String, line: usize, message: String },
+    #[error("{origin}:{line}: ground truth that cannot tell right from wrong: {message}\nhint: state what a correct answer must contain, e.g. \"expected\": \"Engineering\", \"expected\": 42, {{\"set\": [\"Sales\", \"Legal\"]}} or {{\"regex\": \"\\\\b(12|twelve)\\\\b\"}}; or leave \"expected\" out to score without ground truth")]
+    Expected { origin: String, line: usize, message: String },
     #[error("{origin}: no scenarios found\nhint: the file must hold a JSON array of objects or one JSON object per line")]
     Empty { origin: String },
     #[error("{origin}: scenario id {id:?} appears twice (lines {first} and {second})\nhint: ids must be unique; drop the \"id\" fields to have them generated")]
@@ -189,6 +222,9 @@ pub fn parse_scenarios(text: &str, origin: &str) -> Result<Vec<Scenario>, Scenar
         }
         if s.max_turns == Some(0) {
             return Err(invalid(line, "\"max_turns\" is 0, so the model would never be asked; give at least 1 or drop the field".into()));
+        }
+        if let Some(message) = s.expected.as_ref().and_then(Expected::defect) {
+            return Err(ScenarioError::Expected { origin: origin.to_string(), line, message });
         }
         if s.id.is_empty() {
             s.id = format!("s{index:04}");
@@ -287,6 +323,34 @@ mod tests {
         let dup = parse_scenarios("{\"id\":\"a\",\"task\":\"x\"}\n{\"id\":\"a\",\"task\":\"y\"}", "d").unwrap_err();
         assert!(matches!(dup, ScenarioError::DuplicateId { first: 1, second: 2, .. }));
         assert!(matches!(parse_scenarios("  \n", "e"), Err(ScenarioError::Empty { .. })));
+    }
+
+    #[test]
+    fn ground_truth_that_matches_everything_or_nothing_is_rejected_with_its_line() {
+        for (expected, says) in [
+            (r#""""#, "empty string"),
+            (r#""  ""#, "empty string"),
+            (r#"{"contains": ""}"#, "matches every answer"),
+            (r#"{"exact": " "}"#, "only an empty answer"),
+            (r#"{"regex": "("}"#, "not a valid regular expression"),
+            (r#"{"regex": ".*"}"#, "matches an empty answer"),
+            (r#"{"regex": "x?"}"#, "matches an empty answer"),
+            (r#"{"set": []}"#, "full credit to every answer"),
+            (r#"{"set": ["Sales", ""]}"#, "item 2"),
+            (r#"{"number": 3, "tolerance": -1}"#, "tolerance >= 0"),
+        ] {
+            let text = format!("{{\"task\": \"ok\"}}\n{{\"task\": \"t\", \"expected\": {expected}}}\n");
+            let err = parse_scenarios(&text, "d.jsonl").unwrap_err();
+            assert!(matches!(err, ScenarioError::Expected { line: 2, .. }), "{expected}: {err:?}");
+            let msg = err.to_string();
+            assert!(msg.starts_with("d.jsonl:2: ground truth") && msg.contains(says) && msg.contains("\nhint: "), "{expected}: {msg}");
+        }
+        // Ordinary forms still load.
+        let ok = r#"{"task": "t", "expected": {"regex": "^\\d+$"}}
+{"task": "t", "expected": {"set": ["Sales", 0]}}
+{"task": "t", "expected": 0}
+{"task": "t", "expected": {"number": 0, "tolerance": 0}}"#;
+        assert_eq!(parse_scenarios(ok, "x").unwrap().len(), 4);
     }
 
     #[test]
