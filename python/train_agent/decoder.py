@@ -27,7 +27,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from train_agent.sampling import sample
+from train_agent.sampling import LOGPROBS_MODES, sample
 
 SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3")
 # PEFT module name -> (our fused projection, part index inside it)
@@ -148,8 +148,10 @@ class Decoder:
 
     def __init__(self, model, *, num_slots: int, max_len: int, enable_lora: bool = False,
                  max_loras: int = 1, max_lora_rank: int = 16, use_graphs: bool | None = None,
-                 compile: bool | None = None, lookahead: int = 8):
+                 compile: bool | None = None, lookahead: int = 8, logprobs_mode: str = "raw_logprobs"):
         cfg = model.config
+        if logprobs_mode not in LOGPROBS_MODES:
+            raise ValueError(f"logprobs mode {logprobs_mode!r} is not one of {', '.join(LOGPROBS_MODES)}")
         if cfg.model_type not in SUPPORTED_MODEL_TYPES:
             raise ValueError(f"model type {cfg.model_type!r} is not supported by the engine's decoder; "
                              f"supported: {', '.join(SUPPORTED_MODEL_TYPES)}")
@@ -173,7 +175,11 @@ class Decoder:
 
         self.embed = inner.embed_tokens.weight
         self.norm = inner.norm.weight
-        self.lm_head = model.lm_head.weight
+        # The output head runs in float32, as the trainer's does (trainer.trained_logprobs), so the
+        # sampler's logprobs and the trainer's agree to float32 rounding of the same bf16 hidden
+        # states, and the first update's importance ratio is 1 (issue 15). One float32 copy of the
+        # head: 4 * vocab * hidden bytes (545 MB for Qwen2.5-0.5B), counted by plan_slots.
+        self.lm_head = model.lm_head.weight.float()
         self.layers: list[Layer] = []
         for layer in inner.layers:
             at, mlp = layer.self_attn, layer.mlp
@@ -202,6 +208,9 @@ class Decoder:
         self.temp = torch.zeros(num_slots, dtype=torch.float32, **kw)
         self.top_p = torch.ones(num_slots, dtype=torch.float32, **kw)
         self.lora = torch.full((num_slots,), -1, dtype=torch.long, **kw)
+        # xgrammar's packed allow-list per slot (guided.py), read by steps of guided batches only
+        self.bitmask = torch.full((num_slots, (self.vocab + 31) // 32), -1, dtype=torch.int32, **kw)
+        self.processed_logprobs = logprobs_mode == "processed_logprobs"
         self.rows = torch.arange(num_slots, **kw)
         self.positions = torch.arange(self.cache_len, **kw)
 
@@ -286,7 +295,8 @@ class Decoder:
         return h
 
     def logits(self, h: torch.Tensor) -> torch.Tensor:
-        return F.linear(h, self.lm_head)
+        """float32 logits of final hidden states (kept in the model's dtype, as the trainer's are)."""
+        return F.linear(h.float(), self.lm_head)
 
     def prefill(self, prompts: list[list[int]], slots: list[int], lora: list[int]) -> torch.Tensor:
         """Runs whole prompts (right-padded into one batch), fills their slots' KV cache and returns
@@ -315,7 +325,7 @@ class Decoder:
 
         h = self._forward(ids, self.cos[pos], self.sin[pos], lora_idx, attend)
         last = h.view(B, T, -1)[torch.arange(B, device=self.device), lens - 1]
-        return self.logits(last).float()
+        return self.logits(last)
 
     def copy_slot(self, src: int, dsts: list[int], length: int) -> None:
         """Prefix sharing for n>1: the n samples of a prompt reuse one prefill's KV cache."""
@@ -348,19 +358,26 @@ class Decoder:
         h = self._forward(self.tok[:b], self.cos[pos], self.sin[pos], lora_idx, attend)
         return self.logits(h)
 
-    def _step(self, b: int, L: int, use_top_p: bool):
+    def sample(self, logits: torch.Tensor, rows: torch.Tensor | slice, use_top_p: bool, guided: bool):
+        """Draws the next token of `rows` from their logits with each slot's settings (and, when
+        `guided`, its grammar bitmask). Returns sampling.sample's (tok, logprob, lse, inv_t)."""
+        return sample(logits, self.temp[rows], self.top_p[rows], self.seed[rows], self.pos[rows], use_top_p,
+                      self.processed_logprobs, self.bitmask[rows] if guided else None)
+
+    def _step(self, b: int, L: int, use_top_p: bool, guided: bool):
         logits = self._decode(b, L)
-        tok, logprob, lse = sample(logits, self.temp[:b], self.top_p[:b], self.seed[:b], self.pos[:b], use_top_p)
+        tok, logprob, lse, inv_t = self.sample(logits, slice(0, b), use_top_p, guided)
         self.tok[:b].copy_(tok)
         self.pos[:b].copy_((self.pos[:b] + 1).clamp_(max=self.cache_len - 1))
-        return tok, logprob, logits, lse
+        return tok, logprob, logits, lse, inv_t
 
-    def step(self, b: int, L: int, use_top_p: bool):
-        """Advances rows [0, b) by one sampled token. Returns (tokens [b], their logprobs [b], logits
-        [b, vocab], logsumexp of the logits [b]); the tensors are only valid until the next call."""
+    def step(self, b: int, L: int, use_top_p: bool, guided: bool = False):
+        """Advances rows [0, b) by one sampled token. Returns (tokens [b], their logprobs [b], float32
+        logits [b, vocab], logsumexp [b], inverse temperature [b]: a token's logprob is
+        `logits * inv_t - lse`); the tensors are only valid until the next call."""
         if not self.use_graphs:
-            return self._step(b, L, use_top_p)
-        key = (b, L, use_top_p)
+            return self._step(b, L, use_top_p, guided)
+        key = (b, L, use_top_p, guided)
         if key not in self.graphs:
             self.graphs[key] = self._capture(key)
         graph, out = self.graphs[key]

@@ -19,6 +19,7 @@ import logging
 import secrets
 import signal
 import sys
+import threading
 import time
 
 import torch
@@ -28,7 +29,9 @@ from train_agent.chat_format import (RequestError, normalize_messages, parse_out
                                      validate_tools)
 from train_agent.decoder import Decoder, kv_bytes_per_token
 from train_agent.generation import AdapterError, Generator, SamplingParams
+from train_agent.guided import Grammars, parse_response_format
 from train_agent.models import ModelSource, default_device, load_model, load_tokenizer, parse_dtype
+from train_agent.sampling import LOGPROBS_MODES
 
 log = logging.getLogger("train_agent.engine")
 MAX_TOP_LOGPROBS = 20
@@ -38,13 +41,15 @@ def plan_slots(config, dtype: torch.dtype, device: torch.device, max_model_len: 
                lookahead: int, gpu_memory_utilization: float, kv_cache_memory: int | None) -> int:
     """How many sequences fit in the KV budget: `--kv-cache-memory` bytes if given, else on CUDA
     `gpu_memory_utilization * total` minus what this process already holds and a reserve for
-    activations (so a trainer can share the GPU), else 2 GiB on CPU."""
+    activations and the float32 output head (so a trainer can share the GPU), else 2 GiB on CPU."""
     per_slot = kv_bytes_per_token(config, dtype) * (max_model_len + lookahead)
     if kv_cache_memory is not None:
         budget = kv_cache_memory
     elif device.type == "cuda":
         free, total = torch.cuda.mem_get_info(device)
         reserve = (1 << 30) + 8 * max_num_seqs * config.vocab_size * 4  # prefill activations, logits
+        if dtype != torch.float32:  # the decoder's float32 copy of the output head
+            reserve += config.vocab_size * config.hidden_size * 4
         budget = min(gpu_memory_utilization * total - torch.cuda.memory_reserved(device), free) - reserve
     else:
         budget = 2 << 30
@@ -66,7 +71,7 @@ class Engine:
     def __init__(self, model, tokenizer, *, served_model_name: str, root: str = "", max_model_len: int | None = None,
                  max_num_seqs: int = 64, enable_lora: bool = False, max_loras: int = 1, max_lora_rank: int = 16,
                  gpu_memory_utilization: float = 0.9, kv_cache_memory: int | None = None, seed: int = 0,
-                 use_graphs: bool | None = None, lookahead: int = 8):
+                 use_graphs: bool | None = None, lookahead: int = 8, logprobs_mode: str = "raw_logprobs"):
         cfg = model.config
         self.tokenizer = tokenizer
         self.name, self.root = served_model_name, root or served_model_name
@@ -77,9 +82,18 @@ class Engine:
                            gpu_memory_utilization, kv_cache_memory)
         self.decoder = Decoder(model, num_slots=slots, max_len=self.max_model_len, enable_lora=enable_lora,
                                max_loras=max_loras, max_lora_rank=max_lora_rank, use_graphs=use_graphs,
-                               lookahead=lookahead)
+                               lookahead=lookahead, logprobs_mode=logprobs_mode)
         self.generator = Generator(self.decoder, self._eos_ids(model, tokenizer), seed=seed)
         self.created = int(time.time())
+        self.grammar_lock = threading.Lock()
+
+    def compile_grammar(self, spec: tuple[str, str]):
+        """Compiles a parsed response_format (guided.parse_response_format), preparing the
+        vocabulary for xgrammar on first use. Blocking: call it off the event loop."""
+        with self.grammar_lock:
+            if self.generator.grammars is None:
+                self.generator.grammars = Grammars(self.tokenizer, self.decoder.vocab, self.generator.eos_ids)
+        return self.generator.grammars.compile(spec)
 
     @staticmethod
     def _eos_ids(model, tokenizer) -> set[int]:
@@ -153,6 +167,9 @@ class Engine:
         tool_choice = _tool_choice(body.get("tool_choice"), tools)
         prompt_tools = tools if tool_choice != "none" else None
         params, n, want_logprobs, return_ids = self._sampling(body)
+        guided = parse_response_format(body.get("response_format"))
+        if guided is not None:
+            params.grammar = await asyncio.to_thread(self.compile_grammar, guided)
 
         text = render_prompt(self.tokenizer, messages, prompt_tools)
         prompt = self.tokenizer(text, add_special_tokens=False)["input_ids"]
@@ -353,6 +370,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-lora-rank", type=int, default=16)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs (debugging)")
+    p.add_argument("--logprobs-mode", default="raw_logprobs", choices=LOGPROBS_MODES,
+                   help="as vLLM's: raw_logprobs (the model's distribution) or processed_logprobs (after "
+                        "temperature: what the trainer computes with loss.temperature; docs/training.md)")
     return p.parse_args(argv)
 
 
@@ -368,7 +388,8 @@ def build_engine(args: argparse.Namespace) -> Engine:
                   root=source.path, max_model_len=args.max_model_len, max_num_seqs=args.max_num_seqs,
                   enable_lora=args.enable_lora, max_loras=args.max_loras, max_lora_rank=args.max_lora_rank,
                   gpu_memory_utilization=args.gpu_memory_utilization, kv_cache_memory=args.kv_cache_memory,
-                  seed=args.seed, use_graphs=False if args.enforce_eager else None)
+                  seed=args.seed, use_graphs=False if args.enforce_eager else None,
+                  logprobs_mode=args.logprobs_mode)
 
 
 async def serve(engine: Engine, host: str, port: int) -> None:

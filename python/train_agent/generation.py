@@ -26,7 +26,8 @@ from typing import Callable
 import torch
 
 from train_agent.decoder import Decoder, pick_bucket, read_peft_adapter
-from train_agent.sampling import derive_seed, sample
+from train_agent.guided import Grammars
+from train_agent.sampling import derive_seed
 
 log = logging.getLogger("train_agent.engine")
 
@@ -41,6 +42,8 @@ class SamplingParams:
     ignore_eos: bool = False
     # called with a sequence's tokens after each new token; True ends it with "stop"
     stop_check: Callable[[list[int]], bool] | None = None
+    # an xgrammar CompiledGrammar (guided.Grammars.compile): every token is drawn inside it
+    grammar: object | None = None
 
 
 @dataclass
@@ -79,6 +82,7 @@ class _Seq:
     slot: int
     seed: int
     out: Completion = field(default_factory=Completion)
+    matcher: object | None = None  # the grammar's state after this sequence's tokens
 
     @property
     def length(self) -> int:
@@ -93,8 +97,9 @@ class AdapterError(Exception):
 
 class Generator:
     def __init__(self, decoder: Decoder, eos_ids: set[int], *, seed: int = 0,
-                 max_prefill_tokens: int = 16384):
+                 max_prefill_tokens: int = 16384, grammars: Grammars | None = None):
         self.dec = decoder
+        self.grammars = grammars
         self.eos_ids = eos_ids
         self.rng = random.Random(seed)
         self.max_prefill_tokens = max_prefill_tokens
@@ -205,7 +210,10 @@ class Generator:
         for req in reqs:
             for _ in range(req.n):
                 slot = heapq.heappop(self.free_slots)
-                req.seqs.append(_Seq(req, slot, derive_seed(req.params.seed, len(req.seqs))))
+                seq = _Seq(req, slot, derive_seed(req.params.seed, len(req.seqs)))
+                if req.params.grammar is not None:
+                    seq.matcher = self.grammars.matcher(req.params.grammar)
+                req.seqs.append(seq)
             width = max([len(r.prompt) for r in chunk + [req]]) * (len(chunk) + 1)
             if chunk and width > self.max_prefill_tokens:
                 self._prefill(chunk)
@@ -231,43 +239,57 @@ class Generator:
         dec.lora[slots] = torch.tensor([s.req.adapter_slot for s in seqs], **dev)
         last = torch.tensor([len(s.req.prompt) - 1 for s in seqs], **dev)
         logits = logits[rows]
-        tok, lp, lse = sample(logits, dec.temp[slots], dec.top_p[slots], dec.seed[slots], last,
-                              any(s.req.params.top_p < 1 for s in seqs))
+        guided = [s for s in seqs if s.matcher is not None]
+        self._fill_masks(guided)
+        dec.pos[slots] = last  # the draw's randomness is keyed by the position it is made from
+        tok, lp, lse, inv_t = dec.sample(logits, slots, any(s.req.params.top_p < 1 for s in seqs), bool(guided))
         dec.tok[slots] = tok
         dec.pos[slots] = last + 1
-        top = self._top(logits, lse, seqs)
+        top = self._top(logits, lse, inv_t, seqs)
         now = time.perf_counter()
         for r in reqs:
             r.t_first = now
         for i, (s, t, l) in enumerate(zip(seqs, tok.tolist(), lp.tolist())):
             self.active[s.slot] = s
             self._append(s, t, l, top[i] if top else None)
+        self._fill_masks([s for s in guided if s.out.finish_reason is None])
 
-    def _top(self, logits: torch.Tensor, lse: torch.Tensor, seqs: list[_Seq]) -> list | None:
+    def _top(self, logits: torch.Tensor, lse: torch.Tensor, inv_t: torch.Tensor, seqs: list[_Seq]) -> list | None:
         k = max(s.req.params.top_logprobs for s in seqs)
         if k == 0:
             return None
         vals, ids = logits.topk(k, dim=-1)
-        vals = vals.float() - lse[:, None]
+        vals = vals * inv_t[:, None] - lse[:, None]
         return [list(zip(i, v)) for i, v in zip(ids.tolist(), vals.tolist())]
+
+    def _fill_masks(self, seqs: list[_Seq]) -> None:
+        """Writes each guided sequence's next-token allow-list into its slot's bitmask."""
+        if not seqs:
+            return
+        mask = self.grammars.bitmask(len(seqs))
+        for i, s in enumerate(seqs):
+            s.matcher.fill_next_token_bitmask(mask, i)
+        self.dec.bitmask[torch.tensor([s.slot for s in seqs], device=self.dec.device)] = mask.to(self.dec.device)
 
     def _window(self) -> None:
         dec = self.dec
         seqs = list(self.active.values())
         b = pick_bucket(dec.batch_buckets, max(self.active) + 1)
         left = max(min(s.req.params.max_tokens - len(s.out.token_ids), dec.max_len - s.length) for s in seqs)
-        k = max(1, min(dec.lookahead if dec.use_graphs else 1, left))
+        guided = [s for s in seqs if s.matcher is not None]
+        # a grammar's next mask depends on the token just drawn: guided batches sync every token
+        k = 1 if guided else max(1, min(dec.lookahead if dec.use_graphs else 1, left))
         L = pick_bucket(dec.len_buckets, max(s.length for s in seqs) + k)
         use_top_p = any(s.req.params.top_p < 1 for s in seqs)
         want_top = max(s.req.params.top_logprobs for s in seqs)
         toks, lps, tops = [], [], []
         for _ in range(k):
-            tok, lp, logits, lse = dec.step(b, L, use_top_p)
+            tok, lp, logits, lse, inv_t = dec.step(b, L, use_top_p, bool(guided))
             toks.append(tok.clone())
             lps.append(lp.clone())
             if want_top:
                 vals, ids = logits.topk(want_top, dim=-1)
-                tops.append((vals.float() - lse[:, None], ids))
+                tops.append((vals * inv_t[:, None] - lse[:, None], ids))
         toks_h = torch.stack(toks, 1).tolist()  # the one host sync of the window
         lps_h = torch.stack(lps, 1).tolist()
         tops_h = [(v.tolist(), i.tolist()) for v, i in tops]
@@ -277,11 +299,14 @@ class Generator:
                     break
                 top = list(zip(tops_h[j][1][s.slot], tops_h[j][0][s.slot])) if tops_h else None
                 self._append(s, toks_h[s.slot][j], lps_h[s.slot][j], top)
+        self._fill_masks([s for s in guided if s.out.finish_reason is None])
 
     def _append(self, s: _Seq, tok: int, lp: float, top: list | None) -> None:
         p = s.req.params
         s.out.token_ids.append(tok)
         s.out.logprobs.append(lp)
+        if s.matcher is not None and not s.matcher.accept_token(tok):
+            raise RuntimeError(f"the grammar rejected token {tok}, drawn under its own mask")
         if p.top_logprobs and top is not None:
             s.out.top_logprobs.append(top[:p.top_logprobs])
         if tok in self.eos_ids and not p.ignore_eos:
@@ -299,6 +324,7 @@ class Generator:
         dec.temp[s.slot] = 0.0  # idle rows decode greedily from position 0, harmlessly
         dec.pos[s.slot] = 0
         dec.lora[s.slot] = -1
+        dec.bitmask[s.slot] = -1
         with self.cv:
             heapq.heappush(self.free_slots, s.slot)
             req = s.req

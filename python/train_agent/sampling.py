@@ -12,6 +12,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from train_agent.guided import apply_bitmask
+
 def _shr(x: torch.Tensor, n: int) -> torch.Tensor:
     """Logical right shift of int64 (torch's >> is arithmetic)."""
     return (x >> n) & ((1 << (64 - n)) - 1)
@@ -51,16 +53,28 @@ def _draw(probs: torch.Tensor, u: torch.Tensor, block: int = 1024) -> torch.Tens
     return (j * block + k)[:, 0].clamp_(max=V - 1)
 
 
-def sample(logits: torch.Tensor, temp: torch.Tensor, top_p: torch.Tensor, seed: torch.Tensor,
-           pos: torch.Tensor, use_top_p: bool):
-    """Returns (token [b], its logprob [b], logsumexp of the logits [b]; logprobs are `logits - lse`).
+LOGPROBS_MODES = ("raw_logprobs", "processed_logprobs")
 
-    Logprobs are of the model's raw distribution (before temperature and top-p), as vLLM reports
-    them by default. temp == 0 means greedy. `use_top_p` is static so graphs without nucleus
-    sampling skip the vocabulary sort."""
-    lse = logits.float().logsumexp(-1)
+
+def sample(logits: torch.Tensor, temp: torch.Tensor, top_p: torch.Tensor, seed: torch.Tensor,
+           pos: torch.Tensor, use_top_p: bool, processed: bool = False, bitmask: torch.Tensor | None = None):
+    """Returns (token [b], its logprob [b], logsumexp [b], inverse temperature [b]); the logprob of any
+    token v is `logits[v] * inv_t - lse` (top logprobs use the same formula).
+
+    Logprobs are vLLM's `logprobs_mode`: "raw_logprobs" (processed=False) are of the model's own
+    distribution, before temperature, top-p and any grammar mask, as vLLM reports them by default;
+    "processed_logprobs" are of the temperature-scaled distribution `softmax(logits / T)` that the
+    token was drawn from (greedy rows: T = 1), which is what the trainer computes with its
+    `loss.temperature` (docs/training.md). Top-p truncation and the grammar mask are in neither: the
+    trainer cannot reproduce them. temp == 0 means greedy. `bitmask` (xgrammar's packed allow-list,
+    guided.py) restricts what is drawn. `use_top_p` is static so graphs without nucleus sampling skip
+    the vocabulary sort."""
     t = torch.where(temp > 0, temp, torch.ones_like(temp))
-    probs = (logits.float() / t[:, None]).softmax(-1)
+    inv_t = t.reciprocal() if processed else torch.ones_like(t)
+    scaled = logits.float() * inv_t[:, None]
+    lse = scaled.logsumexp(-1)
+    policy = scaled if bitmask is None else apply_bitmask(scaled, bitmask)
+    probs = (policy if processed else policy / t[:, None]).softmax(-1)
     u = uniform(seed, pos)[:, None]
     if use_top_p:
         probs, order = probs.sort(dim=-1, descending=True)
@@ -68,5 +82,5 @@ def sample(logits: torch.Tensor, temp: torch.Tensor, top_p: torch.Tensor, seed: 
         drawn = order.gather(-1, _draw(probs * keep, u)[:, None])[:, 0]
     else:
         drawn = _draw(probs, u)
-    tok = torch.where(temp > 0, drawn, logits.argmax(-1))
-    return tok, logits.gather(-1, tok[:, None])[:, 0].float() - lse, lse
+    tok = torch.where(temp > 0, drawn, policy.argmax(-1))
+    return tok, scaled.gather(-1, tok[:, None])[:, 0] - lse, lse, inv_t

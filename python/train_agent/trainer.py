@@ -20,7 +20,10 @@ Config (JSON, every key optional except `model` and `output_dir`; unknown keys a
     loss                    {kind: "grpo" | "sft", epsilon_low: 0.2, epsilon_high: 0.28,
                              beta: 0.0 (KL coefficient, reference = the base model: adapter off),
                              aggregation: "token-mean" | "seq-mean-token-sum-norm" | "seq-mean-token-mean",
-                             max_len_norm: null (Dr. GRPO's constant, needed by seq-mean-token-sum-norm)}
+                             max_len_norm: null (Dr. GRPO's constant, needed by seq-mean-token-sum-norm),
+                             temperature: 1.0 (GRPO: the rollouts' sampling temperature; logprobs are of
+                             softmax(logits / temperature), the distribution the tokens were drawn from,
+                             as the engine's --logprobs-mode processed_logprobs reports them)}
     micro_batch_tokens      4096: padded tokens (rows * longest row) per forward/backward
     gradient_checkpointing  false
     precision               "auto" (bf16-mixed on GPU and on CPUs with native bf16, else 32-true) | "bf16-mixed" | "bf16-true" | "32-true"
@@ -123,6 +126,7 @@ class LossSettings:
     beta: float = 0.0
     aggregation: str = "token-mean"
     max_len_norm: float | None = None
+    temperature: float = 1.0
 
 
 @dataclass
@@ -172,6 +176,9 @@ class Config:
         if self.loss.aggregation == "seq-mean-token-sum-norm" and not self.loss.max_len_norm:
             raise ValueError("config: loss.aggregation seq-mean-token-sum-norm needs loss.max_len_norm\n"
                              "hint: set it to the generation budget (max_tokens), as in Dr. GRPO")
+        if not self.loss.temperature > 0:
+            raise ValueError(f"config: loss.temperature = {self.loss.temperature!r} must be > 0\nhint: set it to the "
+                             f"rollouts' sampling temperature (greedy rollouts carry no policy gradient)")
         if self.optim.schedule not in ("constant", "cosine"):
             bad("optim.schedule", self.optim.schedule, ("constant", "cosine"))
         if self.precision not in ("auto", "bf16-mixed", "bf16-true", "32-true", "32"):
@@ -318,9 +325,10 @@ def lr_multiplier(step: int, o: OptimSettings) -> float:
     return o.min_lr_ratio + (1 - o.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
 
 
-def trained_logprobs(model, mb: dict[str, torch.Tensor]):
-    """Logprobs and entropies of the trained tokens (flat, row-major over the loss mask): the decoder
-    runs in the run's precision, the output head only on trained positions and in float32."""
+def trained_logprobs(model, mb: dict[str, torch.Tensor], temperature: float = 1.0):
+    """Logprobs and entropies of the trained tokens (flat, row-major over the loss mask) under
+    softmax(logits / temperature): the decoder runs in the run's precision, the output head only on
+    trained positions and in float32 (the engine's head does the same, decoder.Decoder.logits)."""
     lm = model.get_base_model()
     # No attention mask: rows are right-padded, so under causal attention no real token sees a pad,
     # and without a mask SDPA takes its fused kernels (on a 2-core CPU, 542 against 389 tok/s for a
@@ -335,6 +343,8 @@ def trained_logprobs(model, mb: dict[str, torch.Tensor]):
             logits = F.linear(h.float(), head.weight.float(), bias)
         else:  # an adapted head (lm_head in target_modules)
             logits = head(h).float()
+        if temperature != 1.0:
+            logits = logits / temperature
     return token_logprobs(logits, mb["input_ids"][:, 1:][sel])
 
 
@@ -381,10 +391,11 @@ class PolicyModule(pl.LightningModule):
         mask = mb["loss_mask"]
         weights = mb["weights"][mask]
         ref = None
+        temperature = lc.temperature if lc.kind == "grpo" else 1.0
         if lc.kind == "grpo" and lc.beta > 0:
             with torch.no_grad(), self.model.disable_adapter():
-                ref, _ = trained_logprobs(self.model, mb)
-        logp, entropy = trained_logprobs(self.model, mb)
+                ref, _ = trained_logprobs(self.model, mb, temperature)
+        logp, entropy = trained_logprobs(self.model, mb, temperature)
         if lc.kind == "sft":
             loss, stats = sft_loss(logp, weights)
         else:
