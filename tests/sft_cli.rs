@@ -53,7 +53,7 @@ async fn teacher_and_reference_traces_are_curated_into_a_dataset() {
     let reference = dir.path().join("reference");
     let out = Command::new(bin()).args(["collect", "--reference", "--server", "train-agent demo-server", "--scenarios"]).arg(&scenarios).arg("--out").arg(&reference).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success() && stdout.contains("reference traces  1 of 2") && stdout.contains("hi: no reference_sql"), "{stdout}");
+    assert!(out.status.success() && stdout.contains("reference traces  1 of 2") && stdout.contains("hi: no reference steps or reference_sql"), "{stdout}");
 
     let data = dir.path().join("data");
     let out = Command::new(bin()).arg("curate").arg(&reference).arg(&teacher).args(["--dedupe", "--unroll", "--no-parquet", "--out"]).arg(&data).output().unwrap();

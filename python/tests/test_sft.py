@@ -99,6 +99,7 @@ def test_the_tuned_model_reproduces_a_trained_tool_call(sft_run, tiny_sft_model_
                                                                "tools": row["tools"], "temperature": 0,
                                                                "max_tokens": 40})
                 assert status == 200, r
+                print("DEBUG", model, repr(r["choices"][0]["message"]), r["choices"][0].get("finish_reason"), flush=True)
                 calls = r["choices"][0]["message"].get("tool_calls") or []
                 return (calls[0]["function"]["name"], json.loads(calls[0]["function"]["arguments"])) if calls else None
 

@@ -1,10 +1,14 @@
-//! Reference-solution traces: when no teacher model is reachable, a scenario's `reference_sql`
-//! becomes the ideal episode on a SQL server (the demo server's tools): `list_tables`,
-//! `describe_table` for each table the query reads, `run_query(reference_sql)`, then
-//! `complete_task` with an answer written from the result rows. Every tool call really goes to
-//! the MCP server through the agent loop's tool host, so the tool results are exactly what a model
-//! would see; the answer is checked against the scenario's ground truth and the episode is dropped
-//! (and reported) when it does not pass.
+//! Reference demonstrations: a scenario's `reference` steps (tool calls) replayed on any server
+//! through the agent loop's tool host, ending with `complete_task` carrying the scenario's checked
+//! answer. A demo scenario's `reference_sql` is sugar for the same form: it becomes a call of the
+//! server's SQL query tool. Where the server offers them and the steps lack them, exploration
+//! steps come first (list the tables, describe each table the SQL reads), as a careful agent
+//! would.
+//!
+//! Every tool call really goes to the MCP server, so the tool results are exactly what a model
+//! would see. A trace is kept only when every step succeeds, the last result shows the expected
+//! answer, and the final answer passes the scenario's ground truth; otherwise the scenario is
+//! skipped with the reason.
 
 use std::time::Instant;
 
@@ -13,14 +17,13 @@ use serde_json::{Value, json};
 use ta_reward::RewardConfig;
 use ta_rollout::ToolHost;
 use ta_rollout::agent::truncate;
+use ta_synth::SqlTools;
+use ta_types::scenario::ExpectedRule;
 use ta_types::trajectory::GroupRef;
-use ta_types::{Message, Outcome, Scenario, ToolCall, Trajectory};
+use ta_types::{Expected, Message, Outcome, ReferenceStep, Scenario, ToolCall, Trajectory};
 
 use crate::SftError;
 use crate::trace::{SOURCE_REFERENCE, Trace};
-
-/// The tools a reference trace needs from the server.
-pub const REQUIRED_TOOLS: [&str; 3] = ["list_tables", "describe_table", "run_query"];
 
 #[derive(Debug, Clone)]
 pub struct ReferenceOptions {
@@ -35,40 +38,50 @@ pub struct Skipped {
     pub reason: String,
 }
 
-/// Builds the reference trace of every scenario that has a `reference_sql`. Fails only when the
-/// server lacks the tools or the connection breaks; scenario-level problems are `Skipped`.
+/// Builds the reference trace of every scenario with `reference` steps or a `reference_sql`.
+/// Fails only when the connection breaks, or when every scenario needs a SQL query tool the
+/// server does not have; scenario-level problems are `Skipped`.
 pub async fn reference_traces<T: ToolHost>(
     tools: &T,
     system_prompt: &str,
     scenarios: &[Scenario],
     opts: &ReferenceOptions,
 ) -> Result<(Vec<Trace>, Vec<Skipped>), SftError> {
-    let names: Vec<&str> = tools.specs().iter().map(|t| t.name()).collect();
-    let missing: Vec<&str> = REQUIRED_TOOLS.iter().copied().filter(|n| !names.contains(n)).collect();
-    if !missing.is_empty() {
-        return Err(SftError::Reference(format!(
-            "the server has no {} tool(s) (it offers: {})\nhint: reference traces need a SQL server with list_tables, describe_table and run_query, such as `train-agent demo-server`; use a teacher model (--base-url/--model) or rejection sampling (--base-model) for other servers",
-            missing.join(", "),
-            names.join(", ")
-        )));
+    let sql_tools = SqlTools::detect(tools.specs(), None);
+    if let Err(e) = &sql_tools
+        && scenarios.iter().all(|s| s.reference.is_empty())
+        && scenarios.iter().any(|s| s.extra.contains_key("reference_sql"))
+    {
+        return Err(SftError::Reference(format!("the scenarios give reference_sql, but {e}")));
     }
+    let sql_tools = sql_tools.ok();
+    let listing = match sql_tools.as_ref().and_then(|t| t.list.as_ref()) {
+        Some(list) => tools.call(list, json!({})).await.map_err(|e| SftError::Reference(format!("the MCP server failed during {list}: {e}")))?.text,
+        None => String::new(),
+    };
     let mut traces = Vec::new();
     let mut skipped = Vec::new();
     for s in scenarios {
         let skip = |reason: String| Skipped { scenario_id: s.id.clone(), reason };
-        let Some(sql) = s.extra.get("reference_sql").and_then(Value::as_str) else {
-            skipped.push(skip("no reference_sql".into()));
-            continue;
+        let steps = match steps_of(s, sql_tools.as_ref(), &listing) {
+            Ok(steps) => steps,
+            Err(reason) => {
+                skipped.push(skip(reason));
+                continue;
+            }
         };
-        if s.expected.is_none() {
+        let Some(expected) = &s.expected else {
             skipped.push(skip("no expected answer to check the reference against".into()));
             continue;
-        }
-        match episode(tools, system_prompt, s, sql, opts).await? {
+        };
+        let Some(answer) = answer_of(expected) else {
+            skipped.push(skip("a regex ground truth cannot be written as the answer".into()));
+            continue;
+        };
+        match episode(tools, system_prompt, s, &steps, &answer, opts).await? {
             Ok(t) => {
-                let gt = t.reward_parts.ground_truth.unwrap_or(0.0);
-                if gt < 1.0 {
-                    skipped.push(skip(format!("the answer written from the result ({:?}) fails the ground truth", t.final_answer.as_deref().unwrap_or(""))));
+                if t.reward_parts.ground_truth.unwrap_or(0.0) < 1.0 {
+                    skipped.push(skip(format!("the answer {answer:?} fails the ground truth")));
                 } else {
                     traces.push(Trace::from_trajectory(&t, Some(s), tools.specs(), SOURCE_REFERENCE));
                 }
@@ -79,31 +92,81 @@ pub async fn reference_traces<T: ToolHost>(
     Ok((traces, skipped))
 }
 
+/// The steps to replay: the scenario's own, or its `reference_sql` as a query-tool call, with
+/// the server's exploration steps in front where the steps run SQL without exploring first.
+fn steps_of(s: &Scenario, sql_tools: Option<&SqlTools>, listing: &str) -> Result<Vec<ReferenceStep>, String> {
+    let mut steps = s.reference.clone();
+    if steps.is_empty() {
+        let Some(sql) = s.extra.get("reference_sql").and_then(Value::as_str) else {
+            return Err("no reference steps or reference_sql".into());
+        };
+        let t = sql_tools.ok_or("reference_sql, but the server has no SQL query tool")?;
+        steps.push(ta_synth::query_step(t, sql));
+    }
+    let Some(t) = sql_tools else { return Ok(steps) };
+    let sql = steps.iter().find(|st| st.tool == t.query.name).and_then(|st| st.arguments.get(&t.query.arg)).and_then(Value::as_str);
+    let explores = steps.iter().any(|st| Some(&st.tool) == t.list.as_ref() || Some(&st.tool) == t.describe.as_ref().map(|d| &d.name));
+    match sql {
+        Some(sql) if !explores => {
+            Ok(ta_synth::exploration_steps(t, &tables_of(sql, listing)).into_iter().chain(steps).collect())
+        }
+        _ => Ok(steps),
+    }
+}
+
+/// The answer text a scenario's ground truth asks for; `None` for a regular expression.
+fn answer_of(expected: &Expected) -> Option<String> {
+    let number = |x: f64| if x.fract() == 0.0 && x.abs() < 1e15 { format!("{}", x as i64) } else { format!("{x}") };
+    let value = |v: &Value| match v {
+        Value::String(s) => s.clone(),
+        Value::Number(n) => n.as_f64().map(number).unwrap_or_else(|| n.to_string()),
+        other => other.to_string(),
+    };
+    Some(match expected {
+        Expected::Number(x) => number(*x),
+        Expected::Text(s) => s.clone(),
+        Expected::Rule(ExpectedRule::Exact(s) | ExpectedRule::Contains(s)) => s.clone(),
+        Expected::Rule(ExpectedRule::Number { number: x, .. }) => number(*x),
+        Expected::Rule(ExpectedRule::Set(values)) => values.iter().map(value).collect::<Vec<_>>().join(", "),
+        Expected::Rule(ExpectedRule::Regex(_)) => return None,
+    })
+}
+
+/// Whether a tool result shows the expected answer (an exact answer as part of it).
+fn shows(expected: &Expected, text: &str) -> bool {
+    let as_part = match expected {
+        Expected::Rule(ExpectedRule::Exact(s)) => Expected::Rule(ExpectedRule::Contains(s.clone())),
+        other => other.clone(),
+    };
+    ta_reward::ground_truth::matches(&as_part, text) >= 1.0
+}
+
 /// One reference episode; `Ok(Err(reason))` when the scenario cannot be turned into one.
-async fn episode<T: ToolHost>(tools: &T, system_prompt: &str, s: &Scenario, sql: &str, opts: &ReferenceOptions) -> Result<Result<Trajectory, String>, SftError> {
+async fn episode<T: ToolHost>(
+    tools: &T,
+    system_prompt: &str,
+    s: &Scenario,
+    steps: &[ReferenceStep],
+    answer: &str,
+    opts: &ReferenceOptions,
+) -> Result<Result<Trajectory, String>, SftError> {
     let started = Instant::now();
     let mut t = Trajectory::start(&s.id, GroupRef::default(), SOURCE_REFERENCE, vec![Message::system(system_prompt), Message::user(&s.task)]);
-    let listing = match call(tools, &mut t, "list_tables", json!({}), opts).await? {
-        Ok(text) => text,
-        Err(e) => return Ok(Err(format!("list_tables failed: {e}"))),
-    };
-    for table in tables_of(sql, &listing) {
-        if let Err(e) = call(tools, &mut t, "describe_table", json!({"table_name": table}), opts).await? {
-            return Ok(Err(format!("describe_table({table}) failed: {e}")));
+    let mut last = String::new();
+    for (i, step) in steps.iter().enumerate() {
+        match call(tools, &mut t, &step.tool, Value::Object(step.arguments.clone()), opts).await? {
+            Ok(text) => last = text,
+            Err(e) => return Ok(Err(format!("step {} ({}) failed: {}", i + 1, step.tool, truncate(&e, 300)))),
         }
     }
-    let result = match call(tools, &mut t, "run_query", json!({"sql": sql}), opts).await? {
-        Ok(text) => text,
-        Err(e) => return Ok(Err(format!("the reference query failed: {e}"))),
-    };
-    let answer = match answer_from_table(&result) {
-        Ok(a) => a,
-        Err(e) => return Ok(Err(e)),
-    };
+    let expected = s.expected.as_ref().expect("checked by the caller");
+    if !shows(expected, &last) {
+        return Ok(Err(format!("the last tool result does not show the expected answer {answer:?}")));
+    }
     let args = json!({"summary": answer});
     t.messages.push(assistant_call(t.num_turns, ta_mcp::COMPLETE_TASK, &args));
     t.num_turns += 1;
-    t.final_answer = Some(answer);
+    t.final_answer = Some(answer.to_string());
     t.outcome = Outcome::Completed;
     t.timings.total_ms = started.elapsed().as_millis() as u64;
     ta_reward::score(&opts.reward, s, &mut t);
@@ -118,14 +181,17 @@ fn assistant_call(turn: u32, name: &str, args: &Value) -> Message {
 }
 
 /// One assistant turn calling `name`, and its result as the agent loop would show it. The inner
-/// `Err` is a tool error (the text the model would see); the outer one a broken connection.
+/// `Err` is a tool error or a call the tool host refuses (the text the model would see); the
+/// outer one a broken connection.
 async fn call<T: ToolHost>(tools: &T, t: &mut Trajectory, name: &str, args: Value, opts: &ReferenceOptions) -> Result<Result<String, String>, SftError> {
+    if let Err(e) = tools.check(name, &args) {
+        return Ok(Err(e));
+    }
     let msg = assistant_call(t.num_turns, name, &args);
     let id = msg.tool_calls[0].id.clone();
     t.messages.push(msg);
     t.num_turns += 1;
     t.tool_calls += 1;
-    tools.check(name, &args).map_err(|e| SftError::Reference(format!("{name}: {e}")))?;
     let t0 = Instant::now();
     let result = tools.call(name, args).await.map_err(|e| SftError::Reference(format!("the MCP server failed during {name}: {e}")))?;
     t.timings.tools_ms += t0.elapsed().as_millis() as u64;
@@ -134,10 +200,11 @@ async fn call<T: ToolHost>(tools: &T, t: &mut Trajectory, name: &str, args: Valu
     Ok(if result.is_error { Err(text) } else { Ok(text) })
 }
 
-/// The tables a query reads (after FROM or JOIN), in order of appearance, that the server lists.
+/// The tables a query reads (after FROM or JOIN), in order of appearance, that the server lists
+/// (all of them when there is no listing).
 fn tables_of(sql: &str, listing: &str) -> Vec<String> {
-    let re = Regex::new(r"(?i)\b(?:from|join)\s+([A-Za-z_][A-Za-z0-9_]*)").expect("valid regex");
-    let listed = |name: &str| Regex::new(&format!(r"(?i)\b{}\b", regex::escape(name))).expect("escaped").is_match(listing);
+    let re = Regex::new(r#"(?i)\b(?:from|join)\s+["`\[]?([A-Za-z_][A-Za-z0-9_]*)"#).expect("valid regex");
+    let listed = |name: &str| listing.is_empty() || Regex::new(&format!(r"(?i)\b{}\b", regex::escape(name))).expect("escaped").is_match(listing);
     let mut out: Vec<String> = Vec::new();
     for cap in re.captures_iter(sql) {
         let name = cap[1].to_string();
@@ -146,29 +213,6 @@ fn tables_of(sql: &str, listing: &str) -> Vec<String> {
         }
     }
     out
-}
-
-/// The answer text from `run_query`'s table (header, `a | b` rows, a `(N rows)` footer): one row
-/// gives its cells joined by ", "; several rows give "first cell (other cells)" joined by ", ".
-fn answer_from_table(text: &str) -> Result<String, String> {
-    let lines: Vec<&str> = text.lines().collect();
-    let Some((footer, body)) = lines.split_last() else { return Err("the reference query returned nothing".into()) };
-    if footer.starts_with("(showing") || footer.starts_with("[truncated") {
-        return Err("the reference result is longer than what the agent sees".into());
-    }
-    let rows: Vec<Vec<&str>> = body.iter().skip(1).map(|l| l.split(" | ").collect()).collect();
-    match rows.as_slice() {
-        [] => Err("the reference query returned no rows".into()),
-        [row] => Ok(row.join(", ")),
-        rows => Ok(rows
-            .iter()
-            .map(|r| match r.split_first() {
-                Some((first, rest)) if !rest.is_empty() => format!("{first} ({})", rest.join(", ")),
-                _ => r.join(", "),
-            })
-            .collect::<Vec<_>>()
-            .join(", ")),
-    }
 }
 
 #[cfg(test)]
@@ -183,11 +227,13 @@ mod tests {
     }
 
     #[test]
-    fn answers_come_from_the_rows() {
-        assert_eq!(answer_from_table("count(*)\n9\n(1 row)").unwrap(), "9");
-        assert_eq!(answer_from_table("name | n\nAda | 3\nBob | 2\n(2 rows)").unwrap(), "Ada (3), Bob (2)");
-        assert_eq!(answer_from_table("name\nAda\nBob\n(2 rows)").unwrap(), "Ada, Bob");
-        assert!(answer_from_table("name\n(0 rows)").is_err());
-        assert!(answer_from_table("id\n1\n(showing 100 of 300 rows; use WHERE)").is_err());
+    fn answers_are_written_from_the_ground_truth() {
+        assert_eq!(answer_of(&Expected::Number(9.0)).unwrap(), "9");
+        assert_eq!(answer_of(&Expected::Rule(ExpectedRule::Number { number: 73250.67, tolerance: 0.01 })).unwrap(), "73250.67");
+        assert_eq!(answer_of(&Expected::Rule(ExpectedRule::Contains("Boston".into()))).unwrap(), "Boston");
+        assert_eq!(answer_of(&Expected::Rule(ExpectedRule::Set(vec!["Ada".into(), 3.into()]))).unwrap(), "Ada, 3");
+        assert!(answer_of(&Expected::Rule(ExpectedRule::Regex("x".into()))).is_none());
+        assert!(shows(&Expected::Rule(ExpectedRule::Exact("Ada".into())), "name\nAda\n(1 row)"));
+        assert!(!shows(&Expected::Number(9.0), "n\n8\n(1 row)"));
     }
 }

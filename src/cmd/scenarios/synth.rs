@@ -1,10 +1,91 @@
-//! `train-agent scenarios synth` (being built: see issue #14).
+//! `train-agent scenarios synth`: SQL question/answer scenarios written offline (no model)
+//! through a server's SQL query tool, every answer checked by running its SQL there. The logic
+//! lives in `ta_synth`; this parses flags, connects and writes the files.
 
-use anyhow::Result;
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use ta_synth::{SynthOptions, synthesize};
+
+use crate::args::ServerArgs;
 
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    #[command(flatten)]
+    server: ServerArgs,
+    /// Scenarios to write (at most; fewer when the database offers fewer distinct questions).
+    #[arg(long, default_value_t = 2000)]
+    n: usize,
+    /// Output directory: scenarios.jsonl, summary.json and schema.json (what was learnt).
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
+    /// The server's SQL query tool, when detection from the schemas picks the wrong one or none.
+    #[arg(long, value_name = "NAME")]
+    query_tool: Option<String>,
+    /// Share of the questions (whole groups of paraphrases of one SQL query) put in validation.
+    #[arg(long, default_value_t = 0.2)]
+    validation_fraction: f64,
+    /// Seed of the question order and the split.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Queries in flight at once.
+    #[arg(long, default_value_t = 8)]
+    concurrency: usize,
+}
 
-pub async fn run(_args: Args) -> Result<()> {
-    anyhow::bail!("`scenarios synth` is not built yet")
+pub async fn run(args: Args) -> Result<()> {
+    anyhow::ensure!(
+        (0.0..1.0).contains(&args.validation_fraction),
+        "--validation-fraction {} is outside [0, 1)\nhint: e.g. 0.2 puts a fifth of the questions in validation",
+        args.validation_fraction
+    );
+    let started = Instant::now();
+    let logs = args.out.join("logs");
+    std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
+    let server = args.server.connect(Some(&logs)).await?;
+    let tools = server.tools();
+    let opts = SynthOptions { n: args.n, query_tool: args.query_tool.clone(), validation_fraction: args.validation_fraction, seed: args.seed, concurrency: args.concurrency };
+    eprintln!("synthesizing up to {} scenarios through {} ...", args.n, server.description);
+    let result = synthesize(&tools, &opts).await;
+    server.client.close().await;
+    let out = result?;
+
+    let path = args.out.join("scenarios.jsonl");
+    let mut file = std::io::BufWriter::new(std::fs::File::create(&path).with_context(|| format!("cannot write {}", path.display()))?);
+    for s in &out.scenarios {
+        serde_json::to_writer(&mut file, s)?;
+        file.write_all(b"\n")?;
+    }
+    file.flush()?;
+    std::fs::write(args.out.join("summary.json"), serde_json::to_vec_pretty(&out.summary)?)?;
+    std::fs::write(args.out.join("schema.json"), serde_json::to_vec_pretty(&out.schema)?)?;
+
+    let s = &out.summary;
+    println!("query tool        {} (list: {}, describe: {})", s.query_tool, s.list_tool.as_deref().unwrap_or("-"), s.describe_tool.as_deref().unwrap_or("-"));
+    println!("tables            {}", s.tables.join(", "));
+    println!("candidates        {} questions, {} run through the server", s.candidates, s.checked);
+    for (reason, n) in &s.dropped {
+        println!("  dropped {n:>5}   {reason}");
+    }
+    if s.duplicates > 0 {
+        println!("  duplicates {:>3}  (same normalized text)", s.duplicates);
+    }
+    println!("scenarios         {} (train {}, validation {})", s.scenarios, s.train, s.validation);
+    let row = |title: &str, items: Vec<(String, usize)>| {
+        println!("{title}");
+        for (k, n) in items {
+            println!("  {k:<24} {n}");
+        }
+    };
+    row("per template", s.per_template.iter().map(|(k, n)| (k.clone(), *n)).collect());
+    row("per difficulty", s.per_difficulty.iter().map(|(k, n)| (format!("level {k}"), *n)).collect());
+    row("per table", s.per_table.iter().map(|(k, n)| (k.clone(), *n)).collect());
+    println!("time              {:.1} s", started.elapsed().as_secs_f64());
+    println!("scenarios: {}", path.display());
+    if s.scenarios < args.n {
+        eprintln!("note: {} of the {} scenarios asked for; the database offers no more distinct checked questions", s.scenarios, args.n);
+    }
+    Ok(())
 }

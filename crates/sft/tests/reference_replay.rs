@@ -1,0 +1,52 @@
+//! Reference demonstrations replayed on a server that has nothing to do with SQL: the reference
+//! MCP server `@modelcontextprotocol/server-everything` (installed by `.ci/run`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ta_mcp::{ClientOptions, McpClient, ServerSpec, ToolCatalog};
+use ta_rollout::McpTools;
+use ta_sft::reference::{ReferenceOptions, reference_traces};
+use ta_types::scenario::parse_scenarios;
+
+const SCENARIOS: &str = r#"
+{"id": "sum", "task": "What is 17 plus 25?", "expected": 42, "reference": [{"tool": "get-sum", "arguments": {"a": 17, "b": 25}}]}
+{"id": "echo", "task": "Have the server echo 'bonjour', twice.", "expected": {"contains": "bonjour"}, "reference": [{"tool": "echo", "arguments": {"message": "hi"}}, {"tool": "echo", "arguments": {"message": "bonjour"}}]}
+{"id": "wrong", "task": "What is 17 plus 25?", "expected": 41, "reference": [{"tool": "get-sum", "arguments": {"a": 17, "b": 25}}]}
+{"id": "bad-args", "task": "Add x and 1.", "expected": 1, "reference": [{"tool": "get-sum", "arguments": {"a": "x", "b": 1}}]}
+{"id": "sql", "task": "How many rows?", "expected": 3, "reference_sql": "SELECT count(*) FROM t"}
+{"id": "none", "task": "Say hi", "expected": "hi"}
+"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn reference_steps_replay_on_a_non_sql_server() {
+    let options = ClientOptions { call_timeout: Duration::from_secs(30), connect_timeout: Duration::from_secs(90), ..Default::default() };
+    let client = McpClient::connect(ServerSpec::parse("mcp-server-everything").unwrap(), options)
+        .await
+        .unwrap_or_else(|e| panic!("{e}\nhint: `bash .ci/run` installs @modelcontextprotocol/server-everything"));
+    let discovery = client.discover().await.unwrap();
+    let tools = McpTools::new(Arc::new(client), ToolCatalog::from_discovery(&discovery));
+    let scenarios = parse_scenarios(SCENARIOS, "inline").unwrap();
+    let opts = ReferenceOptions { tool_result_max_chars: 4000, reward: Default::default() };
+    let (traces, skipped) = reference_traces(&tools, "You are an agent.", &scenarios, &opts).await.unwrap();
+    tools.client().close().await;
+
+    let ids: Vec<&str> = traces.iter().map(|t| t.scenario_id.as_str()).collect();
+    assert_eq!(ids, ["sum", "echo"]);
+    let sum = &traces[0];
+    assert_eq!((sum.source.as_str(), sum.final_answer.as_deref(), sum.reward_parts.ground_truth), ("reference", Some("42"), Some(1.0)));
+    let roles: Vec<String> = sum.messages.iter().map(|m| format!("{:?}", m.role).to_lowercase()).collect();
+    assert_eq!(roles, ["system", "user", "assistant", "tool", "assistant"]);
+    assert!(sum.messages[3].content.as_deref().unwrap().contains("42"), "the server's real result: {:?}", sum.messages[3].content);
+    let last = &sum.messages[4].tool_calls[0].function;
+    assert_eq!((last.name.as_str(), last.arguments.as_str()), ("complete_task", r#"{"summary":"42"}"#));
+    assert_eq!(traces[1].tool_calls, 2, "no exploration steps on a server without SQL tools");
+    assert_eq!(traces[1].final_answer.as_deref(), Some("bonjour"));
+
+    let reasons: Vec<(&str, &str)> = skipped.iter().map(|s| (s.scenario_id.as_str(), s.reason.as_str())).collect();
+    assert_eq!(reasons.len(), 4, "{reasons:?}");
+    assert!(reasons[0].0 == "wrong" && reasons[0].1.contains("does not show the expected answer"), "{reasons:?}");
+    assert!(reasons[1].0 == "bad-args" && reasons[1].1.starts_with("step 1 (get-sum) failed"), "{reasons:?}");
+    assert!(reasons[2].0 == "sql" && reasons[2].1.contains("no SQL query tool"), "{reasons:?}");
+    assert_eq!(reasons[3], ("none", "no reference steps or reference_sql"));
+}

@@ -1,0 +1,96 @@
+//! Running a candidate's SQL through the server and turning its rows into the expected answer.
+
+use serde_json::Value;
+use ta_rollout::ToolHost;
+use ta_types::Expected;
+use ta_types::scenario::ExpectedRule;
+
+use crate::SynthError;
+use crate::exec::Sql;
+use crate::templates::{Candidate, MAX_LIST, Shape};
+
+/// A candidate that passed: its rows and the answer they give.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Checked {
+    pub rows: Vec<Vec<Value>>,
+    pub expected: Expected,
+}
+
+/// Runs `c.sql` (and its tie probe, in the same call) through the server. `Ok(Err(reason))`
+/// drops the candidate; `Err` is a query error or a broken connection.
+pub async fn check<T: ToolHost>(sql: &Sql<'_, T>, c: &Candidate) -> Result<Result<Checked, String>, SynthError> {
+    let rows_of = |select: &str, columns: &[String]| {
+        let cells = columns.iter().map(|c| format!("\"{c}\"")).collect::<Vec<_>>().join(", ");
+        format!("json((SELECT json_group_array(json_array({cells})) FROM ({select})))")
+    };
+    let mut expr = format!("json_object('rows', {}", rows_of(&c.sql, &c.columns));
+    if let Some(p) = &c.probe {
+        expr.push_str(&format!(", 'probe', {}", rows_of(&p.sql, &p.columns)));
+    }
+    expr.push(')');
+    let v = sql.json(&expr).await?;
+    let table = |key: &str| -> Vec<Vec<Value>> { v[key].as_array().into_iter().flatten().map(|r| r.as_array().cloned().unwrap_or_default()).collect() };
+    let rows = table("rows");
+    if let Some(p) = &c.probe {
+        let probe = table("probe");
+        let metric = |i: usize| probe.get(i).and_then(|r| r.get(p.metric));
+        if metric(p.index).is_none() {
+            return Ok(Err("no rows".into()));
+        }
+        if metric(p.index) == metric(p.index + 1) || (p.index > 0 && metric(p.index) == metric(p.index - 1)) {
+            return Ok(Err("tied with a neighbour in the ranking".into()));
+        }
+    }
+    Ok(expected(c.answer, &rows).map(|expected| Checked { rows, expected }))
+}
+
+/// The expected answer from the rows, with its matcher: integers as plain numbers, other numbers
+/// within 0.01 (questions ask for two decimals), text as a phrase, several rows as a set.
+pub fn expected(shape: Shape, rows: &[Vec<Value>]) -> Result<Expected, String> {
+    let first = |r: &Vec<Value>| r.first().cloned().unwrap_or(Value::Null);
+    match (shape, rows) {
+        (_, []) => Err("no rows".into()),
+        (_, [row]) => one(&first(row)),
+        (Shape::One, _) => Err("several rows where one was asked for".into()),
+        (Shape::List, rows) if rows.len() > MAX_LIST => Err(format!("more than {MAX_LIST} rows to list")),
+        (Shape::List, rows) => {
+            let values: Vec<Value> = rows.iter().map(first).collect();
+            if values.iter().any(|v| v.is_null() || v.as_str().is_some_and(|s| s.trim().is_empty())) {
+                return Err("a NULL or empty value in the list".into());
+            }
+            Ok(Expected::Rule(ExpectedRule::Set(values)))
+        }
+    }
+}
+
+fn one(v: &Value) -> Result<Expected, String> {
+    match v {
+        Value::Null => Err("the answer is NULL".into()),
+        Value::Number(n) if n.is_i64() || n.is_u64() => Ok(Expected::Number(n.as_f64().unwrap_or_default())),
+        Value::Number(n) => Ok(Expected::Rule(ExpectedRule::Number { number: n.as_f64().unwrap_or_default(), tolerance: 0.01 })),
+        Value::String(s) if s.trim().is_empty() => Err("the answer is empty text".into()),
+        Value::String(s) => Ok(Expected::Text(s.clone())),
+        other => Ok(Expected::Text(other.to_string())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn matchers_follow_the_values() {
+        let row = |v: Value| vec![vec![v]];
+        assert_eq!(expected(Shape::One, &row(json!(9))), Ok(Expected::Number(9.0)));
+        assert_eq!(expected(Shape::One, &row(json!(73250.67))), Ok(Expected::Rule(ExpectedRule::Number { number: 73250.67, tolerance: 0.01 })));
+        assert_eq!(expected(Shape::One, &row(json!("Boston"))), Ok(Expected::Text("Boston".into())));
+        assert!(expected(Shape::One, &row(Value::Null)).is_err());
+        assert!(expected(Shape::One, &[]).is_err());
+        assert!(expected(Shape::One, &[vec![json!(1)], vec![json!(2)]]).is_err());
+        assert_eq!(expected(Shape::List, &[vec![json!("a")], vec![json!("b")]]), Ok(Expected::Rule(ExpectedRule::Set(vec![json!("a"), json!("b")]))));
+        assert_eq!(expected(Shape::List, &row(json!("a"))), Ok(Expected::Text("a".into())));
+        let many: Vec<Vec<Value>> = (0..13).map(|i| vec![json!(i)]).collect();
+        assert!(expected(Shape::List, &many).is_err());
+    }
+}

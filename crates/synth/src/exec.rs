@@ -1,0 +1,70 @@
+//! SQL through the server's own query tool. Servers print results in their own formats (a text
+//! table, a Python list of dicts, JSON...), so every query whose result is read here returns one
+//! cell: the JSON of the rows, hex-encoded between markers. Hex survives any quoting or escaping
+//! a server applies, so the rows come back intact from any SQLite server.
+
+use serde_json::{Value, json};
+use ta_rollout::ToolHost;
+
+use crate::SynthError;
+use crate::tools::ArgTool;
+
+const OPEN: &str = "TAJ:";
+const CLOSE: &str = ":TAJ";
+
+/// The query tool of one server.
+pub struct Sql<'a, T: ToolHost> {
+    pub host: &'a T,
+    pub tool: &'a ArgTool,
+}
+
+impl<T: ToolHost> Sql<'_, T> {
+    /// Runs one statement; the server's text, or its error as `SynthError::Query`.
+    pub async fn run(&self, sql: &str) -> Result<String, SynthError> {
+        let result = self.host.call(&self.tool.name, json!({ &self.tool.arg: sql })).await.map_err(SynthError::Connection)?;
+        if result.is_error {
+            return Err(SynthError::Query { sql: sql.to_string(), message: result.text });
+        }
+        Ok(result.text)
+    }
+
+    /// The value of a SQL expression that yields JSON text (e.g. `(SELECT json_group_array(..) ..)`).
+    pub async fn json(&self, expr: &str) -> Result<Value, SynthError> {
+        let sql = format!("SELECT '{OPEN}' || hex({expr}) || '{CLOSE}' AS r");
+        let text = self.run(&sql).await?;
+        decode(&text).ok_or_else(|| SynthError::Query { sql, message: format!("no decodable result in the server's reply: {}", cut(&text)) })
+    }
+}
+
+fn cut(text: &str) -> String {
+    text.chars().take(300).collect()
+}
+
+/// The JSON between the markers of a reply; `Null` for an empty (SQL NULL) value.
+fn decode(text: &str) -> Option<Value> {
+    let start = text.find(OPEN)? + OPEN.len();
+    let len = text[start..].find(CLOSE)?;
+    let hex = &text[start..start + len];
+    if hex.is_empty() {
+        return Some(Value::Null);
+    }
+    let bytes: Option<Vec<u8>> = (0..hex.len()).step_by(2).map(|i| hex.get(i..i + 2).and_then(|b| u8::from_str_radix(b, 16).ok())).collect();
+    serde_json::from_slice(&bytes?).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decodes_whatever_wraps_the_cell() {
+        // `[1, "a"]` hex-encoded as SQLite's hex() writes it
+        let hex: String = br#"[1,"a"]"#.iter().map(|b| format!("{b:02X}")).collect();
+        for reply in [format!("r\nTAJ:{hex}:TAJ\n(1 row)"), format!("[{{'r': 'TAJ:{hex}:TAJ'}}]"), format!("[{{\"r\": \"TAJ:{hex}:TAJ\"}}]")] {
+            assert_eq!(decode(&reply), Some(json!([1, "a"])), "{reply}");
+        }
+        assert_eq!(decode("r\nTAJ::TAJ"), Some(Value::Null));
+        assert_eq!(decode("error"), None);
+        assert_eq!(decode("TAJ:4G:TAJ"), None);
+    }
+}

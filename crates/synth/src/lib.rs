@@ -1,0 +1,266 @@
+//! `scenarios synth`: SQL question/answer scenarios written offline, with no model, through a
+//! server's own SQL query tool.
+//!
+//! 1. [`tools`]: find the query tool (and the list/describe tools) from the schemas;
+//! 2. [`schema`]: learn tables, columns, keys and sample values with a few SELECTs;
+//! 3. [`templates`]: compose questions (counts, filters, aggregates, arg-max, joins, two-hop
+//!    joins, NULLs, dates, ranks) in several phrasings, each with its SQL;
+//! 4. [`check`]: run every kept question's SQL through the server and turn its rows into the
+//!    expected answer with the right matcher, dropping empty, NULL, oversized and tied results;
+//! 5. dedupe by normalized text and split train/validation by SQL, so that paraphrases of one
+//!    query never cross the split.
+//!
+//! Only SELECT statements are sent; tools that look like writes are never called.
+
+pub mod check;
+pub mod exec;
+pub mod schema;
+pub mod templates;
+pub mod tools;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use futures::StreamExt;
+use rand::SeedableRng;
+use rand::seq::SliceRandom;
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+use ta_rollout::ToolHost;
+use ta_types::{Difficulty, ReferenceStep, Scenario, Split};
+
+pub use check::Checked;
+pub use schema::Schema;
+pub use templates::Candidate;
+pub use tools::SqlTools;
+
+/// `source` of synthesized scenarios.
+pub const SOURCE_SYNTH: &str = "synth";
+
+#[derive(Debug, thiserror::Error)]
+pub enum SynthError {
+    #[error("{0}")]
+    Tools(String),
+    #[error("the database does not answer like SQLite ({0})\nhint: `scenarios synth` reads the schema through sqlite_master and pragma_table_info, which only SQLite has; for other databases use `scenarios generate`")]
+    Dialect(String),
+    #[error("learning the schema failed: {0}\nhint: the query tool must accept SELECTs on sqlite_master and the pragma_table_info/pragma_foreign_key_list functions")]
+    Introspection(String),
+    #[error("the query failed: {message}\n  SQL: {sql}")]
+    Query { sql: String, message: String },
+    #[error("the MCP connection failed: {0}")]
+    Connection(String),
+}
+
+#[derive(Debug, Clone)]
+pub struct SynthOptions {
+    /// Scenarios wanted (the output has at most this many).
+    pub n: usize,
+    /// The query tool's name when detection should not choose.
+    pub query_tool: Option<String>,
+    pub validation_fraction: f64,
+    pub seed: u64,
+    /// Queries in flight at once.
+    pub concurrency: usize,
+}
+
+/// What a synthesis produced and how.
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    pub query_tool: String,
+    pub list_tool: Option<String>,
+    pub describe_tool: Option<String>,
+    pub sqlite_version: String,
+    pub tables: Vec<String>,
+    /// Questions the templates offered (one SQL each).
+    pub candidates: usize,
+    /// Candidate SQL queries run through the server.
+    pub checked: usize,
+    /// Why checked candidates were dropped, with counts.
+    pub dropped: BTreeMap<String, usize>,
+    /// Phrasings dropped as duplicates of an earlier one (normalized text).
+    pub duplicates: usize,
+    pub scenarios: usize,
+    pub train: usize,
+    pub validation: usize,
+    pub per_template: BTreeMap<String, usize>,
+    pub per_difficulty: BTreeMap<u8, usize>,
+    pub per_table: BTreeMap<String, usize>,
+}
+
+pub struct Synthesized {
+    pub scenarios: Vec<Scenario>,
+    pub schema: Schema,
+    pub summary: Summary,
+}
+
+/// Synthesizes up to `opts.n` checked scenarios through `host`'s SQL query tool.
+pub async fn synthesize<T: ToolHost>(host: &T, opts: &SynthOptions) -> Result<Synthesized, SynthError> {
+    let tools = SqlTools::detect(host.specs(), opts.query_tool.as_deref())?;
+    let sql = exec::Sql { host, tool: &tools.query };
+    let schema = schema::introspect(&sql).await?;
+    let all = templates::candidates(&schema);
+    let ordered = interleave(all.clone(), opts.seed);
+
+    let mut kept: Vec<(Candidate, Checked)> = Vec::new();
+    let mut dropped: BTreeMap<String, usize> = BTreeMap::new();
+    let mut checked = 0;
+    let mut seen: HashSet<String> = HashSet::new();
+    let mut tasks = 0;
+    let mut stream = futures::stream::iter(ordered).map(|c| async { let r = check::check(&sql, &c).await; (c, r) }).buffered(opts.concurrency.max(1));
+    while let Some((c, result)) = stream.next().await {
+        checked += 1;
+        match result {
+            Ok(Ok(ok)) => {
+                tasks += c.phrasings.iter().filter(|p| seen.insert(normalize(p))).count();
+                kept.push((c, ok));
+            }
+            Ok(Err(reason)) => *dropped.entry(reason).or_default() += 1,
+            Err(SynthError::Query { message, .. }) => {
+                tracing::debug!(sql = %c.sql, %message, "candidate query failed");
+                *dropped.entry("the query failed on the server".into()).or_default() += 1;
+            }
+            Err(e) => return Err(e),
+        }
+        if tasks >= opts.n {
+            break;
+        }
+    }
+    drop(stream);
+
+    let mut scenarios = Vec::new();
+    let mut group_of: Vec<usize> = Vec::new();
+    let mut texts: HashSet<String> = HashSet::new();
+    let mut duplicates = 0;
+    for (g, (c, ok)) in kept.iter().enumerate() {
+        for phrasing in &c.phrasings {
+            if scenarios.len() >= opts.n {
+                break;
+            }
+            if !texts.insert(normalize(phrasing)) {
+                duplicates += 1;
+                continue;
+            }
+            scenarios.push(scenario(&tools, c, ok, phrasing, scenarios.len()));
+            group_of.push(g);
+        }
+    }
+    split_by_group(&mut scenarios, &group_of, opts.validation_fraction, opts.seed);
+
+    let mut summary = Summary {
+        query_tool: tools.query.name.clone(),
+        list_tool: tools.list.clone(),
+        describe_tool: tools.describe.as_ref().map(|d| d.name.clone()),
+        sqlite_version: schema.sqlite_version.clone(),
+        tables: schema.tables.iter().map(|t| t.name.clone()).collect(),
+        candidates: all.len(),
+        checked,
+        dropped,
+        duplicates,
+        scenarios: scenarios.len(),
+        train: scenarios.iter().filter(|s| s.split == Some(Split::Train)).count(),
+        validation: scenarios.iter().filter(|s| s.split == Some(Split::Validation)).count(),
+        per_template: BTreeMap::new(),
+        per_difficulty: BTreeMap::new(),
+        per_table: BTreeMap::new(),
+    };
+    for &g in &group_of {
+        let c = &kept[g].0;
+        *summary.per_template.entry(c.template.to_string()).or_default() += 1;
+        *summary.per_difficulty.entry(c.difficulty).or_default() += 1;
+        for t in &c.tables {
+            *summary.per_table.entry(t.clone()).or_default() += 1;
+        }
+    }
+    Ok(Synthesized { scenarios, schema, summary })
+}
+
+/// Candidates shuffled (seeded) within each template, then taken one template at a time in
+/// turn, so that a small `n` still covers every template and table.
+fn interleave(all: Vec<Candidate>, seed: u64) -> Vec<Candidate> {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let mut by_template: Vec<(&'static str, Vec<Candidate>)> = Vec::new();
+    for c in all {
+        match by_template.iter_mut().find(|(t, _)| *t == c.template) {
+            Some((_, v)) => v.push(c),
+            None => by_template.push((c.template, vec![c])),
+        }
+    }
+    for (_, v) in &mut by_template {
+        v.shuffle(&mut rng);
+        v.reverse(); // popped from the end below
+    }
+    let mut out = Vec::new();
+    while by_template.iter().any(|(_, v)| !v.is_empty()) {
+        for (_, v) in &mut by_template {
+            if let Some(c) = v.pop() {
+                out.push(c);
+            }
+        }
+    }
+    out
+}
+
+/// Lower case, letters and digits only, single spaces: paraphrases that differ only in
+/// punctuation or case count as one.
+pub fn normalize(text: &str) -> String {
+    text.to_lowercase().split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).collect::<Vec<_>>().join(" ")
+}
+
+/// Exploration steps, where the server has the tools: list the tables, describe each of `tables`.
+pub fn exploration_steps(tools: &SqlTools, tables: &[String]) -> Vec<ReferenceStep> {
+    let mut steps = Vec::new();
+    if let Some(list) = &tools.list {
+        steps.push(step(list, json!({})));
+    }
+    if let Some(d) = &tools.describe {
+        steps.extend(tables.iter().map(|t| step(&d.name, json!({ &d.arg: t }))));
+    }
+    steps
+}
+
+/// The query tool's call running `sql`.
+pub fn query_step(tools: &SqlTools, sql: &str) -> ReferenceStep {
+    step(&tools.query.name, json!({ &tools.query.arg: sql }))
+}
+
+fn step(tool: &str, arguments: Value) -> ReferenceStep {
+    ReferenceStep { tool: tool.to_string(), arguments: arguments.as_object().cloned().unwrap_or_default() }
+}
+
+fn scenario(tools: &SqlTools, c: &Candidate, ok: &Checked, task: &str, index: usize) -> Scenario {
+    let mut extra = Map::new();
+    extra.insert("sql".into(), c.sql.clone().into());
+    extra.insert("template".into(), c.template.into());
+    let mut tags = vec![c.template.to_string()];
+    tags.extend(c.tables.iter().cloned());
+    Scenario {
+        id: format!("synth-{index:05}"),
+        task: task.to_string(),
+        expected: Some(ok.expected.clone()),
+        split: None,
+        difficulty: Some(Difficulty::Level(c.difficulty)),
+        tags,
+        max_turns: None,
+        reference: exploration_steps(tools, &c.tables).into_iter().chain([query_step(tools, &c.sql)]).collect(),
+        source: Some(SOURCE_SYNTH.into()),
+        checked: Some(true),
+        expected_state: None,
+        extra,
+    }
+}
+
+/// Seeded train/validation split of whole groups (the paraphrases of one SQL query): a
+/// `fraction` share of the groups (at least one when there are two or more) goes to validation.
+pub fn split_by_group(scenarios: &mut [Scenario], group_of: &[usize], fraction: f64, seed: u64) {
+    let mut groups: Vec<usize> = group_of.iter().copied().collect::<HashSet<_>>().into_iter().collect();
+    groups.sort_unstable();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    groups.shuffle(&mut rng);
+    let mut n_val = (groups.len() as f64 * fraction).round() as usize;
+    if n_val == 0 && groups.len() >= 2 && fraction > 0.0 {
+        n_val = 1;
+    }
+    let validation: HashMap<usize, bool> = groups.iter().enumerate().map(|(k, &g)| (g, k < n_val)).collect();
+    for (s, g) in scenarios.iter_mut().zip(group_of) {
+        s.split = Some(if validation[g] { Split::Validation } else { Split::Train });
+    }
+}

@@ -1,0 +1,144 @@
+//! `scenarios synth` on a hand-made SQLite database served by two real third-party MCP servers
+//! with different tool names: `mcp-server-sqlite` (PyPI: read_query/list_tables/describe_table)
+//! and `mcp-sqlite` (npm: query/list_tables/get_table_schema). `.ci/run` installs both.
+//! Every synthesized answer is recomputed directly on the file with rusqlite.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rusqlite::types::ValueRef;
+use serde_json::{Value, json};
+use ta_mcp::{ClientOptions, McpClient, ServerSpec, ToolCatalog};
+use ta_rollout::McpTools;
+use ta_synth::check::expected;
+use ta_synth::templates::Shape;
+use ta_synth::{SynthOptions, normalize, synthesize};
+use ta_types::scenario::ExpectedRule;
+use ta_types::{Expected, Split};
+
+const LIBRARY: &str = "
+CREATE TABLE authors (author_id INTEGER PRIMARY KEY, name TEXT NOT NULL, country TEXT, born TEXT);
+CREATE TABLE books (book_id INTEGER PRIMARY KEY, title TEXT NOT NULL, author_id INTEGER REFERENCES authors(author_id), year INTEGER, price REAL, genre TEXT);
+CREATE TABLE loans (loan_id INTEGER PRIMARY KEY, book_id INTEGER NOT NULL, member TEXT NOT NULL, loan_date TEXT NOT NULL, returned_date TEXT);
+INSERT INTO authors VALUES (1, 'Ursula Le Guin', 'USA', '1929-10-21'), (2, 'Stanislaw Lem', 'Poland', '1921-09-12'),
+  (3, 'Octavia Butler', 'USA', '1947-06-22'), (4, 'Ted Chiang', 'USA', '1967-10-20'), (5, 'Anonymous', NULL, NULL);
+INSERT INTO books VALUES (1, 'The Dispossessed', 1, 1974, 12.5, 'novel'), (2, 'The Left Hand of Darkness', 1, 1969, 11.0, 'novel'),
+  (3, 'Solaris', 2, 1961, 9.99, 'novel'), (4, 'The Cyberiad', 2, 1965, 8.5, 'stories'), (5, 'Kindred', 3, 1979, 10.25, 'novel'),
+  (6, 'Exhalation', 4, 2019, 15.0, 'stories'), (7, 'Stories of Your Life', 4, 2002, 14.0, 'stories');
+INSERT INTO loans VALUES (1, 3, 'ann', '2024-01-05', '2024-01-20'), (2, 3, 'bob', '2024-02-01', NULL), (3, 6, 'ann', '2024-02-11', '2024-03-01'),
+  (4, 1, 'cid', '2024-03-15', NULL), (5, 3, 'dee', '2024-04-02', '2024-04-30'), (6, 5, 'bob', '2023-12-30', '2024-01-10'),
+  (7, 7, 'eve', '2024-05-05', NULL), (8, 6, 'cid', '2024-05-20', '2024-06-02');
+";
+
+fn library(dir: &Path) -> std::path::PathBuf {
+    let path = dir.join("library.db");
+    rusqlite::Connection::open(&path).unwrap().execute_batch(LIBRARY).unwrap();
+    path
+}
+
+async fn connect(command: &str) -> McpTools {
+    let spec = ServerSpec::parse(command).unwrap();
+    let options = ClientOptions { call_timeout: Duration::from_secs(30), connect_timeout: Duration::from_secs(60), ..Default::default() };
+    let client = McpClient::connect(spec, options).await.unwrap_or_else(|e| panic!("{command}: {e}\nhint: `bash .ci/run` installs the third-party SQLite MCP servers"));
+    let discovery = client.discover().await.unwrap();
+    McpTools::new(Arc::new(client), ToolCatalog::from_discovery(&discovery))
+}
+
+/// The answer of `sql` computed on the file itself, as synth would write it.
+fn direct(conn: &rusqlite::Connection, sql: &str) -> Expected {
+    let mut stmt = conn.prepare(sql).unwrap();
+    let rows: Vec<Vec<Value>> = stmt
+        .query_map([], |r| {
+            Ok(vec![match r.get_ref(0)? {
+                ValueRef::Null => Value::Null,
+                ValueRef::Integer(i) => json!(i),
+                ValueRef::Real(f) => json!(f),
+                ValueRef::Text(t) => json!(String::from_utf8_lossy(t)),
+                ValueRef::Blob(_) => Value::Null,
+            }])
+        })
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    expected(Shape::List, &rows).unwrap_or_else(|e| panic!("{sql}: {e}"))
+}
+
+fn same(a: &Expected, b: &Expected) -> bool {
+    match (a, b) {
+        (Expected::Rule(ExpectedRule::Number { number: x, .. }), Expected::Rule(ExpectedRule::Number { number: y, .. })) => (x - y).abs() < 1e-9,
+        _ => a == b,
+    }
+}
+
+async fn synth_on(command: &str, db: &Path, query_tool: &str, describe_tool: &str) {
+    let before = std::fs::read(db).unwrap();
+    let tools = connect(command).await;
+    let opts = SynthOptions { n: 100_000, query_tool: None, validation_fraction: 0.25, seed: 3, concurrency: 4 };
+    let out = synthesize(&tools, &opts).await.unwrap();
+    tools.client().close().await;
+    let s = &out.summary;
+    assert_eq!((s.query_tool.as_str(), s.list_tool.as_deref(), s.describe_tool.as_deref()), (query_tool, Some("list_tables"), Some(describe_tool)));
+    assert_eq!(s.tables, ["authors", "books", "loans"]);
+    assert!(s.scenarios >= 300, "{s:?}");
+    assert!(s.per_table.len() == 3 && s.per_difficulty.len() == 5, "{s:?}");
+
+    // keys: declared (books.author_id) and inferred from the name and the values (loans.book_id)
+    let loans = out.schema.tables.iter().find(|t| t.name == "loans").unwrap();
+    assert_eq!((loans.keys[0].from.as_str(), loans.keys[0].parent.as_str(), loans.keys[0].declared), ("book_id", "books", false));
+    let books = out.schema.tables.iter().find(|t| t.name == "books").unwrap();
+    assert!(books.keys[0].declared && books.keys[0].parent == "authors");
+
+    // known answers
+    let by_sql = |sql: &str| out.scenarios.iter().find(|x| x.extra["sql"] == sql).unwrap_or_else(|| panic!("no scenario for {sql}"));
+    assert_eq!(by_sql("SELECT count(*) AS n FROM books").expected, Some(Expected::Number(7.0)));
+    assert_eq!(by_sql("SELECT count(*) AS n FROM books WHERE genre = 'stories'").expected, Some(Expected::Number(3.0)));
+    assert_eq!(by_sql("SELECT count(*) AS n FROM authors WHERE country IS NULL").expected, Some(Expected::Number(1.0)));
+    assert_eq!(
+        by_sql("SELECT count(*) AS n FROM loans c JOIN books p ON c.book_id = p.book_id WHERE p.title = 'Solaris'").expected,
+        Some(Expected::Number(3.0))
+    );
+    let top = by_sql("SELECT title AS answer, price AS metric FROM books WHERE price IS NOT NULL ORDER BY metric DESC, answer LIMIT 1");
+    assert_eq!(top.expected, Some(Expected::Text("Exhalation".into())));
+    assert_eq!(top.difficulty.as_ref().and_then(|d| d.level()), Some(3));
+    // two hops: loans -> books -> authors; Ted Chiang's books were lent 3 times
+    assert_eq!(
+        by_sql("SELECT count(*) AS n FROM loans c JOIN books m ON c.book_id = m.book_id JOIN authors t ON m.author_id = t.author_id WHERE t.name = 'Ted Chiang'").expected,
+        Some(Expected::Number(3.0))
+    );
+
+    // every answer equals the one computed on the file directly; the reference ends in its SQL
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let mut split_of_sql: HashMap<String, Split> = HashMap::new();
+    let mut texts = HashSet::new();
+    for sc in &out.scenarios {
+        let sql = sc.extra["sql"].as_str().unwrap();
+        let want = direct(&conn, sql);
+        assert!(same(sc.expected.as_ref().unwrap(), &want), "{}: {sql}: {:?} vs {want:?}", sc.task, sc.expected);
+        assert_eq!((sc.source.as_deref(), sc.checked), (Some("synth"), Some(true)));
+        let last = sc.reference.last().unwrap();
+        assert_eq!(last.tool, query_tool);
+        assert_eq!(last.arguments.values().next().and_then(Value::as_str), Some(sql));
+        assert_eq!(sc.reference[0].tool, "list_tables");
+        assert!(texts.insert(normalize(&sc.task)), "duplicate task {}", sc.task);
+        let split = sc.split.unwrap();
+        assert_eq!(*split_of_sql.entry(sql.to_string()).or_insert(split), split, "paraphrases of {sql} cross the split");
+    }
+    assert!(s.validation > 0 && s.train > s.validation, "{s:?}");
+    assert_eq!(std::fs::read(db).unwrap(), before, "synth only reads");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn synth_on_pypi_mcp_server_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = library(dir.path());
+    synth_on(&format!("mcp-server-sqlite --db-path {}", db.display()), &db, "read_query", "describe_table").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn synth_on_npm_mcp_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = library(dir.path());
+    synth_on(&format!("mcp-sqlite-server {}", db.display()), &db, "query", "get_table_schema").await;
+}

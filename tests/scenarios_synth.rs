@@ -1,0 +1,71 @@
+//! `scenarios synth` on the demo server, then `collect --reference` replaying the synthesized
+//! scenarios' reference steps through the same server.
+
+mod common;
+
+use std::collections::{BTreeSet, HashMap};
+use std::process::Command;
+
+use common::bin;
+use serde_json::Value;
+
+fn jsonl(path: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(path).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+#[test]
+fn synth_on_the_demo_server_then_reference_traces() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("synth");
+    let out = Command::new(bin())
+        .args(["scenarios", "synth", "--server", "train-agent demo-server", "--n", "400", "--seed", "1", "--out"])
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("query tool        run_query (list: list_tables, describe: describe_table)"), "{stdout}");
+    assert!(stdout.contains("per difficulty") && stdout.contains("per table"), "{stdout}");
+
+    let scenarios = jsonl(&out_dir.join("scenarios.jsonl"));
+    assert_eq!(scenarios.len(), 400);
+    let tables: BTreeSet<&str> = scenarios.iter().flat_map(|s| s["tags"].as_array().unwrap().iter().filter_map(Value::as_str)).collect();
+    for t in ["departments", "employees", "projects", "project_assignments"] {
+        assert!(tables.contains(t), "no scenario touches {t}");
+    }
+    let levels: BTreeSet<u64> = scenarios.iter().map(|s| s["difficulty"].as_u64().unwrap()).collect();
+    assert_eq!(levels, (1..=5).collect());
+    let mut split_of_sql: HashMap<&str, &str> = HashMap::new();
+    for s in &scenarios {
+        assert_eq!((s["source"].as_str(), s["checked"].as_bool()), (Some("synth"), Some(true)));
+        let steps: Vec<&str> = s["reference"].as_array().unwrap().iter().map(|r| r["tool"].as_str().unwrap()).collect();
+        assert_eq!((steps[0], steps[steps.len() - 1]), ("list_tables", "run_query"), "{s}");
+        let (sql, split) = (s["sql"].as_str().unwrap(), s["split"].as_str().unwrap());
+        assert_eq!(*split_of_sql.entry(sql).or_insert(split), split, "paraphrases of {sql} cross the split");
+    }
+    let summary: Value = serde_json::from_str(&std::fs::read_to_string(out_dir.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["scenarios"], 400);
+
+    let traces_dir = dir.path().join("traces");
+    let out = Command::new(bin())
+        .args(["collect", "--reference", "--server", "train-agent demo-server", "--limit", "40", "--scenarios"])
+        .arg(out_dir.join("scenarios.jsonl"))
+        .arg("--out")
+        .arg(&traces_dir)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && stdout.contains("reference traces  40 of 40"), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let traces = jsonl(&traces_dir.join("traces.jsonl"));
+    let by_id: HashMap<&str, &Value> = scenarios.iter().map(|s| (s["id"].as_str().unwrap(), s)).collect();
+    for t in &traces {
+        let s = by_id[t["scenario_id"].as_str().unwrap()];
+        assert_eq!(t["reward_parts"]["ground_truth"], 1.0);
+        let messages = t["messages"].as_array().unwrap();
+        let calls: Vec<&str> = messages.iter().filter_map(|m| m["tool_calls"][0]["function"]["name"].as_str()).collect();
+        let steps: Vec<&str> = s["reference"].as_array().unwrap().iter().map(|r| r["tool"].as_str().unwrap()).collect();
+        assert_eq!(calls[..calls.len() - 1], steps[..], "the reference steps, replayed");
+        assert_eq!(calls.last(), Some(&"complete_task"));
+        assert!(messages[messages.len() - 2]["content"].as_str().unwrap().ends_with("row)") || messages[messages.len() - 2]["content"].as_str().unwrap().contains("rows)"), "the query's real result is in the trace");
+    }
+}
