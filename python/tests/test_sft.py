@@ -22,7 +22,12 @@ from train_agent.models import ModelSource, load_model, load_tokenizer
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = os.environ.get("TRAIN_AGENT_BIN") or str(ROOT / "target" / "debug" / "train-agent")
-EPOCHS = 150  # 2 training conversations (1 step per epoch), 1 held out
+EPOCHS = 300  # 2 training conversations (1 step per epoch), 1 held out
+# The tiny model memorises its two conversations only if the updates settle. At a constant 1e-2 the
+# train loss plateaued near 0.2 with gradient norms of 5-9 on an AMD EPYC without AMX (fp32), and
+# the greedy reply came out garbled; 1e-2 with warmup and cosine decay diverged there. 5e-3 with
+# cosine decay over 300 epochs reaches a train loss below 1e-3 on that CPU.
+LR = 5e-3
 pytestmark = pytest.mark.skipif(not Path(BIN).exists(), reason="needs the train-agent binary (cargo build)")
 
 
@@ -49,8 +54,8 @@ def sft_run(tmp_path_factory, tiny_sft_model_dir):
     config = tmp / "sft.toml"
     config.write_text('[trainer]\nprecision = "32-true"\n')
     train_agent("sft", "--config", str(config), "--dataset", str(tmp / "data" / "train.parquet"),
-                "--base-model", str(tiny_sft_model_dir), "--output-dir", str(tmp / "run"), "--epochs", str(EPOCHS), "--batch-size", "8", "--lr", "1e-2",
-                "--schedule", "constant", "--eval-fraction", "0.2")
+                "--base-model", str(tiny_sft_model_dir), "--output-dir", str(tmp / "run"), "--epochs", str(EPOCHS), "--batch-size", "8", "--lr", str(LR),
+                "--schedule", "cosine", "--eval-fraction", "0.2")
     return tmp
 
 
@@ -75,7 +80,10 @@ def test_sft_lowers_the_eval_loss_and_writes_a_peft_adapter(sft_run):
     evals = [r["eval_loss"] for r in rows[1:] if r.get("eval_loss") is not None]
     assert len(evals) == EPOCHS, "one eval per epoch"
     assert evals[-1] < 0.5 * before["eval_loss"], (before, evals)
-    assert all(r["lr"] == pytest.approx(1e-2) for r in rows[1:]) and all(r["tokens_per_s"] > 0 for r in rows[1:])
+    lrs = [r["lr"] for r in rows[1:]]
+    assert lrs[0] == pytest.approx(LR) and lrs[-1] < 0.01 * LR and lrs == sorted(lrs, reverse=True), "cosine decay"
+    assert all(r["tokens_per_s"] > 0 for r in rows[1:])
+    assert rows[-1]["train_loss"] < 0.05, "the two training conversations are memorised"
     cfg = json.loads((sft_run / "run" / "final" / "adapter_config.json").read_text())
     assert cfg["r"] == 32 and cfg["use_rslora"] is True
     targets = {name.rsplit(".", 1)[-1] for name in cfg["target_modules"]}
@@ -99,7 +107,6 @@ def test_the_tuned_model_reproduces_a_trained_tool_call(sft_run, tiny_sft_model_
                                                                "tools": row["tools"], "temperature": 0,
                                                                "max_tokens": 40})
                 assert status == 200, r
-                print("DEBUG", model, repr(r["choices"][0]["message"]), r["choices"][0].get("finish_reason"), flush=True)
                 calls = r["choices"][0]["message"].get("tool_calls") or []
                 return (calls[0]["function"]["name"], json.loads(calls[0]["function"]["arguments"])) if calls else None
 
