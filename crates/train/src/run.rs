@@ -736,6 +736,47 @@ fn step_line(row: &Value) -> String {
 mod tests {
     use super::*;
 
+    /// Eight scored rollouts of a scenario whose answer is 7: seven right with clean tool use,
+    /// and `last` as the eighth.
+    fn scored_group(cfg: &TrainConfig, last: (&str, u32, u32)) -> Vec<Trajectory> {
+        let scenario = ta_types::scenario::parse_scenarios(r#"{"id": "s", "task": "t", "expected": 7}"#, "x").unwrap().remove(0);
+        (0..8)
+            .map(|i| {
+                let (answer, calls, errors) = if i == 7 { last } else { ("7", 2, 0) };
+                let mut t = Trajectory::start("s", ta_types::trajectory::GroupRef { step: 1, index: i }, "m", vec![]);
+                (t.outcome, t.final_answer, t.num_turns) = (ta_types::Outcome::Completed, Some(answer.into()), calls + 1);
+                (t.tool_calls, t.tool_errors, t.recovered_errors) = (calls, errors, errors);
+                ta_reward::score(&cfg.reward, &scenario, &mut t);
+                t
+            })
+            .collect()
+    }
+
+    fn advantages(group: &[Trajectory], cfg: &TrainConfig) -> Vec<f64> {
+        match group_stats(&group.iter().collect::<Vec<_>>(), cfg) {
+            GroupStats::Trained(a) => a,
+            GroupStats::ZeroVariance => panic!("flat group"),
+        }
+    }
+
+    #[test]
+    fn a_recovered_tool_error_is_not_trained_like_a_wrong_answer() {
+        for scale_advantages in [true, false] {
+            let mut cfg = TrainConfig::default();
+            cfg.loss.scale_advantages = scale_advantages;
+            let recovered = advantages(&scored_group(&cfg, ("7", 3, 1)), &cfg);
+            let wrong = advantages(&scored_group(&cfg, ("8", 2, 0)), &cfg);
+            // The tie-break still prefers clean tool use, at a fraction of a wrong answer's weight.
+            assert!(recovered[7] < 0.0 && recovered[0] > 0.0, "{recovered:?}");
+            assert!(recovered[7].abs() < 0.2 * wrong[7].abs(), "scale {scale_advantages}: recovered {recovered:?} vs wrong {wrong:?}");
+        }
+        // What the issue measured: the weighted sum with std scaling trains both groups alike.
+        let mut old = TrainConfig::default();
+        old.reward.mix = RewardMix::WeightedSum;
+        let (recovered, wrong) = (advantages(&scored_group(&old, ("7", 3, 1)), &old), advantages(&scored_group(&old, ("8", 2, 0)), &old));
+        assert!(recovered.iter().zip(&wrong).all(|(a, b)| (a - b).abs() < 1e-3), "{recovered:?} vs {wrong:?}");
+    }
+
     #[test]
     fn last_complete_step_needs_a_state_file() {
         let dir = tempfile::tempdir().unwrap();
