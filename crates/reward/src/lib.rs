@@ -310,7 +310,7 @@ mod tests {
         let cfg = RewardConfig { rules_weight: 0.5, ..Default::default() };
         let no_expected = ta_types::scenario::parse_scenarios("{\"id\": \"s\", \"task\": \"t\"}", "x").unwrap().remove(0);
         assert_eq!(reward(&cfg, &no_expected, None, 0.4), 0.2);
-        assert!(Rewarder::new(&RewardConfig { rules_tie_break: 1.0, ..Default::default() }, None).unwrap_err().to_string().contains("rules_tie_break"));
+        assert!(Rewarder::new(&RewardConfig { rules_tie_break: 1.0, ..Default::default() }, None).err().unwrap().to_string().contains("rules_tie_break"));
     }
 
     #[test]

@@ -225,7 +225,7 @@ impl TrainConfig {
         if !["token-mean", "seq-mean-token-sum-norm", "seq-mean-token-mean"].contains(&self.loss.aggregation.as_str()) {
             return inv("loss.aggregation", self.loss.aggregation.clone(), "one of token-mean, seq-mean-token-sum-norm, seq-mean-token-mean");
         }
-        if !(self.rollout.max_oversample >= 1.0) {
+        if self.rollout.max_oversample.is_nan() || self.rollout.max_oversample < 1.0 {
             return inv("rollout.max_oversample", self.rollout.max_oversample.to_string(), "a step draws at least the groups it needs: use 1 or more");
         }
         if self.curriculum.window == 0 {

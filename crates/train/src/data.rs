@@ -156,9 +156,9 @@ impl Curriculum {
         let mut no_truth: HashSet<&str> = HashSet::new();
         for t in trajectories {
             match t.reward_parts.ground_truth {
-                Some(gt) => groups.entry(&t.scenario_id).or_default().push(gt),
+                Some(gt) => groups.entry(t.scenario_id.as_str()).or_default().push(gt),
                 None => {
-                    no_truth.insert(&t.scenario_id);
+                    no_truth.insert(t.scenario_id.as_str());
                 }
             }
         }

@@ -525,7 +525,7 @@ async fn play_step<T: ToolHost>(
         drawn.extend(scenarios.iter().map(|s| s.id.clone()));
         let t0 = Instant::now();
         let jobs = group_jobs(&scenarios, cfg.rollout.rollouts_per_scenario, step);
-        let Some(mut round) = select_or_stop(rollouts(ctx, model, path, jobs, multi, step), shutdown).await? else { return Ok(None) };
+        let Some(mut round) = select_or_stop(rollouts(ctx, model, path, jobs, multi, step), &mut *shutdown).await? else { return Ok(None) };
         let start = all.len();
         all.append(&mut round);
         // The check rewrites the step's file, so it is given every round's episodes.
@@ -533,7 +533,7 @@ async fn play_step<T: ToolHost>(
         p.rollout_s += t0.elapsed().as_secs_f64();
 
         let t0 = Instant::now();
-        let Some(()) = select_or_stop(async { Ok(rewarder.score(&scenarios, &mut all[start..]).await?) }, shutdown).await? else { return Ok(None) };
+        let Some(()) = select_or_stop(async { Ok(rewarder.score(&scenarios, &mut all[start..]).await?) }, &mut *shutdown).await? else { return Ok(None) };
         // Keep the scored trajectories: rewrite the step's file in full.
         rewrite_trajectories(path, &all)?;
         p.reward_s += t0.elapsed().as_secs_f64();
