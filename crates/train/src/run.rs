@@ -516,7 +516,7 @@ async fn play_step<T: ToolHost>(
     let cfg = ctx.cfg;
     let mut scenarios = curriculum.step(step);
     let needed = scenarios.len();
-    let cap = if cfg.rollout.dynamic_sampling { (needed as f64 * cfg.rollout.max_oversample).floor() as usize } else { needed }.max(needed);
+    let cap = (if cfg.rollout.dynamic_sampling { (needed as f64 * cfg.rollout.max_oversample).floor() as usize } else { needed }).max(needed);
     let mut drawn: HashSet<String> = HashSet::new();
     let mut all: Vec<Trajectory> = Vec::new();
     let mut p = Played { trajectories: Vec::new(), needed, kept: 0, first_round: 0, first_round_flat: 0, rounds: 0, rollout_s: 0.0, reward_s: 0.0 };
