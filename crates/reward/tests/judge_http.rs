@@ -320,7 +320,7 @@ async fn absolute_mode_and_http_custom_rewards() {
     assert_eq!((ts[0].reward_parts.judge, ts[1].reward_parts.judge), (Some(1.0), Some(0.25)));
     assert_eq!(ts[1].reward_parts.custom["http"], 0.75);
     let p = &ts[1].reward_parts;
-    let expected = p.judge.unwrap() + p.ground_truth.unwrap() + p.rules.unwrap() + 2.0 * 0.75;
+    let expected = p.judge.unwrap() + p.ground_truth.unwrap() + ta_reward::tie_break(&cfg, p.rules.unwrap(), 0.5) + 2.0 * 0.75;
     assert!((ts[1].reward.unwrap() - expected).abs() < 1e-12);
     let requests = server.requests();
     let judged: Vec<_> = requests.iter().filter(|r| r.0 == "openai").collect();
