@@ -40,7 +40,9 @@ async fn the_embedded_engine_judges_a_group_it_played() {
             assert!((0.0..=1.0).contains(&j));
             assert!(t.judge_explanation.is_some());
         }
-        let expected = t.reward_parts.judge.unwrap_or(0.0) + t.reward_parts.ground_truth.unwrap() + t.reward_parts.rules.unwrap();
+        // Correctness first: the rules only add a tie-break inside the gap to the next level.
+        let tie_break = ta_reward::tie_break(&ta_reward::RewardConfig::default(), t.reward_parts.rules.unwrap(), 0.5);
+        let expected = t.reward_parts.judge.unwrap_or(0.0) + t.reward_parts.ground_truth.unwrap() + tie_break;
         assert!((t.reward.unwrap() - expected).abs() < 1e-9);
     }
     eprintln!("local judge: {line}");

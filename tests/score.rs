@@ -152,7 +152,7 @@ async fn demo_trajectories_get_ground_truth_rules_and_judge_scores_then_rescorin
     let grounded: Vec<f64> = rescored.iter().map(|t| t.reward_parts.custom["grounded"]).collect();
     assert_eq!(grounded, [1.0, 0.0, 0.5, 0.5, 0.0], "44 came from a tool result; 20 and 15,070,000 did not; no numbers: 0.5");
     let p = &rescored[0].reward_parts;
-    let expected = p.judge.unwrap() + p.ground_truth.unwrap() + p.rules.unwrap() + 0.5 * 1.0;
+    let expected = p.judge.unwrap() + p.ground_truth.unwrap() + ta_reward::tie_break(&ta_reward::RewardConfig::default(), p.rules.unwrap(), 0.5) + 0.5 * 1.0;
     assert!((rescored[0].reward.unwrap() - expected).abs() < 1e-12);
 
     // The key reached the servers as a header and nowhere on disk.

@@ -212,10 +212,10 @@ fn training_charts(run: &RunDir) -> Vec<Chart> {
         let series: Vec<Series> = series.into_iter().flatten().collect();
         let empty_note = series.is_empty().then(|| match id {
             "kl" if trained_any => "KL is computed only when loss.beta > 0 (see config)".to_string(),
-            _ if id != "reward" && id != "completion" && id != "groups" => untrained.clone().unwrap_or_else(|| "not recorded in this run".into()),
+            _ if !["reward", "completion", "groups", "flat_share"].contains(&id) => untrained.clone().unwrap_or_else(|| "not recorded in this run".into()),
             _ => "not recorded in this run".into(),
         });
-        let y_range = (id == "completion").then_some([0.0, 1.0]);
+        let y_range = (id == "completion" || id == "flat_share").then_some([0.0, 1.0]);
         Chart { id: id.into(), title: title.into(), y_label: y.into(), stacked: false, y_range, series, empty_note }
     };
     let mut charts = vec![
@@ -242,6 +242,11 @@ fn training_charts(run: &RunDir) -> Vec<Chart> {
         line("groups", "Groups without reward variance", "groups", vec![
             series(&steps, "flat groups", &["groups_zero_variance"]),
             series(&steps, "groups", &["groups"]),
+            series(&steps, "groups trained", &["groups_kept"]),
+        ]),
+        line("flat_share", "Flat groups before and after dynamic sampling", "share", vec![
+            series(&steps, "first round (no dynamic sampling)", &["flat_share_before"]),
+            series(&steps, "step slots left flat", &["flat_share_after"]),
         ]),
     ];
     // Step time, stacked: the phases, and what is left of the step (validation, bookkeeping).

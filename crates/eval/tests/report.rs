@@ -66,7 +66,7 @@ fn training_run_report_data() {
 
     // What the data says, checked by hand against the fixture.
     let charts: Vec<&str> = data.charts.iter().map(|c| c.id.as_str()).collect();
-    assert_eq!(charts, ["reward", "completion", "loss", "kl", "grad_norm", "lr", "tokens_per_s", "entropy", "groups", "step_time"]);
+    assert_eq!(charts, ["reward", "completion", "loss", "kl", "grad_norm", "lr", "tokens_per_s", "entropy", "groups", "flat_share", "step_time"]);
     let step_time = data.charts.last().unwrap();
     assert!(step_time.stacked);
     let other = &step_time.series.last().unwrap();

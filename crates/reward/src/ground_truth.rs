@@ -52,6 +52,17 @@ pub fn matches(expected: &Expected, answer: &str) -> f64 {
     }
 }
 
+/// The smallest difference between two distinct scores [`score`] can give for `expected`: 0.5
+/// for a right/wrong check (scores 0, 0.5 unfinished and right, 1), `1 / (2n)` for a set of `n`
+/// values (shares `k / n`, halved when unfinished). The correctness-first reward mix keeps rule
+/// credit strictly inside this gap, so no amount of it lifts an answer to the next level.
+pub fn level_gap(expected: &Expected) -> f64 {
+    match expected {
+        Expected::Rule(ExpectedRule::Set(values)) if !values.is_empty() => 0.5 / values.len() as f64,
+        _ => 0.5,
+    }
+}
+
 fn mentions_phrase(answer: &str, phrase: &str) -> bool {
     let phrase = phrase.trim();
     if phrase.is_empty() {
@@ -112,6 +123,21 @@ mod tests {
         let set = rule(ExpectedRule::Set(vec!["Sales".into(), "Engineering".into(), 3.into(), true.into()]));
         assert_eq!(matches(&set, "Sales and Engineering"), 0.5);
         assert_eq!(matches(&set, "Sales, Engineering: 3 (true)"), 1.0);
+    }
+
+    #[test]
+    fn the_level_gap_is_the_closest_two_scores_can_be() {
+        let set = rule(ExpectedRule::Set(vec!["a".into(), "b".into(), "c".into()]));
+        let answers = ["", "a", "a b", "a b c"];
+        let mut levels: Vec<f64> = answers
+            .iter()
+            .flat_map(|a| [score(&set, a, Outcome::Completed), score(&set, a, Outcome::RanOutOfTurns)])
+            .collect();
+        levels.sort_by(f64::total_cmp);
+        levels.dedup();
+        let closest = levels.windows(2).map(|w| w[1] - w[0]).fold(f64::INFINITY, f64::min);
+        assert!((closest - level_gap(&set)).abs() < 1e-12, "{levels:?}");
+        assert_eq!(level_gap(&Expected::Number(7.0)), 0.5, "0, 0.5 and 1");
     }
 
     #[test]

@@ -171,7 +171,9 @@ async fn openai_group_is_scored_priced_and_cached() {
     assert_eq!(ts[0].judge_explanation.as_deref(), Some("attempt 1"));
     assert_eq!(ts[0].reward_parts.ground_truth, Some(1.0));
     let rules = ts[0].reward_parts.rules.unwrap();
-    assert!((ts[0].reward.unwrap() - (1.0 + 1.0 + rules)).abs() < 1e-12, "judge + ground truth + rules");
+    let tie_break = ta_reward::tie_break(&cfg, rules, 0.5);
+    assert!(tie_break > 0.0 && tie_break < 0.5, "{tie_break}");
+    assert!((ts[0].reward.unwrap() - (1.0 + 1.0 + tie_break)).abs() < 1e-12, "judge + ground truth + the rules' tie-break");
 
     let stats = rewarder.judge().unwrap().stats();
     assert_eq!((stats.groups, stats.calls, stats.skipped, stats.cache_hits), (1, 1, 0, 0));
@@ -257,7 +259,7 @@ async fn groups_the_judge_cannot_score_are_skipped_and_counted_never_zeroed() {
     rewarder.score(&[scenario()], &mut ts).await.unwrap();
     assert_eq!(ts[0].reward_parts.judge, None);
     assert_eq!(ts[0].judge_explanation, None);
-    let without_judge = ts[0].reward_parts.ground_truth.unwrap() + ts[0].reward_parts.rules.unwrap();
+    let without_judge = ts[0].reward_parts.ground_truth.unwrap() + ta_reward::tie_break(&RewardConfig::default(), ts[0].reward_parts.rules.unwrap(), 0.5);
     assert!((ts[0].reward.unwrap() - without_judge).abs() < 1e-12);
 
     let mut ts = group();
@@ -318,7 +320,7 @@ async fn absolute_mode_and_http_custom_rewards() {
     assert_eq!((ts[0].reward_parts.judge, ts[1].reward_parts.judge), (Some(1.0), Some(0.25)));
     assert_eq!(ts[1].reward_parts.custom["http"], 0.75);
     let p = &ts[1].reward_parts;
-    let expected = p.judge.unwrap() + p.ground_truth.unwrap() + p.rules.unwrap() + 2.0 * 0.75;
+    let expected = p.judge.unwrap() + p.ground_truth.unwrap() + ta_reward::tie_break(&cfg, p.rules.unwrap(), 0.5) + 2.0 * 0.75;
     assert!((ts[1].reward.unwrap() - expected).abs() < 1e-12);
     let requests = server.requests();
     let judged: Vec<_> = requests.iter().filter(|r| r.0 == "openai").collect();

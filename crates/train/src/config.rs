@@ -14,6 +14,7 @@ pub struct TrainConfig {
     pub init_adapter: Option<String>,
     pub seed: u64,
     pub rollout: RolloutSettings,
+    pub curriculum: CurriculumSettings,
     pub lora: LoraSettings,
     pub optim: OptimSettings,
     pub loss: LossSettings,
@@ -43,6 +44,37 @@ pub struct RolloutSettings {
     pub validate_base: bool,
     /// Share of scenarios held out when the data set has no `split` field.
     pub validation_fraction: f64,
+    /// DAPO's dynamic sampling: groups without reward variance teach nothing, so a step draws
+    /// replacements for them, in rounds, until it has `scenarios_per_step` groups with signal.
+    pub dynamic_sampling: bool,
+    /// With dynamic sampling, a step draws at most this many times the groups it needs.
+    pub max_oversample: f64,
+}
+
+/// Which scenarios a step draws (see `data.rs`).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum CurriculumMode {
+    /// Every epoch a seeded permutation of the training split.
+    Uniform,
+    /// The first `ordered_epochs` easy to hard by `difficulty`, then draws weighted by each
+    /// scenario's recent ground-truth pass rate.
+    Adaptive,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct CurriculumSettings {
+    pub mode: CurriculumMode,
+    /// A scenario's pass rate is read over its last `window` groups.
+    pub window: u32,
+    /// Draw weight of a scenario every rollout solved in its last `window` groups (0: never again).
+    pub retired_weight: f64,
+    /// Draw weight of a scenario no rollout earned any ground truth on in its last `window`
+    /// groups; back to 1 as soon as one does.
+    pub unsolved_weight: f64,
+    /// Epochs that visit every scenario once, easiest `difficulty` first.
+    pub ordered_epochs: u32,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -112,7 +144,15 @@ impl Default for RolloutSettings {
             eval_temperature: 0.0,
             validate_base: true,
             validation_fraction: 0.2,
+            dynamic_sampling: false,
+            max_oversample: 3.0,
         }
+    }
+}
+
+impl Default for CurriculumSettings {
+    fn default() -> Self {
+        CurriculumSettings { mode: CurriculumMode::Uniform, window: 2, retired_weight: 0.1, unsolved_weight: 0.25, ordered_epochs: 1 }
     }
 }
 
@@ -184,6 +224,17 @@ impl TrainConfig {
         }
         if !["token-mean", "seq-mean-token-sum-norm", "seq-mean-token-mean"].contains(&self.loss.aggregation.as_str()) {
             return inv("loss.aggregation", self.loss.aggregation.clone(), "one of token-mean, seq-mean-token-sum-norm, seq-mean-token-mean");
+        }
+        if self.rollout.max_oversample.is_nan() || self.rollout.max_oversample < 1.0 {
+            return inv("rollout.max_oversample", self.rollout.max_oversample.to_string(), "a step draws at least the groups it needs: use 1 or more");
+        }
+        if self.curriculum.window == 0 {
+            return inv("curriculum.window", "0".into(), "a pass rate needs at least 1 group");
+        }
+        for (key, w) in [("curriculum.retired_weight", self.curriculum.retired_weight), ("curriculum.unsolved_weight", self.curriculum.unsolved_weight)] {
+            if !(0.0..=1.0).contains(&w) {
+                return inv(key, w.to_string(), "a draw weight from 0 to 1 (1: like any other scenario)");
+            }
         }
         if !["constant", "cosine"].contains(&self.optim.schedule.as_str()) {
             return inv("optim.schedule", self.optim.schedule.clone(), "one of constant, cosine");

@@ -1,6 +1,7 @@
-//! The GRPO loop. Per step: sample `rollouts_per_scenario` episodes of each scenario with the
-//! current adapter → rewards (ground truth, rules, the LLM judge per group, custom) → group
-//! advantages (flat groups skipped and counted) → token-level batch → one trainer step → the
+//! The GRPO loop. Per step: sample `rollouts_per_scenario` episodes of each scenario the
+//! curriculum draws, with the current adapter → rewards (ground truth, rules, the LLM judge per
+//! group, custom) → with dynamic sampling, more rounds replacing the groups without reward
+//! variance → group advantages (flat groups skipped and counted) → token-level batch → one trainer step → the
 //! engine hot-loads the new adapter. Checkpoints every step; a resumed run keeps every finished
 //! step and trajectory, and the judge's cache (`judge-cache.jsonl`) means no group is paid twice.
 //! With a judge budget, the run stops cleanly at the checkpoint of the step that reached it.
@@ -15,13 +16,13 @@ use serde_json::{Value, json};
 use ta_chat::ChatClient;
 use ta_grpo::{GroupStats, StepBatch, group_advantages, samples_from_trajectory};
 use ta_python::{EngineClient, PythonEnv, Trainer};
-use ta_reward::{JudgeStats, Rewarder};
+use ta_reward::{JudgeStats, RewardMix, Rewarder};
 use ta_rollout::runner::{Job, Summary, group_jobs, play_resumable, run_jobs};
 use ta_rollout::{AgentConfig, ToolHost};
 use ta_types::trajectory::TrajectoryWriter;
 use ta_types::{Scenario, Trajectory};
 
-use crate::config::TrainConfig;
+use crate::config::{CurriculumMode, TrainConfig};
 use crate::data::Curriculum;
 
 #[derive(Debug, thiserror::Error)]
@@ -135,6 +136,11 @@ pub fn last_complete_step(out: &Path) -> u64 {
         .unwrap_or(0)
 }
 
+/// A step's scored episodes, every dynamic-sampling round's included.
+fn step_trajectories(out: &Path, step: u64) -> PathBuf {
+    out.join("trajectories").join(format!("step-{step:06}.jsonl"))
+}
+
 fn adapter_name(step: u64) -> String {
     format!("step-{step:06}")
 }
@@ -177,12 +183,19 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
     if ctx.train.is_empty() {
         return Err(RunError::NoTrainingData);
     }
-    let curriculum = Curriculum::new(ctx.train.clone(), cfg.rollout.scenarios_per_step, cfg.rollout.epochs, cfg.seed);
+    let mut curriculum = Curriculum::new(ctx.train.clone(), cfg.rollout.scenarios_per_step, cfg.rollout.epochs, cfg.seed, cfg.curriculum.clone());
     let mut total = curriculum.total_steps();
     if cfg.rollout.max_steps > 0 {
         total = total.min(cfg.rollout.max_steps);
     }
     let resume = last_complete_step(ctx.out);
+    if cfg.curriculum.mode == CurriculumMode::Adaptive {
+        // The pass-rate history, rebuilt from the finished steps' scored trajectories.
+        for s in 1..=resume {
+            let path = step_trajectories(ctx.out, s);
+            curriculum.record(&ta_types::trajectory::read_trajectories(&path).map_err(io(&path))?);
+        }
+    }
     let multi = MultiProgress::new();
     let steps_bar = multi.add(ProgressBar::new(total));
     steps_bar.set_style(ProgressStyle::with_template("{prefix:>10} [{bar:30}] {pos}/{len} steps ({elapsed}, eta {eta})").expect("template").progress_chars("=> "));
@@ -243,27 +256,17 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
 
     for step in resume + 1..=total {
         let step_start = Instant::now();
-        let scenarios = curriculum.step(step);
-        let jobs = group_jobs(&scenarios, cfg.rollout.rollouts_per_scenario, step);
-        let traj_path = ctx.out.join("trajectories").join(format!("step-{step:06}.jsonl"));
+        let traj_path = step_trajectories(ctx.out, step);
+        let seen = curriculum.counts();
 
-        // 1. Rollouts (reusing those an interrupted attempt of this step finished).
-        let t0 = Instant::now();
-        let Some(mut trajectories) = select_or_stop(rollouts(ctx, &current_model, &traj_path, jobs, &multi, step), &mut shutdown).await? else {
+        // 1-2. Rollouts (reusing those an interrupted attempt of this step finished) and rewards,
+        // in rounds when dynamic sampling replaces flat groups.
+        let Some(played) = play_step(ctx, &rewarder, &curriculum, &current_model, step, &traj_path, &multi, &mut shutdown).await? else {
             return interrupted(step - 1);
         };
-        check_engine_alive(ctx, step, &traj_path, &mut trajectories).await?;
-        let rollout_s = t0.elapsed().as_secs_f64();
-
-        // 2. Rewards and advantages.
-        let t0 = Instant::now();
-        let Some(()) = select_or_stop(async { Ok(rewarder.score(&scenarios, &mut trajectories).await?) }, &mut shutdown).await? else {
-            return interrupted(step - 1);
-        };
-        let (batch, groups, flat) = build_batch(&trajectories, step, cfg.loss.scale_advantages)?;
-        // Keep the scored trajectories: rewrite the step's file in full.
-        rewrite_trajectories(&traj_path, &trajectories)?;
-        let reward_s = t0.elapsed().as_secs_f64();
+        let (rollout_s, reward_s) = (played.rollout_s, played.reward_s);
+        let trajectories = played.trajectories;
+        let (batch, groups, flat) = build_batch(&trajectories, step, cfg)?;
 
         let summary = Summary::of(&trajectories);
         let mut row = json!({
@@ -281,6 +284,14 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
             "tool_errors": summary.tool_errors,
             "groups": groups,
             "groups_zero_variance": flat,
+            "groups_kept": played.kept,
+            "sampling_rounds": played.rounds,
+            // What a step without dynamic sampling would have trained: its first round.
+            "flat_share_before": played.first_round_flat as f64 / played.first_round.max(1) as f64,
+            // The step's group slots left without signal once dynamic sampling is done.
+            "flat_share_after": 1.0 - played.kept as f64 / played.needed.max(1) as f64,
+            "curriculum_retired": seen.retired,
+            "curriculum_unsolved": seen.unsolved,
             "samples": batch.samples.len(),
             "sample_tokens": batch.tokens(),
             "completion_tokens": trajectories.iter().map(Trajectory::completion_tokens).sum::<u64>(),
@@ -334,6 +345,7 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
         // The row first, then the checkpoint's state.json that marks the step complete.
         append_metrics(&metrics_path, &row)?;
         std::fs::write(ckpt.join("state.json"), serde_json::to_vec_pretty(&json!({"step": step, "model": current_model})).expect("json")).map_err(io(&ckpt))?;
+        curriculum.record(&trajectories);
         steps_bar.inc(1);
         say(&multi, step_line(&row));
         if let Some(stop) = budget_reached(step) {
@@ -469,20 +481,108 @@ async fn validate_into<T: ToolHost>(ctx: &Context<'_, T>, rewarder: &Rewarder, m
     Ok(row)
 }
 
-/// Advantages per group and the step's samples; returns (batch, groups, flat groups).
-fn build_batch(trajectories: &[Trajectory], step: u64, scale: bool) -> Result<(StepBatch, usize, usize), RunError> {
-    let mut by_group: Vec<(&str, Vec<&Trajectory>)> = Vec::new();
+/// What one step played: its scored trajectories, a group's rollouts together, and how dynamic
+/// sampling went.
+struct Played {
+    trajectories: Vec<Trajectory>,
+    /// Groups the step needs (its scenarios), and the groups with reward variance it drew.
+    needed: usize,
+    kept: usize,
+    /// Groups of the first round, and the flat ones among them.
+    first_round: usize,
+    first_round_flat: usize,
+    rounds: u32,
+    rollout_s: f64,
+    reward_s: f64,
+}
+
+/// Plays and scores step `step`: the curriculum's scenarios, then, with dynamic sampling, rounds
+/// of replacements for the flat groups (never a scenario twice in a step) until the step has the
+/// groups with signal it needs or has drawn `max_oversample` times them. Each round's draw follows
+/// from the rounds before, whose episodes an interrupted attempt left in the step's file and
+/// `rollouts` reuses, so a resumed step draws and plays what the interrupted one would have.
+/// `None` when `shutdown` fired.
+#[allow(clippy::too_many_arguments)]
+async fn play_step<T: ToolHost>(
+    ctx: &Context<'_, T>,
+    rewarder: &Rewarder,
+    curriculum: &Curriculum,
+    model: &str,
+    step: u64,
+    path: &Path,
+    multi: &MultiProgress,
+    shutdown: &mut std::pin::Pin<&mut impl Future<Output = ()>>,
+) -> Result<Option<Played>, RunError> {
+    let cfg = ctx.cfg;
+    let mut scenarios = curriculum.step(step);
+    let needed = scenarios.len();
+    let cap = (if cfg.rollout.dynamic_sampling { (needed as f64 * cfg.rollout.max_oversample).floor() as usize } else { needed }).max(needed);
+    let mut drawn: HashSet<String> = HashSet::new();
+    let mut all: Vec<Trajectory> = Vec::new();
+    let mut p = Played { trajectories: Vec::new(), needed, kept: 0, first_round: 0, first_round_flat: 0, rounds: 0, rollout_s: 0.0, reward_s: 0.0 };
+    let mut drawn_groups = 0;
+    while !scenarios.is_empty() {
+        drawn.extend(scenarios.iter().map(|s| s.id.clone()));
+        let t0 = Instant::now();
+        let jobs = group_jobs(&scenarios, cfg.rollout.rollouts_per_scenario, step);
+        let Some(mut round) = select_or_stop(rollouts(ctx, model, path, jobs, multi, step), &mut *shutdown).await? else { return Ok(None) };
+        let start = all.len();
+        all.append(&mut round);
+        // The check rewrites the step's file, so it is given every round's episodes.
+        check_engine_alive(ctx, step, path, &mut all).await?;
+        p.rollout_s += t0.elapsed().as_secs_f64();
+
+        let t0 = Instant::now();
+        let Some(()) = select_or_stop(async { Ok(rewarder.score(&scenarios, &mut all[start..]).await?) }, &mut *shutdown).await? else { return Ok(None) };
+        // Keep the scored trajectories: rewrite the step's file in full.
+        rewrite_trajectories(path, &all)?;
+        p.reward_s += t0.elapsed().as_secs_f64();
+
+        let flat = groups_of(&all[start..]).iter().filter(|g| group_stats(g, cfg) == GroupStats::ZeroVariance).count();
+        if p.rounds == 0 {
+            (p.first_round, p.first_round_flat) = (scenarios.len(), flat);
+        }
+        p.rounds += 1;
+        drawn_groups += scenarios.len();
+        p.kept += scenarios.len() - flat;
+        let want = needed.saturating_sub(p.kept).min(cap.saturating_sub(drawn_groups));
+        scenarios = if want == 0 { Vec::new() } else { curriculum.replacements(step, p.rounds, &drawn, want) };
+    }
+    p.trajectories = all;
+    Ok(Some(p))
+}
+
+/// The groups of `trajectories`: consecutive runs of one scenario (as `rollouts` orders them).
+fn groups_of(trajectories: &[Trajectory]) -> Vec<Vec<&Trajectory>> {
+    let mut by_group: Vec<Vec<&Trajectory>> = Vec::new();
     for t in trajectories {
         match by_group.last_mut() {
-            Some((id, g)) if *id == t.scenario_id => g.push(t),
-            _ => by_group.push((&t.scenario_id, vec![t])),
+            Some(g) if g[0].scenario_id == t.scenario_id => g.push(t),
+            _ => by_group.push(vec![t]),
         }
     }
+    by_group
+}
+
+/// A group's advantages. With `scale_advantages`, the spread that divides them is the ground
+/// truth's under the correctness-first reward (when every rollout has one), so a tie-break never
+/// weighs as much as a right answer over a wrong one; otherwise the rewards' own (GRPO).
+fn group_stats(group: &[&Trajectory], cfg: &TrainConfig) -> GroupStats {
+    let rewards: Vec<f64> = group.iter().map(|t| t.reward.unwrap_or(0.0)).collect();
+    if !cfg.loss.scale_advantages {
+        return group_advantages(&rewards, None);
+    }
+    let truth: Option<Vec<f64>> = if cfg.reward.mix == RewardMix::CorrectnessFirst { group.iter().map(|t| t.reward_parts.ground_truth).collect() } else { None };
+    group_advantages(&rewards, Some(truth.as_deref().unwrap_or(&rewards)))
+}
+
+/// Advantages per group and the step's samples; returns (batch, groups, flat groups).
+fn build_batch(trajectories: &[Trajectory], step: u64, cfg: &TrainConfig) -> Result<(StepBatch, usize, usize), RunError> {
+    let groups = groups_of(trajectories);
     let mut samples = Vec::new();
     let mut flat = 0;
-    for (gid, (_, group)) in by_group.iter().enumerate() {
-        let rewards: Vec<f64> = group.iter().map(|t| t.reward.unwrap_or(0.0)).collect();
-        match group_advantages(&rewards, scale) {
+    for (gid, group) in groups.iter().enumerate() {
+        match group_stats(group, cfg) {
             GroupStats::ZeroVariance => flat += 1,
             GroupStats::Trained(adv) => {
                 for (t, a) in group.iter().zip(adv) {
@@ -491,7 +591,7 @@ fn build_batch(trajectories: &[Trajectory], step: u64, scale: bool) -> Result<(S
             }
         }
     }
-    Ok((StepBatch { step, samples }, by_group.len(), flat))
+    Ok((StepBatch { step, samples }, groups.len(), flat))
 }
 
 fn rewrite_trajectories(path: &Path, trajectories: &[Trajectory]) -> Result<(), RunError> {
@@ -635,6 +735,47 @@ fn step_line(row: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Eight scored rollouts of a scenario whose answer is 7: seven right with clean tool use,
+    /// and `last` as the eighth.
+    fn scored_group(cfg: &TrainConfig, last: (&str, u32, u32)) -> Vec<Trajectory> {
+        let scenario = ta_types::scenario::parse_scenarios(r#"{"id": "s", "task": "t", "expected": 7}"#, "x").unwrap().remove(0);
+        (0..8)
+            .map(|i| {
+                let (answer, calls, errors) = if i == 7 { last } else { ("7", 2, 0) };
+                let mut t = Trajectory::start("s", ta_types::trajectory::GroupRef { step: 1, index: i }, "m", vec![]);
+                (t.outcome, t.final_answer, t.num_turns) = (ta_types::Outcome::Completed, Some(answer.into()), calls + 1);
+                (t.tool_calls, t.tool_errors, t.recovered_errors) = (calls, errors, errors);
+                ta_reward::score(&cfg.reward, &scenario, &mut t);
+                t
+            })
+            .collect()
+    }
+
+    fn advantages(group: &[Trajectory], cfg: &TrainConfig) -> Vec<f64> {
+        match group_stats(&group.iter().collect::<Vec<_>>(), cfg) {
+            GroupStats::Trained(a) => a,
+            GroupStats::ZeroVariance => panic!("flat group"),
+        }
+    }
+
+    #[test]
+    fn a_recovered_tool_error_is_not_trained_like_a_wrong_answer() {
+        for scale_advantages in [true, false] {
+            let mut cfg = TrainConfig::default();
+            cfg.loss.scale_advantages = scale_advantages;
+            let recovered = advantages(&scored_group(&cfg, ("7", 3, 1)), &cfg);
+            let wrong = advantages(&scored_group(&cfg, ("8", 2, 0)), &cfg);
+            // The tie-break still prefers clean tool use, at a fraction of a wrong answer's weight.
+            assert!(recovered[7] < 0.0 && recovered[0] > 0.0, "{recovered:?}");
+            assert!(recovered[7].abs() < 0.2 * wrong[7].abs(), "scale {scale_advantages}: recovered {recovered:?} vs wrong {wrong:?}");
+        }
+        // What the issue measured: the weighted sum with std scaling trains both groups alike.
+        let mut old = TrainConfig::default();
+        old.reward.mix = RewardMix::WeightedSum;
+        let (recovered, wrong) = (advantages(&scored_group(&old, ("7", 3, 1)), &old), advantages(&scored_group(&old, ("8", 2, 0)), &old));
+        assert!(recovered.iter().zip(&wrong).all(|(a, b)| (a - b).abs() < 1e-3), "{recovered:?} vs {wrong:?}");
+    }
 
     #[test]
     fn last_complete_step_needs_a_state_file() {
