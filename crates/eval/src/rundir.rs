@@ -43,14 +43,15 @@ pub struct EvalSummary {
     pub wall_s: f64,
     /// Per model, in the order of `models`.
     pub metrics: Vec<Metrics>,
-    /// Trained against base, per scenario (with `--compare-base`).
+    /// The last model against the one before it, per scenario, with the paired test.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub comparison: Option<Comparison>,
 }
 
 impl EvalSummary {
-    /// The summary of an evaluation whose model `models[i]` played `trajectories[i]`; with two
-    /// models, the first is the base and the second the trained one.
+    /// The summary of an evaluation whose model `models[i]` played `trajectories[i]`; with two or
+    /// more, the last is the model under test and the one before it what it is compared against
+    /// (the base model, or `--baseline`).
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         models: Vec<EvalModel>,
@@ -64,7 +65,7 @@ impl EvalSummary {
     ) -> EvalSummary {
         let metrics = trajectories.iter().map(|ts| Metrics::of(ts)).collect();
         let comparison = match trajectories {
-            [base, trained] => Some(compare(base, trained)),
+            [.., base, trained] => Some(compare(base, trained)),
             _ => None,
         };
         EvalSummary { models, server, dataset, split, rollouts_per_scenario, settings, wall_s, metrics, comparison }
@@ -195,11 +196,14 @@ impl RunDir {
         }
     }
 
-    /// The last evaluated model against the first (trained against base, last validation against
-    /// the base or step 0) per scenario, when there are at least two.
-    pub fn comparison(evaluated: &[(String, Vec<Trajectory>)]) -> Option<Comparison> {
+    /// The last evaluated model against the one before it, per scenario, with the paired test:
+    /// trained against what it started from (the last validation against step 0, which is the
+    /// `init` adapter when training started from one; the trained adapter against the base model
+    /// or `--baseline` in an evaluation). Comparing with the start, not the base model, is what
+    /// says whether *this* training helped. `None` with fewer than two.
+    pub fn comparison(evaluated: &[(String, Vec<Trajectory>)]) -> Option<(&str, &str, Comparison)> {
         match evaluated {
-            [(_, base), .., (_, trained)] => Some(compare(base, trained)),
+            [.., (a, base), (b, trained)] => Some((a.as_str(), b.as_str(), compare(base, trained))),
             _ => None,
         }
     }
