@@ -126,7 +126,8 @@ impl Paired {
             100.0 * self.diff,
             100.0 * self.diff_ci95[0],
             100.0 * self.diff_ci95[1],
-            fmt_p(self.bootstrap_p),
+            // 0 of the resamples crossed 0: below the resolution, not 0.
+            if self.bootstrap_p == 0.0 { format!("< {}", 1.0 / RESAMPLES as f64) } else { fmt_p(self.bootstrap_p) },
         )
     }
 }
@@ -208,5 +209,7 @@ mod tests {
             "paired, trained vs init: better on 3, worse on 1 of 20 tasks (exact McNemar p = 0.625); success +10.0 points, 95% CI [-5.0, +25.0] (paired bootstrap p = 0.210)"
         );
         assert_eq!(fmt_p(6.5e-55), "6.50e-55");
+        let sure = Paired { bootstrap_p: 0.0, ..p };
+        assert!(sure.line("a", "b").ends_with("(paired bootstrap p < 0.0001)"), "{}", sure.line("a", "b"));
     }
 }
