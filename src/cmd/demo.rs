@@ -105,7 +105,6 @@ struct Synth {
     seed: u64,
 }
 
-#[allow(clippy::too_many_arguments)]
 fn profile(gpu: bool, model: &str, steps: Option<u64>, train_limit: Option<usize>, validation_limit: Option<usize>, sft_share: Option<f64>) -> Profile {
     let model = match model {
         "small" => "smollm2-135m-instruct",

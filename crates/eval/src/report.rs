@@ -274,7 +274,7 @@ fn training_charts(run: &RunDir) -> Vec<Chart> {
             ("  95% high".into(), "val_pass_k_high"),
             ("greedy success".into(), "val_success"),
         ];
-        let series = lines.iter().filter_map(|(label, key)| series(&val, label, &[key])).collect();
+        let series = lines.iter().filter_map(|(label, key)| series(&val, label, &[*key])).collect();
         let title = format!("Validation: pass@1 and pass@{k} of {k} samples per task, greedy success");
         charts.push(Chart { id: "validation_sampled".into(), title, y_label: "share of tasks".into(), stacked: false, y_range: Some([0.0, 1.0]), series, empty_note: None });
     }

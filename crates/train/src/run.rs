@@ -446,6 +446,7 @@ async fn validate<T: ToolHost>(ctx: &Context<'_, T>, rewarder: &Rewarder, model:
 
 /// Plays `rollouts` episodes of each validation scenario with `model` into `path` (replacing it)
 /// and scores them.
+#[allow(clippy::too_many_arguments)]
 async fn play_validation<T: ToolHost>(ctx: &Context<'_, T>, rewarder: &Rewarder, model: &str, step: u64, rollouts: u32, temperature: f32, path: &Path, multi: &MultiProgress) -> Result<Vec<Trajectory>, RunError> {
     let _ = std::fs::remove_file(path);
     let jobs = group_jobs(&ctx.validation, rollouts, step);
