@@ -118,7 +118,7 @@ impl Paired {
     /// +10.0 points [-5.0, +25.0] (paired bootstrap p = 0.21)`, with `a` and `b` naming the models.
     pub fn line(&self, a: &str, b: &str) -> String {
         format!(
-            "paired, {b} vs {a}: better on {}, worse on {} of {} tasks (exact McNemar p = {}); success {:+.1} points, 95% CI [{:+.1}, {:+.1}] (paired bootstrap p = {})",
+            "paired, {b} vs {a}: better on {}, worse on {} of {} tasks (exact McNemar p = {}); success {:+.1} points, 95% CI [{:+.1}, {:+.1}] (paired bootstrap p {})",
             self.better,
             self.worse,
             self.tasks,
@@ -127,7 +127,7 @@ impl Paired {
             100.0 * self.diff_ci95[0],
             100.0 * self.diff_ci95[1],
             // 0 of the resamples crossed 0: below the resolution, not 0.
-            if self.bootstrap_p == 0.0 { format!("< {}", 1.0 / RESAMPLES as f64) } else { fmt_p(self.bootstrap_p) },
+            if self.bootstrap_p == 0.0 { format!("< {}", 1.0 / RESAMPLES as f64) } else { format!("= {}", fmt_p(self.bootstrap_p)) },
         )
     }
 }
