@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::Parser;
-use ta_eval::metrics::{Metrics, metrics_table};
+use ta_eval::metrics::{Comparison, Metrics, metrics_table};
 use ta_eval::rundir::RunDir;
 use ta_python::PythonEnv;
 use ta_sft::sft::SftConfig;
@@ -367,10 +367,8 @@ fn print_models(labels: &[&str], evaluated: &[(String, Vec<ta_types::Trajectory>
     let metrics: Vec<Metrics> = evaluated.iter().map(|(_, ts)| Metrics::of(ts)).collect();
     let columns: Vec<(&str, &Metrics)> = labels.iter().copied().zip(&metrics).collect();
     println!("{}", metrics_table(&columns));
-    if let (Some((_, _, c)), [.., a, b]) = (RunDir::comparison(evaluated), labels) {
-        if let Some(p) = &c.paired {
-            println!("{}", p.line(a, b));
-        }
+    if let (Some((_, _, Comparison { paired: Some(p), .. })), [.., a, b]) = (RunDir::comparison(evaluated), labels) {
+        println!("{}", p.line(a, b));
     }
 }
 
