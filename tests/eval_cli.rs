@@ -146,6 +146,53 @@ async fn eval_compare_base_prints_wins_and_resumes() {
     assert!(stats.status.success() && text.contains("1 wins, 0 losses, 1 ties"), "{text}");
 }
 
+/// `--baseline`: a second adapter (here one that answers like the base model) is played in the same
+/// engine, and the adapter under test is compared with it, not with the base model, by the paired
+/// test.
+#[tokio::test(flavor = "multi_thread")]
+async fn eval_against_a_baseline_adapter_prints_the_paired_test() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenarios = dir.path().join("s.jsonl");
+    std::fs::write(
+        &scenarios,
+        concat!(
+            "{\"id\": \"dept-count\", \"task\": \"How many departments does the company have?\", \"expected\": 9, \"split\": \"validation\"}\n",
+            "{\"id\": \"research-location\", \"task\": \"In which city is the Research department located?\", \"expected\": {\"contains\": \"Boston\"}, \"split\": \"validation\"}\n",
+        ),
+    )
+    .unwrap();
+    let adapter = |name: &str, r: u32| {
+        let d = dir.path().join(name);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("adapter_config.json"), format!(r#"{{"base_model_name_or_path": "smollm2-135m-instruct", "r": {r}, "peft_type": "LORA"}}"#)).unwrap();
+        d
+    };
+    let (trained, sft) = (adapter("grpo-final", 8), adapter("sft-final", 32));
+    let engine = FakeEngine::default();
+    let url = serve(engine.clone()).await;
+    let out = dir.path().join("eval");
+    let run = eval(&url, &trained, &scenarios, &out, &["--compare-base", "--baseline", sft.to_str().unwrap()]).await;
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(run.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&run.stderr));
+
+    let loads: Vec<String> = engine.loads.lock().unwrap().iter().map(|l| l["lora_name"].as_str().unwrap().to_string()).collect();
+    assert_eq!(loads, ["trained", "baseline"]);
+    // Three columns; the per-scenario table and the paired test compare trained with the baseline.
+    assert!(stdout.contains("base") && stdout.contains("baseline") && stdout.contains("trained"), "{stdout}");
+    assert!(stdout.contains("dept-count         0/1       1/1      win"), "{stdout}");
+    assert!(stdout.contains("paired, trained vs baseline: better on 1, worse on 0 of 2 tasks (exact McNemar p = 1.000); success +50.0 points"), "{stdout}");
+    let summary: ta_eval::EvalSummary = serde_json::from_slice(&std::fs::read(out.join("eval.json")).unwrap()).unwrap();
+    assert_eq!(summary.models.iter().map(|m| m.label.as_str()).collect::<Vec<_>>(), ["base", "baseline", "trained"]);
+    let paired = summary.comparison.unwrap().paired.unwrap();
+    assert_eq!((paired.better, paired.worse, paired.tasks), (1, 0, 2));
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("<th>scenario</th><th>baseline</th><th>trained</th>") && html.contains("id=\"paired-test\""), "the report compares trained with the baseline");
+
+    let missing = eval(&url, &trained, &scenarios, &dir.path().join("e2"), &["--baseline", dir.path().to_str().unwrap()]).await;
+    let err = String::from_utf8_lossy(&missing.stderr);
+    assert!(!missing.status.success() && err.contains("--baseline") && err.contains("hint:"), "{err}");
+}
+
 #[test]
 fn compare_base_needs_an_adapter() {
     let dir = tempfile::tempdir().unwrap();

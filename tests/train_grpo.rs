@@ -187,6 +187,55 @@ fn dynamic_sampling_replaces_flat_groups_within_the_cap_and_counts_them() {
     }
 }
 
+/// Sampled validation (`--eval-rollouts`): beside the greedy episode, k episodes per validation
+/// scenario at the rollout temperature in their own files, pass@1 and pass@k with 95% intervals in
+/// the validation rows, the CSV and the report; resuming a finished run validates nothing again.
+#[test]
+fn validation_samples_k_episodes_and_reports_pass_at_k_with_intervals() {
+    let model = tiny_model();
+    let dir = tempfile::tempdir().unwrap();
+    let (scenarios, config) = setup(dir.path(), 1);
+    let out = dir.path().join("run");
+    check(&train_command(&scenarios, &config, &model, &out).args(["--eval-rollouts", "2"]).output().unwrap());
+
+    let rows = metrics(&out);
+    let val: Vec<&Value> = rows.iter().filter(|r| r.get("val_completion_rate").is_some()).collect();
+    assert_eq!(val.iter().map(|r| r["step"].as_u64().unwrap()).collect::<Vec<_>>(), [0, 1], "{rows:?}");
+    let f = |r: &Value, k: &str| r[k].as_f64().unwrap_or_else(|| panic!("{k} missing from {r}"));
+    for r in &val {
+        assert_eq!(r["val_sampled_k"], 2, "{r}");
+        for key in ["val_pass1", "val_pass_k", "val_success"] {
+            let (x, lo, hi) = (f(r, key), f(r, &format!("{key}_low")), f(r, &format!("{key}_high")));
+            assert!((0.0..=1.0).contains(&lo) && lo <= x && x <= hi && hi <= 1.0, "{key}: {lo} <= {x} <= {hi}");
+        }
+        assert!(f(r, "val_pass_k") >= f(r, "val_pass1"), "pass@2 is at least pass@1: {r}");
+    }
+    for step in [0, 1] {
+        let greedy = ta_types::trajectory::read_trajectories(&out.join(format!("eval/step-{step:06}.jsonl"))).unwrap();
+        let sampled = ta_types::trajectory::read_trajectories(&out.join(format!("eval/step-{step:06}.sampled.jsonl"))).unwrap();
+        assert_eq!(greedy.len(), 2, "one greedy episode per validation scenario");
+        assert_eq!(sampled.len(), 2 * 2, "two sampled episodes per validation scenario");
+        assert!(sampled.iter().all(|t| t.reward.is_some() && t.scenario_id.starts_with("digit-") && t.group.index < 2));
+        let p1 = sampled.iter().filter(|t| ta_eval::is_success(t)).count() as f64 / 4.0;
+        assert!((f(val[step], "val_pass1") - p1).abs() < 1e-9, "pass@1 is the mean over samples");
+    }
+    let csv = std::fs::read_to_string(out.join("metrics.csv")).unwrap();
+    assert!(csv.lines().next().unwrap().contains("val_pass_k_high"), "{csv}");
+    let report = ta_eval::report::collect(&out).unwrap();
+    let chart = report.charts.iter().find(|c| c.id == "validation_sampled").expect("the sampled validation chart");
+    assert!(chart.series.iter().any(|s| s.label == "sampled pass@2" && s.points.len() == 2), "{chart:?}");
+    let run = ta_eval::RunDir::open(&out).unwrap();
+    assert_eq!(run.evaluated().unwrap().len(), 2, "greedy: step 0 and step 1; the sampled files are not validations of their own");
+    assert_eq!(run.evaluated_sampled().unwrap().iter().map(|(l, ts)| (l.clone(), ts.len())).collect::<Vec<_>>(), [("base".to_string(), 4), ("step 1".to_string(), 4)]);
+
+    // Resuming the finished run plays no validation again.
+    let sampled_at = |step: u64| std::fs::metadata(out.join(format!("eval/step-{step:06}.sampled.jsonl"))).unwrap().modified().unwrap();
+    let before = (sampled_at(0), sampled_at(1));
+    check(&train_command(&scenarios, &config, &model, &out).args(["--resume"]).output().unwrap());
+    assert_eq!((sampled_at(0), sampled_at(1)), before, "finished validations are kept");
+    assert_eq!(metrics(&out).len(), rows.len(), "no new rows");
+}
+
 #[test]
 fn a_run_killed_mid_step_resumes_without_losing_a_finished_step_or_trajectory() {
     let model = tiny_model();

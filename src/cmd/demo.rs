@@ -1,6 +1,8 @@
 //! `train-agent demo`: the whole product on the bundled demo server, from a fresh machine: the
-//! base model's baseline, an SFT warm start on reference traces of the train split, GRPO from that
-//! adapter, and the base / SFT / SFT+GRPO table with the report.
+//! base model's baseline, an SFT warm start on reference traces of part of the train split, GRPO
+//! from that adapter on all of it, and the base / SFT / SFT+GRPO table with the report. The GPU
+//! profile trains on tasks `scenarios synth` writes from the demo database, and evaluates the 88
+//! hand-written questions as a separate check set.
 //!
 //! Each stage is one of the ordinary subcommands, run with the flags it prints (so every stage
 //! can be repeated or tuned by hand), in its own directory under `--output-dir`. A stage whose
@@ -11,14 +13,14 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::Parser;
-use ta_eval::metrics::{Metrics, metrics_table};
+use ta_eval::metrics::{Comparison, Metrics, metrics_table};
 use ta_eval::rundir::RunDir;
 use ta_python::PythonEnv;
 use ta_sft::sft::SftConfig;
 use ta_train::TrainConfig;
 use ta_train::run::last_complete_step;
 
-use crate::cmd::{collect, curate, sft, train};
+use crate::cmd::{collect, curate, eval, scenarios, sft, train};
 
 /// The demo's scenarios, embedded so the command works outside a checkout.
 const SCENARIOS: &str = include_str!("../../scenarios/company.jsonl");
@@ -29,9 +31,14 @@ pub struct Args {
     /// Where every stage writes (traces/, dataset/, sft/, grpo/); running again continues.
     #[arg(long, value_name = "DIR", default_value = "runs/demo")]
     output_dir: PathBuf,
-    /// GRPO steps (default: 10 with a GPU, 2 on CPU).
+    /// GRPO steps (default: 10 with a GPU, 2 on CPU). Runs as many epochs of the train split as
+    /// the steps need.
     #[arg(long)]
     steps: Option<u64>,
+    /// Share of the train split whose reference traces go to SFT (GRPO trains on all of it).
+    /// Default: the profile's (see docs/demo.md).
+    #[arg(long, value_name = "SHARE")]
+    sft_share: Option<f64>,
     /// `small` (SmolLM2-135M-Instruct, the default without a GPU), `qwen0.5b`
     /// (Qwen2.5-Coder-0.5B-Instruct, the default with one; both come from the package registry),
     /// or any base model `train` takes (Hugging Face id, directory, .gguf file).
@@ -40,11 +47,11 @@ pub struct Args {
     /// Settings for `cpu` or `gpu` (default: `gpu` when PyTorch sees CUDA).
     #[arg(long, value_parser = ["cpu", "gpu"])]
     profile: Option<String>,
-    /// Use only the first N train scenarios (SFT traces and GRPO). Default: all 68 with a GPU, 32
-    /// on CPU.
+    /// Use only the first N train scenarios (SFT traces and GRPO). Default: all with a GPU (the
+    /// synthesized ones), the first 32 hand-written ones on CPU.
     #[arg(long, value_name = "N")]
     train_limit: Option<usize>,
-    /// Validate on only the first N validation scenarios. Default: all 20 with a GPU, 10 on CPU.
+    /// Validate on only the first N validation scenarios. Default: all with a GPU, 10 on CPU.
     #[arg(long, value_name = "N")]
     validation_limit: Option<usize>,
     /// Also score with an LLM judge in GRPO (key from the provider's environment variable).
@@ -59,8 +66,8 @@ struct Stage<T: clap::Args> {
     args: T,
 }
 
-fn stage<T: clap::Args>(n: usize, name: &str, what: &str, argv: &[String]) -> Result<T> {
-    eprintln!("\n[{n}/4] {what}\n      train-agent {name} {}", shell_words(argv));
+fn stage<T: clap::Args>((n, of): (usize, usize), name: &str, what: &str, argv: &[String]) -> Result<T> {
+    eprintln!("\n[{n}/{of}] {what}\n      train-agent {name} {}", shell_words(argv));
     let parsed = Stage::<T>::try_parse_from(std::iter::once(name.to_string()).chain(argv.iter().cloned()))
         .with_context(|| format!("the demo built bad flags for `{name}` (a bug)"))?;
     Ok(parsed.args)
@@ -75,14 +82,30 @@ fn shell_words(argv: &[String]) -> String {
 /// a GPU (measured: `benches/RESULTS.md`, "The demo").
 struct Profile {
     model: String,
+    /// Train on tasks `scenarios synth` writes from the demo database (`None`: the hand-written
+    /// questions). Then the hand-written questions are a check set from another distribution,
+    /// evaluated at base, SFT and SFT+GRPO.
+    synth: Option<Synth>,
     /// First N scenarios of each split (`None`: all).
     train_limit: Option<usize>,
     validation_limit: Option<usize>,
+    /// The first this share of the train split gives SFT its reference traces; GRPO samples all
+    /// of it. SFT on every train task saturates them (300 synthesized traces took held-out
+    /// synthesized tasks from 3.5% to 94%, benches/RESULTS.md), leaving GRPO groups without
+    /// reward variance; tasks SFT never saw keep GRPO's groups informative.
+    sft_share: f64,
     sft: SftConfig,
     grpo: TrainConfig,
 }
 
-fn profile(gpu: bool, model: &str, steps: Option<u64>, train_limit: Option<usize>, validation_limit: Option<usize>) -> Profile {
+/// `scenarios synth` settings.
+#[derive(Debug, PartialEq)]
+struct Synth {
+    n: usize,
+    seed: u64,
+}
+
+fn profile(gpu: bool, model: &str, steps: Option<u64>, train_limit: Option<usize>, validation_limit: Option<usize>, sft_share: Option<f64>) -> Profile {
     let model = match model {
         "small" => "smollm2-135m-instruct",
         "qwen0.5b" => "qwen2.5-coder-0.5b-instruct",
@@ -92,7 +115,16 @@ fn profile(gpu: bool, model: &str, steps: Option<u64>, train_limit: Option<usize
     let mut grpo = TrainConfig { base_model: model.into(), ..TrainConfig::default() };
     grpo.rollout.eval_every = 0;
     let (mut train_limit, mut validation_limit) = (train_limit, validation_limit);
+    let (synth, default_share);
     if gpu {
+        // 1,500 candidates give >= 1,000 train and >= 200 validation tasks on the demo database.
+        synth = Some(Synth { n: 1500, seed: 1 });
+        // About 120 traces: enough to learn the tool-calling workflow, few enough to leave most
+        // train tasks unsolved at GRPO's start. To be tuned by measurement (docs/demo.md).
+        default_share = 0.1;
+        // Four samples per validation task: pass@1 with an interval tight enough to see GRPO's
+        // gain, at 5x the greedy validation's episodes.
+        grpo.rollout.eval_rollouts = 4;
         sft.epochs = 6;
         sft.optim.lr = 2e-4;
         grpo.rollout.max_steps = steps.unwrap_or(10);
@@ -100,6 +132,14 @@ fn profile(gpu: bool, model: &str, steps: Option<u64>, train_limit: Option<usize
         grpo.rollout.rollouts_per_scenario = 8;
         grpo.optim.lr = 2e-5;
     } else {
+        // The hand-written questions: synthesized ones would need more SFT than 15 minutes allow.
+        synth = None;
+        // One epoch of SFT on 32 traces leaves SmolLM2-135M far from saturating its train tasks,
+        // and fewer traces would not teach it the workflow at all.
+        default_share = 1.0;
+        // Sampled validation would multiply the CPU's slowest phase; the greedy table is the
+        // CPU demo's claim (and not a learning claim: benches/RESULTS.md).
+        grpo.rollout.eval_rollouts = 0;
         // Measured on a 2-core CPU (benches/RESULTS.md): the SFT'd model learns the tool-calling
         // workflow from 32 traces in one epoch; a GRPO step of 3 x 4 episodes takes ~2.5 minutes.
         sft.epochs = 1;
@@ -121,7 +161,14 @@ fn profile(gpu: bool, model: &str, steps: Option<u64>, train_limit: Option<usize
         grpo.rollout.concurrency = 16;
         grpo.optim.lr = 5e-5;
     }
-    Profile { model: model.into(), train_limit, validation_limit, sft, grpo }
+    Profile { model: model.into(), synth, train_limit, validation_limit, sft_share: sft_share.unwrap_or(default_share), sft, grpo }
+}
+
+/// Epochs of `train` scenarios that `steps` steps of `per_step` scenarios need, so `--steps`
+/// is what runs (one epoch would stop a 10-step run on 68 scenarios after 9).
+fn epochs_for(steps: u64, per_step: usize, train: usize) -> u32 {
+    let needed = steps * per_step as u64;
+    u32::try_from(needed.div_ceil(train.max(1) as u64)).unwrap_or(u32::MAX).max(1)
 }
 
 pub async fn run(args: Args) -> Result<()> {
@@ -133,29 +180,61 @@ pub async fn run(args: Args) -> Result<()> {
         None => python.has_cuda().await,
     };
     let model = args.model.clone().unwrap_or_else(|| if gpu { "qwen0.5b" } else { "small" }.into());
-    let Profile { model, train_limit, validation_limit, mut sft, mut grpo } = profile(gpu, &model, args.steps, args.train_limit, args.validation_limit);
+    let Profile { model, synth, train_limit, validation_limit, sft_share, mut sft, mut grpo } =
+        profile(gpu, &model, args.steps, args.train_limit, args.validation_limit, args.sft_share);
+    anyhow::ensure!(sft_share > 0.0 && sft_share <= 1.0, "--sft-share {sft_share} is outside (0, 1]\nhint: e.g. 0.25 gives SFT the traces of a quarter of the train split");
     args.judge.apply(&mut grpo.reward)?;
     eprintln!("demo: {model} on {}, {} GRPO steps, in {}", if gpu { "GPU" } else { "CPU" }, grpo.rollout.max_steps, out.display());
 
-    let scenarios = out.join("scenarios.jsonl");
-    std::fs::write(&scenarios, demo_scenarios(train_limit, validation_limit))?;
     let path = |p: PathBuf| p.display().to_string();
     let (traces, dataset, sft_dir, grpo_dir) = (out.join("traces"), out.join("dataset"), out.join("sft"), out.join("grpo"));
+    let (synth_dir, check_dir) = (out.join("synth"), out.join("check"));
+    // Stage numbers: synthesis and the check set come with synthesized training tasks.
+    let of = if synth.is_some() { 6 } else { 4 };
+    let mut next = 0;
+    let mut n = || {
+        next += 1;
+        (next, of)
+    };
 
-    // 1. Reference traces of the train split: the validation split stays unseen.
+    // 0. The training tasks: synthesized from the demo database, or the hand-written questions.
+    let source = match &synth {
+        Some(plan) => {
+            let written = synth_dir.join("scenarios.jsonl");
+            let stage_n = n();
+            if !synth_dir.join("summary.json").exists() {
+                let argv = ["--server", SERVER, "--n", &plan.n.to_string(), "--seed", &plan.seed.to_string(), "--out", &path(synth_dir.clone())].map(String::from);
+                scenarios::synth::run(stage(stage_n, "scenarios synth", "tasks with checked answers, written from the demo database", &argv)?).await?;
+            }
+            std::fs::read_to_string(&written).with_context(|| format!("cannot read {}", written.display()))?
+        }
+        None => SCENARIOS.to_string(),
+    };
+    let scenarios = out.join("scenarios.jsonl");
+    let kept = limit_splits(&source, train_limit, validation_limit);
+    std::fs::write(&scenarios, &kept)?;
+    let n_train = kept.lines().filter(|l| is_train(l)).count();
+    grpo.rollout.epochs = epochs_for(grpo.rollout.max_steps, grpo.rollout.scenarios_per_step, n_train);
+    let sft_scenarios = out.join("sft-scenarios.jsonl");
+    std::fs::write(&sft_scenarios, sft_part(&kept, sft_share))?;
+
+    // 1. Reference traces of the SFT part of the train split: the validation split stays unseen.
+    let stage_n = n();
     if !traces.join(ta_sft::trace::TRACES_FILE).exists() {
-        let argv = ["--server", SERVER, "--scenarios", &path(scenarios.clone()), "--reference", "--split", "train", "--out", &path(traces.clone())].map(String::from);
-        collect::run(stage(1, "collect", "reference solutions of the train split, checked by ground truth", &argv)?).await?;
+        let argv = ["--server", SERVER, "--scenarios", &path(sft_scenarios.clone()), "--reference", "--split", "train", "--out", &path(traces.clone())].map(String::from);
+        collect::run(stage(stage_n, "collect", "reference solutions of part of the train split, checked by ground truth", &argv)?).await?;
     }
+    let stage_n = n();
     if !dataset.join("train.jsonl").exists() {
         let argv = [path(traces.clone()), "--dedupe".into(), "--no-parquet".into(), "--out".into(), path(dataset.clone())];
-        curate::run(stage(2, "curate", "keep the successful, distinct traces", &argv)?).await?;
+        curate::run(stage(stage_n, "curate", "keep the successful, distinct traces", &argv)?).await?;
     }
 
     // 3. SFT warm start: base models of this size make no tool call, so GRPO alone has nothing to
     // learn from (every group scores 0).
     let sft_final = sft_dir.join("final");
     let sft_done = || sft_final.join("adapter_config.json").exists();
+    let stage_n = n();
     if !sft_done() {
         sft.dataset = path(dataset.clone());
         let config = out.join("sft.toml");
@@ -164,13 +243,15 @@ pub async fn run(args: Args) -> Result<()> {
         if last_complete_step(&sft_dir) > 0 {
             argv.push("--resume".into());
         }
-        sft::run(stage(3, "sft", "supervised fine-tuning on the traces (LoRA)", &argv)?).await?;
+        sft::run(stage(stage_n, "sft", "supervised fine-tuning on the traces (LoRA)", &argv)?).await?;
         if !sft_done() {
             return interrupted();
         }
     }
 
-    // 4. GRPO from the SFT adapter; its validation covers the base, the SFT adapter and the result.
+    // 4. GRPO from the SFT adapter on the whole train split; its validation covers the base, the
+    // SFT adapter and the result.
+    let stage_n = n();
     if !finished(&grpo_dir) {
         grpo.init_adapter = Some(path(std::path::absolute(&sft_final)?));
         let config = out.join("grpo.toml");
@@ -192,21 +273,40 @@ pub async fn run(args: Args) -> Result<()> {
             // Short contexts keep the CPU's prompt processing (the bulk of its time) small.
             argv.extend(["--max-model-len".into(), "4096".into()]);
         }
-        let finished_as = train::run(stage(4, "train", "GRPO from the SFT adapter, validating base, SFT and the result", &argv)?).await?;
+        let finished_as = train::run(stage(stage_n, "train", "GRPO from the SFT adapter, validating base, SFT and the result", &argv)?).await?;
         if !matches!(finished_as, ta_train::run::Finished::Done { .. }) {
             return interrupted();
         }
     }
-    print_table(&grpo_dir)
+
+    // 5. The hand-written questions, which training never saw, as a check set.
+    if synth.is_some() && !check_dir.join("eval.json").exists() {
+        let check = out.join("check-scenarios.jsonl");
+        std::fs::write(&check, SCENARIOS)?;
+        // No step trained (every group flat): GRPO's result is the SFT adapter itself.
+        let trained = if grpo_dir.join("final").exists() { grpo_dir.join("final") } else { sft_final.clone() };
+        let argv = [
+            "--server".into(), SERVER.into(), "--dataset".into(), path(check), "--split".into(), "all".into(),
+            "--model".into(), path(std::path::absolute(&trained)?), "--baseline".into(), path(std::path::absolute(&sft_final)?),
+            "--compare-base".into(), "--max-turns".into(), grpo.rollout.max_turns.to_string(), "--max-tokens".into(), grpo.rollout.max_tokens.to_string(),
+            "--out".into(), path(check_dir.clone()),
+        ];
+        eval::run(stage(n(), "eval", "the 88 hand-written questions as a check set: base, SFT, SFT+GRPO", &argv)?).await?;
+    }
+    print_tables(&grpo_dir, synth.is_some().then_some(check_dir.as_path()))
 }
 
-/// The embedded scenarios, keeping the first `train` train and `validation` validation ones.
-fn demo_scenarios(train: Option<usize>, validation: Option<usize>) -> String {
+fn is_train(line: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(line).is_ok_and(|v| v["split"] != "validation")
+}
+
+/// The scenarios of `text` (JSON lines), keeping the first `train` train and `validation`
+/// validation ones.
+fn limit_splits(text: &str, train: Option<usize>, validation: Option<usize>) -> String {
     let (mut n_train, mut n_val) = (0, 0);
     let mut out = String::new();
-    for line in SCENARIOS.lines().filter(|l| !l.trim().is_empty()) {
-        let v: serde_json::Value = serde_json::from_str(line).expect("the embedded scenarios are JSON lines");
-        let (seen, limit) = if v["split"] == "validation" { (&mut n_val, validation) } else { (&mut n_train, train) };
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let (seen, limit) = if is_train(line) { (&mut n_train, train) } else { (&mut n_val, validation) };
         *seen += 1;
         if limit.is_none_or(|l| *seen <= l) {
             out.push_str(line);
@@ -216,9 +316,15 @@ fn demo_scenarios(train: Option<usize>, validation: Option<usize>) -> String {
     out
 }
 
+/// The first `share` of the train scenarios of `text` (at least one), for SFT.
+fn sft_part(text: &str, share: f64) -> String {
+    let train: Vec<&str> = text.lines().filter(|l| is_train(l)).collect();
+    let n = ((share * train.len() as f64).round() as usize).clamp(1.min(train.len()), train.len());
+    train[..n].iter().map(|l| format!("{l}\n")).collect()
+}
+
 /// Whether the GRPO run in `dir` has finished: its last completed step has been validated (the
-/// final validation; the demo validates nowhere in between). The curriculum may end before
-/// `--steps` (one epoch of the train split), so the step count itself is not the test.
+/// final validation; the demo validates nowhere in between).
 fn finished(dir: &Path) -> bool {
     let Ok(run) = RunDir::open(dir) else { return false };
     let last = last_complete_step(dir);
@@ -230,17 +336,40 @@ fn interrupted() -> Result<()> {
     Ok(())
 }
 
-/// The base / SFT / SFT+GRPO table from the GRPO run's validations.
-fn print_table(grpo_dir: &Path) -> Result<()> {
+/// The base / SFT / SFT+GRPO tables: the GRPO run's validations (greedy, and sampled when it
+/// sampled), each with the paired test of SFT+GRPO against SFT, and the check set's evaluation.
+fn print_tables(grpo_dir: &Path, check_dir: Option<&Path>) -> Result<()> {
+    let labels = ["base", "SFT", "SFT+GRPO"];
     let run = RunDir::open(grpo_dir)?;
     let evaluated = run.evaluated()?;
-    let labels = ["base", "SFT", "SFT+GRPO"];
-    let metrics: Vec<Metrics> = evaluated.iter().map(|(_, ts)| Metrics::of(ts)).collect();
-    let columns: Vec<(&str, &Metrics)> = labels.iter().copied().zip(&metrics).collect();
-    println!("\nvalidation split, one greedy episode per scenario:\n{}", metrics_table(&columns));
+    // Without a baseline (validate_base off) the columns start at the SFT adapter.
+    let shown = &labels[labels.len() - evaluated.len().min(labels.len())..];
+    println!("\nvalidation split, one greedy episode per task:");
+    print_models(shown, &evaluated);
+    let sampled = run.evaluated_sampled()?;
+    if let [(_, first), ..] = sampled.as_slice() {
+        let k = first.len() / first.iter().map(|t| &t.scenario_id).collect::<std::collections::HashSet<_>>().len().max(1);
+        println!("\nvalidation split, {k} episodes per task at the rollout temperature:");
+        print_models(&labels[1..], &sampled);
+    }
+    if let Some(dir) = check_dir {
+        let check = RunDir::open(dir)?;
+        println!("\nthe 88 hand-written questions (a check set training never saw), one greedy episode each:");
+        print_models(&labels, &check.evaluated()?);
+    }
     let report = ta_eval::write_report(grpo_dir)?;
     println!("\nreport: {}", report.display());
     Ok(())
+}
+
+/// The metrics table of `evaluated` under `labels`, and the paired test of the last two.
+fn print_models(labels: &[&str], evaluated: &[(String, Vec<ta_types::Trajectory>)]) {
+    let metrics: Vec<Metrics> = evaluated.iter().map(|(_, ts)| Metrics::of(ts)).collect();
+    let columns: Vec<(&str, &Metrics)> = labels.iter().copied().zip(&metrics).collect();
+    println!("{}", metrics_table(&columns));
+    if let (Some((_, _, Comparison { paired: Some(p), .. })), [.., a, b]) = (RunDir::comparison(evaluated), labels) {
+        println!("{}", p.line(a, b));
+    }
 }
 
 #[cfg(test)]
@@ -255,26 +384,54 @@ mod tests {
 
     #[test]
     fn limits_keep_the_first_scenarios_of_each_split() {
-        assert_eq!(splits(&demo_scenarios(None, None)), (68, 20));
-        let some = demo_scenarios(Some(3), Some(2));
+        assert_eq!(splits(&limit_splits(SCENARIOS, None, None)), (68, 20));
+        let some = limit_splits(SCENARIOS, Some(3), Some(2));
         assert_eq!(splits(&some), (3, 2));
         let first = SCENARIOS.lines().next().unwrap();
         assert!(some.starts_with(first), "the order is kept");
-        assert_eq!(splits(&demo_scenarios(Some(100), Some(0))), (68, 0));
+        assert_eq!(splits(&limit_splits(SCENARIOS, Some(100), Some(0))), (68, 0));
+    }
+
+    #[test]
+    fn sft_gets_the_first_share_of_the_train_split_only() {
+        let all = limit_splits(SCENARIOS, None, None);
+        assert_eq!(splits(&sft_part(&all, 1.0)), (68, 0), "no validation task reaches SFT");
+        let quarter = sft_part(&all, 0.25);
+        assert_eq!(splits(&quarter), (17, 0));
+        assert!(quarter.starts_with(SCENARIOS.lines().next().unwrap()));
+        assert_eq!(splits(&sft_part(&all, 0.001)), (1, 0), "at least one trace");
+        assert_eq!(sft_part("", 0.5), "");
+    }
+
+    #[test]
+    fn steps_set_the_epochs() {
+        // The GPU profile on the 68 hand-written train questions: 10 steps of 8 need 2 epochs
+        // (one epoch stopped the run after 9 steps).
+        assert_eq!(epochs_for(10, 8, 68), 2);
+        assert_eq!(epochs_for(2, 3, 32), 1);
+        assert_eq!(epochs_for(30, 8, 1200), 1);
+        assert_eq!(epochs_for(0, 8, 10), 1);
+        assert_eq!(epochs_for(5, 8, 0), 40, "no train scenarios: train reports that itself");
     }
 
     #[test]
     fn profiles_pick_the_model_and_size_the_work() {
-        let cpu = profile(false, "small", None, None, None);
+        let cpu = profile(false, "small", None, None, None, None);
         assert_eq!(cpu.model, "smollm2-135m-instruct");
         assert_eq!((cpu.grpo.rollout.max_steps, cpu.sft.epochs), (2, 1));
         assert_eq!((cpu.train_limit, cpu.validation_limit), (Some(32), Some(10)));
-        assert_eq!(profile(false, "small", None, Some(6), Some(2)).validation_limit, Some(2), "--validation-limit wins");
-        let gpu = profile(true, "qwen0.5b", Some(3), None, None);
+        assert_eq!(cpu.synth, None, "the CPU demo stays on the hand-written questions");
+        assert_eq!((cpu.sft_share, cpu.grpo.rollout.eval_rollouts), (1.0, 0));
+        assert_eq!(profile(false, "small", None, Some(6), Some(2), None).validation_limit, Some(2), "--validation-limit wins");
+        let gpu = profile(true, "qwen0.5b", Some(3), None, None, None);
         assert_eq!(gpu.model, "qwen2.5-coder-0.5b-instruct");
         assert_eq!(gpu.grpo.rollout.max_steps, 3, "--steps wins");
         assert_eq!((gpu.train_limit, gpu.validation_limit), (None, None), "all scenarios on a GPU");
-        assert_eq!(profile(true, "/models/x.gguf", None, None, None).grpo.base_model, "/models/x.gguf");
+        assert_eq!(gpu.synth, Some(Synth { n: 1500, seed: 1 }), "the GPU demo trains on synthesized tasks");
+        assert!(gpu.sft_share < 0.5, "SFT on a part of the train split: {}", gpu.sft_share);
+        assert!(gpu.grpo.rollout.eval_rollouts >= 2, "sampled validation gives pass@1 with an interval");
+        assert_eq!(profile(true, "qwen0.5b", None, None, None, Some(0.5)).sft_share, 0.5, "--sft-share wins");
+        assert_eq!(profile(true, "/models/x.gguf", None, None, None, None).grpo.base_model, "/models/x.gguf");
         for p in [cpu, gpu] {
             assert_eq!(p.sft.base_model, p.grpo.base_model);
             assert_eq!(p.grpo.rollout.eval_every, 0, "validation only before and after: it is the table");

@@ -1,6 +1,7 @@
-//! `train-agent eval`: play held-out scenarios with a trained adapter (and, with `--compare-base`,
-//! the base model in the same engine), score them, and write `eval.json`, the trajectories and
-//! `report.html`.
+//! `train-agent eval`: play held-out scenarios with a trained adapter (and, with `--compare-base`
+//! and `--baseline`, the base model and another adapter in the same engine), score them, compare
+//! the adapter with the model before it by a paired test, and write `eval.json`, the trajectories
+//! and `report.html`.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -23,6 +24,8 @@ use crate::args::{BASE_NAME, EngineArgs, HttpArgs, Interrupted, ResumeArgs, Serv
 
 /// The name the adapter under evaluation is loaded under.
 const TRAINED: &str = "trained";
+/// The name `--baseline` is loaded under.
+const BASELINE: &str = "baseline";
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -49,6 +52,11 @@ pub struct Args {
     /// Also run the base model in the same engine and compare scenario by scenario.
     #[arg(long)]
     compare_base: bool,
+    /// Also run this adapter (e.g. the SFT adapter a GRPO run started from) in the same engine,
+    /// and compare --model with it scenario by scenario, with a paired test (exact McNemar and a
+    /// paired bootstrap on per-scenario success). With --compare-base the base model is shown too.
+    #[arg(long, value_name = "ADAPTER_DIR")]
+    baseline: Option<PathBuf>,
     /// Rollouts per scenario (K). With K > 1, pass@k is reported for k = 1..K.
     #[arg(long, default_value_t = 1)]
     rollouts: u32,
@@ -99,31 +107,48 @@ pub struct Args {
 struct Target {
     base_model: String,
     adapter: Option<PathBuf>,
+    /// `--baseline`, resolved.
+    baseline: Option<PathBuf>,
+    /// The largest LoRA rank the engine must serve.
     lora_rank: Option<u32>,
 }
 
-fn resolve_target(args: &Args) -> Result<Target> {
-    let path = Path::new(&args.model);
-    let adapter = if path.join("adapter_config.json").exists() {
+/// The adapter in `path`: the directory itself, or a run directory's `final/`.
+fn adapter_dir(path: &Path) -> Option<PathBuf> {
+    if path.join("adapter_config.json").exists() {
         Some(path.to_path_buf())
     } else if path.join("final").join("adapter_config.json").exists() {
         Some(path.join("final"))
     } else {
         None
-    };
-    let Some(adapter) = adapter else {
-        if args.compare_base {
-            bail!("--compare-base needs an adapter, but {} holds no adapter_config.json\nhint: pass a run's final/ directory (or checkpoints/step-N/adapter) as --model", args.model);
+    }
+}
+
+/// An adapter's `adapter_config.json`.
+fn adapter_config(adapter: &Path) -> Result<Value> {
+    let cfg_path = adapter.join("adapter_config.json");
+    serde_json::from_slice(&std::fs::read(&cfg_path).with_context(|| format!("cannot read {}", cfg_path.display()))?).with_context(|| format!("{} is not JSON", cfg_path.display()))
+}
+
+fn rank(cfg: &Value) -> Option<u32> {
+    cfg["r"].as_u64().map(|r| r as u32)
+}
+
+fn resolve_target(args: &Args) -> Result<Target> {
+    let path = Path::new(&args.model);
+    let Some(adapter) = adapter_dir(path) else {
+        for (flag, given) in [("--compare-base", args.compare_base), ("--baseline", args.baseline.is_some())] {
+            if given {
+                bail!("{flag} needs an adapter, but {} holds no adapter_config.json\nhint: pass a run's final/ directory (or checkpoints/step-N/adapter) as --model", args.model);
+            }
         }
         if path.is_dir() && path.join("config.toml").exists() {
             bail!("{} looks like a run directory without final/ (training did not finish)\nhint: pass one of its checkpoints/step-N/adapter directories as --model", args.model);
         }
-        return Ok(Target { base_model: args.base_model.clone().unwrap_or_else(|| args.model.clone()), adapter: None, lora_rank: None });
+        return Ok(Target { base_model: args.base_model.clone().unwrap_or_else(|| args.model.clone()), adapter: None, baseline: None, lora_rank: None });
     };
     let adapter = std::fs::canonicalize(&adapter).with_context(|| format!("cannot resolve {}", adapter.display()))?;
-    let cfg_path = adapter.join("adapter_config.json");
-    let cfg: Value = serde_json::from_slice(&std::fs::read(&cfg_path).with_context(|| format!("cannot read {}", cfg_path.display()))?)
-        .with_context(|| format!("{} is not JSON", cfg_path.display()))?;
+    let cfg = adapter_config(&adapter)?;
     let from_run = adapter.ancestors().skip(1).take(3).find_map(|dir| {
         let text = std::fs::read_to_string(dir.join("config.toml")).ok()?;
         Some(text.parse::<toml::Table>().ok()?.get("base_model")?.as_str()?.to_string())
@@ -134,7 +159,17 @@ fn resolve_target(args: &Args) -> Result<Target> {
         .or(from_run)
         .or_else(|| cfg["base_model_name_or_path"].as_str().map(str::to_string))
         .context(format!("cannot tell the base model of the adapter in {}\nhint: pass --base-model", adapter.display()))?;
-    Ok(Target { base_model, adapter: Some(adapter), lora_rank: cfg["r"].as_u64().map(|r| r as u32) })
+    let baseline = match &args.baseline {
+        Some(dir) => {
+            let found = adapter_dir(dir).with_context(|| format!("--baseline {} holds no adapter_config.json\nhint: pass an adapter directory, e.g. the SFT run's final/", dir.display()))?;
+            Some(std::fs::canonicalize(&found).with_context(|| format!("cannot resolve {}", found.display()))?)
+        }
+        None => None,
+    };
+    // The engine sizes its LoRA slots for the larger of the two adapters.
+    let baseline_rank = baseline.as_deref().map(adapter_config).transpose()?.as_ref().and_then(rank);
+    let lora_rank = rank(&cfg).max(baseline_rank);
+    Ok(Target { base_model, adapter: Some(adapter), baseline, lora_rank })
 }
 
 pub async fn run(args: Args) -> Result<()> {
@@ -170,12 +205,17 @@ pub async fn run(args: Args) -> Result<()> {
             (Some(engine), client, BASE_NAME.to_string())
         }
     };
-    // Labels in table order: base first, then the trained adapter.
+    // Labels in table order: base, the baseline adapter, then the one under test (compared with
+    // the model before it).
     let mut models: Vec<(EvalModel, String)> = Vec::new();
     if let Some(adapter) = &target.adapter {
         client.load_adapter(TRAINED, adapter).await.with_context(|| format!("cannot load the adapter {}", adapter.display()))?;
         if args.compare_base {
             models.push((EvalModel { label: "base".into(), source: target.base_model.clone() }, base_name.clone()));
+        }
+        if let Some(baseline) = &target.baseline {
+            client.load_adapter(BASELINE, baseline).await.with_context(|| format!("cannot load the adapter {}", baseline.display()))?;
+            models.push((EvalModel { label: BASELINE.into(), source: baseline.display().to_string() }, BASELINE.into()));
         }
         models.push((EvalModel { label: TRAINED.into(), source: adapter.display().to_string() }, TRAINED.into()));
     } else {
@@ -267,8 +307,8 @@ pub async fn run(args: Args) -> Result<()> {
     std::fs::write(args.out.join("eval.json"), serde_json::to_vec_pretty(&summary)?)?;
     let columns: Vec<(&str, &Metrics)> = summary.models.iter().zip(&summary.metrics).map(|(m, x)| (m.label.as_str(), x)).collect();
     println!("{}", metrics_table(&columns));
-    if let Some(c) = &summary.comparison {
-        println!("\n{}", c.table("base", TRAINED));
+    if let (Some(c), [.., (a, _), (b, _)]) = (&summary.comparison, models.as_slice()) {
+        println!("\n{}", c.table(&a.label, &b.label));
     }
     let report = ta_eval::write_report(&args.out)?;
     println!("\neval: {}\nreport: {}", args.out.join("eval.json").display(), report.display());

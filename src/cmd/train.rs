@@ -69,6 +69,10 @@ pub struct Args {
     concurrency: Option<usize>,
     #[arg(long)]
     eval_every: Option<u64>,
+    /// Sampled episodes per validation scenario besides the greedy one (pass@1 and pass@k with
+    /// intervals; 0: greedy only).
+    #[arg(long, value_name = "K")]
+    eval_rollouts: Option<u32>,
     #[arg(long)]
     seed: Option<u64>,
     /// A minijinja template for the system prompt.
@@ -131,6 +135,7 @@ fn resolve_config(args: &Args) -> Result<TrainConfig> {
         lora_rank => lora.r;
         concurrency => rollout.concurrency;
         eval_every => rollout.eval_every;
+        eval_rollouts => rollout.eval_rollouts;
         seed => seed;
         num_gpus => trainer.num_gpus;
     }

@@ -1,8 +1,10 @@
 //! Evaluation and observability: the metrics people compare between a base model and a trained
-//! adapter (`metrics`), reading run and evaluation directories (`rundir`), their terminal summary
-//! (`stats`), and the single-file HTML report (`report`).
+//! adapter (`metrics`), paired tests of two models on the same tasks (`paired`), reading run and
+//! evaluation directories (`rundir`), their terminal summary (`stats`), and the single-file HTML
+//! report (`report`).
 
 pub mod metrics;
+pub mod paired;
 pub mod report;
 pub mod rundir;
 pub mod stats;

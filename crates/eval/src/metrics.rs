@@ -16,6 +16,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use ta_types::{Outcome, Trajectory};
 
+use crate::paired::{BootstrapMean, Paired, bootstrap_mean, paired_bootstrap};
+
 /// z for a two-sided 95% interval.
 const Z95: f64 = 1.959_963_984_540_054;
 
@@ -174,6 +176,31 @@ fn pass_at_k_table(per_scenario: &BTreeMap<&str, (usize, usize)>) -> BTreeMap<u3
         .collect()
 }
 
+/// pass@1 and pass@k of `k` sampled episodes per task, each with a 95% interval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SampledPass {
+    /// Episodes per task (the fewest any task has).
+    pub k: usize,
+    pub tasks: usize,
+    /// The mean over tasks of the share of successful samples.
+    pub pass1: BootstrapMean,
+    /// The mean over tasks of the unbiased pass@k.
+    pub pass_at_k: BootstrapMean,
+}
+
+/// [`SampledPass`] of `trajectories` (several per scenario). The intervals come from resampling
+/// tasks, not episodes: a task's samples succeed or fail together more often than independent
+/// draws would, so a binomial interval over all episodes would be too narrow. `None` for no
+/// trajectories.
+pub fn sampled_pass(trajectories: &[Trajectory]) -> Option<SampledPass> {
+    let per_scenario = per_scenario_counts(trajectories);
+    let k = per_scenario.values().map(|&(n, _)| n).min()?;
+    let pass1: Vec<f64> = per_scenario.values().map(|&(n, c)| c as f64 / n as f64).collect();
+    let pass_k: Vec<f64> = per_scenario.values().map(|&(n, c)| pass_at_k(n, c, k)).collect();
+    let boot = |v: &[f64]| bootstrap_mean(v, crate::paired::RESAMPLES, crate::paired::SEED);
+    Some(SampledPass { k, tasks: per_scenario.len(), pass1: boot(&pass1)?, pass_at_k: boot(&pass_k)? })
+}
+
 /// How a scenario went for the trained model compared with the base model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -202,13 +229,18 @@ pub struct ScenarioRow {
     pub verdict: Verdict,
 }
 
-/// The per-scenario table of an evaluation with `--compare-base`.
+/// The per-scenario table of two models on the same scenarios (`base` the one compared against:
+/// the base model, or the adapter training started from), with the paired test.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Comparison {
     pub rows: Vec<ScenarioRow>,
     pub wins: usize,
     pub losses: usize,
     pub ties: usize,
+    /// The paired test on per-scenario success; `None` without shared scenarios (and in
+    /// `eval.json` files written before it existed).
+    #[serde(default)]
+    pub paired: Option<Paired>,
 }
 
 fn cells(trajectories: &[Trajectory]) -> BTreeMap<String, Cell> {
@@ -246,7 +278,9 @@ pub fn compare(base: &[Trajectory], trained: &[Trajectory]) -> Comparison {
         rows.push(ScenarioRow { scenario_id: id, base: b.clone(), trained: t, verdict });
     }
     let count = |v| rows.iter().filter(|r| r.verdict == v).count();
-    Comparison { wins: count(Verdict::Win), losses: count(Verdict::Loss), ties: count(Verdict::Tie), rows }
+    let pairs: Vec<(f64, f64)> = rows.iter().map(|r| (r.base.success_rate, r.trained.success_rate)).collect();
+    let paired = paired_bootstrap(&pairs, crate::paired::RESAMPLES, crate::paired::SEED);
+    Comparison { wins: count(Verdict::Win), losses: count(Verdict::Loss), ties: count(Verdict::Tie), rows, paired }
 }
 
 fn pct(x: Option<f64>) -> String {
@@ -310,7 +344,8 @@ impl Comparison {
                 (r.scenario_id.clone(), vec![cell(&r.base), cell(&r.trained), verdict.to_string()])
             })
             .collect();
-        format!("{}\n{} wins, {} losses, {} ties", render_table("scenario", &header, &rows), self.wins, self.losses, self.ties)
+        let paired = self.paired.as_ref().map(|p| format!("\n{}", p.line(base, trained))).unwrap_or_default();
+        format!("{}\n{} wins, {} losses, {} ties{paired}", render_table("scenario", &header, &rows), self.wins, self.losses, self.ties)
     }
 }
 
@@ -453,6 +488,19 @@ mod tests {
     }
 
     #[test]
+    fn sampled_pass_counts_tasks_not_episodes() {
+        let ok = |s: &str| traj(s, Outcome::Completed, 1, 0, Some(1.0));
+        let bad = |s: &str| traj(s, Outcome::Completed, 1, 0, Some(0.0));
+        // a: 2/2, b: 1/2, c: 0/2 (and a third sample of c, which k = 2 does not see in pass@k).
+        let ts = vec![ok("a"), ok("a"), ok("b"), bad("b"), bad("c"), bad("c"), bad("c")];
+        let s = sampled_pass(&ts).unwrap();
+        assert_eq!((s.k, s.tasks), (2, 3));
+        assert!(close(s.pass1.mean, 0.5) && close(s.pass_at_k.mean, 2.0 / 3.0), "{s:?}");
+        assert!(s.pass1.ci95[0] < 0.5 && s.pass1.ci95[1] > 0.5 && s.pass_at_k.ci95[1] <= 1.0, "{s:?}");
+        assert_eq!(sampled_pass(&[]), None);
+    }
+
+    #[test]
     fn pass_at_k_over_scenarios_and_per_scenario_comparison() {
         let ok = |s: &str| traj(s, Outcome::Completed, 1, 0, Some(1.0));
         let bad = |s: &str| traj(s, Outcome::Completed, 1, 0, Some(0.0));
@@ -468,6 +516,10 @@ mod tests {
         assert_eq!(c.rows[2].verdict, Verdict::Loss);
         let table = c.table("base", "trained");
         assert!(table.contains("a         0/2   2/2      win"), "{table}");
-        assert!(table.ends_with("1 wins, 1 losses, 1 ties"), "{table}");
+        assert!(table.contains("\n1 wins, 1 losses, 1 ties\n"), "{table}");
+        let p = c.paired.as_ref().unwrap();
+        assert_eq!((p.better, p.worse, p.tasks, p.mcnemar_p), (1, 1, 3, 1.0));
+        assert!(close(p.diff, 0.5 / 3.0), "a: +1, b: 0, c: -0.5 -> mean {}", p.diff);
+        assert!(table.ends_with(&p.line("base", "trained")), "{table}");
     }
 }

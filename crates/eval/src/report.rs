@@ -88,6 +88,8 @@ pub struct EvalSection {
     /// Where the numbers come from, in words.
     pub source: String,
     pub models: Vec<EvalColumn>,
+    /// The labels of the two models the per-scenario table compares (start, then trained).
+    pub compared: Option<[String; 2]>,
     pub comparison: Option<Comparison>,
 }
 
@@ -265,6 +267,22 @@ fn training_charts(run: &RunDir) -> Vec<Chart> {
     }
     let empty_note = stacked.is_empty().then(|| "not recorded in this run".to_string());
     charts.push(Chart { id: "step_time".into(), title: "Step time".into(), y_label: "seconds".into(), stacked: true, y_range: None, series: stacked, empty_note });
+    // Sampled validation (`rollout.eval_rollouts`), with its 95% intervals as their own lines.
+    if val.iter().any(|r| r.get("val_pass1").is_some()) {
+        let k = val.iter().find_map(|r| r["val_sampled_k"].as_u64()).unwrap_or(0);
+        let lines = [
+            ("sampled pass@1".to_string(), "val_pass1"),
+            ("  95% low".into(), "val_pass1_low"),
+            ("  95% high".into(), "val_pass1_high"),
+            (format!("sampled pass@{k}"), "val_pass_k"),
+            ("  95% low".into(), "val_pass_k_low"),
+            ("  95% high".into(), "val_pass_k_high"),
+            ("greedy success".into(), "val_success"),
+        ];
+        let series = lines.iter().filter_map(|(label, key)| series(&val, label, &[*key])).collect();
+        let title = format!("Validation: pass@1 and pass@{k} of {k} samples per task, greedy success");
+        charts.push(Chart { id: "validation_sampled".into(), title, y_label: "share of tasks".into(), stacked: false, y_range: Some([0.0, 1.0]), series, empty_note: None });
+    }
     charts
 }
 
@@ -297,7 +315,10 @@ pub fn collect(dir: &Path) -> Result<ReportData, ReportError> {
     let mut notes = Vec::new();
     let evaluated = run.evaluated()?;
     let models: Vec<EvalColumn> = evaluated.iter().map(|(label, ts)| EvalColumn { label: label.clone(), metrics: Metrics::of(ts) }).collect();
-    let comparison = RunDir::comparison(&evaluated);
+    let (compared, comparison) = match RunDir::comparison(&evaluated) {
+        Some((a, b, c)) => (Some([a.to_string(), b.to_string()]), Some(c)),
+        None => (None, None),
+    };
 
     let mut summary = Vec::new();
     let mut settings = Vec::new();
@@ -407,7 +428,7 @@ pub fn collect(dir: &Path) -> Result<ReportData, ReportError> {
     if run.kind == Kind::Train && run.step_rows().is_empty() {
         notes.push("No training step has finished yet: the curves fill in as steps complete (re-run `train-agent report`).".into());
     }
-    let eval = (!models.is_empty()).then_some(EvalSection { source: eval_source, models, comparison });
+    let eval = (!models.is_empty()).then_some(EvalSection { source: eval_source, models, compared, comparison });
     let kind_word = match run.kind {
         Kind::Train => "training run",
         Kind::Eval => "evaluation",
@@ -456,6 +477,7 @@ pub fn render(data: &ReportData) -> Result<String, ReportError> {
         data_json => minijinja::Value::from_safe_string(data_json(data)),
         chart_js => minijinja::Value::from_safe_string(CHART_JS.to_string()),
         eval_rows => crate::metrics::metric_rows(&columns),
+        paired_line => data.eval.as_ref().and_then(|e| Some(e.comparison.as_ref()?.paired.as_ref()?.line(&e.compared.as_ref()?[0], &e.compared.as_ref()?[1]))),
     })?;
     Ok(html)
 }

@@ -1,7 +1,8 @@
 //! Reading what `train`, `eval` and `rollout` leave on disk, for `stats` and `report`.
 //!
 //! - a training run: `config.toml`, `run.json`, `metrics.jsonl`, `trajectories/step-N.jsonl`,
-//!   `eval/step-N.jsonl` (validation: step 0 is the base model, the last step the trained adapter);
+//!   `eval/step-N.jsonl` (validation: step 0 is the base model, the last step the trained adapter),
+//!   `eval/step-N.sampled.jsonl` (sampled validation, `rollout.eval_rollouts` episodes per task);
 //! - an evaluation: `eval.json` and `trajectories/<model>.jsonl` (`base`, `trained`);
 //! - a rollout: `trajectories.jsonl` and `summary.json`.
 
@@ -43,14 +44,15 @@ pub struct EvalSummary {
     pub wall_s: f64,
     /// Per model, in the order of `models`.
     pub metrics: Vec<Metrics>,
-    /// Trained against base, per scenario (with `--compare-base`).
+    /// The last model against the one before it, per scenario, with the paired test.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub comparison: Option<Comparison>,
 }
 
 impl EvalSummary {
-    /// The summary of an evaluation whose model `models[i]` played `trajectories[i]`; with two
-    /// models, the first is the base and the second the trained one.
+    /// The summary of an evaluation whose model `models[i]` played `trajectories[i]`; with two or
+    /// more, the last is the model under test and the one before it what it is compared against
+    /// (the base model, or `--baseline`).
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         models: Vec<EvalModel>,
@@ -64,7 +66,7 @@ impl EvalSummary {
     ) -> EvalSummary {
         let metrics = trajectories.iter().map(|ts| Metrics::of(ts)).collect();
         let comparison = match trajectories {
-            [base, trained] => Some(compare(base, trained)),
+            [.., base, trained] => Some(compare(base, trained)),
             _ => None,
         };
         EvalSummary { models, server, dataset, split, rollouts_per_scenario, settings, wall_s, metrics, comparison }
@@ -157,6 +159,34 @@ impl RunDir {
         step_files(&self.path.join("eval"))
     }
 
+    /// `eval/step-N.sampled.jsonl` (sampled validation, `rollout.eval_rollouts`), by step.
+    pub fn sampled_validation_files(&self) -> Vec<(u64, PathBuf)> {
+        step_files_ending(&self.path.join("eval"), ".sampled.jsonl")
+    }
+
+    /// The sampled validations of the first and the last validated step of a training run,
+    /// labelled as in [`RunDir::evaluated`] (`init` or `base`, then `step N`); empty when the run
+    /// did not sample or is no training run.
+    pub fn evaluated_sampled(&self) -> Result<Vec<(String, Vec<Trajectory>)>, RunDirError> {
+        if self.kind != Kind::Train {
+            return Ok(Vec::new());
+        }
+        let files: Vec<(u64, PathBuf)> = self.sampled_validation_files().into_iter().filter(|(_, p)| std::fs::metadata(p).is_ok_and(|m| m.len() > 0)).collect();
+        let mut out = Vec::new();
+        for (i, (step, p)) in files.iter().enumerate() {
+            if i == 0 || i + 1 == files.len() {
+                let label = if *step == 0 { self.start_label() } else { format!("step {step}") };
+                out.push((label, read_trajectories(p).map_err(io(p))?));
+            }
+        }
+        Ok(out)
+    }
+
+    /// What step 0 validated: `base`, or `init` (--init-adapter).
+    fn start_label(&self) -> String {
+        self.validation_rows().iter().find(|r| r["step"] == 0).and_then(|r| r["val_model"].as_str()).unwrap_or("base").to_string()
+    }
+
     /// `eval/base.jsonl` of a training run that started from an adapter, when it holds episodes.
     pub fn baseline_file(&self) -> Option<PathBuf> {
         let path = self.path.join(ta_types::trajectory::BASELINE_VALIDATION);
@@ -184,8 +214,7 @@ impl RunDir {
                 }
                 if let Some((0, p)) = files.first() {
                     // Step 0 is the model training started from: the base, or `init` (--init-adapter).
-                    let model = self.validation_rows().iter().find(|r| r["step"] == 0).and_then(|r| r["val_model"].as_str()).unwrap_or("base").to_string();
-                    out.push((model, read(p)?));
+                    out.push((self.start_label(), read(p)?));
                 }
                 if let Some((step, p)) = files.last().filter(|(s, _)| *s > 0) {
                     out.push((format!("step {step}"), read(p)?));
@@ -195,11 +224,14 @@ impl RunDir {
         }
     }
 
-    /// The last evaluated model against the first (trained against base, last validation against
-    /// the base or step 0) per scenario, when there are at least two.
-    pub fn comparison(evaluated: &[(String, Vec<Trajectory>)]) -> Option<Comparison> {
+    /// The last evaluated model against the one before it, per scenario, with the paired test:
+    /// trained against what it started from (the last validation against step 0, which is the
+    /// `init` adapter when training started from one; the trained adapter against the base model
+    /// or `--baseline` in an evaluation). Comparing with the start, not the base model, is what
+    /// says whether *this* training helped. `None` with fewer than two.
+    pub fn comparison(evaluated: &[(String, Vec<Trajectory>)]) -> Option<(&str, &str, Comparison)> {
         match evaluated {
-            [(_, base), .., (_, trained)] => Some(compare(base, trained)),
+            [.., (a, base), (b, trained)] => Some((a.as_str(), b.as_str(), compare(base, trained))),
             _ => None,
         }
     }
@@ -256,12 +288,18 @@ fn read_metrics(path: &Path) -> Result<Vec<Value>, RunDirError> {
 }
 
 fn step_files(dir: &Path) -> Vec<(u64, PathBuf)> {
+    step_files_ending(dir, ".jsonl")
+}
+
+/// `step-N<ending>` files in `dir`, by step (`step-N.sampled.jsonl` is no `step-N.jsonl`: its
+/// step does not parse).
+fn step_files_ending(dir: &Path, ending: &str) -> Vec<(u64, PathBuf)> {
     let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
     let mut out: Vec<(u64, PathBuf)> = entries
         .filter_map(|e| e.ok())
         .filter_map(|e| {
             let name = e.file_name();
-            let step = name.to_str()?.strip_prefix("step-")?.strip_suffix(".jsonl")?.parse().ok()?;
+            let step = name.to_str()?.strip_prefix("step-")?.strip_suffix(ending)?.parse().ok()?;
             Some((step, e.path()))
         })
         .collect();

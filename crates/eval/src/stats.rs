@@ -30,8 +30,18 @@ pub fn render(dir: &Path) -> Result<String, RunDirError> {
         let metrics: Vec<(String, Metrics)> = evaluated.iter().map(|(l, ts)| (l.clone(), Metrics::of(ts))).collect();
         let columns: Vec<(&str, &Metrics)> = metrics.iter().map(|(l, m)| (l.as_str(), m)).collect();
         writeln!(out, "{}", metrics_table(&columns)).ok();
-        if let Some(c) = RunDir::comparison(&evaluated).filter(|c| !c.rows.is_empty()) {
-            writeln!(out, "\n{}", c.table(&evaluated[0].0, &evaluated[evaluated.len() - 1].0)).ok();
+        if let Some((a, b, c)) = RunDir::comparison(&evaluated).filter(|(_, _, c)| !c.rows.is_empty()) {
+            writeln!(out, "\n{}", c.table(a, b)).ok();
+        }
+    }
+    let sampled = run.evaluated_sampled()?;
+    if !sampled.is_empty() {
+        writeln!(out, "\nsampled validation (rollout.eval_rollouts episodes per task at the rollout temperature):").ok();
+        let metrics: Vec<(String, Metrics)> = sampled.iter().map(|(l, ts)| (l.clone(), Metrics::of(ts))).collect();
+        let columns: Vec<(&str, &Metrics)> = metrics.iter().map(|(l, m)| (l.as_str(), m)).collect();
+        writeln!(out, "{}", metrics_table(&columns)).ok();
+        if let Some(p) = RunDir::comparison(&sampled).and_then(|(a, b, c)| Some(c.paired?.line(a, b))) {
+            writeln!(out, "{p}").ok();
         }
     }
     Ok(out.trim_end().to_string())

@@ -125,10 +125,30 @@ fn a_run_from_an_adapter_compares_base_adapter_and_trained() {
     let eval = data.eval.as_ref().unwrap();
     assert_eq!(eval.models.len(), 3);
     let c = eval.comparison.as_ref().unwrap();
-    assert!(c.rows.iter().all(|r| r.base.mean_reward == Some(-0.5)), "wins and losses compare the last step with the baseline");
+    assert!(c.rows.iter().all(|r| r.base.mean_reward != Some(-0.5)), "wins and losses compare the last step with the start (step 0), not the baseline");
+    assert_eq!(eval.compared, Some(["base".to_string(), "step 3".to_string()]));
+    assert!(c.paired.is_some());
     assert_eq!(data.trajectories.iter().filter(|t| t.source == "validation").count(), 3 * base.len());
     let stats = ta_eval::stats::render(&dir).unwrap();
     assert!(stats.contains("step 3") && stats.matches("base").count() >= 2, "{stats}");
+}
+
+#[test]
+fn sampled_validation_files_are_read_apart_from_the_greedy_ones() {
+    let (_tmp, dir) = copy("run");
+    // `train` with eval_rollouts = 2 writes eval/step-N.sampled.jsonl beside each validation.
+    for step in [0, 3] {
+        let greedy = read_trajectories(&dir.join(format!("eval/step-{step:06}.jsonl"))).unwrap();
+        let sampled: Vec<_> = greedy.iter().flat_map(|t| (0..2).map(move |i| { let mut t = t.clone(); t.group.index = i; t })).collect();
+        ta_types::trajectory::write_trajectories(&dir.join(format!("eval/step-{step:06}.sampled.jsonl")), &sampled).unwrap();
+    }
+    let run = ta_eval::rundir::RunDir::open(&dir).unwrap();
+    assert_eq!(run.validation_files().iter().map(|(s, _)| *s).collect::<Vec<_>>(), [0, 3], "sampled files are not greedy validations");
+    let sampled = run.evaluated_sampled().unwrap();
+    assert_eq!(sampled.iter().map(|(l, ts)| (l.as_str(), ts.len())).collect::<Vec<_>>(), [("base", 4), ("step 3", 4)]);
+    let stats = ta_eval::stats::render(&dir).unwrap();
+    let tail = &stats[stats.find("sampled validation").expect("a sampled table")..];
+    assert!(tail.contains("pass@2") && tail.contains("paired, step 3 vs base: better on 2, worse on 0 of 2 tasks"), "{tail}");
 }
 
 #[test]

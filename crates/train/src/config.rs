@@ -39,6 +39,11 @@ pub struct RolloutSettings {
     /// Validate every this many steps (0: only before and after training).
     pub eval_every: u64,
     pub eval_temperature: f32,
+    /// Besides the greedy episode, sample this many episodes of each validation scenario at
+    /// `temperature` (`eval/step-N.sampled.jsonl`) and report pass@1 and pass@k with 95%
+    /// intervals (0: greedy only). One greedy episode per task moves by a whole task on a
+    /// near-tie; the mean over k samples is what GRPO optimizes and shows smaller changes.
+    pub eval_rollouts: u32,
     /// With `init_adapter`, also validate the base model before training (`eval/base.jsonl`), so
     /// the report compares base, adapter and trained.
     pub validate_base: bool,
@@ -142,6 +147,7 @@ impl Default for RolloutSettings {
             tool_result_max_chars: 4000,
             eval_every: 10,
             eval_temperature: 0.0,
+            eval_rollouts: 4,
             validate_base: true,
             validation_fraction: 0.2,
             dynamic_sampling: false,

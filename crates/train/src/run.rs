@@ -238,7 +238,7 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
     if wants_baseline
         // a finished validation holds one trajectory per scenario
         && ta_types::trajectory::count_trajectories(&baseline) != ctx.validation.len()
-        && select_or_stop(validate_into(ctx, &rewarder, ctx.base_name, 0, "of the base model", &baseline, &multi), &mut shutdown).await?.is_none()
+        && select_or_stop(validate_into(ctx, &rewarder, ctx.base_name, 0, "of the base model", &baseline, None, &multi), &mut shutdown).await?.is_none()
     {
         return interrupted(0);
     }
@@ -448,36 +448,73 @@ fn agent_config(cfg: &TrainConfig, temperature: f32, seed: u64) -> AgentConfig {
     }
 }
 
-/// One rollout of each validation scenario; returns the `val_*` metrics.
+/// One greedy rollout of each validation scenario (`eval/step-N.jsonl`), and
+/// `rollout.eval_rollouts` sampled ones (`eval/step-N.sampled.jsonl`); returns the `val_*` metrics.
 async fn validate<T: ToolHost>(ctx: &Context<'_, T>, rewarder: &Rewarder, model: &str, step: u64, multi: &MultiProgress) -> Result<Value, RunError> {
-    validate_into(ctx, rewarder, model, step, &format!("at step {step}"), &ctx.out.join("eval").join(format!("step-{step:06}.jsonl")), multi).await
+    let dir = ctx.out.join("eval");
+    let sampled = dir.join(format!("step-{step:06}.sampled.jsonl"));
+    validate_into(ctx, rewarder, model, step, &format!("at step {step}"), &dir.join(format!("step-{step:06}.jsonl")), Some(&sampled), multi).await
 }
 
-/// [`validate`] of `model` into `path`; `what` names it in the log line.
-async fn validate_into<T: ToolHost>(ctx: &Context<'_, T>, rewarder: &Rewarder, model: &str, step: u64, what: &str, path: &Path, multi: &MultiProgress) -> Result<Value, RunError> {
+/// Plays `rollouts` episodes of each validation scenario with `model` into `path` (replacing it)
+/// and scores them.
+#[allow(clippy::too_many_arguments)]
+async fn play_validation<T: ToolHost>(ctx: &Context<'_, T>, rewarder: &Rewarder, model: &str, step: u64, rollouts: u32, temperature: f32, path: &Path, multi: &MultiProgress) -> Result<Vec<Trajectory>, RunError> {
     let _ = std::fs::remove_file(path);
-    let jobs = group_jobs(&ctx.validation, 1, step);
+    let jobs = group_jobs(&ctx.validation, rollouts, step);
     let mut writer = TrajectoryWriter::append(path).map_err(io(path))?;
     let bar = multi.add(ProgressBar::new(jobs.len() as u64));
-    bar.set_prefix("validate");
-    let cfg = agent_config(ctx.cfg, ctx.cfg.rollout.eval_temperature, ctx.cfg.seed);
+    bar.set_prefix(if rollouts > 1 { "validate (sampled)" } else { "validate" });
+    let cfg = agent_config(ctx.cfg, temperature, ctx.cfg.seed);
     let mut result = run_jobs(ctx.chat, model, ctx.tools, ctx.system_prompt, jobs, &cfg, ctx.cfg.rollout.concurrency, &mut writer, &bar, std::future::pending()).await.map_err(io(path))?;
     bar.finish_and_clear();
     multi.remove(&bar);
     rewarder.score(&ctx.validation, &mut result.trajectories).await?;
+    result.trajectories.sort_by(|a, b| (&a.scenario_id, a.group.index).cmp(&(&b.scenario_id, b.group.index)));
     rewrite_trajectories(path, &result.trajectories)?;
-    let s = Summary::of(&result.trajectories);
-    let row = json!({
+    Ok(result.trajectories)
+}
+
+/// [`validate`] of `model` into `path` (greedy, at `eval_temperature`) and, when `sampled` names
+/// a file and `eval_rollouts` > 0, k episodes per scenario at the rollout temperature into it;
+/// `what` names the model in the log line.
+#[allow(clippy::too_many_arguments)]
+async fn validate_into<T: ToolHost>(ctx: &Context<'_, T>, rewarder: &Rewarder, model: &str, step: u64, what: &str, path: &Path, sampled: Option<&Path>, multi: &MultiProgress) -> Result<Value, RunError> {
+    let greedy = play_validation(ctx, rewarder, model, step, 1, ctx.cfg.rollout.eval_temperature, path, multi).await?;
+    let s = Summary::of(&greedy);
+    let successes = greedy.iter().filter(|t| ta_eval::is_success(t)).count();
+    let wilson = ta_eval::metrics::wilson_interval(successes, greedy.len());
+    let mut row = json!({
         "step": step,
         "val_completion_rate": s.completion_rate,
         "val_reward": s.mean_reward,
-        "val_ground_truth": mean(result.trajectories.iter().filter_map(|t| t.reward_parts.ground_truth)),
-        "val_judge": mean(result.trajectories.iter().filter_map(|t| t.reward_parts.judge)),
+        "val_ground_truth": mean(greedy.iter().filter_map(|t| t.reward_parts.ground_truth)),
+        "val_judge": mean(greedy.iter().filter_map(|t| t.reward_parts.judge)),
+        "val_success": (!greedy.is_empty()).then(|| successes as f64 / greedy.len() as f64),
+        "val_success_low": wilson.map(|w| w.0),
+        "val_success_high": wilson.map(|w| w.1),
         "val_mean_turns": s.mean_turns,
         "val_trajectories": s.trajectories,
         "val_model": model,
     });
-    say(multi, format!("validation {what}: completion {:.1}%, ground truth {}", 100.0 * s.completion_rate, fmt_opt(row["val_ground_truth"].as_f64())));
+    let mut line = format!("validation {what}: completion {:.1}%, ground truth {}", 100.0 * s.completion_rate, fmt_opt(row["val_ground_truth"].as_f64()));
+    let k = ctx.cfg.rollout.eval_rollouts;
+    if let Some(sampled) = sampled.filter(|_| k > 0) {
+        let ts = play_validation(ctx, rewarder, model, step, k, ctx.cfg.rollout.temperature, sampled, multi).await?;
+        if let Some(p) = ta_eval::metrics::sampled_pass(&ts) {
+            merge(&mut row, json!({
+                "val_sampled_k": p.k,
+                "val_pass1": p.pass1.mean, "val_pass1_low": p.pass1.ci95[0], "val_pass1_high": p.pass1.ci95[1],
+                "val_pass_k": p.pass_at_k.mean, "val_pass_k_low": p.pass_at_k.ci95[0], "val_pass_k_high": p.pass_at_k.ci95[1],
+            }));
+            let pct = |x: f64| 100.0 * x;
+            line.push_str(&format!(
+                "; sampled pass@1 {:.1}% [{:.1}, {:.1}], pass@{} {:.1}% [{:.1}, {:.1}]",
+                pct(p.pass1.mean), pct(p.pass1.ci95[0]), pct(p.pass1.ci95[1]), p.k, pct(p.pass_at_k.mean), pct(p.pass_at_k.ci95[0]), pct(p.pass_at_k.ci95[1])
+            ));
+        }
+    }
+    say(multi, line);
     Ok(row)
 }
 
