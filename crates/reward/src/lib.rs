@@ -16,6 +16,7 @@ pub mod custom;
 pub mod ground_truth;
 pub mod judge;
 pub mod rules;
+pub mod state;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -33,6 +34,9 @@ pub use rules::RuleConfig;
 #[serde(default, deny_unknown_fields)]
 pub struct RewardConfig {
     pub ground_truth_weight: f64,
+    /// Weight of the state part: a scenario's `expected_state` against the episode's captured
+    /// state.
+    pub state_weight: f64,
     pub rules_weight: f64,
     /// Used when `[reward.judge] model` is set.
     pub judge_weight: f64,
@@ -46,6 +50,7 @@ impl Default for RewardConfig {
     fn default() -> Self {
         RewardConfig {
             ground_truth_weight: 1.0,
+            state_weight: 1.0,
             rules_weight: 1.0,
             judge_weight: 1.0,
             rules: RuleConfig::default(),
@@ -79,6 +84,11 @@ fn verifiable_parts(cfg: &RewardConfig, scenario: Option<&Scenario>, t: &mut Tra
     {
         t.reward_parts.ground_truth = Some(ground_truth::score(expected, t.final_answer.as_deref().unwrap_or(""), t.outcome));
     }
+    if cfg.state_weight != 0.0
+        && let Some(s) = scenario.and_then(|s| s.expected_state.as_ref().map(|e| (s, e)))
+    {
+        t.reward_parts.state = state::score(s.1, t.captured_state.as_deref(), &s.0.id);
+    }
     if cfg.rules_weight != 0.0 {
         t.reward_parts.rules = Some(rules::score(&cfg.rules, t));
     }
@@ -88,7 +98,7 @@ fn verifiable_parts(cfg: &RewardConfig, scenario: Option<&Scenario>, t: &mut Tra
 pub fn combine(cfg: &RewardConfig, t: &mut Trajectory) {
     let p = &t.reward_parts;
     let mut total = 0.0;
-    for (w, part) in [(cfg.ground_truth_weight, p.ground_truth), (cfg.rules_weight, p.rules), (cfg.judge_weight, p.judge)] {
+    for (w, part) in [(cfg.ground_truth_weight, p.ground_truth), (cfg.state_weight, p.state), (cfg.rules_weight, p.rules), (cfg.judge_weight, p.judge)] {
         total += part.map_or(0.0, |x| w * x);
     }
     for c in &cfg.custom {
