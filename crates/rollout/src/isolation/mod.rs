@@ -85,7 +85,9 @@ pub struct IsolationSettings {
     /// A URL POSTed to (`{"episode_id": ...}`) to reset an HTTP server before each episode.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reset_url: Option<String>,
-    /// Servers kept started ahead of the episodes (`episode` isolation of a stdio server).
+    /// Servers kept started ahead of the episodes (`episode` isolation of a stdio server); 0
+    /// starts each episode's server when the episode begins. More than the rollout concurrency
+    /// buys nothing.
     pub pool: usize,
 }
 
@@ -237,7 +239,7 @@ impl Isolation {
         let discovery = shared.discover().await?;
         let Choice { mode, reason } = choose(settings.isolate, &template.spec, &discovery, reset.is_some())?;
         tracing::info!(isolate = %mode, %reason, "rollout isolation");
-        let pool = (mode == Isolate::Episode && template.spec.is_stdio()).then(|| Pool::start(template.clone(), settings.pool, counter.clone()));
+        let pool = (mode == Isolate::Episode && template.spec.is_stdio() && settings.pool > 0).then(|| Pool::start(template.clone(), settings.pool, counter.clone()));
         let iso = Isolation {
             mode,
             reason,
@@ -292,14 +294,16 @@ impl Isolation {
             }
             return Ok(shared_world(Some(turn), t0.elapsed()));
         }
-        let slot = match &self.pool {
-            Some(pool) => pool.take().await?,
-            None => {
+        let slot = match (&self.pool, self.mode) {
+            (Some(pool), _) => pool.take().await?,
+            (None, Isolate::Group) => {
                 let workdir = self.group_workdir(key)?;
                 let id = format!("e{:06}", self.counter.fetch_add(1, Ordering::Relaxed));
                 let client = self.template.start(&workdir, &id).await?;
                 return Ok(EpisodeWorld { client: Arc::new(client), own_process: true, workdir: Some(workdir), episode_id: id, _turn: None, setup: t0.elapsed() });
             }
+            // `--pool 0`: started now, on the episode's time.
+            (None, _) => pool::prepare(&self.template, format!("e{:06}", self.counter.fetch_add(1, Ordering::Relaxed))).await?,
         };
         Ok(EpisodeWorld { client: Arc::new(slot.client), own_process: true, workdir: Some(slot.workdir), episode_id: slot.episode_id, _turn: None, setup: t0.elapsed() })
     }

@@ -44,7 +44,7 @@ pub struct Pool {
 }
 
 impl Pool {
-    /// Starts `size` fillers that keep up to `size` servers ready.
+    /// Starts `size` (at least 1) fillers that keep up to `size` servers ready.
     pub fn start(template: Arc<Template>, size: usize, counter: Arc<AtomicU64>) -> Pool {
         let size = size.max(1);
         let permits = Arc::new(Semaphore::new(size));
