@@ -277,3 +277,43 @@ async fn expected_state_without_a_capture_is_refused() {
     assert!(!run.status.success());
     assert!(stderr.contains("has expected_state, but no --capture-state was given") && stderr.contains("hint:"), "{stderr}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_server_is_reset_before_each_episode_and_held_by_one_at_a_time() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(ta_demo_server::serve_http(listener, None));
+    let spec = ServerSpec::parse(&format!("http://{addr}{}", ta_demo_server::MCP_PATH)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("hooks.log");
+    let list_then_finish = || vec![tool_calls(&[("list_tables", "{}")]), tool_calls(&[("complete_task", r#"{"summary": "done"}"#)])];
+    for (isolate, order, resets) in [(Isolate::Episode, ["a", "a", "b", "b"], 4), (Isolate::Group, ["a", "a", "b", "b"], 2)] {
+        std::fs::write(&log, "").unwrap();
+        let settings = IsolationSettings {
+            isolate: Some(isolate),
+            reset_command: Some(format!("echo reset {{episode_id}} >> {}", log.display())),
+            capture_state: Some(format!("echo captured >> {}; echo ok", log.display())),
+            ..Default::default()
+        };
+        let (iso, discovery) = Isolation::connect(&settings, spec.clone(), ClientOptions::default()).await.unwrap();
+        let iso = Arc::new(iso);
+        let tools = McpTools::isolated(iso.clone(), ToolCatalog::from_discovery(&discovery));
+        let model = ByTask::new(vec![("task a", list_then_finish()), ("task b", list_then_finish())], false);
+        let chat = ChatClient::new(&model.serve().await, None, HttpLimits::DEFAULT.with_request(Duration::from_secs(30)));
+        let scenario = |id: &str| ta_types::scenario::parse_scenarios(&format!(r#"[{{"id": "{id}", "task": "task {id}"}}]"#), "t").unwrap().remove(0);
+        let jobs = order.iter().enumerate().map(|(i, id)| Job { scenario: scenario(id), group: GroupRef { step: 0, index: i as u32 } }).collect();
+        let mut writer = TrajectoryWriter::append(&dir.path().join(format!("{isolate}.jsonl"))).unwrap();
+        let cfg = AgentConfig { max_turns: 3, record_tokens: false, ..Default::default() };
+        // All four in flight at once: only the lock keeps them apart.
+        let result = run_jobs(&chat, "m", &tools, "S", jobs, &cfg, 4, &mut writer, &ProgressBar::hidden(), std::future::pending()).await.unwrap();
+        iso.shutdown().await;
+        assert!(result.trajectories.iter().all(|t| t.outcome == Outcome::Completed && t.captured_state.as_deref() == Some("ok\n")));
+        let lines: Vec<String> = std::fs::read_to_string(&log).unwrap().lines().map(|l| l.split(' ').next().unwrap().to_string()).collect();
+        assert_eq!(lines.iter().filter(|l| *l == "reset").count(), resets, "{isolate}: {lines:?}");
+        assert_eq!(lines.iter().filter(|l| *l == "captured").count(), 4, "{isolate}: {lines:?}");
+        if isolate == Isolate::Episode {
+            // Never two episodes on the server at once: reset, episode, capture, then the next.
+            assert_eq!(lines, ["reset", "captured"].repeat(4), "{lines:?}");
+        }
+    }
+}

@@ -21,7 +21,7 @@ pub mod pool;
 pub mod workdir;
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -359,8 +359,7 @@ impl Isolation {
 
     /// Runs `command` with `sh -c` in `workdir` (or here), placeholders filled in; its stdout.
     async fn hook(&self, what: &'static str, command: &str, workdir: Option<&Workdir>, episode_id: &str) -> Result<String, IsolationError> {
-        let here = PathBuf::from(".");
-        let dir = workdir.map(Workdir::path).unwrap_or(&here);
+        let dir = workdir.map(Workdir::path).unwrap_or(Path::new("."));
         let command_line = Placeholders { workdir: dir, episode_id }.fill(command);
         let err = |reason: String| IsolationError::Hook { what, command: command.to_string(), reason };
         let child = tokio::process::Command::new("sh")
