@@ -198,11 +198,104 @@ pub struct Server {
     pub client: std::sync::Arc<ta_mcp::McpClient>,
     pub discovery: ta_mcp::Discovery,
     pub description: String,
+    /// Each episode's own world, for commands that play episodes ([`ServerArgs::connect_isolated`]).
+    pub isolation: Option<std::sync::Arc<ta_rollout::isolation::Isolation>>,
+}
+
+/// Rollout isolation for servers that change state (docs/isolation.md). Unset flags keep the
+/// run config's `[isolation]` values, whose defaults are in `IsolationSettings`.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct IsolationArgs {
+    /// What each rollout gets of its own: `episode` (a server process on a fresh copy of the
+    /// state), `group` (one copy per group, a process per rollout) or `none` (one shared server).
+    /// Default: `episode` when some tool does not declare readOnlyHint, else `none`.
+    #[arg(long, help_heading = ISOLATION_HEADING, value_name = "MODE", value_parser = clap::builder::ValueParser::new(|s: &str| s.parse::<ta_rollout::isolation::Isolate>()))]
+    pub isolate: Option<ta_rollout::isolation::Isolate>,
+    /// A file or directory copied (reflinked where possible) for each episode to {workdir}, which
+    /// the server command names, e.g. --server "mcp-server-sqlite --db-path {workdir}/shop.db".
+    #[arg(long, help_heading = ISOLATION_HEADING, value_name = "PATH")]
+    pub server_state: Option<PathBuf>,
+    /// A shell command run in {workdir} after each episode; its output is stored with the
+    /// trajectory (`captured_state`) and checked against the scenario's `expected_state`.
+    #[arg(long, help_heading = ISOLATION_HEADING, value_name = "CMD")]
+    pub capture_state: Option<String>,
+    /// A shell command that resets an HTTP server before each episode (or group).
+    #[arg(long, help_heading = ISOLATION_HEADING, value_name = "CMD", conflicts_with = "reset_url")]
+    pub reset_command: Option<String>,
+    /// A URL POSTed to before each episode (or group) to reset an HTTP server.
+    #[arg(long, help_heading = ISOLATION_HEADING, value_name = "URL")]
+    pub reset_url: Option<String>,
+    /// Servers started ahead of the episodes that need them (`episode` isolation).
+    #[arg(long, help_heading = ISOLATION_HEADING, value_name = "N")]
+    pub pool: Option<usize>,
+}
+
+const ISOLATION_HEADING: &str = "Rollout isolation";
+
+impl IsolationArgs {
+    /// Lays the flags given over `settings` (a run config's section, or the defaults).
+    pub fn apply(&self, settings: &mut ta_rollout::isolation::IsolationSettings) {
+        if self.isolate.is_some() {
+            settings.isolate = self.isolate;
+        }
+        for (flag, value) in [
+            (&self.capture_state, &mut settings.capture_state),
+            (&self.reset_command, &mut settings.reset_command),
+            (&self.reset_url, &mut settings.reset_url),
+        ] {
+            if flag.is_some() {
+                value.clone_from(flag);
+            }
+        }
+        if self.server_state.is_some() {
+            settings.server_state.clone_from(&self.server_state);
+        }
+        if let Some(n) = self.pool {
+            settings.pool = n;
+        }
+    }
+
+    /// The settings these flags alone give (commands without a run config).
+    pub fn settings(&self) -> ta_rollout::isolation::IsolationSettings {
+        let mut s = ta_rollout::isolation::IsolationSettings::default();
+        self.apply(&mut s);
+        s
+    }
+}
+
+/// Scenarios that check the state need the state captured: without it every one of them would
+/// go without its state part.
+pub fn check_state_capture(scenarios: &[ta_types::Scenario], settings: &ta_rollout::isolation::IsolationSettings) -> Result<()> {
+    if settings.capture_state.is_none()
+        && let Some(s) = scenarios.iter().find(|s| s.expected_state.is_some())
+    {
+        bail!("scenario `{}` has expected_state, but no --capture-state was given\nhint: pass --capture-state CMD (run in {{workdir}} after each episode), e.g. --capture-state \"sqlite3 shop.db .dump\"", s.id);
+    }
+    Ok(())
 }
 
 impl ServerArgs {
     /// Connects and discovers. A stdio server's stderr goes to `log_dir/mcp-stderr.log` when given.
     pub async fn connect(&self, log_dir: Option<&Path>) -> Result<Server> {
+        let (spec, options) = self.spec(log_dir)?;
+        let description = spec.describe();
+        let client = ta_mcp::McpClient::connect(spec, options).await?;
+        let discovery = client.discover().await?;
+        Ok(Server { client: std::sync::Arc::new(client), discovery, description, isolation: None })
+    }
+
+    /// Like [`ServerArgs::connect`], for commands that play episodes: each episode gets the
+    /// world `settings` asks for (or the default the tools' readOnlyHint gives), logged.
+    pub async fn connect_isolated(&self, settings: &ta_rollout::isolation::IsolationSettings, log_dir: Option<&Path>) -> Result<Server> {
+        let (spec, options) = self.spec(log_dir)?;
+        let description = spec.describe();
+        let (isolation, discovery) = ta_rollout::isolation::Isolation::connect(settings, spec, options).await?;
+        eprintln!("isolation: {} ({})", isolation.mode(), isolation.reason());
+        let isolation = std::sync::Arc::new(isolation);
+        Ok(Server { client: isolation.shared_client().clone(), discovery, description, isolation: Some(isolation) })
+    }
+
+    fn spec(&self, log_dir: Option<&Path>) -> Result<(ta_mcp::ServerSpec, ta_mcp::ClientOptions)> {
         let mut spec = ta_mcp::ServerSpec::resolve(self.server.as_deref(), self.mcp_config.as_deref(), self.server_name.as_deref())?;
         // `train-agent demo-server` works from a fresh clone, before the binary is on PATH.
         if let ta_mcp::ServerSpec::Stdio { command, .. } = &mut spec
@@ -215,17 +308,26 @@ impl ServerArgs {
             stderr_log: log_dir.map(|d| d.join("mcp-stderr.log")),
             ..Default::default()
         };
-        let description = spec.describe();
-        let client = ta_mcp::McpClient::connect(spec, options).await?;
-        let discovery = client.discover().await?;
-        Ok(Server { client: std::sync::Arc::new(client), discovery, description })
+        Ok((spec, options))
     }
 }
 
 impl Server {
     /// The tools as the agent loop uses them.
     pub fn tools(&self) -> ta_rollout::McpTools {
-        ta_rollout::McpTools::new(self.client.clone(), ta_mcp::ToolCatalog::from_discovery(&self.discovery))
+        let catalog = ta_mcp::ToolCatalog::from_discovery(&self.discovery);
+        match &self.isolation {
+            Some(iso) => ta_rollout::McpTools::isolated(iso.clone(), catalog),
+            None => ta_rollout::McpTools::new(self.client.clone(), catalog),
+        }
+    }
+
+    /// Stops the server, the warm pool and every server still waiting in it.
+    pub async fn close(&self) {
+        match &self.isolation {
+            Some(iso) => iso.shutdown().await,
+            None => self.client.close().await,
+        }
     }
 
     /// The system prompt from `template` (the default when `None`).

@@ -11,7 +11,7 @@ use ta_sft::reference::{ReferenceOptions, reference_traces};
 use ta_sft::trace::{SOURCE_REJECTION_SAMPLING, TRACES_FILE, write_traces};
 use ta_types::Split;
 
-use crate::args::{Interrupted, ModelArgs, ResumeArgs, ServerArgs};
+use crate::args::{Interrupted, ModelArgs, ResumeArgs, ServerArgs, IsolationArgs};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -69,6 +69,8 @@ pub struct Args {
     out: PathBuf,
     #[command(flatten)]
     resume: ResumeArgs,
+    #[command(flatten)]
+    isolation: IsolationArgs,
 }
 
 pub async fn run(args: Args) -> Result<()> {
@@ -82,7 +84,9 @@ pub async fn run(args: Args) -> Result<()> {
     anyhow::ensure!(!scenarios.is_empty(), "no scenarios left in {} after --split/--limit\nhint: scenarios need a \"split\" field to be picked by --split; pass --all-splits to use every scenario", args.scenarios.display());
     let logs = args.out.join("logs");
     std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
-    let server = args.server.connect(Some(&logs)).await?;
+    let isolation = args.isolation.settings();
+    crate::args::check_state_capture(&scenarios, &isolation)?;
+    let server = args.server.connect_isolated(&isolation, Some(&logs)).await?;
     let tools = server.tools();
     let system_prompt = server.system_prompt(args.system_prompt.as_deref())?;
     let reward = ta_reward::RewardConfig::default();
@@ -95,7 +99,7 @@ pub async fn run(args: Args) -> Result<()> {
             traces.iter_mut().for_each(|t| t.source = source.clone());
         }
         write_traces(&path, &traces)?;
-        server.client.close().await;
+        server.close().await;
         println!("reference traces  {} of {} scenarios", traces.len(), scenarios.len());
         if !skipped.is_empty() {
             println!("skipped           {}", skipped.len());
@@ -138,7 +142,7 @@ pub async fn run(args: Args) -> Result<()> {
     if let Some(engine) = endpoint.engine {
         engine.shutdown().await;
     }
-    server.client.close().await;
+    server.close().await;
     let collected = result?;
     if collected.kept > 0 {
         eprintln!("{} finished episodes kept from an earlier run", collected.kept);

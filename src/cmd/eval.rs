@@ -20,7 +20,7 @@ use ta_types::Trajectory;
 use ta_types::scenario::{assign_splits, load_scenarios};
 use ta_types::trajectory::write_trajectories;
 
-use crate::args::{BASE_NAME, EngineArgs, HttpArgs, Interrupted, ResumeArgs, ServerArgs};
+use crate::args::{BASE_NAME, EngineArgs, HttpArgs, Interrupted, ResumeArgs, ServerArgs, IsolationArgs};
 
 /// The name the adapter under evaluation is loaded under.
 const TRAINED: &str = "trained";
@@ -101,6 +101,8 @@ pub struct Args {
     http: HttpArgs,
     #[command(flatten)]
     resume: ResumeArgs,
+    #[command(flatten)]
+    isolation: IsolationArgs,
 }
 
 /// What `--model` names.
@@ -189,7 +191,9 @@ pub async fn run(args: Args) -> Result<()> {
     let logs = args.out.join("logs");
     std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
 
-    let server = args.server.connect(Some(&logs)).await?;
+    let isolation = args.isolation.settings();
+    crate::args::check_state_capture(&scenarios, &isolation)?;
+    let server = args.server.connect_isolated(&isolation, Some(&logs)).await?;
     let tools = server.tools();
     let system_prompt = server.system_prompt(args.system_prompt.as_deref())?;
 
@@ -281,7 +285,7 @@ pub async fn run(args: Args) -> Result<()> {
     if let Some(engine) = engine {
         engine.shutdown().await;
     }
-    server.client.close().await;
+    server.close().await;
     if results.iter().any(|(_, interrupted)| *interrupted) {
         return Err(Interrupted { kept: results.iter().map(|(ts, _)| ts.len()).sum() }.into());
     }

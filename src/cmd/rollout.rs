@@ -7,7 +7,7 @@ use indicatif::ProgressBar;
 use ta_rollout::AgentConfig;
 use ta_rollout::runner::{Summary, check_not_all_failed, group_jobs, play_resumable};
 
-use crate::args::{Interrupted, ModelArgs, ResumeArgs, ServerArgs};
+use crate::args::{Interrupted, IsolationArgs, ModelArgs, ResumeArgs, ServerArgs};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -55,6 +55,8 @@ pub struct Args {
     resume: ResumeArgs,
     #[command(flatten)]
     judge: crate::cmd::score::JudgeArgs,
+    #[command(flatten)]
+    isolation: IsolationArgs,
 }
 
 pub async fn run(args: Args) -> Result<()> {
@@ -75,7 +77,9 @@ pub async fn run(args: Args) -> Result<()> {
     let logs = args.out.join("logs");
     std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
 
-    let server = args.server.connect(Some(&logs)).await?;
+    let isolation = args.isolation.settings();
+    crate::args::check_state_capture(&scenarios, &isolation)?;
+    let server = args.server.connect_isolated(&isolation, Some(&logs)).await?;
     let tools = server.tools();
     let system_prompt = server.system_prompt(args.system_prompt.as_deref())?;
     let endpoint = args.model.connect(&logs).await?;
@@ -129,7 +133,7 @@ pub async fn run(args: Args) -> Result<()> {
     if let Some(engine) = endpoint.engine {
         engine.shutdown().await;
     }
-    server.client.close().await;
+    server.close().await;
     if result.interrupted {
         return Err(Interrupted { kept: finished.len() }.into());
     }

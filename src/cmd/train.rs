@@ -9,7 +9,7 @@ use ta_train::run::{Finished, last_complete_step};
 use ta_types::Split;
 use ta_types::scenario::{assign_splits, load_scenarios, of_split};
 
-use crate::args::{BASE_NAME, EngineArgs, HttpArgs, ServerArgs};
+use crate::args::{BASE_NAME, EngineArgs, HttpArgs, IsolationArgs, ServerArgs};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -92,6 +92,8 @@ pub struct Args {
     http: HttpArgs,
     #[command(flatten)]
     judge: crate::cmd::score::JudgeArgs,
+    #[command(flatten)]
+    isolation: IsolationArgs,
 }
 
 fn resolve_config(args: &Args) -> Result<TrainConfig> {
@@ -143,6 +145,7 @@ fn resolve_config(args: &Args) -> Result<TrainConfig> {
         c.init_adapter = args.init_adapter.clone();
     }
     args.judge.apply(&mut c.reward)?;
+    args.isolation.apply(&mut c.isolation);
     if args.wandb_project.is_some() {
         c.trainer.wandb_project = args.wandb_project.clone();
     }
@@ -153,7 +156,7 @@ fn resolve_config(args: &Args) -> Result<TrainConfig> {
 
 /// Every URL in the config (the judge's, custom rewards').
 fn config_urls(c: &TrainConfig) -> Vec<&str> {
-    c.reward.judge.base_url.iter().chain(c.reward.custom.iter().filter_map(|r| r.url.as_ref())).map(String::as_str).collect()
+    c.reward.judge.base_url.iter().chain(c.reward.custom.iter().filter_map(|r| r.url.as_ref())).chain(c.isolation.reset_url.iter()).map(String::as_str).collect()
 }
 
 /// The config as written to the run: URLs without credentials (`ta_types::redact`).
@@ -161,6 +164,7 @@ fn redacted(c: &TrainConfig) -> TrainConfig {
     let mut c = c.clone();
     let redact = ta_types::redact::redact_url;
     c.reward.judge.base_url = c.reward.judge.base_url.as_deref().map(redact);
+    c.isolation.reset_url = c.isolation.reset_url.as_deref().map(redact);
     for r in &mut c.reward.custom {
         r.url = r.url.as_deref().map(redact);
     }
@@ -187,7 +191,8 @@ pub async fn run(args: Args) -> Result<Finished> {
     }
     eprintln!("{} training and {} validation scenarios", train.len(), validation.len());
 
-    let server = args.server.connect(Some(&logs)).await?;
+    crate::args::check_state_capture(&scenarios, &cfg.isolation)?;
+    let server = args.server.connect_isolated(&cfg.isolation, Some(&logs)).await?;
     let tools = server.tools();
     let system_prompt = server.system_prompt(args.system_prompt.as_deref())?;
     let python = PythonEnv::ensure()?;
@@ -248,7 +253,7 @@ pub async fn run(args: Args) -> Result<Finished> {
     if let Some(engine) = engine {
         engine.shutdown().await;
     }
-    server.client.close().await;
+    server.close().await;
     let finished = finished?;
     // The report, also for an interrupted run (it shows the steps so far).
     match ta_eval::write_report(out) {

@@ -162,6 +162,17 @@ fn describe(error: &jsonschema::ValidationError<'_>, schema: &Value) -> String {
     }
 }
 
+/// The tools that may change the server's state: those that do not declare MCP's
+/// `readOnlyHint: true`. The annotation is a hint from the server, but it is the only signal the
+/// protocol gives, and a tool that does not claim to be read-only must be assumed to write.
+pub fn writing_tools(tools: &[rmcp::model::Tool]) -> Vec<String> {
+    tools
+        .iter()
+        .filter(|t| !t.annotations.as_ref().and_then(|a| a.read_only_hint).unwrap_or(false))
+        .map(|t| t.name.to_string())
+        .collect()
+}
+
 pub(crate) fn json_type_name(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",

@@ -13,13 +13,15 @@ pub mod schema;
 pub mod secret;
 pub mod spec;
 pub mod sse;
+pub mod template;
 
-pub use catalog::{CallError, ToolCatalog};
+pub use catalog::{CallError, ToolCatalog, writing_tools};
 pub use client::{ClientOptions, Discovery, McpClient, McpError};
 pub use content::{ToolOutput, render_result};
 pub use schema::{COMPLETE_TASK, complete_task_tool, convert_schema, enrichment_text, tools_to_openai};
 pub use secret::Secret;
 pub use spec::{HttpTransport, MCP_URL_ENV, ServerSpec, SpecError};
+pub use template::Placeholders;
 
 /// Re-exported so callers can name MCP types (`Tool`, `Resource`) without depending on rmcp.
-pub use rmcp::model::{Prompt, PromptArgument, Resource, ResourceTemplate, Tool};
+pub use rmcp::model::{Prompt, PromptArgument, Resource, ResourceTemplate, Tool, ToolAnnotations};

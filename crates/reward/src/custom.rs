@@ -174,4 +174,13 @@ mod tests {
         let both = CustomReward { url: Some("http://x".into()), ..reward("true") };
         assert!(both.validate().unwrap_err().to_string().contains("exactly one"));
     }
+
+    #[tokio::test]
+    async fn commands_see_the_captured_state() {
+        let mut g = group();
+        g[1].captured_state = Some("customers: Alice, Bob, Carol".into());
+        let refs: Vec<&Trajectory> = g.iter().collect();
+        let check = reward(r#"sh -c 'if grep -q "\"captured_state\":\"customers: Alice, Bob, Carol\""; then echo "{\"scores\": [0, 1]}"; fi'"#);
+        assert_eq!(check.score("t", None, &refs).await.unwrap(), vec![0.0, 1.0]);
+    }
 }

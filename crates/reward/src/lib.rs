@@ -18,6 +18,7 @@ pub mod custom;
 pub mod ground_truth;
 pub mod judge;
 pub mod rules;
+pub mod state;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -52,6 +53,9 @@ pub struct RewardConfig {
     /// ground-truth levels that the rules' tie-break may span.
     pub rules_tie_break: f64,
     pub ground_truth_weight: f64,
+    /// Weight of the state part: a scenario's `expected_state` against the episode's captured
+    /// state.
+    pub state_weight: f64,
     pub rules_weight: f64,
     /// Used when `[reward.judge] model` is set.
     pub judge_weight: f64,
@@ -67,6 +71,7 @@ impl Default for RewardConfig {
             mix: RewardMix::CorrectnessFirst,
             rules_tie_break: 0.5,
             ground_truth_weight: 1.0,
+            state_weight: 1.0,
             rules_weight: 1.0,
             judge_weight: 1.0,
             rules: RuleConfig::default(),
@@ -100,6 +105,11 @@ fn verifiable_parts(cfg: &RewardConfig, scenario: Option<&Scenario>, t: &mut Tra
     {
         t.reward_parts.ground_truth = Some(ground_truth::score(expected, t.final_answer.as_deref().unwrap_or(""), t.outcome));
     }
+    if cfg.state_weight != 0.0
+        && let Some(s) = scenario.and_then(|s| s.expected_state.as_ref().map(|e| (s, e)))
+    {
+        t.reward_parts.state = state::score(s.1, t.captured_state.as_deref(), &s.0.id);
+    }
     if cfg.rules_weight != 0.0 {
         t.reward_parts.rules = Some(rules::score(&cfg.rules, t));
     }
@@ -127,7 +137,7 @@ pub fn combine(cfg: &RewardConfig, scenario: Option<&Scenario>, t: &mut Trajecto
         (RewardMix::CorrectnessFirst, Some(gt)) => cfg.ground_truth_weight * (gt + p.rules.map_or(0.0, |r| tie_break(cfg, r, gap))),
         _ => cfg.ground_truth_weight * p.ground_truth.unwrap_or(0.0) + cfg.rules_weight * p.rules.unwrap_or(0.0),
     };
-    total += p.judge.map_or(0.0, |x| cfg.judge_weight * x);
+    total += p.state.map_or(0.0, |x| cfg.state_weight * x) + p.judge.map_or(0.0, |x| cfg.judge_weight * x);
     for c in &cfg.custom {
         total += p.custom.get(&c.name).map_or(0.0, |x| c.weight * x);
     }

@@ -2,6 +2,7 @@
 //! server, and the runner that plays many episodes concurrently and writes their trajectories.
 
 pub mod agent;
+pub mod isolation;
 pub mod mcp_host;
 pub mod prompt;
 pub mod runner;

@@ -10,7 +10,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use ta_chat::ChatClient;
 use ta_types::trajectory::{GroupRef, TrajectoryWriter, read_trajectories, write_trajectories};
-use ta_types::{Outcome, Scenario, Trajectory};
+use ta_types::{Message, Outcome, Scenario, Trajectory};
 
 use crate::agent::{AgentConfig, run_episode};
 use crate::tools::ToolHost;
@@ -60,7 +60,7 @@ pub async fn run_jobs<T: ToolHost>(
             .progress_chars("=> "),
     );
     let mut stream = futures::stream::iter(jobs)
-        .map(|job| async move { run_episode(chat, model, tools, system_prompt, &job.scenario, job.group, cfg).await })
+        .map(|job| async move { play(chat, model, tools, system_prompt, &job, cfg).await })
         .buffer_unordered(concurrency.max(1));
     let mut out = Vec::new();
     let mut completed = 0usize;
@@ -78,6 +78,25 @@ pub async fn run_jobs<T: ToolHost>(
                 None => return Ok(RunResult { trajectories: out, interrupted: false }),
             },
             _ = &mut shutdown => return Ok(RunResult { trajectories: out, interrupted: true }),
+        }
+    }
+}
+
+/// Plays one job in the world the host readies for it (see [`ToolHost::begin`]).
+async fn play<T: ToolHost>(chat: &ChatClient, model: &str, tools: &T, system_prompt: &str, job: &Job, cfg: &AgentConfig) -> Trajectory {
+    match tools.begin(job).await {
+        Ok(None) => run_episode(chat, model, tools, system_prompt, &job.scenario, job.group, cfg).await,
+        Ok(Some(own)) => {
+            let mut t = run_episode(chat, model, &own, system_prompt, &job.scenario, job.group, cfg).await;
+            own.finish(&mut t).await;
+            t
+        }
+        Err(e) => {
+            let messages = vec![Message::system(system_prompt), Message::user(&job.scenario.task)];
+            let mut t = Trajectory::start(&job.scenario.id, job.group, model, messages);
+            t.outcome = Outcome::Error;
+            t.error = Some(format!("the episode's MCP server could not be readied: {e}"));
+            t
         }
     }
 }

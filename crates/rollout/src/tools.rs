@@ -4,7 +4,9 @@
 use std::future::Future;
 
 use serde_json::Value;
-use ta_types::ToolSpec;
+use ta_types::{ToolSpec, Trajectory};
+
+use crate::runner::Job;
 
 /// The result of a tool call that reached the server. `is_error` marks an MCP tool error, which
 /// the model sees and can recover from.
@@ -22,4 +24,24 @@ pub trait ToolHost: Send + Sync {
     fn check(&self, name: &str, args: &Value) -> Result<(), String>;
     /// Calls a server tool. `Err` is a failure of the connection itself, which ends the rollout.
     fn call(&self, name: &str, args: Value) -> impl Future<Output = Result<ToolResult, String>> + Send;
+
+    /// Readies the world `job` plays in and returns the tools bound to it, or `None` to play on
+    /// this host as it is (no isolation). `Err` ends the episode as an error before it starts.
+    fn begin(&self, job: &Job) -> impl Future<Output = Result<Option<Self>, String>> + Send
+    where
+        Self: Sized,
+    {
+        let _ = job;
+        async { Ok(None) }
+    }
+
+    /// Ends the episode played on a host from [`ToolHost::begin`]: records what it left behind
+    /// (the captured state) in `t` and releases its world.
+    fn finish(self, t: &mut Trajectory) -> impl Future<Output = ()> + Send
+    where
+        Self: Sized,
+    {
+        let _ = t;
+        async {}
+    }
 }

@@ -20,6 +20,8 @@ pub struct TrainConfig {
     pub loss: LossSettings,
     pub reward: RewardConfig,
     pub trainer: TrainerSettings,
+    /// Rollout isolation for servers that change state (docs/isolation.md).
+    pub isolation: ta_rollout::isolation::IsolationSettings,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -17,5 +17,5 @@ pub mod scenario;
 pub mod trajectory;
 
 pub use chat::{FunctionCall, Message, Role, ToolCall, ToolSpec};
-pub use scenario::{Difficulty, Expected, ReferenceStep, Scenario, Split};
+pub use scenario::{Difficulty, Expected, ExpectedState, ReferenceStep, Scenario, Split};
 pub use trajectory::{Outcome, Trajectory, Turn};

@@ -70,6 +70,39 @@ pub enum ExpectedRule {
     },
 }
 
+/// What the state must look like after an episode, checked against the output of
+/// `--capture-state` (stored in the trajectory as `captured_state`): this is how a task that is
+/// *about* changing state ("add a tag to every open ticket") is rewarded for the change itself
+/// rather than for the agent's claim that it made it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ExpectedState {
+    /// A program that reads the captured state on stdin and exits 0 when it is right.
+    Command(StateCommand),
+    /// The ground-truth matchers of `expected` (a phrase, a number, `exact`, `contains`, `regex`,
+    /// `set`), applied to the captured state instead of the final answer.
+    Match(Expected),
+}
+
+/// `{"command": "python3 check_state.py"}`: split like a shell would, no shell features.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StateCommand {
+    pub command: String,
+}
+
+impl ExpectedState {
+    /// Why this check cannot tell a right state from a wrong one, if it cannot (see
+    /// [`Expected::defect`]).
+    pub fn defect(&self) -> Option<String> {
+        match self {
+            ExpectedState::Command(c) if c.command.trim().is_empty() => Some("{\"command\": \"\"} names no program".into()),
+            ExpectedState::Command(_) => None,
+            ExpectedState::Match(e) => e.defect(),
+        }
+    }
+}
+
 /// How hard a scenario is: a level 1 (easiest) to 5 as synthesized and generated tasks carry, or
 /// a free label such as the demo's `join`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -165,9 +198,9 @@ pub struct Scenario {
     /// solver agreement); `false` marks unverified tasks kept for judge-only rewards.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checked: Option<bool>,
-    /// The state expected after an isolated episode, checked against the captured state.
+    /// The state expected after the episode, checked against the captured state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expected_state: Option<Value>,
+    pub expected_state: Option<ExpectedState>,
     /// Fields this crate does not interpret, kept verbatim.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -225,6 +258,9 @@ pub fn parse_scenarios(text: &str, origin: &str) -> Result<Vec<Scenario>, Scenar
         }
         if let Some(message) = s.expected.as_ref().and_then(Expected::defect) {
             return Err(ScenarioError::Expected { origin: origin.to_string(), line, message });
+        }
+        if let Some(message) = s.expected_state.as_ref().and_then(ExpectedState::defect) {
+            return Err(ScenarioError::Expected { origin: origin.to_string(), line, message: format!("\"expected_state\": {message}") });
         }
         if s.id.is_empty() {
             s.id = format!("s{index:04}");
@@ -295,7 +331,7 @@ mod tests {
     #[test]
     fn generated_scenario_fields_round_trip() {
         let text = r#"[{"id": "g", "task": "t", "difficulty": 3, "source": "synth", "checked": true,
-            "reference": [{"tool": "run_query", "arguments": {"sql": "SELECT 1"}}], "expected_state": {"files": ["a"]}}]"#;
+            "reference": [{"tool": "run_query", "arguments": {"sql": "SELECT 1"}}], "expected_state": {"set": ["a.txt", "b.txt"]}}]"#;
         let s = &parse_scenarios(text, "x").unwrap()[0];
         assert_eq!(s.difficulty.as_ref().and_then(Difficulty::level), Some(3));
         assert_eq!(s.reference[0].tool, "run_query");
@@ -351,6 +387,23 @@ mod tests {
 {"task": "t", "expected": 0}
 {"task": "t", "expected": {"number": 0, "tolerance": 0}}"#;
         assert_eq!(parse_scenarios(ok, "x").unwrap().len(), 4);
+    }
+
+    #[test]
+    fn expected_state_is_a_command_or_matchers() {
+        let text = r#"{"task": "t", "expected_state": {"command": "python3 check.py"}}
+{"task": "t", "expected_state": {"contains": "Alice"}}
+{"task": "t", "expected_state": "Alice"}"#;
+        let s = parse_scenarios(text, "x").unwrap();
+        assert_eq!(s[0].expected_state, Some(ExpectedState::Command(StateCommand { command: "python3 check.py".into() })));
+        assert_eq!(s[1].expected_state, Some(ExpectedState::Match(Expected::Rule(ExpectedRule::Contains("Alice".into())))));
+        assert_eq!(s[2].expected_state, Some(ExpectedState::Match(Expected::Text("Alice".into()))));
+        for bad in [r#"{"command": " "}"#, r#"{"contains": ""}"#] {
+            let err = parse_scenarios(&format!("{{\"task\": \"t\", \"expected_state\": {bad}}}"), "d").unwrap_err().to_string();
+            assert!(err.contains("\"expected_state\"") && err.contains("hint:"), "{bad}: {err}");
+        }
+        let err = parse_scenarios(r#"{"task": "t", "expected_state": {"files": ["a"]}}"#, "d").unwrap_err().to_string();
+        assert!(err.starts_with("d:1: invalid scenario"), "an unknown form is an error, not ignored: {err}");
     }
 
     #[test]

@@ -56,6 +56,14 @@ pub struct Timings {
     pub total_ms: u64,
     pub model_ms: u64,
     pub tools_ms: u64,
+    /// Getting the episode's own world ready and capturing its state afterwards (waiting for a
+    /// pool server, copying state, resets, `--capture-state`); 0 without isolation.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub isolation_ms: u64,
+}
+
+fn is_zero(x: &u64) -> bool {
+    *x == 0
 }
 
 /// Reward components before weighting; absent parts were not configured or not available.
@@ -67,6 +75,9 @@ pub struct RewardParts {
     pub rules: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ground_truth: Option<f64>,
+    /// The scenario's `expected_state` against the episode's captured state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<f64>,
     /// Rewards from user commands or endpoints, by name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub custom: BTreeMap<String, f64>,
@@ -108,6 +119,11 @@ pub struct Trajectory {
     /// Why the rollout stopped with `error`, when it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// What `--capture-state` printed after the episode (e.g. a file listing with hashes, an
+    /// `sqlite3 .dump`): the state the episode left, which rewards check instead of the
+    /// agent's word.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub captured_state: Option<String>,
 }
 
 impl Trajectory {
@@ -132,6 +148,7 @@ impl Trajectory {
             timings: Timings::default(),
             model: model.into(),
             error: None,
+            captured_state: None,
         }
     }
 

@@ -15,7 +15,7 @@ use ta_types::{Message, Role, Trajectory};
 pub const DEFAULT_TEMPLATE: &str = include_str!("default_prompt.j2");
 
 #[derive(Debug, thiserror::Error)]
-#[error("judge prompt template {origin}: {source}\nhint: the template is minijinja with blocks `system` and `user`; variables: task, expected, n, absolute, context, trajectories (id, transcript, outcome, final_answer, tool_calls, tool_errors)")]
+#[error("judge prompt template {origin}: {source}\nhint: the template is minijinja with blocks `system` and `user`; variables: task, expected, n, absolute, has_state, context, trajectories (id, transcript, outcome, final_answer, tool_calls, tool_errors, state)")]
 pub struct TemplateError {
     origin: String,
     source: minijinja::Error,
@@ -54,6 +54,7 @@ pub fn render(template: &str, origin: &str, task: &str, expected: Option<String>
                 "final_answer": t.final_answer.as_deref().map(|a| cut(a, trim.message_chars)),
                 "tool_calls": t.tool_calls,
                 "tool_errors": t.tool_errors,
+                "state": t.captured_state.as_deref().map(|s| cut(s.trim(), trim.tool_output_chars)),
             })
         })
         .collect();
@@ -62,6 +63,7 @@ pub fn render(template: &str, origin: &str, task: &str, expected: Option<String>
         expected => expected,
         n => trajectories.len(),
         absolute => trajectories.len() == 1,
+        has_state => trajectories.iter().any(|t| t.captured_state.is_some()),
         context => context_text,
         trajectories => minijinja::value::Serde(items),
     };
@@ -240,6 +242,20 @@ mod tests {
         insta::assert_snapshot!(format!("=== system ===\n{}\n=== user ===\n{}", p.system, p.user));
         assert_eq!(p.user.matches("How many departments are there?").count(), 2, "task line and the shared context, once");
         assert!(p.user.contains("characters cut"), "the long tool output was trimmed");
+    }
+
+    #[test]
+    fn prompt_with_captured_state() {
+        // The agent of attempt 2 only claims the work; the captured state shows who did it.
+        let mut g = group();
+        g[0].captured_state = Some("departments: 10 rows (Research added)".into());
+        g[1].captured_state = Some("departments: 9 rows".into());
+        let refs: Vec<&Trajectory> = g.iter().collect();
+        let p = render(DEFAULT_TEMPLATE, "default", "Add a Research department.", None, &refs, TRIM).unwrap();
+        insta::assert_snapshot!(format!("=== system ===\n{}\n=== user ===\n{}", p.system, p.user));
+        assert!(p.user.contains("[state after the attempt]\ndepartments: 9 rows"), "{}", p.user);
+        let plain = render(DEFAULT_TEMPLATE, "default", "t", None, &[&group()[0]], TRIM).unwrap();
+        assert!(!plain.system.contains("state after") && !plain.user.contains("state after"), "no state, no mention");
     }
 
     #[test]
