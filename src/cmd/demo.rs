@@ -131,6 +131,10 @@ fn profile(gpu: bool, model: &str, steps: Option<u64>, train_limit: Option<usize
         grpo.rollout.scenarios_per_step = 8;
         grpo.rollout.rollouts_per_scenario = 8;
         grpo.optim.lr = 2e-5;
+        // An SFT start solves many train tasks in every rollout: replace the flat groups, and
+        // retire the tasks the policy always solves (docs/training.md, "Informative batches").
+        grpo.rollout.dynamic_sampling = true;
+        grpo.curriculum.mode = ta_train::config::CurriculumMode::Adaptive;
     } else {
         // The hand-written questions: synthesized ones would need more SFT than 15 minutes allow.
         synth = None;
