@@ -33,7 +33,7 @@ import torch
 
 from train_agent.decoder import Decoder, pick_bucket, read_peft_adapter
 from train_agent.guided import Grammars
-from train_agent.prefix_cache import BLOCK_SIZE, PrefixCache, block_hashes, longest_prefix
+from train_agent.prefix_cache import PrefixCache, block_hashes, longest_prefix
 from train_agent.sampling import derive_seed
 
 log = logging.getLogger("train_agent.engine")
@@ -255,12 +255,15 @@ class Generator:
         prompt's longest cached prefix if there is one, else (as every other sequence) the lowest
         free slot, whose cached blocks are dropped."""
         n, holders = self.cache.longest(req.hashes) if self.cache is not None else (0, set())
-        in_free = sorted(h for h in holders if h in self.free_slots)
-        req.cached = min(n * BLOCK_SIZE, len(req.prompt) - 1)
-        req.copy_from = min(holders) if holders and not in_free else -1
+        # the holder with the longest match past the last common block; free ones first (no copy)
+        best = max(sorted(holders), default=-1, key=lambda h: (self.cache.reusable(h, req.prompt, n),
+                                                                 h in self.free_slots))
+        in_place = best >= 0 and best in self.free_slots
+        req.cached = min(self.cache.reusable(best, req.prompt, n), len(req.prompt) - 1) if best >= 0 else 0
+        req.copy_from = best if best >= 0 and not in_place else -1
         for i in range(req.n):
-            if i == 0 and in_free:
-                slot, kept = in_free[0], n
+            if i == 0 and in_place:
+                slot, kept = best, req.cached
                 self.free_slots.remove(slot)
                 heapq.heapify(self.free_slots)
             else:
@@ -286,7 +289,7 @@ class Generator:
                 dec.copy_slot(r.seqs[0].slot, [s.slot for s in r.seqs[1:]], len(r.prompt))
             if self.cache is not None:
                 for s in r.seqs:
-                    self.cache.hold(s.slot, r.hashes)
+                    self.cache.hold(s.slot, r.prompt, r.hashes)
         seqs = [s for r in reqs for s in r.seqs]
         rows = torch.tensor([i for i, r in enumerate(reqs) for _ in range(r.n)], device=dec.device)
         slots = torch.tensor([s.slot for s in seqs], device=dec.device)
@@ -381,7 +384,7 @@ class Generator:
         dec = self.dec
         if self.cache is not None:  # the row keeps every token but the last (never fed back)
             tokens = s.req.prompt + s.out.token_ids[:-1]
-            self.cache.hold(s.slot, block_hashes(tokens, s.req.key, s.req.hashes))
+            self.cache.hold(s.slot, tokens, block_hashes(tokens, s.req.key, s.req.hashes))
         dec.temp[s.slot] = 0.0  # idle rows decode greedily at the idle position, harmlessly
         dec.pos[s.slot] = dec.idle_pos
         dec.lora[s.slot] = -1

@@ -12,7 +12,8 @@ Unlike vLLM the KV cache here is not paged: the decoder keeps one contiguous row
 (`decoder.Decoder.k_cache[layer][slot]`), so its decode step attends to a plain slice with no block
 table (and its CUDA graphs stay as they are). Cached blocks therefore live in slot rows: a slot
 keeps its KV after its sequence retires, and `held[slot]` lists the block hashes its row holds, in
-order. A hit either takes the free slot that holds the prefix (no copy) or copies the prefix's rows
+order (and `tokens[slot]` the tokens themselves, so a hit also reuses the tail of a last, partial
+block: the conversation so far, up to the token before the new turn). A hit either takes the free slot that holds the prefix (no copy) or copies the prefix's rows
 from a slot that holds it (a memory copy, far cheaper than recomputing it). A free slot's blocks
 are evicted when the scheduler hands the slot to another sequence: the cache costs no memory of its
 own, it keeps what the freed rows still hold.
@@ -47,6 +48,7 @@ class PrefixCache:
 
     def __init__(self, num_slots: int):
         self.held: list[list[bytes]] = [[] for _ in range(num_slots)]
+        self.tokens: list[list[int]] = [[] for _ in range(num_slots)]
         self.where: dict[bytes, set[int]] = {}
         # counters for /metrics, in tokens, as vLLM's prefix_cache_queries / prefix_cache_hits
         self.queries = 0
@@ -56,26 +58,37 @@ class PrefixCache:
         """(n, slots): the first n blocks of `hashes` are cached, in each of `slots`."""
         return longest_prefix(hashes, self.where)
 
-    def keep(self, slot: int, n: int) -> None:
-        """Forgets all but the first `n` blocks of `slot` (its row is about to be overwritten past them)."""
-        for h in self.held[slot][n:]:
+    def reusable(self, slot: int, prompt: list[int], blocks: int) -> int:
+        """How many leading tokens of `prompt` `slot`'s row holds, given that it holds its first
+        `blocks` blocks: those, and as many of the following tokens as match."""
+        held, n = self.tokens[slot], blocks * BLOCK_SIZE
+        while n < min(len(held), len(prompt)) and held[n] == prompt[n]:
+            n += 1
+        return n
+
+    def keep(self, slot: int, n_tokens: int) -> None:
+        """Forgets all but the first `n_tokens` of `slot` (its row is about to be overwritten past them)."""
+        blocks = n_tokens // BLOCK_SIZE
+        for h in self.held[slot][blocks:]:
             holders = self.where[h]
             holders.discard(slot)
             if not holders:
                 del self.where[h]
-        del self.held[slot][n:]
+        del self.held[slot][blocks:]
+        del self.tokens[slot][n_tokens:]
 
-    def hold(self, slot: int, hashes: list[bytes]) -> None:
-        """Records that `slot`'s row now holds the KV of the blocks `hashes` (a chain from block 0)."""
+    def hold(self, slot: int, tokens: list[int], hashes: list[bytes]) -> None:
+        """Records that `slot`'s row now holds the KV of `tokens`, whose full blocks hash to `hashes`."""
         kept = 0
         for mine, h in zip(self.held[slot], hashes):
             if mine != h:
                 break
             kept += 1
-        self.keep(slot, kept)
+        self.keep(slot, kept * BLOCK_SIZE)
         for h in hashes[kept:]:
             self.where.setdefault(h, set()).add(slot)
         self.held[slot].extend(hashes[kept:])
+        self.tokens[slot] = list(tokens)
 
     def count(self, prompt_tokens: int, cached_tokens: int) -> None:
         self.queries += prompt_tokens
