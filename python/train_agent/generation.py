@@ -81,7 +81,7 @@ class _Request:
     seqs: list["_Seq"] = field(default_factory=list)
     t_first: float = 0.0
     done: int = 0
-    key: int = 0  # the prefix cache's key of the adapter weights (0: the base model)
+    key: int = -1  # the prefix cache's key of the adapter weights (-1: the base model)
     hashes: list[bytes] = field(default_factory=list)  # the prompt's block hashes
     cached: int = 0  # leading prompt tokens whose KV is reused, not prefilled
     copy_from: int = -1  # the slot to copy those `cached` rows from (-1: they are in place)
@@ -228,7 +228,7 @@ class Generator:
         coming: dict[bytes, None] = {}  # the blocks the chunk's prefill will compute
         for req in reqs:
             if self.cache is not None:
-                req.key = self.bank_keys[req.adapter_slot] if req.adapter_slot >= 0 else 0
+                req.key = self.bank_keys[req.adapter_slot] if req.adapter_slot >= 0 else -1
                 req.hashes = block_hashes(req.prompt, req.key)
                 if longest_prefix(req.hashes, coming)[0] > self.cache.longest(req.hashes)[0]:
                     # a request of the chunk computes more of this prompt than the cache holds (the
