@@ -24,7 +24,7 @@ def generator(model_dir, caching: bool, slots: int = 8, lora: bool = False) -> G
 
 
 def tokens(seed: int, n: int) -> list[int]:
-    return torch.randint(100, 40000, (n,), generator=torch.Generator().manual_seed(seed)).tolist()
+    return torch.randint(100, 30000, (n,), generator=torch.Generator().manual_seed(seed)).tolist()
 
 
 def conversations(gen: Generator, turns: int = 3) -> list[tuple[list[int], list[int], list[float]]]:
