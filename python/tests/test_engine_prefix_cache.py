@@ -101,10 +101,12 @@ def test_a_reloaded_adapter_never_reuses_kv_of_its_earlier_weights(tiny_model_di
     params = SamplingParams(max_tokens=8, temperature=1.0, seed=4)
     try:
         outs = []
-        for path in paths:  # a -> bank slot 0, b -> 1, c -> 0 again
+        # a -> bank slot 0, b -> 1, c -> 0 again. a's 4 samples fill KV slots 0-3 and b's one sample
+        # reuses slot 0, so slots 1-3 still hold the prompt's KV under a's weights when c comes
+        for path, n in zip(paths, (4, 1, 4)):
             gen.load_adapter("ad", str(path)).result()
             before = gen.cache.hits
-            outs.append(gen.submit(prompt, 1, params, adapter="ad").result().completions[0])
+            outs.append(gen.submit(prompt, n, params, adapter="ad").result().completions[0])
             assert gen.cache.hits == before  # nothing from the base model or an earlier adapter
             again = gen.submit(prompt, 1, params, adapter="ad").result().completions[0]
             assert gen.cache.hits == before + len(prompt) - 1  # but its own KV, yes
