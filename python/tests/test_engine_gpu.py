@@ -142,3 +142,25 @@ def test_guided_decoding_in_cuda_graphs(tiny_model_dir):
                     validate(json.loads(c["message"]["content"]))
     finally:
         engine.generator.close()
+
+
+def test_prefix_cache_in_cuda_graphs_matches_no_cache_fp32():
+    """Multi-turn conversations sharing a system prompt, cached and uncached, on the graph path:
+    the uncached suffix's prefill attends to copied and in-place rows, then the captured decode
+    graphs run on them."""
+    from test_engine_prefix_cache import conversations
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    outs = []
+    for caching in (False, True):
+        model = small_model("qwen2", torch.float32)
+        gen = Generator(Decoder(model, num_slots=8, max_len=512), eos_ids=set(), prefix_caching=caching)
+        try:
+            outs.append(conversations(gen))
+            hits = gen.cache.hits if caching else 0
+        finally:
+            gen.close()
+    assert [t for _, t, _ in outs[1]] == [t for _, t, _ in outs[0]]
+    for (_, _, a), (_, _, b) in zip(*outs):
+        assert (torch.tensor(a) - torch.tensor(b)).abs().max() < 2e-3
+    assert hits > 500

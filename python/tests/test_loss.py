@@ -4,8 +4,10 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 
-from train_agent.loss import LOG_RATIO_LIMIT, grpo_loss, kl_k3, sft_loss, token_logprobs, token_weights
+from train_agent.loss import (LOG_RATIO_LIMIT, grpo_loss, kl_k3, linear_token_logprobs, sft_loss, token_logprobs,
+                              token_weights)
 
 
 def approx(x, rel=1e-6, abs=1e-7):
@@ -94,3 +96,35 @@ def test_log_ratio_is_clamped_so_a_near_impossible_token_cannot_overflow():
     loss.backward()
     assert torch.isfinite(loss) and torch.isfinite(logp.grad).all()
     assert abs(loss.item() - 0.5 * math.exp(LOG_RATIO_LIMIT) + 0.5 * 1.0) < 1e-3 * math.exp(LOG_RATIO_LIMIT)
+
+
+@pytest.mark.parametrize("temperature,bias", [(1.0, False), (0.7, True)])
+def test_chunked_head_matches_full_logits_in_values_and_gradients(temperature, bias):
+    torch.manual_seed(0)
+    M, d, V = 37, 16, 50  # 37 rows in chunks of 8: the last chunk is partial
+    h = torch.randn(M, d, requires_grad=True)
+    w, b = torch.randn(V, d), torch.randn(V) if bias else None
+    targets = torch.randint(0, V, (M,))
+    upstream = torch.randn(M)  # a loss that weighs every token differently
+
+    ref_logp, ref_ent = token_logprobs(F.linear(h, w, b) / temperature, targets)
+    (ref_logp * upstream).sum().backward()
+    ref_grad, h.grad = h.grad.clone(), None
+
+    logp, ent = linear_token_logprobs(h, w, b, targets, temperature, chunk_rows=8)
+    (logp * upstream).sum().backward()
+    assert torch.allclose(logp, ref_logp, atol=1e-5)
+    assert torch.allclose(ent, ref_ent, atol=1e-5)
+    assert torch.allclose(h.grad, ref_grad, atol=1e-5)
+    assert h.grad.abs().max() > 0.1
+
+
+def test_chunked_head_keeps_a_bf16_hidden_states_gradient_in_bf16_and_refuses_a_trained_head():
+    h = torch.randn(5, 8, dtype=torch.bfloat16, requires_grad=True)
+    w = torch.randn(11, 8, dtype=torch.bfloat16)
+    logp, _ = linear_token_logprobs(h, w, None, torch.tensor([0, 1, 2, 3, 10]))
+    assert logp.dtype == torch.float32
+    logp.sum().backward()
+    assert h.grad.dtype == torch.bfloat16
+    with pytest.raises(ValueError, match="requires grad"):
+        linear_token_logprobs(h, w.requires_grad_(), None, torch.tensor([0, 1, 2, 3, 10]))

@@ -171,7 +171,10 @@ class Decoder:
         self.eps = cfg.rms_norm_eps
         self.vocab = model.lm_head.weight.shape[0]
         self.num_slots, self.max_len, self.lookahead = num_slots, max_len, lookahead
-        self.cache_len = max_len + lookahead  # rows run past their end until the next host check
+        # rows run past their end until the next host check; the last position is never part of a
+        # sequence: idle rows (free slots) decode there, so they never overwrite a row's cached prefix
+        self.cache_len = max_len + max(lookahead, 1)
+        self.idle_pos = self.cache_len - 1
 
         self.embed = inner.embed_tokens.weight
         self.norm = inner.norm.weight
@@ -203,7 +206,7 @@ class Decoder:
 
         kw = dict(device=self.device)
         self.tok = torch.zeros(num_slots, dtype=torch.long, **kw)
-        self.pos = torch.zeros(num_slots, dtype=torch.long, **kw)
+        self.pos = torch.full((num_slots,), self.idle_pos, dtype=torch.long, **kw)
         self.seed = torch.zeros(num_slots, dtype=torch.long, **kw)
         self.temp = torch.zeros(num_slots, dtype=torch.float32, **kw)
         self.top_p = torch.ones(num_slots, dtype=torch.float32, **kw)
@@ -298,37 +301,61 @@ class Decoder:
         """float32 logits of final hidden states (kept in the model's dtype, as the trainer's are)."""
         return F.linear(h.float(), self.lm_head)
 
-    def prefill(self, prompts: list[list[int]], slots: list[int], lora: list[int]) -> torch.Tensor:
+    def prefill(self, prompts: list[list[int]], slots: list[int], lora: list[int],
+                cached: list[int] | None = None) -> torch.Tensor:
         """Runs whole prompts (right-padded into one batch), fills their slots' KV cache and returns
-        the logits of each prompt's last token `[len(prompts), vocab]` (float32)."""
-        B, T = len(prompts), max(len(p) for p in prompts)
+        the logits of each prompt's last token `[len(prompts), vocab]` (float32). With `cached`, the
+        first `cached[i]` tokens of prompt i already have their KV in its slot's row (prefix caching,
+        prefix_cache.py): only the rest is computed, attending to those rows."""
+        B = len(prompts)
+        cached = cached or [0] * B
+        suffixes = [p[c:] for p, c in zip(prompts, cached)]
+        T = max(len(p) for p in suffixes)
         ids = torch.zeros(B, T, dtype=torch.long)
-        for i, p in enumerate(prompts):
+        for i, p in enumerate(suffixes):
             ids[i, :len(p)] = torch.tensor(p)
         ids = ids.to(self.device).flatten()
-        lens = torch.tensor([len(p) for p in prompts], device=self.device)
+        lens = torch.tensor([len(p) for p in suffixes], device=self.device)
         rows = torch.tensor(slots, device=self.device)
-        pos = self.positions[:T].repeat(B)
         lora_idx = None
         if self.lora_slots:
             lora_idx = torch.tensor(lora, device=self.device).repeat_interleave(T)
         H, K, D = self.n_heads, self.n_kv, self.head_dim
 
-        def attend(i, q, k, v):
-            k = k.view(B, T, K, D).transpose(1, 2)
-            v = v.view(B, T, K, D).transpose(1, 2)
-            self.k_cache[i][rows, :, :T] = k
-            self.v_cache[i][rows, :, :T] = v
-            q = q.view(B, T, H, D).transpose(1, 2)
-            o = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
-            return o.transpose(1, 2).reshape(B * T, H * D)
+        if not any(cached):
+            pos = self.positions[:T].repeat(B)
+
+            def attend(i, q, k, v):
+                k = k.view(B, T, K, D).transpose(1, 2)
+                v = v.view(B, T, K, D).transpose(1, 2)
+                self.k_cache[i][rows, :, :T] = k
+                self.v_cache[i][rows, :, :T] = v
+                q = q.view(B, T, H, D).transpose(1, 2)
+                o = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+                return o.transpose(1, 2).reshape(B * T, H * D)
+        else:
+            # row i's tokens sit at positions cached[i]...; pads past the cache go to the idle position
+            pos2 = (torch.tensor(cached, device=self.device)[:, None] + self.positions[:T]).clamp_(max=self.idle_pos)
+            pos = pos2.flatten()
+            span = max(c + len(p) for c, p in zip(cached, suffixes))
+            mask = (self.positions[:span] <= pos2[:, :, None])[:, None]  # [B, 1, T, span]: causal
+            slot_rows = rows[:, None]
+
+            def attend(i, q, k, v):
+                self.k_cache[i][slot_rows, :, pos2] = k.view(B, T, K, D)
+                self.v_cache[i][slot_rows, :, pos2] = v.view(B, T, K, D)
+                keys, values = self.k_cache[i][rows, :, :span], self.v_cache[i][rows, :, :span]
+                q = q.view(B, T, H, D).transpose(1, 2)
+                o = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=True)
+                return o.transpose(1, 2).reshape(B * T, H * D)
 
         h = self._forward(ids, self.cos[pos], self.sin[pos], lora_idx, attend)
         last = h.view(B, T, -1)[torch.arange(B, device=self.device), lens - 1]
         return self.logits(last)
 
     def copy_slot(self, src: int, dsts: list[int], length: int) -> None:
-        """Prefix sharing for n>1: the n samples of a prompt reuse one prefill's KV cache."""
+        """Prefix sharing: the n samples of a prompt reuse one prefill's KV cache, and a prompt whose
+        prefix another row holds copies it (prefix_cache.py)."""
         idx = torch.tensor(dsts, device=self.device)
         for cache in (*self.k_cache, *self.v_cache):
             cache[idx, :, :length] = cache[src, :, :length]
@@ -368,7 +395,7 @@ class Decoder:
         logits = self._decode(b, L)
         tok, logprob, lse, inv_t = self.sample(logits, slice(0, b), use_top_p, guided)
         self.tok[:b].copy_(tok)
-        self.pos[:b].copy_((self.pos[:b] + 1).clamp_(max=self.cache_len - 1))
+        self.pos[:b].copy_((self.pos[:b] + 1).clamp_(max=self.idle_pos))
         return tok, logprob, logits, lse, inv_t
 
     def step(self, b: int, L: int, use_top_p: bool, guided: bool = False):

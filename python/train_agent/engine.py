@@ -4,8 +4,8 @@ in for it one-for-one.
 
     python -m train_agent.engine --model smollm2-135m-instruct --port 8000 --enable-lora
 
-Endpoints: POST /v1/chat/completions, GET /v1/models, GET /health, POST /v1/load_lora_adapter,
-POST /v1/unload_lora_adapter. This module is the HTTP and text layer only: prompts are rendered
+Endpoints: POST /v1/chat/completions, GET /v1/models, GET /health, GET /metrics (Prometheus text:
+the prefix cache's counters), POST /v1/load_lora_adapter, POST /v1/unload_lora_adapter. This module is the HTTP and text layer only: prompts are rendered
 and outputs parsed in `chat_format`, tokens come from the scheduler in `generation`, which drives
 the fast forward pass in `decoder`.
 """
@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import secrets
 import signal
 import sys
@@ -71,7 +72,8 @@ class Engine:
     def __init__(self, model, tokenizer, *, served_model_name: str, root: str = "", max_model_len: int | None = None,
                  max_num_seqs: int = 64, enable_lora: bool = False, max_loras: int = 1, max_lora_rank: int = 16,
                  gpu_memory_utilization: float = 0.9, kv_cache_memory: int | None = None, seed: int = 0,
-                 use_graphs: bool | None = None, lookahead: int = 8, logprobs_mode: str = "raw_logprobs"):
+                 use_graphs: bool | None = None, lookahead: int = 8, logprobs_mode: str = "raw_logprobs",
+                 prefix_caching: bool = True):
         cfg = model.config
         self.tokenizer = tokenizer
         self.name, self.root = served_model_name, root or served_model_name
@@ -83,7 +85,8 @@ class Engine:
         self.decoder = Decoder(model, num_slots=slots, max_len=self.max_model_len, enable_lora=enable_lora,
                                max_loras=max_loras, max_lora_rank=max_lora_rank, use_graphs=use_graphs,
                                lookahead=lookahead, logprobs_mode=logprobs_mode)
-        self.generator = Generator(self.decoder, self._eos_ids(model, tokenizer), seed=seed)
+        self.generator = Generator(self.decoder, self._eos_ids(model, tokenizer), seed=seed,
+                                   prefix_caching=prefix_caching)
         self.created = int(time.time())
         self.grammar_lock = threading.Lock()
 
@@ -111,6 +114,7 @@ class Engine:
             web.post("/v1/chat/completions", self.chat_completions),
             web.get("/v1/models", self.models),
             web.get("/health", self.health),
+            web.get("/metrics", self.metrics),
             web.post("/v1/load_lora_adapter", self.load_lora),
             web.post("/v1/unload_lora_adapter", self.unload_lora),
         ])
@@ -121,6 +125,20 @@ class Engine:
         if not self.generator.thread.is_alive():
             return web.Response(status=503, text="scheduler thread died")
         return web.Response(status=200)
+
+    async def metrics(self, _request: web.Request) -> web.Response:
+        """vLLM's prefix-cache counters (prompt tokens looked up, and found cached), so one scraper
+        reads either server; absent when prefix caching is off."""
+        lines = []
+        cache = self.generator.cache
+        if cache is not None:
+            label = json.dumps(self.name)
+            for name, value, help in (("queries", cache.queries, "Prompt tokens looked up in the prefix cache."),
+                                      ("hits", cache.hits, "Prompt tokens found in the prefix cache.")):
+                lines += [f"# HELP vllm:prefix_cache_{name}_total {help}",
+                          f"# TYPE vllm:prefix_cache_{name}_total counter",
+                          f"vllm:prefix_cache_{name}_total{{model_name={label}}} {value}"]
+        return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
 
     async def models(self, _request: web.Request) -> web.Response:
         card = lambda id, root, parent: {  # noqa: E731
@@ -370,6 +388,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-lora-rank", type=int, default=16)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs (debugging)")
+    p.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction,
+                   default=os.environ.get("TRAIN_AGENT_PREFIX_CACHING", "1") != "0",
+                   help="reuse the KV of prompt prefixes computed before (default on; "
+                        "TRAIN_AGENT_PREFIX_CACHING=0 turns it off)")
+    p.add_argument("--no-prefix-caching", dest="enable_prefix_caching", action="store_false",
+                   help="the same as --no-enable-prefix-caching")
     p.add_argument("--logprobs-mode", default="raw_logprobs", choices=LOGPROBS_MODES,
                    help="as vLLM's: raw_logprobs (the model's distribution) or processed_logprobs (after "
                         "temperature: what the trainer computes with loss.temperature; docs/training.md)")
@@ -389,7 +413,7 @@ def build_engine(args: argparse.Namespace) -> Engine:
                   enable_lora=args.enable_lora, max_loras=args.max_loras, max_lora_rank=args.max_lora_rank,
                   gpu_memory_utilization=args.gpu_memory_utilization, kv_cache_memory=args.kv_cache_memory,
                   seed=args.seed, use_graphs=False if args.enforce_eager else None,
-                  logprobs_mode=args.logprobs_mode)
+                  logprobs_mode=args.logprobs_mode, prefix_caching=args.enable_prefix_caching)
 
 
 async def serve(engine: Engine, host: str, port: int) -> None:

@@ -10,6 +10,12 @@ stop strings and lengths. Rows that finished mid-window just produce a few token
 Requests with different LoRA adapters (or none) share every step: each row carries its adapter's
 bank slot. Loading a name again writes the new weights into a free bank slot and repoints the
 name, so a running request keeps the weights it started with.
+
+With prefix caching on (the default), a prompt whose leading blocks some slot's row already holds
+(an earlier turn of the same conversation, or a sibling rollout with the same system prompt and
+task) reuses them and prefills only the rest (prefix_cache.py). Slots are handed out lowest first,
+so the decode batch (every row below the highest busy slot) stays narrow; a request whose prefix sits
+in a free slot takes that slot instead.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import torch
 
 from train_agent.decoder import Decoder, pick_bucket, read_peft_adapter
 from train_agent.guided import Grammars
+from train_agent.prefix_cache import PrefixCache, block_hashes, longest_prefix
 from train_agent.sampling import derive_seed
 
 log = logging.getLogger("train_agent.engine")
@@ -74,6 +81,10 @@ class _Request:
     seqs: list["_Seq"] = field(default_factory=list)
     t_first: float = 0.0
     done: int = 0
+    key: int = -1  # the prefix cache's key of the adapter weights (-1: the base model)
+    hashes: list[bytes] = field(default_factory=list)  # the prompt's block hashes
+    cached: int = 0  # leading prompt tokens whose KV is reused, not prefilled
+    copy_from: int = -1  # the slot to copy those `cached` rows from (-1: they are in place)
 
 
 @dataclass
@@ -97,7 +108,7 @@ class AdapterError(Exception):
 
 class Generator:
     def __init__(self, decoder: Decoder, eos_ids: set[int], *, seed: int = 0,
-                 max_prefill_tokens: int = 16384, grammars: Grammars | None = None):
+                 max_prefill_tokens: int = 16384, grammars: Grammars | None = None, prefix_caching: bool = True):
         self.dec = decoder
         self.grammars = grammars
         self.eos_ids = eos_ids
@@ -109,6 +120,11 @@ class Generator:
         self.commands: list[tuple[Callable[[], object], Future]] = []
         self.adapters: dict[str, tuple[int, str]] = {}  # name -> (bank slot, path)
         self.bank_refs = [0] * decoder.lora_slots  # requests holding each bank slot
+        # each install gets a new key, so KV computed under replaced weights is never matched
+        self.bank_keys = [0] * decoder.lora_slots
+        self.installs = 0
+        self.cache = PrefixCache(decoder.num_slots) if prefix_caching else None
+        self.admitted = 0
         self.cv = threading.Condition()
         self.stopping = False
         self.thread = threading.Thread(target=self._run, name="engine-scheduler", daemon=True)
@@ -151,6 +167,8 @@ class Generator:
             # copied to the device here, on the scheduler thread: no CUDA work may run on another
             # thread while a graph is being captured
             self.dec.install_adapter(free[0], weights, scale)
+            self.installs += 1
+            self.bank_keys[free[0]] = self.installs
             self.adapters[name] = (free[0], path)
 
         return self._command(install)
@@ -207,28 +225,71 @@ class Generator:
 
     def _admit(self, reqs: list[_Request]) -> None:
         chunk: list[_Request] = []
+        coming: dict[bytes, None] = {}  # the blocks the chunk's prefill will compute
         for req in reqs:
-            for _ in range(req.n):
-                slot = heapq.heappop(self.free_slots)
-                seq = _Seq(req, slot, derive_seed(req.params.seed, len(req.seqs)))
-                if req.params.grammar is not None:
-                    seq.matcher = self.grammars.matcher(req.params.grammar)
-                req.seqs.append(seq)
-            width = max([len(r.prompt) for r in chunk + [req]]) * (len(chunk) + 1)
+            if self.cache is not None:
+                req.key = self.bank_keys[req.adapter_slot] if req.adapter_slot >= 0 else -1
+                req.hashes = block_hashes(req.prompt, req.key)
+                if longest_prefix(req.hashes, coming)[0] > self.cache.longest(req.hashes)[0]:
+                    # a request of the chunk computes more of this prompt than the cache holds (the
+                    # rollouts of a group arrive together): prefill the chunk first, then reuse it
+                    self._prefill(chunk)
+                    chunk, coming = [], {}
+            self._place(req)
+            width = max([len(r.prompt) - r.cached for r in chunk + [req]]) * (len(chunk) + 1)
             if chunk and width > self.max_prefill_tokens:
                 self._prefill(chunk)
-                chunk = []
+                chunk, coming = [], {}
             chunk.append(req)
+            coming.update(dict.fromkeys(req.hashes))
         if chunk:
             self._prefill(chunk)
+        if self.cache is not None and self.admitted // 256 != (self.admitted + len(reqs)) // 256:
+            c = self.cache
+            log.info("prefix cache: %d of %d prompt tokens reused (%.1f%%)", c.hits, c.queries,
+                     100 * c.hits / max(c.queries, 1))
+        self.admitted += len(reqs)
+
+    def _place(self, req: _Request) -> None:
+        """Gives the request's sequences their slots: the first takes a free slot that holds the
+        prompt's longest cached prefix if there is one, else (as every other sequence) the lowest
+        free slot, whose cached blocks are dropped."""
+        n, holders = self.cache.longest(req.hashes) if self.cache is not None else (0, set())
+        # the holder with the longest match past the last common block; free ones first (no copy)
+        best = max(sorted(holders), default=-1, key=lambda h: (self.cache.reusable(h, req.prompt, n),
+                                                                 h in self.free_slots))
+        in_place = best >= 0 and best in self.free_slots
+        req.cached = min(self.cache.reusable(best, req.prompt, n), len(req.prompt) - 1) if best >= 0 else 0
+        req.copy_from = best if best >= 0 and not in_place else -1
+        for i in range(req.n):
+            if i == 0 and in_place:
+                slot, kept = best, req.cached
+                self.free_slots.remove(slot)
+                heapq.heapify(self.free_slots)
+            else:
+                slot, kept = heapq.heappop(self.free_slots), 0
+            if self.cache is not None:
+                self.cache.keep(slot, kept)
+            seq = _Seq(req, slot, derive_seed(req.params.seed, len(req.seqs)))
+            if req.params.grammar is not None:
+                seq.matcher = self.grammars.matcher(req.params.grammar)
+            req.seqs.append(seq)
+        if self.cache is not None:
+            self.cache.count(len(req.prompt), req.cached)
 
     def _prefill(self, reqs: list[_Request]) -> None:
         dec = self.dec
+        for r in reqs:
+            if r.copy_from >= 0:
+                dec.copy_slot(r.copy_from, [r.seqs[0].slot], r.cached)
         logits = dec.prefill([r.prompt for r in reqs], [r.seqs[0].slot for r in reqs],
-                             [r.adapter_slot for r in reqs])
+                             [r.adapter_slot for r in reqs], [r.cached for r in reqs])
         for r in reqs:
             if r.n > 1:
                 dec.copy_slot(r.seqs[0].slot, [s.slot for s in r.seqs[1:]], len(r.prompt))
+            if self.cache is not None:
+                for s in r.seqs:
+                    self.cache.hold(s.slot, r.prompt, r.hashes)
         seqs = [s for r in reqs for s in r.seqs]
         rows = torch.tensor([i for i, r in enumerate(reqs) for _ in range(r.n)], device=dec.device)
         slots = torch.tensor([s.slot for s in seqs], device=dec.device)
@@ -321,8 +382,11 @@ class Generator:
     def _retire(self, s: _Seq) -> None:
         del self.active[s.slot]
         dec = self.dec
-        dec.temp[s.slot] = 0.0  # idle rows decode greedily from position 0, harmlessly
-        dec.pos[s.slot] = 0
+        if self.cache is not None:  # the row keeps every token but the last (never fed back)
+            tokens = s.req.prompt + s.out.token_ids[:-1]
+            self.cache.hold(s.slot, tokens, block_hashes(tokens, s.req.key, s.req.hashes))
+        dec.temp[s.slot] = 0.0  # idle rows decode greedily at the idle position, harmlessly
+        dec.pos[s.slot] = dec.idle_pos
         dec.lora[s.slot] = -1
         dec.bitmask[s.slot] = -1
         with self.cv:
@@ -341,6 +405,8 @@ class Generator:
         for slot in list(self.active):
             del self.active[slot]
             heapq.heappush(self.free_slots, slot)
+            if self.cache is not None:  # the failure may have left its row half written
+                self.cache.keep(slot, 0)
         for req in reqs.values():
             if req.adapter_slot >= 0:
                 self.bank_refs[req.adapter_slot] -= 1

@@ -51,6 +51,71 @@ def token_logprobs(logits: torch.Tensor, targets: torch.Tensor):
     return logp, entropy
 
 
+# Rows of float32 logits one chunk of `linear_token_logprobs` materializes, as a byte budget:
+# 512 MiB is ~880 tokens over Qwen2.5's 152k vocabulary, large enough for full-speed matmuls.
+LOGIT_CHUNK_BYTES = 512 << 20
+
+
+class _LinearTokenLogprobs(torch.autograd.Function):
+    """`log_softmax(h @ W.T + b)[target]` chunked over rows, so no [M, V] tensor outlives a chunk.
+
+    Each logprob depends on its own hidden row only, so its gradient is a per-row vector that the
+    forward pass can finish: d logp_i / d h_i = (W[t_i] - p_i @ W) / T, with p_i the row's softmax.
+    Forward stores that [M, d] Jacobian (small: d, not V, per token) and backward scales it by the
+    incoming per-token gradient. The matmul count equals autograd's (logits, then p @ W in place of
+    grad_logits @ W) with no recompute, unlike checkpointing the head (Liger's fused linear
+    cross-entropy does the same for its loss; here the loss is applied later, to the logprobs). The
+    head weight and bias are constants: the trainer's head is frozen (an adapted head takes
+    `token_logprobs`)."""
+
+    @staticmethod
+    def forward(ctx, h, weight, bias, targets, temperature, chunk_rows):
+        with torch.autocast(h.device.type, enabled=False):  # the head runs in float32 under bf16-mixed
+            return _LinearTokenLogprobs._forward(ctx, h, weight, bias, targets, temperature, chunk_rows)
+
+    @staticmethod
+    def _forward(ctx, h, weight, bias, targets, temperature, chunk_rows):
+        w32 = weight.float()
+        b32 = None if bias is None else bias.float()
+        need_grad = ctx.needs_input_grad[0]
+        logp = torch.empty(h.shape[0], dtype=torch.float32, device=h.device)
+        entropy = torch.empty_like(logp)
+        jac = torch.empty(h.shape, dtype=torch.float32, device=h.device) if need_grad else None
+        for start in range(0, h.shape[0], chunk_rows):
+            rows = slice(start, start + chunk_rows)
+            t = targets[rows]
+            logits = F.linear(h[rows].float(), w32, b32)
+            if temperature != 1.0:
+                logits /= temperature
+            logq = logits.sub_(logits.logsumexp(-1, keepdim=True))  # in place: log-softmax
+            logp[rows] = logq.gather(-1, t[:, None])[:, 0]
+            p = logq.exp()
+            entropy[rows] = -(p * logq).sum(-1)
+            if need_grad:
+                jac[rows] = (w32[t] - p @ w32) / temperature
+        ctx.save_for_backward(jac)
+        ctx.h_dtype = h.dtype
+        ctx.mark_non_differentiable(entropy)
+        return logp, entropy
+
+    @staticmethod
+    def backward(ctx, grad_logp, _grad_entropy):
+        (jac,) = ctx.saved_tensors
+        return (jac * grad_logp[:, None]).to(ctx.h_dtype), None, None, None, None, None
+
+
+def linear_token_logprobs(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+                          targets: torch.Tensor, temperature: float = 1.0, chunk_rows: int | None = None):
+    """`token_logprobs(F.linear(h, W, b).float() / temperature, targets)` without materializing the
+    [M, V] float32 logits (the trainer's memory peak over a 152k vocabulary): chunks of `chunk_rows`
+    rows (default: LOGIT_CHUNK_BYTES of logits). Gradients flow to `h` only."""
+    if torch.is_grad_enabled() and (weight.requires_grad or (bias is not None and bias.requires_grad)):
+        raise ValueError("linear_token_logprobs treats the output head as a constant, but it requires grad")
+    if chunk_rows is None:
+        chunk_rows = max(1, LOGIT_CHUNK_BYTES // (4 * weight.shape[0]))
+    return _LinearTokenLogprobs.apply(h, weight, bias, targets, temperature, chunk_rows)
+
+
 def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
     """Per-token k3 estimate of KL(policy || reference): exp(ref - new) - (ref - new) - 1."""
     d = ref_logp - logp

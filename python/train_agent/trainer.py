@@ -86,10 +86,9 @@ from pathlib import Path
 import pytorch_lightning as pl
 from pytorch_lightning.strategies import DDPStrategy
 import torch
-import torch.nn.functional as F
 
 from .batches import plan_step, read_step_file
-from .loss import AGGREGATIONS, grpo_loss, sft_loss, token_logprobs
+from .loss import AGGREGATIONS, grpo_loss, linear_token_logprobs, sft_loss, token_logprobs
 from .models import ModelSource, cpu_has_fast_bf16, load_model, load_tokenizer, parse_dtype
 
 # ---------------------------------------------------------------------------------------- config
@@ -337,15 +336,15 @@ def trained_logprobs(model, mb: dict[str, torch.Tensor], temperature: float = 1.
     sel = mb["loss_mask"][:, 1:]
     h = hidden[:, :-1][sel]  # the position before each trained token predicts it
     head = lm.get_output_embeddings()
-    with torch.autocast(h.device.type, enabled=False):
-        if isinstance(head, torch.nn.Linear):
-            bias = None if head.bias is None else head.bias.float()
-            logits = F.linear(h.float(), head.weight.float(), bias)
-        else:  # an adapted head (lm_head in target_modules)
-            logits = head(h).float()
+    targets = mb["input_ids"][:, 1:][sel]
+    if isinstance(head, torch.nn.Linear):
+        # chunked: the [tokens, vocab] float32 logits never exist whole (loss.linear_token_logprobs)
+        return linear_token_logprobs(h, head.weight, head.bias, targets, temperature)
+    with torch.autocast(h.device.type, enabled=False):  # an adapted head (lm_head in target_modules)
+        logits = head(h).float()
         if temperature != 1.0:
             logits = logits / temperature
-    return token_logprobs(logits, mb["input_ids"][:, 1:][sel])
+    return token_logprobs(logits, targets)
 
 
 class PolicyModule(pl.LightningModule):
