@@ -382,7 +382,7 @@ mod tests {
         t.reward_parts.ground_truth = gt;
         t.reward = gt;
         t.turns = vec![Turn { prompt_tokens: 100, completion_tokens: 20, ..Default::default() }; t.num_turns as usize];
-        t.timings = Timings { total_ms: 1500, model_ms: 1000, tools_ms: 500 };
+        t.timings = Timings { total_ms: 1500, model_ms: 1000, tools_ms: 500, isolation_ms: 0 };
         t
     }
 
