@@ -203,6 +203,11 @@ pub async fn run(args: Args) -> Result<()> {
             let python = PythonEnv::ensure()?;
             let mut opts = args.engine.options(&target.base_model, BASE_NAME, logs.join("engine.log"));
             opts.max_lora_rank = target.lora_rank;
+            // The adapter under test and `--baseline` are resident together (the engine, like
+            // vLLM, refuses a load beyond --max-loras).
+            if target.baseline.is_some() {
+                opts.max_loras = Some(2);
+            }
             eprintln!("starting the engine with {} (log: {})", target.base_model, opts.log_path.display());
             let engine = Engine::start(&python, &opts).await.context("the embedded engine did not start")?;
             let client = engine.client().clone();
