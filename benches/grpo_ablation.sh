@@ -13,7 +13,12 @@
 #
 # Optional: TA_SERVER (the MCP server command, default "$TA_BIN demo-server"), TA_STEPS (10),
 # TA_EVAL_ROLLOUTS (4 samples per validation scenario), TA_ARMS (space-separated subset),
-# TA_EXTRA_TOML (appended to every arm's config, e.g. "[optim]\nlr = 3e-5").
+# TA_EXTRA_TOML (appended to every arm's config, e.g. "[optim]\nlr = 3e-5"), TA_PARALLEL (arms
+# run side by side, default 1), TA_GPU_UTIL (each engine's share of GPU memory; lower it with
+# TA_PARALLEL > 1).
+# Every arm is compared with the SFT adapter by `eval --baseline`'s paired test on the same
+# validation episodes: the SFT adapter's are played once (eval-sft/) and handed to each arm's
+# eval as its baseline episodes, which `eval` keeps instead of playing them again.
 # Re-running continues: finished arms are skipped (`train --resume`, `eval` keeps episodes).
 set -euo pipefail
 
@@ -23,6 +28,8 @@ SERVER=${TA_SERVER:-"$TA_BIN demo-server"}
 STEPS=${TA_STEPS:-10}
 K=${TA_EVAL_ROLLOUTS:-4}
 ARMS=${TA_ARMS:-"recipe no-dynamic-sampling uniform-curriculum weighted-sum dr-grpo former-defaults"}
+PARALLEL=${TA_PARALLEL:-1}
+if [[ -n "${TA_GPU_UTIL:-}" ]]; then export TRAIN_AGENT_GPU_MEMORY_UTILIZATION=$TA_GPU_UTIL; fi
 mkdir -p "$TA_OUT"
 
 # The recipe: every #15 feature on. Each other arm flips one setting of it; former-defaults is
@@ -46,6 +53,7 @@ scenarios_per_step = 8
 max_steps = $STEPS
 epochs = 100
 eval_every = 0
+eval_rollouts = 0
 validate_base = false
 dynamic_sampling = $dynamic
 max_oversample = 3.0
@@ -59,19 +67,24 @@ EOF
   if [[ -n "${TA_EXTRA_TOML:-}" ]]; then printf '%b\n' "$TA_EXTRA_TOML"; fi
 }
 
-evaluate() { # label, adapter
-  local out="$TA_OUT/eval-$1"
+evaluate() { # label, adapter, [baseline adapter]
+  local out="$TA_OUT/eval-$1" baseline=()
+  if [[ -n "${3:-}" ]]; then
+    baseline=(--baseline "$3")
+    mkdir -p "$out/trajectories"
+    [[ -f "$out/trajectories/baseline.jsonl" ]] || cp "$TA_OUT/eval-sft/trajectories/trained.jsonl" "$out/trajectories/baseline.jsonl"
+  fi
   if [[ ! -f "$out/eval.json" ]]; then
-    "$TA_BIN" eval --server "$SERVER" --model "$2" --base-model "$TA_MODEL" --dataset "$TA_SCENARIOS" \
+    "$TA_BIN" eval --server "$SERVER" --model "$2" "${baseline[@]}" --base-model "$TA_MODEL" --dataset "$TA_SCENARIOS" \
       --split validation --rollouts "$K" --temperature 1.0 --out "$out" >"$TA_OUT/eval-$1.log" 2>&1
   fi
 }
 
-for arm in $ARMS; do
-  run="$TA_OUT/$arm"
+train_arm() { # arm
+  local arm=$1 run="$TA_OUT/$1"
   if [[ ! -d "$run/final" ]]; then
     arm_toml "$arm" >"$TA_OUT/$arm.toml"
-    resume=()
+    local resume=() start
     [[ -f "$run/config.toml" ]] && resume=(--resume)
     start=$(date +%s)
     "$TA_BIN" train --server "$SERVER" --dataset "$TA_SCENARIOS" --base-model "$TA_MODEL" \
@@ -79,32 +92,61 @@ for arm in $ARMS; do
       >"$TA_OUT/$arm.log" 2>&1
     echo "$(( $(date +%s) - start ))" >"$run/wall_s"
   fi
-  evaluate "$arm" "$run/final"
-done
-evaluate sft "$TA_SFT_ADAPTER"
+}
 
-# The table: sampled pass@1 with its 95% interval, pass@K, and the training side (mean ground
-# truth of the last 3 steps' rollouts, mean flat share before and after dynamic sampling).
-python3 - "$TA_OUT" "$K" $ARMS <<'EOF'
+# The SFT adapter's episodes first (beside the first arms' training when they run in parallel):
+# every arm's paired test reuses them.
+rm -f "$TA_OUT/eval-sft.failed"
+( evaluate sft "$TA_SFT_ADAPTER" || touch "$TA_OUT/eval-sft.failed" ) &
+sft_done() { # waits for the SFT adapter's evaluation; fails if it failed
+  while [[ ! -f "$TA_OUT/eval-sft/eval.json" ]]; do
+    [[ -f "$TA_OUT/eval-sft.failed" ]] && { echo "the SFT adapter's eval failed: $TA_OUT/eval-sft.log" >&2; return 1; }
+    sleep 5
+  done
+}
+pids=()
+for arm in $ARMS; do
+  while (( $(for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && echo; done | wc -l) >= PARALLEL )); do sleep 5; done
+  ( train_arm "$arm" && sft_done && evaluate "$arm" "$TA_OUT/$arm/final" "$TA_SFT_ADAPTER" ) &
+  pids+=($!)
+done
+status=0
+for p in "${pids[@]}"; do wait "$p" || status=1; done
+wait
+sft_done
+(( status == 0 )) || { echo "an arm failed; its log is $TA_OUT/<arm>.log or eval-<arm>.log" >&2; exit 1; }
+
+# The table: sampled pass@1 with its 95% interval, pass@K, the paired test against the SFT
+# adapter (tasks better / worse, McNemar p, mean difference with its paired bootstrap interval),
+# and the training side (mean ground truth of the last 3 steps' rollouts, mean flat share before
+# and after dynamic sampling), and the greedy validation `train` ran before and after (one
+# episode per task; the sampled evaluation above is the finer measure).
+python3 - "$TA_OUT" "$K" $ARMS <<'EOF' | tee "$TA_OUT/table.md"
 import json, sys, pathlib
 out, k, arms = pathlib.Path(sys.argv[1]), sys.argv[2], sys.argv[3:]
 def ev(label):
-    m = json.loads((out / f"eval-{label}" / "eval.json").read_text())["metrics"][0]
+    e = json.loads((out / f"eval-{label}" / "eval.json").read_text())
+    m = e["metrics"][-1]
     lo, hi = m.get("success_ci95") or (float("nan"), float("nan"))
-    return m["success_rate"], lo, hi, m.get("pass_at_k", {}).get(k)
+    pk = m.get("pass_at_k", {}).get(k)
+    paired = (e.get("comparison") or {}).get("paired")
+    return f"{m['success_rate']:.3f} [{lo:.3f}, {hi:.3f}]", "-" if pk is None else f"{pk:.3f}", paired
 def train(arm):
     rows = [json.loads(l) for l in (out / arm / "metrics.jsonl").read_text().splitlines() if l.strip()]
     steps = [r for r in rows if "reward" in r]
     mean = lambda xs: sum(xs) / len(xs) if xs else float("nan")
     gt = mean([r["ground_truth"] for r in steps[-3:] if r.get("ground_truth") is not None])
+    flat = lambda key: mean([r[key] for r in steps if r.get(key) is not None])
     wall = (out / arm / "wall_s").read_text().strip() if (out / arm / "wall_s").exists() else "-"
-    return gt, mean([r["flat_share_before"] for r in steps]), mean([r["flat_share_after"] for r in steps]), wall
-print(f"| arm | pass@1 (T=1) | 95% CI | pass@{k} | train GT (last 3 steps) | flat before | flat after | wall s |")
-print("|---|---|---|---|---|---|---|---|")
-p, lo, hi, pk = ev("sft")
-print(f"| sft (start) | {p:.3f} | {lo:.3f}-{hi:.3f} | {pk if pk is None else f'{pk:.3f}'} | - | - | - | - |")
+    val = [r for r in rows if r.get("val_success") is not None]
+    greedy = f"{val[0]['val_success']:.3f} -> {val[-1]['val_success']:.3f}" if len(val) >= 2 else "-"
+    return f"{gt:.3f} | {flat('flat_share_before'):.2f} | {flat('flat_share_after'):.2f} | {greedy} | {wall}"
+print(f"| arm | pass@1 (T=1) [95% CI] | pass@{k} | vs SFT: better / worse tasks | McNemar p | diff [95% CI] | train GT (last 3 steps) | flat before | flat after | greedy SFT -> arm | wall s |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
+p1, pk, _ = ev("sft")
+print(f"| sft (start) | {p1} | {pk} | - | - | - | - | - | - | - | - |")
 for arm in arms:
-    p, lo, hi, pk = ev(arm)
-    gt, before, after, wall = train(arm)
-    print(f"| {arm} | {p:.3f} | {lo:.3f}-{hi:.3f} | {pk if pk is None else f'{pk:.3f}'} | {gt:.3f} | {before:.2f} | {after:.2f} | {wall} |")
+    p1, pk, pr = ev(arm)
+    test = "- | - | -" if pr is None else f"{pr['better']} / {pr['worse']} | {pr['mcnemar_p']:.2g} | {100*pr['diff']:+.1f} pts [{100*pr['diff_ci95'][0]:+.1f}, {100*pr['diff_ci95'][1]:+.1f}]"
+    print(f"| {arm} | {p1} | {pk} | {test} | {train(arm)} |")
 EOF

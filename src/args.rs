@@ -92,8 +92,9 @@ pub struct EngineArgs {
     /// Longest prompt + completion the engine accepts.
     #[arg(long)]
     pub max_model_len: Option<u32>,
-    /// Share of GPU memory the engine may use (leave room for the trainer).
-    #[arg(long)]
+    /// Share of GPU memory the engine may use (leave room for the trainer; lower it to run
+    /// several runs side by side on one GPU).
+    #[arg(long, env = "TRAIN_AGENT_GPU_MEMORY_UTILIZATION")]
     pub gpu_memory_utilization: Option<f32>,
     /// Seconds to wait for the engine to load the model.
     #[arg(long, default_value_t = 900)]
