@@ -19,8 +19,9 @@ fn tiny_model() -> PathBuf {
 }
 
 /// Scenarios whose ground truth is "the answer holds a digit", and a config for short steps.
+/// Dynamic sampling is off: these tests count plain steps (it has its own test below).
 fn setup(dir: &Path, max_steps: u32) -> (PathBuf, PathBuf) {
-    setup_with(dir, max_steps, 8, "", "")
+    setup_with(dir, max_steps, 8, "dynamic_sampling = false", "")
 }
 
 /// [`setup`] with `rollouts` per scenario, `rollout` lines added to `[rollout]` and `tail`

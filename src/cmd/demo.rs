@@ -133,9 +133,9 @@ fn profile(gpu: bool, model: &str, steps: Option<u64>, train_limit: Option<usize
         grpo.rollout.scenarios_per_step = 8;
         grpo.rollout.rollouts_per_scenario = 8;
         grpo.optim.lr = 2e-5;
-        // An SFT start solves many train tasks in every rollout: replace the flat groups, and
-        // retire the tasks the policy always solves (docs/training.md, "Informative batches").
-        grpo.rollout.dynamic_sampling = true;
+        // An SFT start solves many train tasks in every rollout: retire the tasks the policy
+        // always solves (docs/training.md, "Informative batches"); dynamic sampling, on by
+        // default, replaces the flat groups.
         grpo.curriculum.mode = ta_train::config::CurriculumMode::Adaptive;
     } else {
         // The hand-written questions: synthesized ones would need more SFT than 15 minutes allow.
@@ -165,6 +165,9 @@ fn profile(gpu: bool, model: &str, steps: Option<u64>, train_limit: Option<usize
         grpo.rollout.max_tokens = 128;
         grpo.rollout.tool_result_max_chars = 1500;
         grpo.rollout.concurrency = 16;
+        // Replacing flat groups would multiply the CPU's slowest phase by up to
+        // `max_oversample`, and two steps are no learning claim to protect.
+        grpo.rollout.dynamic_sampling = false;
         grpo.optim.lr = 5e-5;
     }
     Profile { model: model.into(), synth, train_limit, validation_limit, sft_share: sft_share.unwrap_or(default_share), sft, grpo }
@@ -428,6 +431,7 @@ mod tests {
         assert_eq!((cpu.train_limit, cpu.validation_limit), (Some(32), Some(10)));
         assert_eq!(cpu.synth, None, "the CPU demo stays on the hand-written questions");
         assert_eq!((cpu.sft_share, cpu.grpo.rollout.eval_rollouts), (1.0, 0));
+        assert!(!cpu.grpo.rollout.dynamic_sampling, "the CPU demo does not oversample its slowest phase");
         assert_eq!(profile(false, "small", None, Some(6), Some(2), None).validation_limit, Some(2), "--validation-limit wins");
         let gpu = profile(true, "qwen0.5b", Some(3), None, None, None);
         assert_eq!(gpu.model, "qwen2.5-coder-0.5b-instruct");
@@ -436,6 +440,7 @@ mod tests {
         assert_eq!(gpu.synth, Some(Synth { n: 1500, seed: 1 }), "the GPU demo trains on synthesized tasks");
         assert!(gpu.sft_share < 0.5, "SFT on a part of the train split: {}", gpu.sft_share);
         assert!(gpu.grpo.rollout.eval_rollouts >= 2, "sampled validation gives pass@1 with an interval");
+        assert!(gpu.grpo.rollout.dynamic_sampling, "from an SFT start most first-round groups are flat");
         assert_eq!(profile(true, "qwen0.5b", None, None, None, Some(0.5)).sft_share, 0.5, "--sft-share wins");
         assert_eq!(profile(true, "/models/x.gguf", None, None, None, None).grpo.base_model, "/models/x.gguf");
         for p in [cpu, gpu] {
