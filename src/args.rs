@@ -145,12 +145,7 @@ impl ModelArgs {
         eprintln!("starting the engine with {base_model} (log: {})", opts.log_path.display());
         let engine = Engine::start(&env, &opts).await.context("the embedded engine did not start")?;
         let client = engine.client().clone();
-        Ok(ModelEndpoint {
-            chat: ta_chat::ChatClient::new(&client.base_url(), None, limits),
-            model: BASE_NAME.to_string(),
-            record_tokens: true,
-            engine: Some(engine),
-        })
+        Ok(ModelEndpoint { chat: ta_chat::ChatClient::new(&client.base_url(), None, limits), model: BASE_NAME.to_string(), record_tokens: true, engine: Some(engine) })
     }
 }
 
@@ -239,11 +234,9 @@ impl IsolationArgs {
         if self.isolate.is_some() {
             settings.isolate = self.isolate;
         }
-        for (flag, value) in [
-            (&self.capture_state, &mut settings.capture_state),
-            (&self.reset_command, &mut settings.reset_command),
-            (&self.reset_url, &mut settings.reset_url),
-        ] {
+        for (flag, value) in
+            [(&self.capture_state, &mut settings.capture_state), (&self.reset_command, &mut settings.reset_command), (&self.reset_url, &mut settings.reset_url)]
+        {
             if flag.is_some() {
                 value.clone_from(flag);
             }
@@ -270,7 +263,10 @@ pub fn check_state_capture(scenarios: &[ta_types::Scenario], settings: &ta_rollo
     if settings.capture_state.is_none()
         && let Some(s) = scenarios.iter().find(|s| s.expected_state.is_some())
     {
-        bail!("scenario `{}` has expected_state, but no --capture-state was given\nhint: pass --capture-state CMD (run in {{workdir}} after each episode), e.g. --capture-state \"sqlite3 shop.db .dump\"", s.id);
+        bail!(
+            "scenario `{}` has expected_state, but no --capture-state was given\nhint: pass --capture-state CMD (run in {{workdir}} after each episode), e.g. --capture-state \"sqlite3 shop.db .dump\"",
+            s.id
+        );
     }
     Ok(())
 }
@@ -300,9 +296,10 @@ impl ServerArgs {
         let mut spec = ta_mcp::ServerSpec::resolve(self.server.as_deref(), self.mcp_config.as_deref(), self.server_name.as_deref())?;
         // `train-agent demo-server` works from a fresh clone, before the binary is on PATH.
         if let ta_mcp::ServerSpec::Stdio { command, .. } = &mut spec
-            && command == "train-agent" {
-                *command = std::env::current_exe()?.display().to_string();
-            }
+            && command == "train-agent"
+        {
+            *command = std::env::current_exe()?.display().to_string();
+        }
         let options = ta_mcp::ClientOptions {
             call_timeout: Duration::from_secs(self.mcp_timeout),
             bearer_token: ta_mcp::Secret::from_env(&self.bearer_token_env),

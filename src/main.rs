@@ -131,9 +131,8 @@ fn colour_on_stderr() -> bool {
 
 /// Logs go to stderr: stdout belongs to results (and to the MCP protocol in `demo-server`).
 fn init_logging(filter: &str) {
-    let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| {
-        if filter == "info" { "warn,train_agent=info,ta_rollout=info,ta_python=info,ta_mcp=warn".to_string() } else { filter.to_string() }
-    });
+    let filter = std::env::var("RUST_LOG")
+        .unwrap_or_else(|_| if filter == "info" { "warn,train_agent=info,ta_rollout=info,ta_python=info,ta_mcp=warn".to_string() } else { filter.to_string() });
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
         .with_writer(|| RedactingStderr)

@@ -47,11 +47,8 @@ fn bad_server_and_scenarios_give_actionable_errors() {
 async fn rollout_writes_scored_trajectories_and_continues_a_stopped_run() {
     let dir = tempfile::tempdir().unwrap();
     let scenarios = dir.path().join("s.jsonl");
-    std::fs::write(
-        &scenarios,
-        "{\"id\": \"deps\", \"task\": \"How many departments are there?\", \"expected\": 9}\n{\"id\": \"other\", \"task\": \"Say hi\"}\n",
-    )
-    .unwrap();
+    std::fs::write(&scenarios, "{\"id\": \"deps\", \"task\": \"How many departments are there?\", \"expected\": 9}\n{\"id\": \"other\", \"task\": \"Say hi\"}\n")
+        .unwrap();
     let script = vec![
         tool_calls(&[("run_query", r#"{"sql": "SELECT COUNT(*) FROM departments"}"#)]),
         tool_calls(&[("complete_task", r#"{"summary": "9"}"#)]),

@@ -52,10 +52,7 @@ async fn load(State(e): State<FakeEngine>, Json(body): Json<Value>) -> String {
 }
 
 async fn serve(engine: FakeEngine) -> String {
-    let app = axum::Router::new()
-        .route("/v1/chat/completions", post(chat))
-        .route("/v1/load_lora_adapter", post(load))
-        .with_state(engine);
+    let app = axum::Router::new().route("/v1/chat/completions", post(chat)).route("/v1/load_lora_adapter", post(load)).with_state(engine);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });

@@ -239,7 +239,10 @@ async fn rollout_add_carol(script: Vec<Reply>) -> Trajectory {
         .unwrap();
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(run.status.success(), "{stderr}");
-    assert!(stderr.contains("isolation: episode (tools that do not declare readOnlyHint may change state: read_query, write_query"), "the choice and its reason are logged: {stderr}");
+    assert!(
+        stderr.contains("isolation: episode (tools that do not declare readOnlyHint may change state: read_query, write_query"),
+        "the choice and its reason are logged: {stderr}"
+    );
     let seed = std::process::Command::new("sqlite3").arg(&db).arg("SELECT count(*) FROM customers").output().unwrap();
     assert_eq!(String::from_utf8_lossy(&seed.stdout).trim(), "2", "the episode wrote to its copy, never to --server-state");
     ta_types::trajectory::read_trajectories(&out.join("trajectories.jsonl")).unwrap().remove(0)

@@ -163,7 +163,9 @@ async fn cli_timeout_flags_bound_a_hanging_model_server() {
     let dir = tempfile::tempdir().unwrap();
     let hang = FaultServer::start(vec![Fault::Hang]).await;
     let args = ["--model-timeout", "0.3", "--model-deadline", "1", "--model-retries", "50"];
-    let out = tokio::time::timeout(Duration::from_secs(60), rollout(&hang.url(), DEMO, &scenarios(&dir, 1), &dir.path().join("o"), &args)).await.expect("the flags bound the run");
+    let out = tokio::time::timeout(Duration::from_secs(60), rollout(&hang.url(), DEMO, &scenarios(&dir, 1), &dir.path().join("o"), &args))
+        .await
+        .expect("the flags bound the run");
     assert!(!out.status.success());
     assert!(stderr(&out).contains("within the 1 s deadline"), "{}", stderr(&out));
 
@@ -300,11 +302,7 @@ async fn url_credentials_never_reach_output_logs_or_trajectories() {
     // sees, the trajectory and the logs name it without the token.
     let (addr, server) = demo_http().await;
     let gate = Gate::default();
-    let model = FaultServer::start(vec![
-        Fault::Gated(gate.clone(), Box::new(Fault::ok(tool_calls(&[("list_tables", "{}")])))),
-        Fault::ok(complete()),
-    ])
-    .await;
+    let model = FaultServer::start(vec![Fault::Gated(gate.clone(), Box::new(Fault::ok(tool_calls(&[("list_tables", "{}")])))), Fault::ok(complete())]).await;
     let mcp_url = format!("http://{addr}/mcp?token={SECRET}");
     let run = tokio::spawn(rollout_command(&model.url(), &mcp_url, &scenarios(&dir, 1), &dir.path().join("m"), &["--mcp-timeout", "3"]).output());
     wait_until(|| !model.requests().is_empty()).await;

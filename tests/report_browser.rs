@@ -31,7 +31,11 @@ fn report_renders_in_headless_chromium() {
             std::env::var_os("TRAIN_AGENT_REQUIRE_BROWSER").is_none(),
             "TRAIN_AGENT_REQUIRE_BROWSER is set but {chromium} does not exist (apt-get install -y chromium)"
         );
-        eprintln!("\n{}\nSKIPPED report_renders_in_headless_chromium: {chromium} not found.\nInstall it with `apt-get install -y chromium` (.ci/run does) to check the report in a browser.\n{}\n", "!".repeat(78), "!".repeat(78));
+        eprintln!(
+            "\n{}\nSKIPPED report_renders_in_headless_chromium: {chromium} not found.\nInstall it with `apt-get install -y chromium` (.ci/run does) to check the report in a browser.\n{}\n",
+            "!".repeat(78),
+            "!".repeat(78)
+        );
         return;
     }
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));

@@ -50,11 +50,14 @@ async fn chat(State(t): State<Teacher>, Json(body): Json<Value>) -> Json<Value> 
         if last.starts_with("Your reply is not valid") {
             return Json(common::text(&tasks(&[(DEPARTMENTS, "run_query", 1), (DEPARTMENTS_AGAIN, "run_query", 1), (NEXT_HIRE, "list_tables", 3)])).1);
         }
-        return Json(common::text(&match t.generation_calls.fetch_add(1, Ordering::SeqCst) {
-            // Not the schema: an unknown tool and a difficulty out of range.
-            0 => "Sure! {\"tasks\": [{\"task\": \"Count the departments\", \"tools\": [\"drop_database\"], \"difficulty\": 9}]}".to_string(),
-            _ => tasks(&[(FIRST_NAMES, "list_tables", 2), (MAX_SALARY, "run_query", 2)]),
-        }).1);
+        return Json(
+            common::text(&match t.generation_calls.fetch_add(1, Ordering::SeqCst) {
+                // Not the schema: an unknown tool and a difficulty out of range.
+                0 => "Sure! {\"tasks\": [{\"task\": \"Count the departments\", \"tools\": [\"drop_database\"], \"difficulty\": 9}]}".to_string(),
+                _ => tasks(&[(FIRST_NAMES, "list_tables", 2), (MAX_SALARY, "run_query", 2)]),
+            })
+            .1,
+        );
     }
     // The solver: query the server, then answer from what it returned.
     let task = messages[1]["content"].as_str().unwrap();

@@ -17,11 +17,8 @@ fn jsonl(path: &std::path::Path) -> Vec<Value> {
 fn synth_on_the_demo_server_then_reference_traces() {
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("synth");
-    let out = Command::new(bin())
-        .args(["scenarios", "synth", "--server", "train-agent demo-server", "--n", "400", "--seed", "1", "--out"])
-        .arg(&out_dir)
-        .output()
-        .unwrap();
+    let out =
+        Command::new(bin()).args(["scenarios", "synth", "--server", "train-agent demo-server", "--n", "400", "--seed", "1", "--out"]).arg(&out_dir).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("query tool        run_query (list: list_tables, describe: describe_table)"), "{stdout}");
@@ -66,6 +63,9 @@ fn synth_on_the_demo_server_then_reference_traces() {
         let steps: Vec<&str> = s["reference"].as_array().unwrap().iter().map(|r| r["tool"].as_str().unwrap()).collect();
         assert_eq!(calls[..calls.len() - 1], steps[..], "the reference steps, replayed");
         assert_eq!(calls.last(), Some(&"complete_task"));
-        assert!(messages[messages.len() - 2]["content"].as_str().unwrap().ends_with("row)") || messages[messages.len() - 2]["content"].as_str().unwrap().contains("rows)"), "the query's real result is in the trace");
+        assert!(
+            messages[messages.len() - 2]["content"].as_str().unwrap().ends_with("row)") || messages[messages.len() - 2]["content"].as_str().unwrap().contains("rows)"),
+            "the query's real result is in the trace"
+        );
     }
 }

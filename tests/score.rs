@@ -14,10 +14,7 @@ const IDS: [&str; 5] = ["former-count", "contractor-count", "newest-dept", "donn
 
 fn demo_scenarios(dir: &std::path::Path) -> std::path::PathBuf {
     let all = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/company.jsonl")).unwrap();
-    let by_id: Vec<String> = IDS
-        .iter()
-        .map(|id| all.lines().find(|l| serde_json::from_str::<Value>(l).unwrap()["id"] == *id).unwrap().to_string())
-        .collect();
+    let by_id: Vec<String> = IDS.iter().map(|id| all.lines().find(|l| serde_json::from_str::<Value>(l).unwrap()["id"] == *id).unwrap().to_string()).collect();
     let path = dir.join("scenarios.jsonl");
     std::fs::write(&path, by_id.join("\n") + "\n").unwrap();
     path
@@ -45,7 +42,9 @@ async fn demo_trajectories_get_ground_truth_rules_and_judge_scores_then_rescorin
         query("SELECT name FROM departments ORDER BY founded_date DESC LIMIT 1"),
         complete("Operations"),
         // donna-gonzalez-projects: half of the set.
-        query("SELECT p.name FROM project_assignments a JOIN employees e ON e.employee_id = a.employee_id JOIN projects p ON p.project_id = a.project_id WHERE e.first_name = 'Donna' AND e.last_name = 'Gonzalez'"),
+        query(
+            "SELECT p.name FROM project_assignments a JOIN employees e ON e.employee_id = a.employee_id JOIN projects p ON p.project_id = a.project_id WHERE e.first_name = 'Donna' AND e.last_name = 'Gonzalez'",
+        ),
         complete("Website Redesign and GDPR Compliance Audit"),
         // total-dept-budget: the right number in prose, never completes.
         text(budget),

@@ -51,7 +51,13 @@ async fn teacher_and_reference_traces_are_curated_into_a_dataset() {
     assert!(deps["messages"][3]["content"].as_str().unwrap().contains('9'));
 
     let reference = dir.path().join("reference");
-    let out = Command::new(bin()).args(["collect", "--reference", "--server", "train-agent demo-server", "--scenarios"]).arg(&scenarios).arg("--out").arg(&reference).output().unwrap();
+    let out = Command::new(bin())
+        .args(["collect", "--reference", "--server", "train-agent demo-server", "--scenarios"])
+        .arg(&scenarios)
+        .arg("--out")
+        .arg(&reference)
+        .output()
+        .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success() && stdout.contains("reference traces  1 of 2") && stdout.contains("hi: no reference steps or reference_sql"), "{stdout}");
 

@@ -84,11 +84,7 @@ fn train_command(scenarios: &Path, config: &Path, model: &Path, out: &Path) -> C
 }
 
 fn metrics(out: &Path) -> Vec<Value> {
-    std::fs::read_to_string(out.join("metrics.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    std::fs::read_to_string(out.join("metrics.jsonl")).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }
 
 fn step_rows(rows: &[Value]) -> Vec<&Value> {

@@ -11,7 +11,7 @@ use ta_sft::reference::{ReferenceOptions, reference_traces};
 use ta_sft::trace::{SOURCE_REJECTION_SAMPLING, TRACES_FILE, write_traces};
 use ta_types::Split;
 
-use crate::args::{Interrupted, ModelArgs, ResumeArgs, ServerArgs, IsolationArgs};
+use crate::args::{Interrupted, IsolationArgs, ModelArgs, ResumeArgs, ServerArgs};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -81,7 +81,11 @@ pub async fn run(args: Args) -> Result<()> {
     if let Some(n) = args.limit {
         scenarios.truncate(n);
     }
-    anyhow::ensure!(!scenarios.is_empty(), "no scenarios left in {} after --split/--limit\nhint: scenarios need a \"split\" field to be picked by --split; pass --all-splits to use every scenario", args.scenarios.display());
+    anyhow::ensure!(
+        !scenarios.is_empty(),
+        "no scenarios left in {} after --split/--limit\nhint: scenarios need a \"split\" field to be picked by --split; pass --all-splits to use every scenario",
+        args.scenarios.display()
+    );
     let logs = args.out.join("logs");
     std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
     let isolation = args.isolation.settings();

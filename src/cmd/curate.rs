@@ -45,7 +45,8 @@ pub async fn run(args: Args) -> Result<()> {
     let mut traces = Vec::new();
     for input in &args.inputs {
         let file = if input.is_dir() { input.join(TRACES_FILE) } else { input.clone() };
-        let read = read_traces(&file).with_context(|| format!("cannot read traces from {}\nhint: pass a directory written by `train-agent collect` or its traces.jsonl", file.display()))?;
+        let read = read_traces(&file)
+            .with_context(|| format!("cannot read traces from {}\nhint: pass a directory written by `train-agent collect` or its traces.jsonl", file.display()))?;
         traces.extend(read);
     }
     let opts = CurateOptions {

@@ -191,7 +191,10 @@ pub async fn run(args: Args) -> Result<()> {
     let model = args.model.clone().unwrap_or_else(|| if gpu { "qwen0.5b" } else { "small" }.into());
     let Profile { model, synth, train_limit, validation_limit, sft_share, mut sft, mut grpo } =
         profile(gpu, &model, args.steps, args.train_limit, args.validation_limit, args.sft_share);
-    anyhow::ensure!(sft_share > 0.0 && sft_share <= 1.0, "--sft-share {sft_share} is outside (0, 1]\nhint: e.g. 0.25 gives SFT the traces of a quarter of the train split");
+    anyhow::ensure!(
+        sft_share > 0.0 && sft_share <= 1.0,
+        "--sft-share {sft_share} is outside (0, 1]\nhint: e.g. 0.25 gives SFT the traces of a quarter of the train split"
+    );
     args.judge.apply(&mut grpo.reward)?;
     eprintln!("demo: {model} on {}, {} GRPO steps, in {}", if gpu { "GPU" } else { "CPU" }, grpo.rollout.max_steps, out.display());
 
@@ -295,10 +298,23 @@ pub async fn run(args: Args) -> Result<()> {
         // No step trained (every group flat): GRPO's result is the SFT adapter itself.
         let trained = if grpo_dir.join("final").exists() { grpo_dir.join("final") } else { sft_final.clone() };
         let argv = [
-            "--server".into(), SERVER.into(), "--dataset".into(), path(check), "--split".into(), "all".into(),
-            "--model".into(), path(std::path::absolute(&trained)?), "--baseline".into(), path(std::path::absolute(&sft_final)?),
-            "--compare-base".into(), "--max-turns".into(), grpo.rollout.max_turns.to_string(), "--max-tokens".into(), grpo.rollout.max_tokens.to_string(),
-            "--out".into(), path(check_dir.clone()),
+            "--server".into(),
+            SERVER.into(),
+            "--dataset".into(),
+            path(check),
+            "--split".into(),
+            "all".into(),
+            "--model".into(),
+            path(std::path::absolute(&trained)?),
+            "--baseline".into(),
+            path(std::path::absolute(&sft_final)?),
+            "--compare-base".into(),
+            "--max-turns".into(),
+            grpo.rollout.max_turns.to_string(),
+            "--max-tokens".into(),
+            grpo.rollout.max_tokens.to_string(),
+            "--out".into(),
+            path(check_dir.clone()),
         ];
         eval::run(stage(n(), "eval", "the 88 hand-written questions as a check set: base, SFT, SFT+GRPO", &argv)?).await?;
     }

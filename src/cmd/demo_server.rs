@@ -19,18 +19,13 @@ pub async fn run(args: Args) -> Result<()> {
         return Ok(ta_demo_server::serve_stdio().await?);
     };
     let token = match &args.bearer_token_env {
-        Some(name) => Some(std::env::var(name).with_context(|| {
-            format!("--bearer-token-env names `{name}`, but that variable is not set\nhint: export {name}=<token> first")
-        })?),
+        Some(name) => {
+            Some(std::env::var(name).with_context(|| format!("--bearer-token-env names `{name}`, but that variable is not set\nhint: export {name}=<token> first"))?)
+        }
         None => None,
     };
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
-    eprintln!(
-        "demo MCP server on http://{}{}{}",
-        listener.local_addr()?,
-        ta_demo_server::MCP_PATH,
-        if token.is_some() { " (bearer token required)" } else { "" }
-    );
+    eprintln!("demo MCP server on http://{}{}{}", listener.local_addr()?, ta_demo_server::MCP_PATH, if token.is_some() { " (bearer token required)" } else { "" });
     tokio::select! {
         r = ta_demo_server::serve_http(listener, token) => Ok(r?),
         _ = tokio::signal::ctrl_c() => Ok(()),

@@ -20,7 +20,7 @@ use ta_types::Trajectory;
 use ta_types::scenario::{assign_splits, load_scenarios};
 use ta_types::trajectory::write_trajectories;
 
-use crate::args::{BASE_NAME, EngineArgs, HttpArgs, Interrupted, ResumeArgs, ServerArgs, IsolationArgs};
+use crate::args::{BASE_NAME, EngineArgs, HttpArgs, Interrupted, IsolationArgs, ResumeArgs, ServerArgs};
 
 /// The name the adapter under evaluation is loaded under.
 const TRAINED: &str = "trained";
@@ -129,7 +129,8 @@ fn adapter_dir(path: &Path) -> Option<PathBuf> {
 /// An adapter's `adapter_config.json`.
 fn adapter_config(adapter: &Path) -> Result<Value> {
     let cfg_path = adapter.join("adapter_config.json");
-    serde_json::from_slice(&std::fs::read(&cfg_path).with_context(|| format!("cannot read {}", cfg_path.display()))?).with_context(|| format!("{} is not JSON", cfg_path.display()))
+    serde_json::from_slice(&std::fs::read(&cfg_path).with_context(|| format!("cannot read {}", cfg_path.display()))?)
+        .with_context(|| format!("{} is not JSON", cfg_path.display()))
 }
 
 fn rank(cfg: &Value) -> Option<u32> {
@@ -141,11 +142,17 @@ fn resolve_target(args: &Args) -> Result<Target> {
     let Some(adapter) = adapter_dir(path) else {
         for (flag, given) in [("--compare-base", args.compare_base), ("--baseline", args.baseline.is_some())] {
             if given {
-                bail!("{flag} needs an adapter, but {} holds no adapter_config.json\nhint: pass a run's final/ directory (or checkpoints/step-N/adapter) as --model", args.model);
+                bail!(
+                    "{flag} needs an adapter, but {} holds no adapter_config.json\nhint: pass a run's final/ directory (or checkpoints/step-N/adapter) as --model",
+                    args.model
+                );
             }
         }
         if path.is_dir() && path.join("config.toml").exists() {
-            bail!("{} looks like a run directory without final/ (training did not finish)\nhint: pass one of its checkpoints/step-N/adapter directories as --model", args.model);
+            bail!(
+                "{} looks like a run directory without final/ (training did not finish)\nhint: pass one of its checkpoints/step-N/adapter directories as --model",
+                args.model
+            );
         }
         return Ok(Target { base_model: args.base_model.clone().unwrap_or_else(|| args.model.clone()), adapter: None, baseline: None, lora_rank: None });
     };
@@ -163,7 +170,8 @@ fn resolve_target(args: &Args) -> Result<Target> {
         .context(format!("cannot tell the base model of the adapter in {}\nhint: pass --base-model", adapter.display()))?;
     let baseline = match &args.baseline {
         Some(dir) => {
-            let found = adapter_dir(dir).with_context(|| format!("--baseline {} holds no adapter_config.json\nhint: pass an adapter directory, e.g. the SFT run's final/", dir.display()))?;
+            let found = adapter_dir(dir)
+                .with_context(|| format!("--baseline {} holds no adapter_config.json\nhint: pass an adapter directory, e.g. the SFT run's final/", dir.display()))?;
             Some(std::fs::canonicalize(&found).with_context(|| format!("cannot resolve {}", found.display()))?)
         }
         None => None,
@@ -186,7 +194,12 @@ pub async fn run(args: Args) -> Result<()> {
     if let Some(n) = args.limit {
         scenarios.truncate(n);
     }
-    anyhow::ensure!(!scenarios.is_empty(), "no {} scenarios in {}\nhint: choose another --split, or give scenarios a \"split\" field", args.split, args.dataset.display());
+    anyhow::ensure!(
+        !scenarios.is_empty(),
+        "no {} scenarios in {}\nhint: choose another --split, or give scenarios a \"split\" field",
+        args.split,
+        args.dataset.display()
+    );
     anyhow::ensure!(args.rollouts >= 1, "--rollouts must be at least 1");
     let logs = args.out.join("logs");
     std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;

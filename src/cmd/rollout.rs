@@ -100,7 +100,8 @@ pub async fn run(args: Args) -> Result<()> {
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;
     };
-    let result = play_resumable(&endpoint.chat, &endpoint.model, &tools, &system_prompt, jobs, &cfg, args.concurrency, &path, args.resume.retry_failed, &bar, shutdown).await?;
+    let result =
+        play_resumable(&endpoint.chat, &endpoint.model, &tools, &system_prompt, jobs, &cfg, args.concurrency, &path, args.resume.retry_failed, &bar, shutdown).await?;
     bar.finish();
     if result.kept > 0 {
         eprintln!("{} finished episodes kept from an earlier run", result.kept);
@@ -119,7 +120,10 @@ pub async fn run(args: Args) -> Result<()> {
     ta_types::trajectory::write_trajectories(&path, &finished)?;
     if let Some(judge) = rewarder.judge() {
         let s = judge.stats();
-        eprintln!("judge {}: {} groups ({} skipped, {} from cache), {} + {} tokens, ${:.4}", reward.judge.model, s.groups, s.skipped, s.cache_hits, s.usage.input_tokens, s.usage.output_tokens, s.cost_usd);
+        eprintln!(
+            "judge {}: {} groups ({} skipped, {} from cache), {} + {} tokens, ${:.4}",
+            reward.judge.model, s.groups, s.skipped, s.cache_hits, s.usage.input_tokens, s.usage.output_tokens, s.cost_usd
+        );
     }
 
     let summary = Summary::of(&finished);

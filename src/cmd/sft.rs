@@ -104,9 +104,10 @@ fn resolve_config(args: &Args) -> Result<SftConfig> {
     }
     // A relative dataset path must survive `--resume` from another directory.
     if let Ok(abs) = std::path::absolute(&c.dataset)
-        && abs.exists() {
-            c.dataset = abs.display().to_string();
-        }
+        && abs.exists()
+    {
+        c.dataset = abs.display().to_string();
+    }
     c.validate()?;
     Ok(c)
 }

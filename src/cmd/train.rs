@@ -105,7 +105,10 @@ fn resolve_config(args: &Args) -> Result<TrainConfig> {
             c.reward.judge.base_url = args.judge.judge_base_url.clone();
         }
         if let Some(url) = config_urls(&c).into_iter().find(|u| u.contains(ta_types::redact::MASK)) {
-            bail!("{} holds the URL {url} without its credentials (they are never written)\nhint: pass --judge-base-url with the full URL again, or start a new run with --config", saved.display());
+            bail!(
+                "{} holds the URL {url} without its credentials (they are never written)\nhint: pass --judge-base-url with the full URL again, or start a new run with --config",
+                saved.display()
+            );
         }
         // A run stopped by its judge budget continues with a higher one.
         if args.judge.judge_budget.is_some() {

@@ -34,11 +34,8 @@ pub fn die() -> Reply {
 
 /// A chat completion whose message calls tools (`[(name, arguments JSON text)]`).
 pub fn tool_calls(calls: &[(&str, &str)]) -> Reply {
-    let calls: Vec<Value> = calls
-        .iter()
-        .enumerate()
-        .map(|(i, (name, args))| json!({"id": format!("call_{i}"), "type": "function", "function": {"name": name, "arguments": args}}))
-        .collect();
+    let calls: Vec<Value> =
+        calls.iter().enumerate().map(|(i, (name, args))| json!({"id": format!("call_{i}"), "type": "function", "function": {"name": name, "arguments": args}})).collect();
     completion(json!({"role": "assistant", "content": null, "tool_calls": calls}), "tool_calls")
 }
 

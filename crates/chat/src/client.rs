@@ -23,7 +23,9 @@ pub enum ChatError {
     #[error("{url} returned a body that is not a chat completion: {message}")]
     Decode { url: String, message: String },
     /// The call's overall deadline (all attempts and waits together) went by.
-    #[error("no answer from {url} within the {seconds:.0} s deadline for one call (retries included); last error: {last}\nhint: check that the server is up and answering; for a slow one raise the deadline (--model-deadline, and --model-timeout per attempt, for model servers)")]
+    #[error(
+        "no answer from {url} within the {seconds:.0} s deadline for one call (retries included); last error: {last}\nhint: check that the server is up and answering; for a slow one raise the deadline (--model-deadline, and --model-timeout per attempt, for model servers)"
+    )]
     Deadline { url: String, seconds: f64, last: String },
 }
 
@@ -123,13 +125,7 @@ impl ChatClient {
 /// exponential backoff and jitter, all within `limits.deadline`. `http` should come from
 /// [`HttpLimits::http_client`]. Shared by [`ChatClient`] and other JSON APIs (the reward judge's
 /// Anthropic Messages client).
-pub async fn post_json(
-    http: &reqwest::Client,
-    url: &str,
-    headers: &[(&str, String)],
-    body: &impl serde::Serialize,
-    limits: &HttpLimits,
-) -> Result<String, ChatError> {
+pub async fn post_json(http: &reqwest::Client, url: &str, headers: &[(&str, String)], body: &impl serde::Serialize, limits: &HttpLimits) -> Result<String, ChatError> {
     let deadline = tokio::time::Instant::now() + limits.deadline;
     let shown = redact_url(url);
     let expired = |last: String| ChatError::Deadline { url: shown.clone(), seconds: limits.deadline.as_secs_f64(), last };

@@ -42,16 +42,17 @@ pub fn parse(content: &str, id_prefix: &str) -> Parsed {
         }
         rest.push_str(tail);
     } else if let Some((call_text, before, after)) = fenced_or_bare_json(content)
-        && let Ok(v) = serde_json::from_str::<Value>(call_text) {
-            let found: Vec<TextCall> = match &v {
-                Value::Array(items) => items.iter().filter_map(call_from_value).map(TextCall::Call).collect(),
-                _ => call_from_value(&v).map(TextCall::Call).into_iter().collect(),
-            };
-            if !found.is_empty() {
-                calls = found;
-                rest = format!("{before}{after}");
-            }
+        && let Ok(v) = serde_json::from_str::<Value>(call_text)
+    {
+        let found: Vec<TextCall> = match &v {
+            Value::Array(items) => items.iter().filter_map(call_from_value).map(TextCall::Call).collect(),
+            _ => call_from_value(&v).map(TextCall::Call).into_iter().collect(),
+        };
+        if !found.is_empty() {
+            calls = found;
+            rest = format!("{before}{after}");
         }
+    }
     if calls.is_empty() {
         rest = content.to_string();
     }
@@ -67,10 +68,7 @@ fn from_json_text(body: &str) -> TextCall {
     match serde_json::from_str::<Value>(body) {
         Ok(v) => match call_from_value(&v) {
             Some(call) => TextCall::Call(call),
-            None => TextCall::Malformed {
-                raw: body.to_string(),
-                reason: "expected a JSON object with \"name\" and \"arguments\"".into(),
-            },
+            None => TextCall::Malformed { raw: body.to_string(), reason: "expected a JSON object with \"name\" and \"arguments\"".into() },
         },
         Err(e) => TextCall::Malformed { raw: body.to_string(), reason: format!("invalid JSON: {e}") },
     }

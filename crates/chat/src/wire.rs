@@ -81,10 +81,6 @@ pub struct Usage {
 impl Choice {
     /// Per-token sampling logprobs, when the server returned them.
     pub fn token_logprobs(&self) -> Vec<f32> {
-        self.logprobs
-            .as_ref()
-            .and_then(|l| l.content.as_ref())
-            .map(|c| c.iter().map(|t| t.logprob).collect())
-            .unwrap_or_default()
+        self.logprobs.as_ref().and_then(|l| l.content.as_ref()).map(|c| c.iter().map(|t| t.logprob).collect()).unwrap_or_default()
     }
 }

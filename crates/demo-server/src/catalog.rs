@@ -65,9 +65,7 @@ fn describe(conn: &Connection, table: &str, purpose: &str, rows: i64) -> rusqlit
     let mut out = format!("Table {table} ({rows} rows): {purpose}\nColumns:\n");
     let fks = foreign_keys(conn, table)?;
     let mut stmt = conn.prepare(&format!("PRAGMA table_info({table})"))?;
-    let columns: Vec<(String, String, bool, i64)> = stmt
-        .query_map([], |r| Ok((r.get(1)?, r.get(2)?, r.get::<_, i64>(3)? != 0, r.get(5)?)))?
-        .collect::<Result<_, _>>()?;
+    let columns: Vec<(String, String, bool, i64)> = stmt.query_map([], |r| Ok((r.get(1)?, r.get(2)?, r.get::<_, i64>(3)? != 0, r.get(5)?)))?.collect::<Result<_, _>>()?;
     for (name, ty, not_null, pk) in &columns {
         let _ = write!(out, "  {name} {ty}");
         if *pk > 0 {
@@ -76,8 +74,7 @@ fn describe(conn: &Connection, table: &str, purpose: &str, rows: i64) -> rusqlit
         if *not_null || *pk > 0 {
             out.push_str(" NOT NULL");
         } else {
-            let nulls: i64 =
-                conn.query_row(&format!("SELECT count(*) FROM {table} WHERE {name} IS NULL"), [], |r| r.get(0))?;
+            let nulls: i64 = conn.query_row(&format!("SELECT count(*) FROM {table} WHERE {name} IS NULL"), [], |r| r.get(0))?;
             let _ = write!(out, " NULL allowed ({nulls} rows are NULL)");
         }
         if let Some((_, target, target_col)) = fks.iter().find(|(from, ..)| from == name) {
@@ -85,10 +82,7 @@ fn describe(conn: &Connection, table: &str, purpose: &str, rows: i64) -> rusqlit
         }
         if ty == "TEXT" {
             let values: Vec<String> = conn
-                .prepare(&format!(
-                    "SELECT DISTINCT {name} FROM {table} WHERE {name} IS NOT NULL ORDER BY 1 LIMIT {}",
-                    MAX_LISTED_VALUES + 1
-                ))?
+                .prepare(&format!("SELECT DISTINCT {name} FROM {table} WHERE {name} IS NOT NULL ORDER BY 1 LIMIT {}", MAX_LISTED_VALUES + 1))?
                 .query_map([], |r| r.get(0))?
                 .collect::<Result<_, _>>()?;
             if values.len() <= MAX_LISTED_VALUES && rows > 2 * values.len() as i64 {
@@ -105,9 +99,7 @@ fn describe(conn: &Connection, table: &str, purpose: &str, rows: i64) -> rusqlit
     let mut stmt = conn.prepare(&format!("SELECT * FROM {table} LIMIT 3"))?;
     let names: Vec<String> = stmt.column_names().map(String::from).collect();
     let n = names.len();
-    let sample: Vec<Vec<rusqlite::types::Value>> = stmt
-        .query_map([], |r| (0..n).map(|i| r.get(i)).collect())?
-        .collect::<Result<_, _>>()?;
+    let sample: Vec<Vec<rusqlite::types::Value>> = stmt.query_map([], |r| (0..n).map(|i| r.get(i)).collect())?.collect::<Result<_, _>>()?;
     let total_rows = sample.len();
     out.push_str("Sample rows:\n");
     out.push_str(&format_table(&QueryOutput { columns: names, rows: sample, total_rows }));
@@ -116,9 +108,7 @@ fn describe(conn: &Connection, table: &str, purpose: &str, rows: i64) -> rusqlit
 
 /// (column, referenced table, referenced column) for each foreign key of `table`.
 fn foreign_keys(conn: &Connection, table: &str) -> rusqlite::Result<Vec<(String, String, String)>> {
-    conn.prepare(&format!("PRAGMA foreign_key_list({table})"))?
-        .query_map([], |r| Ok((r.get(3)?, r.get(2)?, r.get(4)?)))?
-        .collect()
+    conn.prepare(&format!("PRAGMA foreign_key_list({table})"))?.query_map([], |r| Ok((r.get(3)?, r.get(2)?, r.get(4)?)))?.collect()
 }
 
 /// `other_table.column` for every foreign key elsewhere that points at `table`.

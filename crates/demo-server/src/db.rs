@@ -91,19 +91,27 @@ fn build(conn: &Connection) -> rusqlite::Result<()> {
     // departments name their heads before the employees exist: check foreign keys at COMMIT.
     conn.execute_batch("BEGIN; PRAGMA defer_foreign_keys = ON;")?;
     {
-        let mut ins = conn.prepare(
-            "INSERT INTO departments VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        )?;
+        let mut ins = conn.prepare("INSERT INTO departments VALUES (?1, ?2, ?3, ?4, ?5, ?6)")?;
         for d in &data.departments {
             ins.execute(params![d.id, d.name, d.location, d.budget, d.head, d.founded])?;
         }
-        let mut ins = conn.prepare(
-            "INSERT INTO employees VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
-        )?;
+        let mut ins = conn.prepare("INSERT INTO employees VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)")?;
         for e in &data.employees {
             ins.execute(params![
-                e.id, e.first, e.last, e.email, e.title, e.department, e.manager, e.kind, e.status,
-                e.hired, e.terminated, e.salary, e.hourly_rate, e.office
+                e.id,
+                e.first,
+                e.last,
+                e.email,
+                e.title,
+                e.department,
+                e.manager,
+                e.kind,
+                e.status,
+                e.hired,
+                e.terminated,
+                e.salary,
+                e.hourly_rate,
+                e.office
             ])?;
         }
         let mut ins = conn.prepare("INSERT INTO projects VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")?;
@@ -225,41 +233,139 @@ struct Data {
 type DepartmentSpec = (&'static str, &'static str, i64, i64, u64, &'static [&'static str], i64);
 
 const DEPARTMENTS: &[DepartmentSpec] = &[
-    ("Engineering", "San Francisco", 4_200_000, 2009, 30,
-        &["Software Engineer", "Senior Software Engineer", "Staff Engineer", "QA Engineer", "DevOps Engineer", "Engineering Manager"], 128_000),
-    ("Sales", "New York", 2_650_000, 2009, 16,
-        &["Account Executive", "Sales Development Rep", "Account Manager", "Sales Engineer", "Regional Sales Manager"], 86_000),
-    ("Marketing", "New York", 1_480_000, 2010, 10,
-        &["Marketing Specialist", "Content Writer", "Product Marketing Manager", "Growth Analyst", "Brand Designer"], 82_000),
-    ("Finance", "Chicago", 910_000, 2009, 7,
-        &["Financial Analyst", "Accountant", "Controller", "Payroll Specialist"], 92_000),
-    ("Human Resources", "Chicago", 640_000, 2011, 6,
-        &["HR Generalist", "Recruiter", "HR Business Partner", "Benefits Coordinator"], 74_000),
-    ("Customer Support", "Austin", 1_120_000, 2012, 14,
-        &["Support Specialist", "Senior Support Specialist", "Support Team Lead", "Technical Support Engineer"], 58_000),
-    ("Research", "Boston", 2_080_000, 2014, 9,
-        &["Research Scientist", "Data Scientist", "Research Engineer", "ML Engineer"], 135_000),
-    ("Legal", "Washington", 730_000, 2013, 4,
-        &["Corporate Counsel", "Paralegal", "Compliance Officer"], 118_000),
-    ("Operations", "Denver", 1_260_000, 2023, 6,
-        &["Operations Analyst", "Facilities Coordinator", "Procurement Specialist", "IT Administrator"], 71_000),
+    (
+        "Engineering",
+        "San Francisco",
+        4_200_000,
+        2009,
+        30,
+        &["Software Engineer", "Senior Software Engineer", "Staff Engineer", "QA Engineer", "DevOps Engineer", "Engineering Manager"],
+        128_000,
+    ),
+    ("Sales", "New York", 2_650_000, 2009, 16, &["Account Executive", "Sales Development Rep", "Account Manager", "Sales Engineer", "Regional Sales Manager"], 86_000),
+    ("Marketing", "New York", 1_480_000, 2010, 10, &["Marketing Specialist", "Content Writer", "Product Marketing Manager", "Growth Analyst", "Brand Designer"], 82_000),
+    ("Finance", "Chicago", 910_000, 2009, 7, &["Financial Analyst", "Accountant", "Controller", "Payroll Specialist"], 92_000),
+    ("Human Resources", "Chicago", 640_000, 2011, 6, &["HR Generalist", "Recruiter", "HR Business Partner", "Benefits Coordinator"], 74_000),
+    ("Customer Support", "Austin", 1_120_000, 2012, 14, &["Support Specialist", "Senior Support Specialist", "Support Team Lead", "Technical Support Engineer"], 58_000),
+    ("Research", "Boston", 2_080_000, 2014, 9, &["Research Scientist", "Data Scientist", "Research Engineer", "ML Engineer"], 135_000),
+    ("Legal", "Washington", 730_000, 2013, 4, &["Corporate Counsel", "Paralegal", "Compliance Officer"], 118_000),
+    ("Operations", "Denver", 1_260_000, 2023, 6, &["Operations Analyst", "Facilities Coordinator", "Procurement Specialist", "IT Administrator"], 71_000),
 ];
 
 const FIRST_NAMES: &[&str] = &[
-    "James", "Mary", "Robert", "Patricia", "John", "Jennifer", "Michael", "Linda", "David", "Elizabeth",
-    "William", "Barbara", "Richard", "Susan", "Joseph", "Jessica", "Thomas", "Sarah", "Carlos", "Karen",
-    "Daniel", "Lisa", "Matthew", "Nancy", "Anthony", "Sandra", "Mark", "Ashley", "Priya", "Emily",
-    "Steven", "Donna", "Andrew", "Michelle", "Kenji", "Carol", "Joshua", "Amanda", "Wei", "Melissa",
-    "Kevin", "Deborah", "Brian", "Stephanie", "Omar", "Rebecca", "Diego", "Laura", "Ahmed", "Fatima",
-    "Hiroshi", "Sofia", "Lucas", "Chloe", "Ivan", "Aisha", "Mateo", "Grace", "Raj", "Olivia",
+    "James",
+    "Mary",
+    "Robert",
+    "Patricia",
+    "John",
+    "Jennifer",
+    "Michael",
+    "Linda",
+    "David",
+    "Elizabeth",
+    "William",
+    "Barbara",
+    "Richard",
+    "Susan",
+    "Joseph",
+    "Jessica",
+    "Thomas",
+    "Sarah",
+    "Carlos",
+    "Karen",
+    "Daniel",
+    "Lisa",
+    "Matthew",
+    "Nancy",
+    "Anthony",
+    "Sandra",
+    "Mark",
+    "Ashley",
+    "Priya",
+    "Emily",
+    "Steven",
+    "Donna",
+    "Andrew",
+    "Michelle",
+    "Kenji",
+    "Carol",
+    "Joshua",
+    "Amanda",
+    "Wei",
+    "Melissa",
+    "Kevin",
+    "Deborah",
+    "Brian",
+    "Stephanie",
+    "Omar",
+    "Rebecca",
+    "Diego",
+    "Laura",
+    "Ahmed",
+    "Fatima",
+    "Hiroshi",
+    "Sofia",
+    "Lucas",
+    "Chloe",
+    "Ivan",
+    "Aisha",
+    "Mateo",
+    "Grace",
+    "Raj",
+    "Olivia",
 ];
 
 const LAST_NAMES: &[&str] = &[
-    "Smith", "Johnson", "Williams", "Brown", "Jones", "Garcia", "Miller", "Davis", "Rodriguez", "Martinez",
-    "Hernandez", "Lopez", "Gonzalez", "Wilson", "Anderson", "Thomas", "Taylor", "Moore", "Jackson", "Martin",
-    "Lee", "Perez", "Thompson", "White", "Harris", "Sanchez", "Clark", "Ramirez", "Lewis", "Robinson",
-    "Walker", "Young", "Allen", "King", "Wright", "Scott", "Torres", "Nguyen", "Hill", "Flores",
-    "Patel", "Kim", "Chen", "Singh", "Tanaka", "Okafor", "Novak", "Rossi", "Schmidt", "Kowalski",
+    "Smith",
+    "Johnson",
+    "Williams",
+    "Brown",
+    "Jones",
+    "Garcia",
+    "Miller",
+    "Davis",
+    "Rodriguez",
+    "Martinez",
+    "Hernandez",
+    "Lopez",
+    "Gonzalez",
+    "Wilson",
+    "Anderson",
+    "Thomas",
+    "Taylor",
+    "Moore",
+    "Jackson",
+    "Martin",
+    "Lee",
+    "Perez",
+    "Thompson",
+    "White",
+    "Harris",
+    "Sanchez",
+    "Clark",
+    "Ramirez",
+    "Lewis",
+    "Robinson",
+    "Walker",
+    "Young",
+    "Allen",
+    "King",
+    "Wright",
+    "Scott",
+    "Torres",
+    "Nguyen",
+    "Hill",
+    "Flores",
+    "Patel",
+    "Kim",
+    "Chen",
+    "Singh",
+    "Tanaka",
+    "Okafor",
+    "Novak",
+    "Rossi",
+    "Schmidt",
+    "Kowalski",
 ];
 
 const OFFICES: &[&str] = &["San Francisco", "New York", "Chicago", "Austin", "Boston", "Washington", "Denver", "Remote"];
@@ -504,16 +610,8 @@ fn generate() -> Data {
         if let Some(lead) = p.lead {
             members.push((lead, "Lead"));
         }
-        let own: Vec<i64> = employees
-            .iter()
-            .filter(|e| e.department == Some(p.department) && !members.iter().any(|m| m.0 == e.id))
-            .map(|e| e.id)
-            .collect();
-        let others: Vec<i64> = employees
-            .iter()
-            .filter(|e| e.department.is_some() && e.department != Some(p.department))
-            .map(|e| e.id)
-            .collect();
+        let own: Vec<i64> = employees.iter().filter(|e| e.department == Some(p.department) && !members.iter().any(|m| m.0 == e.id)).map(|e| e.id).collect();
+        let others: Vec<i64> = employees.iter().filter(|e| e.department.is_some() && e.department != Some(p.department)).map(|e| e.id).collect();
         let want_own = rng.range(3, 10) as usize;
         let want_other = if rng.chance(80) { rng.range(1, 5) as usize } else { 0 };
         for (pool, want) in [(&own, want_own), (&others, want_other)] {
@@ -533,20 +631,10 @@ fn generate() -> Data {
             None => year_start(2025) + 200,
         };
         for (employee, role) in members {
-            let hours = if role == "Reviewer" && rng.chance(50) || rng.chance(4) {
-                None
-            } else {
-                Some(rng.range(4, 80) as f64 / 2.0)
-            };
+            let hours = if role == "Reviewer" && rng.chance(50) || rng.chance(4) { None } else { Some(rng.range(4, 80) as f64 / 2.0) };
             let offset = rng.range(-30, 60);
             let hired = employees[(employee - 1) as usize].hired_day;
-            assignments.push(Assignment {
-                employee,
-                project: p.id,
-                role,
-                hours,
-                assigned: date((base_day + offset).max(hired + 1)),
-            });
+            assignments.push(Assignment { employee, project: p.id, role, hours, assigned: date((base_day + offset).max(hired + 1)) });
         }
     }
     assignments.sort_by_key(|a| (a.project, a.employee));
@@ -601,7 +689,10 @@ mod tests {
         let conn = database();
         let count = |sql: &str| conn.query_row(sql, [], |r| r.get::<_, i64>(0)).unwrap();
         assert!(count("SELECT count(*) FROM employees") >= 200);
-        assert_eq!(count("SELECT count(*) FROM employees e LEFT JOIN employees m ON e.manager_id = m.employee_id WHERE e.manager_id IS NOT NULL AND m.employee_id IS NULL"), 0);
+        assert_eq!(
+            count("SELECT count(*) FROM employees e LEFT JOIN employees m ON e.manager_id = m.employee_id WHERE e.manager_id IS NOT NULL AND m.employee_id IS NULL"),
+            0
+        );
         assert_eq!(count("SELECT count(*) FROM project_assignments a LEFT JOIN employees e USING (employee_id) WHERE e.employee_id IS NULL"), 0);
         assert!(count("SELECT count(*) FROM employees WHERE status = 'terminated'") > 10);
         assert!(count("SELECT count(*) FROM employees WHERE employment_type = 'contractor' AND salary IS NULL") > 3);

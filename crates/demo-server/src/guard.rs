@@ -67,10 +67,7 @@ pub enum GuardError {
 impl GuardedConnection {
     /// Opens a read-only connection on a serialized database image.
     pub fn open(image: &'static [u8]) -> rusqlite::Result<Self> {
-        let mut conn = Connection::open_with_flags(
-            ":memory:",
-            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )?;
+        let mut conn = Connection::open_with_flags(":memory:", OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
         conn.deserialize_bytes(rusqlite::MAIN_DB, image)?;
         conn.execute_batch("PRAGMA query_only = ON")?;
         conn.set_limit(Limit::SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)?;
@@ -85,13 +82,11 @@ impl GuardedConnection {
 
         let refused = Arc::new(Mutex::new(None));
         let seen = Arc::clone(&refused);
-        conn.authorizer(Some(move |ctx: AuthContext<'_>| {
-            match describe_refusal(&ctx.action) {
-                None => Authorization::Allow,
-                Some(what) => {
-                    *seen.lock().unwrap_or_else(|e| e.into_inner()) = Some(what);
-                    Authorization::Deny
-                }
+        conn.authorizer(Some(move |ctx: AuthContext<'_>| match describe_refusal(&ctx.action) {
+            None => Authorization::Allow,
+            Some(what) => {
+                *seen.lock().unwrap_or_else(|e| e.into_inner()) = Some(what);
+                Authorization::Deny
             }
         }))?;
 
@@ -185,9 +180,7 @@ fn describe_refusal(action: &AuthAction<'_>) -> Option<String> {
         }
         AuthAction::Attach { .. } => "ATTACH".into(),
         AuthAction::Detach { .. } => "DETACH".into(),
-        AuthAction::Transaction { .. } | AuthAction::Savepoint { .. } => {
-            "transactions are not needed: each query runs on its own".into()
-        }
+        AuthAction::Transaction { .. } | AuthAction::Savepoint { .. } => "transactions are not needed: each query runs on its own".into(),
         AuthAction::Reindex { .. } => "REINDEX".into(),
         AuthAction::Analyze { .. } => "ANALYZE".into(),
         _ => "this kind of statement".into(),
@@ -320,9 +313,7 @@ mod tests {
     #[test]
     fn runaway_queries_are_interrupted() {
         let g = guarded();
-        let mut stmt = g
-            .prepare_select("WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n) SELECT count(*) FROM n")
-            .unwrap();
+        let mut stmt = g.prepare_select("WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n) SELECT count(*) FROM n").unwrap();
         let started = Instant::now();
         let err = stmt.query_row([], |r| r.get::<_, i64>(0)).unwrap_err();
         assert!(matches!(g.step_error(err), GuardError::TimedOut));

@@ -55,11 +55,7 @@ pub fn router(addr: SocketAddr, bearer_token: Option<String>, cancel: Cancellati
     if !addr.ip().is_loopback() {
         config = config.disable_allowed_hosts();
     }
-    let service = StreamableHttpService::new(
-        || DemoServer::new().map_err(|e| std::io::Error::other(e.to_string())),
-        Arc::new(LocalSessionManager::default()),
-        config,
-    );
+    let service = StreamableHttpService::new(|| DemoServer::new().map_err(|e| std::io::Error::other(e.to_string())), Arc::new(LocalSessionManager::default()), config);
     let router = Router::new().nest_service(MCP_PATH, service);
     match bearer_token {
         Some(token) => router.layer(middleware::from_fn_with_state(Arc::new(token), require_bearer)),
@@ -84,9 +80,7 @@ async fn require_bearer(State(token): State<Arc<String>>, request: Request, next
                 "error_description": format!("{reason}; send the header 'Authorization: Bearer <token>'"),
             });
             let mut response = (StatusCode::UNAUTHORIZED, axum::Json(body)).into_response();
-            response
-                .headers_mut()
-                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"train-agent-demo\""));
+            response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"train-agent-demo\""));
             response
         }
     }

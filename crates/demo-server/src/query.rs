@@ -78,11 +78,7 @@ pub fn format_table(out: &QueryOutput) -> String {
     if out.total_rows == 0 {
         text.push_str("(0 rows)");
     } else if out.rows.len() < out.total_rows {
-        text.push_str(&format!(
-            "(showing {} of {} rows; use WHERE, LIMIT or an aggregate such as COUNT(*) to narrow the result)",
-            out.rows.len(),
-            out.total_rows
-        ));
+        text.push_str(&format!("(showing {} of {} rows; use WHERE, LIMIT or an aggregate such as COUNT(*) to narrow the result)", out.rows.len(), out.total_rows));
     } else if out.total_rows == 1 {
         text.push_str("(1 row)");
     } else {

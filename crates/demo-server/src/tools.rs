@@ -101,10 +101,7 @@ impl DemoServer {
             "list_tables" => Ok(self.list_tables_reply()),
             "describe_table" => arg("table_name").map(|t| self.describe_table_reply(&t)),
             "run_query" => arg("sql").map(|sql| self.run_query_reply(&sql)),
-            other => Err(ToolReply::error(format!(
-                "unknown tool '{other}'; the tools are: {}",
-                TOOL_NAMES.join(", ")
-            ))),
+            other => Err(ToolReply::error(format!("unknown tool '{other}'; the tools are: {}", TOOL_NAMES.join(", ")))),
         };
         result.unwrap_or_else(|e| e)
     }
@@ -165,10 +162,7 @@ impl DemoServer {
         description = "Describe one table: every column with its type, whether it can be NULL (and how many rows are NULL), which table an ID column references (for JOINs), the allowed values of status-like columns, and three sample rows. Call it before querying a table so you use the exact column names.",
         annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false)
     )]
-    async fn describe_table(
-        &self,
-        Parameters(DescribeTableArgs { table_name }): Parameters<DescribeTableArgs>,
-    ) -> Result<CallToolResult, ErrorData> {
+    async fn describe_table(&self, Parameters(DescribeTableArgs { table_name }): Parameters<DescribeTableArgs>) -> Result<CallToolResult, ErrorData> {
         Ok(self.describe_table_reply(&table_name).into())
     }
 
@@ -178,9 +172,8 @@ impl DemoServer {
     )]
     async fn run_query(&self, Parameters(RunQueryArgs { sql }): Parameters<RunQueryArgs>) -> Result<CallToolResult, ErrorData> {
         let this = self.clone();
-        let reply = tokio::task::spawn_blocking(move || this.run_query_reply(&sql))
-            .await
-            .map_err(|e| ErrorData::internal_error(format!("query task failed: {e}"), None))?;
+        let reply =
+            tokio::task::spawn_blocking(move || this.run_query_reply(&sql)).await.map_err(|e| ErrorData::internal_error(format!("query task failed: {e}"), None))?;
         Ok(reply.into())
     }
 }

@@ -41,31 +41,20 @@ async fn exercise(client: &RunningService<RoleClient, ()>) {
 
     let ok = client
         .call_tool(
-            CallToolRequestParams::new("run_query")
-                .with_arguments(json!({"sql": "SELECT name FROM departments WHERE department_id = 1"}).as_object().unwrap().clone()),
+            CallToolRequestParams::new("run_query").with_arguments(json!({"sql": "SELECT name FROM departments WHERE department_id = 1"}).as_object().unwrap().clone()),
         )
         .await
         .unwrap();
     assert_eq!(ok.is_error, Some(false));
     assert_eq!(text(&ok), "name\nEngineering\n(1 row)");
 
-    let refused = client
-        .call_tool(
-            CallToolRequestParams::new("run_query")
-                .with_arguments(json!({"sql": "DELETE FROM employees"}).as_object().unwrap().clone()),
-        )
-        .await
-        .unwrap();
+    let refused =
+        client.call_tool(CallToolRequestParams::new("run_query").with_arguments(json!({"sql": "DELETE FROM employees"}).as_object().unwrap().clone())).await.unwrap();
     assert_eq!(refused.is_error, Some(true));
     assert!(text(&refused).starts_with("refused:"), "{}", text(&refused));
 
-    let unknown = client
-        .call_tool(
-            CallToolRequestParams::new("describe_table")
-                .with_arguments(json!({"table_name": "employee"}).as_object().unwrap().clone()),
-        )
-        .await
-        .unwrap();
+    let unknown =
+        client.call_tool(CallToolRequestParams::new("describe_table").with_arguments(json!({"table_name": "employee"}).as_object().unwrap().clone())).await.unwrap();
     assert_eq!(unknown.is_error, Some(true));
     assert!(text(&unknown).contains("Did you mean 'employees'?"));
 }
@@ -88,11 +77,7 @@ async fn streamable_http_requires_the_bearer_token() {
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}});
     for auth in [None, Some("Bearer wrong"), Some("Basic czNjcmV0LXRva2Vu"), Some("Bearer s3cret-token-x")] {
-        let mut request = http
-            .post(&url)
-            .header("Accept", "application/json, text/event-stream")
-            .header("Content-Type", "application/json")
-            .body(init.to_string());
+        let mut request = http.post(&url).header("Accept", "application/json, text/event-stream").header("Content-Type", "application/json").body(init.to_string());
         if let Some(auth) = auth {
             request = request.header("Authorization", auth);
         }

@@ -302,10 +302,7 @@ pub fn metric_rows(columns: &[(&str, &Metrics)]) -> Vec<(String, Vec<String>)> {
     let mut rows: Vec<(String, Vec<String>)> = vec![
         ("trajectories".into(), columns.iter().map(|(_, m)| format!("{} ({} scenarios)", m.trajectories, m.scenarios)).collect()),
         ("task completion".into(), columns.iter().map(|(_, m)| pct(m.success_rate)).collect()),
-        (
-            "  95% CI".into(),
-            columns.iter().map(|(_, m)| m.success_ci95.map_or("-".into(), |[lo, hi]| format!("{:.1}-{:.1}%", 100.0 * lo, 100.0 * hi))).collect(),
-        ),
+        ("  95% CI".into(), columns.iter().map(|(_, m)| m.success_ci95.map_or("-".into(), |[lo, hi]| format!("{:.1}-{:.1}%", 100.0 * lo, 100.0 * hi))).collect()),
     ];
     let ks: std::collections::BTreeSet<u32> = columns.iter().flat_map(|(_, m)| m.pass_at_k.keys().copied()).collect();
     for k in ks.iter().filter(|&&k| k == 1 || Some(&k) == ks.last()) {
@@ -352,9 +349,7 @@ impl Comparison {
 /// Left-aligned columns separated by two spaces.
 fn render_table(corner: &str, header: &[String], rows: &[(String, Vec<String>)]) -> String {
     let w0 = rows.iter().map(|(n, _)| n.chars().count()).chain([corner.len()]).max().unwrap_or(0);
-    let widths: Vec<usize> = (0..header.len())
-        .map(|i| rows.iter().map(|(_, c)| c[i].chars().count()).chain([header[i].chars().count()]).max().unwrap_or(0))
-        .collect();
+    let widths: Vec<usize> = (0..header.len()).map(|i| rows.iter().map(|(_, c)| c[i].chars().count()).chain([header[i].chars().count()]).max().unwrap_or(0)).collect();
     let line = |first: &str, cells: &[String]| {
         let mut s = format!("{first:<w0$}");
         for (c, w) in cells.iter().zip(&widths) {

@@ -221,35 +221,53 @@ fn training_charts(run: &RunDir) -> Vec<Chart> {
         Chart { id: id.into(), title: title.into(), y_label: y.into(), stacked: false, y_range, series, empty_note }
     };
     let mut charts = vec![
-        line("reward", "Reward", "mean reward", vec![
-            series(&steps, "train reward", &["reward"]),
-            series(&steps, "train ground truth", &["ground_truth"]),
-            series(&val, "validation reward", &["val_reward"]),
-        ]),
-        line("completion", "Task completion", "share", vec![
-            series(&steps, "train completed", &["completion_rate"]),
-            series(&val, "validation completed", &["val_completion_rate"]),
-            series(&val, "validation ground truth", &["val_ground_truth"]),
-        ]),
+        line(
+            "reward",
+            "Reward",
+            "mean reward",
+            vec![
+                series(&steps, "train reward", &["reward"]),
+                series(&steps, "train ground truth", &["ground_truth"]),
+                series(&val, "validation reward", &["val_reward"]),
+            ],
+        ),
+        line(
+            "completion",
+            "Task completion",
+            "share",
+            vec![
+                series(&steps, "train completed", &["completion_rate"]),
+                series(&val, "validation completed", &["val_completion_rate"]),
+                series(&val, "validation ground truth", &["val_ground_truth"]),
+            ],
+        ),
         line("loss", "Loss", "loss", vec![series(&steps, "loss", &["trainer", "loss"]), series(&steps, "policy loss", &["trainer", "policy_loss"])]),
         line("kl", "KL to the base model", "KL (k3, token mean)", vec![series(&steps, "KL", &["trainer", "kl"])]),
         line("grad_norm", "Gradient norm", "before clipping", vec![series(&steps, "grad norm", &["trainer", "grad_norm"])]),
         line("lr", "Learning rate", "lr", vec![series(&steps, "lr", &["trainer", "lr"])]),
         line("tokens_per_s", "Trainer throughput", "tokens / s", vec![series(&steps, "tokens/s", &["trainer", "tokens_per_s"])]),
-        line("entropy", "Entropy and clipping", "token mean", vec![
-            series(&steps, "entropy", &["trainer", "entropy"]),
-            series(&steps, "clipped (low)", &["trainer", "clip_fraction_low"]),
-            series(&steps, "clipped (high)", &["trainer", "clip_fraction_high"]),
-        ]),
-        line("groups", "Groups without reward variance", "groups", vec![
-            series(&steps, "flat groups", &["groups_zero_variance"]),
-            series(&steps, "groups", &["groups"]),
-            series(&steps, "groups trained", &["groups_kept"]),
-        ]),
-        line("flat_share", "Flat groups before and after dynamic sampling", "share", vec![
-            series(&steps, "first round (no dynamic sampling)", &["flat_share_before"]),
-            series(&steps, "step slots left flat", &["flat_share_after"]),
-        ]),
+        line(
+            "entropy",
+            "Entropy and clipping",
+            "token mean",
+            vec![
+                series(&steps, "entropy", &["trainer", "entropy"]),
+                series(&steps, "clipped (low)", &["trainer", "clip_fraction_low"]),
+                series(&steps, "clipped (high)", &["trainer", "clip_fraction_high"]),
+            ],
+        ),
+        line(
+            "groups",
+            "Groups without reward variance",
+            "groups",
+            vec![series(&steps, "flat groups", &["groups_zero_variance"]), series(&steps, "groups", &["groups"]), series(&steps, "groups trained", &["groups_kept"])],
+        ),
+        line(
+            "flat_share",
+            "Flat groups before and after dynamic sampling",
+            "share",
+            vec![series(&steps, "first round (no dynamic sampling)", &["flat_share_before"]), series(&steps, "step slots left flat", &["flat_share_after"])],
+        ),
     ];
     // Step time, stacked: the phases, and what is left of the step (validation, bookkeeping).
     let phases = [("rollout", "rollout_s"), ("reward", "reward_s"), ("train", "train_s"), ("reload", "reload_s")];
@@ -281,7 +299,15 @@ fn training_charts(run: &RunDir) -> Vec<Chart> {
         ];
         let series = lines.iter().filter_map(|(label, key)| series(&val, label, &[*key])).collect();
         let title = format!("Validation: pass@1 and pass@{k} of {k} samples per task, greedy success");
-        charts.push(Chart { id: "validation_sampled".into(), title, y_label: "share of tasks".into(), stacked: false, y_range: Some([0.0, 1.0]), series, empty_note: None });
+        charts.push(Chart {
+            id: "validation_sampled".into(),
+            title,
+            y_label: "share of tasks".into(),
+            stacked: false,
+            y_range: Some([0.0, 1.0]),
+            series,
+            empty_note: None,
+        });
     }
     charts
 }
@@ -346,10 +372,7 @@ pub fn collect(dir: &Path) -> Result<ReportData, ReportError> {
             let last = steps.last().and_then(|r| r["step"].as_u64()).unwrap_or(0);
             let planned = cfg["rollout"]["max_steps"].as_u64().filter(|&m| m > 0);
             summary.push(row("Steps", planned.map_or(last.to_string(), |m| format!("{last} of {m}"))));
-            summary.push(row(
-                "Rollouts per step",
-                format!("{} scenarios x {} rollouts", cfg["rollout"]["scenarios_per_step"], cfg["rollout"]["rollouts_per_scenario"]),
-            ));
+            summary.push(row("Rollouts per step", format!("{} scenarios x {} rollouts", cfg["rollout"]["scenarios_per_step"], cfg["rollout"]["rollouts_per_scenario"])));
             summary.push(row("Training time", fmt_duration(run.training_seconds())));
             summary.push(row("GPU hours", run.gpu_hours().map_or("none (CPU run)".into(), |h| format!("{h:.2} ({} GPU)", cfg["trainer"]["num_gpus"]))));
             summary.push(row("Judge cost", run.judge_cost_usd().map_or("no paid judge".into(), |c| format!("${c:.2}"))));

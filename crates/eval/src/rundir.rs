@@ -21,7 +21,9 @@ pub enum RunDirError {
     Io { path: PathBuf, source: std::io::Error },
     #[error("{path}:{line}: {message}")]
     Parse { path: PathBuf, line: usize, message: String },
-    #[error("{0} holds no run, evaluation or rollout\nhint: point at a `train --output-dir` (metrics.jsonl), an `eval --out` (eval.json) or a `rollout --out` directory (trajectories.jsonl)")]
+    #[error(
+        "{0} holds no run, evaluation or rollout\nhint: point at a `train --output-dir` (metrics.jsonl), an `eval --out` (eval.json) or a `rollout --out` directory (trajectories.jsonl)"
+    )]
     Unknown(PathBuf),
 }
 

@@ -20,7 +20,16 @@ pub fn render(dir: &Path) -> Result<String, RunDirError> {
     }
     if let Some(e) = &run.eval {
         let models: Vec<String> = e.models.iter().map(|m| format!("{} = {}", m.label, m.source)).collect();
-        writeln!(out, "evaluation of {} on {} ({}), {} rollout(s) per scenario, {:.0} s", models.join(", "), e.dataset, e.split.as_deref().unwrap_or("all"), e.rollouts_per_scenario, e.wall_s).ok();
+        writeln!(
+            out,
+            "evaluation of {} on {} ({}), {} rollout(s) per scenario, {:.0} s",
+            models.join(", "),
+            e.dataset,
+            e.split.as_deref().unwrap_or("all"),
+            e.rollouts_per_scenario,
+            e.wall_s
+        )
+        .ok();
     }
     let evaluated = run.evaluated()?;
     if !evaluated.is_empty() {

@@ -31,11 +31,17 @@ fn copy(name: &str) -> (tempfile::TempDir, PathBuf) {
 /// Writes `eval.json` into an eval fixture copy, as `train-agent eval --compare-base` does.
 fn with_eval_json(dir: &Path) {
     let ts: Vec<_> = ["base", "trained"].iter().map(|l| read_trajectories(&dir.join(format!("trajectories/{l}.jsonl"))).unwrap()).collect();
-    let models = vec![
-        EvalModel { label: "base".into(), source: "smollm2-135m-instruct".into() },
-        EvalModel { label: "trained".into(), source: "runs/x/final".into() },
-    ];
-    let s = EvalSummary::new(models, &ts, "stdio: train-agent demo-server".into(), "scenarios/company.jsonl".into(), Some("validation".into()), 2, json!({"temperature": 1.0, "max_turns": 4}), 61.0);
+    let models = vec![EvalModel { label: "base".into(), source: "smollm2-135m-instruct".into() }, EvalModel { label: "trained".into(), source: "runs/x/final".into() }];
+    let s = EvalSummary::new(
+        models,
+        &ts,
+        "stdio: train-agent demo-server".into(),
+        "scenarios/company.jsonl".into(),
+        Some("validation".into()),
+        2,
+        json!({"temperature": 1.0, "max_turns": 4}),
+        61.0,
+    );
     std::fs::write(dir.join("eval.json"), serde_json::to_vec_pretty(&s).unwrap()).unwrap();
 }
 
@@ -43,10 +49,8 @@ fn with_eval_json(dir: &Path) {
 /// snapshotted separately), so the snapshot stays readable.
 fn compact(mut v: Value) -> Value {
     for t in v["trajectories"].as_array_mut().unwrap() {
-        let keep: serde_json::Map<String, Value> = ["source", "step", "group", "index", "scenario_id", "model", "outcome", "success", "reward"]
-            .iter()
-            .map(|k| (k.to_string(), t[*k].clone()))
-            .collect();
+        let keep: serde_json::Map<String, Value> =
+            ["source", "step", "group", "index", "scenario_id", "model", "outcome", "success", "reward"].iter().map(|k| (k.to_string(), t[*k].clone())).collect();
         *t = Value::Object(keep);
     }
     v
@@ -139,7 +143,16 @@ fn sampled_validation_files_are_read_apart_from_the_greedy_ones() {
     // `train` with eval_rollouts = 2 writes eval/step-N.sampled.jsonl beside each validation.
     for step in [0, 3] {
         let greedy = read_trajectories(&dir.join(format!("eval/step-{step:06}.jsonl"))).unwrap();
-        let sampled: Vec<_> = greedy.iter().flat_map(|t| (0..2).map(move |i| { let mut t = t.clone(); t.group.index = i; t })).collect();
+        let sampled: Vec<_> = greedy
+            .iter()
+            .flat_map(|t| {
+                (0..2).map(move |i| {
+                    let mut t = t.clone();
+                    t.group.index = i;
+                    t
+                })
+            })
+            .collect();
         ta_types::trajectory::write_trajectories(&dir.join(format!("eval/step-{step:06}.sampled.jsonl")), &sampled).unwrap();
     }
     let run = ta_eval::rundir::RunDir::open(&dir).unwrap();

@@ -20,7 +20,9 @@ pub struct Sample {
 
 #[derive(Debug, thiserror::Error)]
 pub enum SampleError {
-    #[error("trajectory of scenario {scenario} has turn {turn} without token ids\nhint: training needs the engine's tokens: use the embedded engine, or --record-tokens with a vLLM server")]
+    #[error(
+        "trajectory of scenario {scenario} has turn {turn} without token ids\nhint: training needs the engine's tokens: use the embedded engine, or --record-tokens with a vLLM server"
+    )]
     MissingTokens { scenario: String, turn: usize },
     #[error("trajectory of scenario {scenario}, turn {turn}: {ids} completion tokens but {logprobs} logprobs")]
     Misaligned { scenario: String, turn: usize, ids: usize, logprobs: usize },

@@ -114,11 +114,7 @@ impl ToolCatalog {
                 break;
             }
         }
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(CallError::InvalidArguments { tool: name.to_string(), problems })
-        }
+        if problems.is_empty() { Ok(()) } else { Err(CallError::InvalidArguments { tool: name.to_string(), problems }) }
     }
 
     /// True for the synthetic end-of-episode tool.
@@ -133,19 +129,11 @@ fn describe(error: &jsonschema::ValidationError<'_>, schema: &Value) -> String {
     match error.kind() {
         ValidationErrorKind::Required { property } => {
             let property = property.as_str().map(str::to_string).unwrap_or_else(|| property.to_string());
-            if path.is_empty() {
-                format!("missing required argument `{property}`")
-            } else {
-                format!("missing required field `{property}` in `{path}`")
-            }
+            if path.is_empty() { format!("missing required argument `{property}`") } else { format!("missing required field `{property}` in `{path}`") }
         }
         ValidationErrorKind::AdditionalProperties { unexpected } => {
             let names: Vec<String> = unexpected.iter().map(|u| format!("`{u}`")).collect();
-            let mut msg = if path.is_empty() {
-                format!("unknown argument {}", names.join(", "))
-            } else {
-                format!("unknown field {} in `{path}`", names.join(", "))
-            };
+            let mut msg = if path.is_empty() { format!("unknown argument {}", names.join(", ")) } else { format!("unknown field {} in `{path}`", names.join(", ")) };
             if path.is_empty()
                 && let Some(props) = schema.get("properties").and_then(Value::as_object)
             {
@@ -166,11 +154,7 @@ fn describe(error: &jsonschema::ValidationError<'_>, schema: &Value) -> String {
 /// `readOnlyHint: true`. The annotation is a hint from the server, but it is the only signal the
 /// protocol gives, and a tool that does not claim to be read-only must be assumed to write.
 pub fn writing_tools(tools: &[rmcp::model::Tool]) -> Vec<String> {
-    tools
-        .iter()
-        .filter(|t| !t.annotations.as_ref().and_then(|a| a.read_only_hint).unwrap_or(false))
-        .map(|t| t.name.to_string())
-        .collect()
+    tools.iter().filter(|t| !t.annotations.as_ref().and_then(|a| a.read_only_hint).unwrap_or(false)).map(|t| t.name.to_string()).collect()
 }
 
 pub(crate) fn json_type_name(v: &Value) -> &'static str {

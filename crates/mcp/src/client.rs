@@ -15,8 +15,7 @@ use std::time::Duration;
 use process_wrap::tokio::{CommandWrap, ProcessGroup};
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
 use rmcp::model::{
-    CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, Prompt, ReadResourceRequestParams, Resource,
-    ResourceTemplate, ServerPeerInfo, Tool,
+    CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, Prompt, ReadResourceRequestParams, Resource, ResourceTemplate, ServerPeerInfo, Tool,
 };
 use rmcp::service::RunningService;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -72,7 +71,9 @@ pub enum McpError {
     BadHeader { server: String, name: String },
     #[error("cannot connect to MCP server {server}: {reason}\nhint: {hint}")]
     Connect { server: String, reason: String, hint: String },
-    #[error("MCP server {server} did not finish `initialize` within {after:?}\nhint: check that it is an MCP server and that the transport is right (stdio command, /mcp for streamable HTTP, /sse for legacy SSE)")]
+    #[error(
+        "MCP server {server} did not finish `initialize` within {after:?}\nhint: check that it is an MCP server and that the transport is right (stdio command, /mcp for streamable HTTP, /sse for legacy SSE)"
+    )]
     ConnectTimeout { server: String, after: Duration },
     #[error("{what} on MCP server {server} did not answer within {after:?}")]
     Timeout { server: String, what: String, after: Duration },
@@ -174,14 +175,7 @@ impl McpClient {
     /// Starts or reaches the server and completes the MCP `initialize` handshake.
     pub async fn connect(spec: ServerSpec, options: ClientOptions) -> Result<Self, McpError> {
         let conn = open(&spec, &options, 0).await?;
-        Ok(McpClient {
-            spec,
-            options,
-            conn: RwLock::new(Some(conn)),
-            closed: AtomicBool::new(false),
-            generation: AtomicU64::new(0),
-            restarts: AtomicU64::new(0),
-        })
+        Ok(McpClient { spec, options, conn: RwLock::new(Some(conn)), closed: AtomicBool::new(false), generation: AtomicU64::new(0), restarts: AtomicU64::new(0) })
     }
 
     pub fn spec(&self) -> &ServerSpec {
@@ -230,13 +224,7 @@ impl McpClient {
             Some(imp) => (Some(imp.name.clone()), Some(imp.version.clone())),
             None => (None, None),
         };
-        Ok(Discovery {
-            server_name,
-            server_version,
-            instructions: info.and_then(|i| i.instructions).filter(|s| !s.trim().is_empty()),
-            tools,
-            resources,
-        })
+        Ok(Discovery { server_name, server_version, instructions: info.and_then(|i| i.instructions).filter(|s| !s.trim().is_empty()), tools, resources })
     }
 
     /// Every tool, following `nextCursor` to the last page.
@@ -329,11 +317,7 @@ impl McpClient {
             let (peer, generation) = self.peer().await?;
             let err = match tokio::time::timeout(self.options.call_timeout, request(peer)).await {
                 Err(_) => {
-                    return Err(McpError::Timeout {
-                        server: self.spec.describe(),
-                        what: what.to_string(),
-                        after: self.options.call_timeout,
-                    });
+                    return Err(McpError::Timeout { server: self.spec.describe(), what: what.to_string(), after: self.options.call_timeout });
                 }
                 Ok(Ok(value)) => return Ok(value),
                 Ok(Err(err)) => err,
@@ -380,9 +364,7 @@ impl McpClient {
         match err {
             ServiceError::McpError(e) => McpError::Protocol { server, what, code: e.code.0, message: e.message.to_string() },
             ServiceError::Timeout { timeout } => McpError::Timeout { server, what, after: timeout },
-            ServiceError::TransportClosed | ServiceError::TransportSend(_) => {
-                McpError::Transport { server, what, reason: plain_reason(&err) }
-            }
+            ServiceError::TransportClosed | ServiceError::TransportSend(_) => McpError::Transport { server, what, reason: plain_reason(&err) },
             other => McpError::Protocol { server, what, code: 0, message: plain_reason(&other) },
         }
     }
@@ -397,10 +379,7 @@ async fn shutdown(mut conn: Conn) {
 }
 
 fn client_info(options: &ClientOptions) -> ClientConfig {
-    ClientConfig::new(
-        ClientCapabilities::default(),
-        Implementation::new(options.client_name.clone(), env!("CARGO_PKG_VERSION")),
-    )
+    ClientConfig::new(ClientCapabilities::default(), Implementation::new(options.client_name.clone(), env!("CARGO_PKG_VERSION")))
 }
 
 /// Starts or reaches the server and runs `initialize`.
@@ -409,11 +388,8 @@ async fn open(spec: &ServerSpec, options: &ClientOptions, generation: u64) -> Re
     let info = client_info(options);
     let timeout = options.connect_timeout;
     let timed_out = || McpError::ConnectTimeout { server: server.clone(), after: timeout };
-    let init_failed = |e: rmcp::service::ClientInitializeError, hint: &str| McpError::Connect {
-        server: server.clone(),
-        reason: plain_reason(&e),
-        hint: hint.to_string(),
-    };
+    let init_failed =
+        |e: rmcp::service::ClientInitializeError, hint: &str| McpError::Connect { server: server.clone(), reason: plain_reason(&e), hint: hint.to_string() };
     match spec {
         ServerSpec::Stdio { command, args, env, cwd } => {
             let mut cmd = tokio::process::Command::new(command);
@@ -433,17 +409,12 @@ async fn open(spec: &ServerSpec, options: &ClientOptions, generation: u64) -> Re
             // and killing the group is the only way to stop both.
             let mut wrapped = CommandWrap::from(cmd);
             wrapped.wrap(ProcessGroup::leader());
-            let (child, _) = TokioChildProcess::builder(wrapped)
-                .stderr(stderr)
-                .spawn()
-                .map_err(|source| McpError::Spawn { command: command.clone(), source })?;
+            let (child, _) = TokioChildProcess::builder(wrapped).stderr(stderr).spawn().map_err(|source| McpError::Spawn { command: command.clone(), source })?;
             let pid = child.id();
             let service = tokio::time::timeout(timeout, info.serve(child))
                 .await
                 .map_err(|_| timed_out())?
-                .map_err(|e| {
-                    init_failed(e, "the process exited or wrote something other than JSON-RPC to stdout; its stderr log says why")
-                })?;
+                .map_err(|e| init_failed(e, "the process exited or wrote something other than JSON-RPC to stdout; its stderr log says why"))?;
             Ok(Conn { service, pid, generation })
         }
         ServerSpec::Http { url, transport: HttpTransport::StreamableHttp, headers } => {
@@ -454,21 +425,14 @@ async fn open(spec: &ServerSpec, options: &ClientOptions, generation: u64) -> Re
                 config = config.auth_header(token.expose());
             }
             let transport = StreamableHttpClientTransport::from_config(config);
-            let service = tokio::time::timeout(timeout, info.serve(transport))
-                .await
-                .map_err(|_| timed_out())?
-                .map_err(|e| {
-                    if e.is_authorization_required() || e.auth_challenge().is_some() {
-                        let hint = auth_hint(options.bearer_token.is_some());
-                        McpError::Connect {
-                            server: server.clone(),
-                            reason: "the server requires authorization (HTTP 401/403)".into(),
-                            hint: hint.into(),
-                        }
-                    } else {
-                        init_failed(e, "check the URL (streamable HTTP servers usually listen on /mcp; legacy SSE ones on /sse)")
-                    }
-                })?;
+            let service = tokio::time::timeout(timeout, info.serve(transport)).await.map_err(|_| timed_out())?.map_err(|e| {
+                if e.is_authorization_required() || e.auth_challenge().is_some() {
+                    let hint = auth_hint(options.bearer_token.is_some());
+                    McpError::Connect { server: server.clone(), reason: "the server requires authorization (HTTP 401/403)".into(), hint: hint.into() }
+                } else {
+                    init_failed(e, "check the URL (streamable HTTP servers usually listen on /mcp; legacy SSE ones on /sse)")
+                }
+            })?;
             Ok(Conn { service, pid: None, generation })
         }
         ServerSpec::Http { url, transport: HttpTransport::Sse, headers } => {
@@ -478,18 +442,16 @@ async fn open(spec: &ServerSpec, options: &ClientOptions, generation: u64) -> Re
                 hint: "the TLS backend failed to initialize".into(),
             })?;
             let headers = header_map(&server, headers, options.bearer_token.is_some())?;
-            let transport = SseClientTransport::connect(http, url, options.bearer_token.clone(), headers, timeout)
-                .await
-                .map_err(|e| {
-                    let unauthorized = matches!(&e, crate::sse::SseError::ConnectStatus { status, .. }
+            let transport = SseClientTransport::connect(http, url, options.bearer_token.clone(), headers, timeout).await.map_err(|e| {
+                let unauthorized = matches!(&e, crate::sse::SseError::ConnectStatus { status, .. }
                         if *status == reqwest::StatusCode::UNAUTHORIZED || *status == reqwest::StatusCode::FORBIDDEN);
-                    let hint = if unauthorized {
-                        auth_hint(options.bearer_token.is_some())
-                    } else {
-                        "legacy SSE servers stream events from GET /sse; for streamable HTTP use the /mcp URL"
-                    };
-                    McpError::Connect { server: server.clone(), reason: plain_reason(&e), hint: hint.into() }
-                })?;
+                let hint = if unauthorized {
+                    auth_hint(options.bearer_token.is_some())
+                } else {
+                    "legacy SSE servers stream events from GET /sse; for streamable HTTP use the /mcp URL"
+                };
+                McpError::Connect { server: server.clone(), reason: plain_reason(&e), hint: hint.into() }
+            })?;
             let service = tokio::time::timeout(timeout, info.serve(transport))
                 .await
                 .map_err(|_| timed_out())?

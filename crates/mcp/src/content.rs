@@ -49,10 +49,7 @@ fn render_block(block: &ContentBlock) -> String {
         // ContentBlock is non-exhaustive: name what we got rather than dropping it silently.
         #[allow(unreachable_patterns)]
         other => {
-            let kind = serde_json::to_value(other)
-                .ok()
-                .and_then(|v| v.get("type").and_then(|t| t.as_str()).map(str::to_string))
-                .unwrap_or_else(|| "unknown".into());
+            let kind = serde_json::to_value(other).ok().and_then(|v| v.get("type").and_then(|t| t.as_str()).map(str::to_string)).unwrap_or_else(|| "unknown".into());
             format!("[{kind} content]")
         }
     }
@@ -62,11 +59,9 @@ fn render_block(block: &ContentBlock) -> String {
 pub fn render_resource_contents(contents: &ResourceContents) -> String {
     match contents {
         ResourceContents::TextResourceContents { text, .. } => text.clone(),
-        ResourceContents::BlobResourceContents { uri, mime_type, blob, .. } => format!(
-            "[resource: {uri}, {}, {} bytes]",
-            mime_type.as_deref().unwrap_or("application/octet-stream"),
-            base64_len(blob)
-        ),
+        ResourceContents::BlobResourceContents { uri, mime_type, blob, .. } => {
+            format!("[resource: {uri}, {}, {} bytes]", mime_type.as_deref().unwrap_or("application/octet-stream"), base64_len(blob))
+        }
         #[allow(unreachable_patterns)]
         _ => "[resource]".to_string(),
     }

@@ -44,12 +44,7 @@ pub fn tools_to_openai(tools: &[Tool]) -> Vec<ToolSpec> {
             tracing::warn!("the MCP server has its own `{COMPLETE_TASK}` tool; it is hidden behind the synthetic one");
             continue;
         }
-        let description = tool
-            .description
-            .as_ref()
-            .map(|d| d.to_string())
-            .or_else(|| tool.title.clone())
-            .filter(|d| !d.trim().is_empty());
+        let description = tool.description.as_ref().map(|d| d.to_string()).or_else(|| tool.title.clone()).filter(|d| !d.trim().is_empty());
         out.push(ToolSpec::new(tool.name.to_string(), description, convert_schema(&tool.input_schema)));
     }
     out.push(complete_task_tool());
@@ -108,8 +103,7 @@ fn inline_refs(value: &Value, root: &Value, stack: &mut Vec<String>) -> Value {
 /// Replaces `{"$ref": ..., siblings}` by the referenced schema with the siblings on top (a
 /// description next to a `$ref` is the more specific one).
 fn inline_one(reference: &str, map: &Map<String, Value>, root: &Value, stack: &mut Vec<String>) -> Value {
-    let siblings: Map<String, Value> =
-        map.iter().filter(|(k, _)| k.as_str() != "$ref").map(|(k, v)| (k.clone(), inline_refs(v, root, stack))).collect();
+    let siblings: Map<String, Value> = map.iter().filter(|(k, _)| k.as_str() != "$ref").map(|(k, v)| (k.clone(), inline_refs(v, root, stack))).collect();
     let target = reference.strip_prefix('#').map(|pointer| {
         let decoded = percent_decode(pointer);
         if decoded.is_empty() { Some(root) } else { root.pointer(&decoded) }

@@ -78,7 +78,9 @@ impl fmt::Display for HttpTransport {
 /// Why a server could not be determined. Every message ends with a `hint:` line.
 #[derive(Debug, thiserror::Error)]
 pub enum SpecError {
-    #[error("the MCP server string is empty\nhint: pass a URL (`--server http://localhost:3001/mcp`) or a command (`--server \"npx -y @modelcontextprotocol/server-everything\"`)")]
+    #[error(
+        "the MCP server string is empty\nhint: pass a URL (`--server http://localhost:3001/mcp`) or a command (`--server \"npx -y @modelcontextprotocol/server-everything\"`)"
+    )]
     Empty,
     #[error("cannot split MCP server command `{input}`: {reason}\nhint: quote arguments with spaces shell-style, e.g. `--server \"python server.py --db 'my file.db'\"`")]
     BadCommand { input: String, reason: String },
@@ -114,14 +116,9 @@ impl ServerSpec {
             return Err(SpecError::Empty);
         }
         if is_url(input) {
-            return Ok(ServerSpec::Http {
-                url: input.to_string(),
-                transport: transport.unwrap_or_else(|| HttpTransport::infer(input)),
-                headers: BTreeMap::new(),
-            });
+            return Ok(ServerSpec::Http { url: input.to_string(), transport: transport.unwrap_or_else(|| HttpTransport::infer(input)), headers: BTreeMap::new() });
         }
-        let mut words = shell_words::split(input)
-            .map_err(|e| SpecError::BadCommand { input: input.to_string(), reason: e.to_string() })?;
+        let mut words = shell_words::split(input).map_err(|e| SpecError::BadCommand { input: input.to_string(), reason: e.to_string() })?;
         if words.is_empty() {
             return Err(SpecError::Empty);
         }
@@ -133,15 +130,13 @@ impl ServerSpec {
     /// Desktop, Cursor; VS Code's `servers` key is accepted too). With no name, a file holding
     /// exactly one server selects it. `${VAR}` in strings is replaced from our environment.
     pub fn from_mcp_config(path: &Path, server_name: Option<&str>) -> Result<Self, SpecError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| SpecError::ConfigRead { path: path.to_path_buf(), source })?;
+        let text = std::fs::read_to_string(path).map_err(|source| SpecError::ConfigRead { path: path.to_path_buf(), source })?;
         Self::from_mcp_config_str(&text, path, server_name)
     }
 
     /// [`ServerSpec::from_mcp_config`] on text already read; `path` is only used in messages.
     pub fn from_mcp_config_str(text: &str, path: &Path, server_name: Option<&str>) -> Result<Self, SpecError> {
-        let file: ConfigFile = serde_json::from_str(text)
-            .map_err(|source| SpecError::ConfigParse { path: path.to_path_buf(), source })?;
+        let file: ConfigFile = serde_json::from_str(text).map_err(|source| SpecError::ConfigParse { path: path.to_path_buf(), source })?;
         let servers = file.mcp_servers.or(file.servers).unwrap_or_default();
         let known: Vec<String> = servers.keys().cloned().collect();
         let (name, entry) = match server_name {
@@ -174,11 +169,7 @@ impl ServerSpec {
 
     /// The precedence the CLI uses: `--server`, else `--mcp-config` (with `--mcp-server NAME`),
     /// else `MCP_URL`.
-    pub fn resolve(
-        server: Option<&str>,
-        mcp_config: Option<&Path>,
-        server_name: Option<&str>,
-    ) -> Result<Self, SpecError> {
+    pub fn resolve(server: Option<&str>, mcp_config: Option<&Path>, server_name: Option<&str>) -> Result<Self, SpecError> {
         if let Some(s) = server {
             return Self::parse(s);
         }
@@ -250,9 +241,7 @@ struct ConfigEntry {
 
 impl ConfigEntry {
     fn to_spec(&self) -> Result<ServerSpec, String> {
-        let secrets = |m: &BTreeMap<String, String>| -> BTreeMap<String, Secret> {
-            m.iter().map(|(k, v)| (k.clone(), Secret::new(expand_env(v)))).collect()
-        };
+        let secrets = |m: &BTreeMap<String, String>| -> BTreeMap<String, Secret> { m.iter().map(|(k, v)| (k.clone(), Secret::new(expand_env(v)))).collect() };
         match (&self.command, &self.url) {
             (Some(_), Some(_)) => Err("it has both \"command\" and \"url\"".into()),
             (None, None) => Err("it has neither \"command\" nor \"url\"".into()),

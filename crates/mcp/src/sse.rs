@@ -41,11 +41,7 @@ pub enum SseError {
 }
 
 fn auth_hint(status: StatusCode) -> &'static str {
-    if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
-        " (check the bearer token)"
-    } else {
-        ""
-    }
+    if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN { " (check the bearer token)" } else { "" }
 }
 
 /// A connected legacy SSE session: the event stream and the POST endpoint it announced.
@@ -59,13 +55,7 @@ pub struct SseClientTransport {
 
 impl SseClientTransport {
     /// Opens the event stream at `url` and waits up to `timeout` for the `endpoint` event.
-    pub async fn connect(
-        http: reqwest::Client,
-        url: &str,
-        bearer: Option<Secret>,
-        headers: HeaderMap,
-        timeout: Duration,
-    ) -> Result<Self, SseError> {
+    pub async fn connect(http: reqwest::Client, url: &str, bearer: Option<Secret>, headers: HeaderMap, timeout: Duration) -> Result<Self, SseError> {
         let base = Url::parse(url).map_err(|_| SseError::BadEndpoint { url: url.into(), endpoint: url.into() })?;
         let mut req = http.get(base.clone()).header(ACCEPT, "text/event-stream").headers(headers.clone());
         if let Some(token) = &bearer {
@@ -81,9 +71,7 @@ impl SseClientTransport {
                 let Ok(event) = event else { break };
                 if event.event.as_deref() == Some("endpoint") {
                     let data = event.data.unwrap_or_default();
-                    let endpoint = base
-                        .join(data.trim())
-                        .map_err(|_| SseError::BadEndpoint { url: url.into(), endpoint: data.clone() })?;
+                    let endpoint = base.join(data.trim()).map_err(|_| SseError::BadEndpoint { url: url.into(), endpoint: data.clone() })?;
                     if endpoint.origin() != base.origin() {
                         return Err(SseError::CrossOrigin { endpoint: endpoint.to_string() });
                     }
@@ -92,9 +80,7 @@ impl SseClientTransport {
             }
             Err(SseError::ClosedBeforeEndpoint { url: url.into() })
         };
-        let (endpoint, events) = tokio::time::timeout(timeout, handshake)
-            .await
-            .map_err(|_| SseError::NoEndpoint { url: url.into(), after: timeout })??;
+        let (endpoint, events) = tokio::time::timeout(timeout, handshake).await.map_err(|_| SseError::NoEndpoint { url: url.into(), after: timeout })??;
         tracing::debug!(%endpoint, "legacy SSE session open");
         Ok(SseClientTransport { http, endpoint, bearer, headers, events })
     }
@@ -108,10 +94,7 @@ impl SseClientTransport {
 impl Transport<RoleClient> for SseClientTransport {
     type Error = SseError;
 
-    fn send(
-        &mut self,
-        item: ClientJsonRpcMessage,
-    ) -> impl Future<Output = Result<(), SseError>> + Send + 'static {
+    fn send(&mut self, item: ClientJsonRpcMessage) -> impl Future<Output = Result<(), SseError>> + Send + 'static {
         let mut req = self.http.post(self.endpoint.clone()).headers(self.headers.clone()).json(&item);
         if let Some(token) = &self.bearer {
             req = req.bearer_auth(token.expose());

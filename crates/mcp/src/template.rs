@@ -37,10 +37,7 @@ impl ServerSpec {
         let has = |s: &str| s.contains(WORKDIR) || s.contains(EPISODE_ID);
         match self {
             ServerSpec::Stdio { command, args, env, cwd } => {
-                has(command)
-                    || args.iter().any(|a| has(a))
-                    || env.values().any(|v| has(v.expose()))
-                    || cwd.as_ref().is_some_and(|c| has(&c.display().to_string()))
+                has(command) || args.iter().any(|a| has(a)) || env.values().any(|v| has(v.expose())) || cwd.as_ref().is_some_and(|c| has(&c.display().to_string()))
             }
             ServerSpec::Http { .. } => false,
         }

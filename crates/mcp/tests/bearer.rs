@@ -45,11 +45,7 @@ async fn recorder() -> (u16, Arc<Mutex<Vec<String>>>) {
 }
 
 fn options() -> ClientOptions {
-    ClientOptions {
-        bearer_token: Some(Secret::new(TOKEN)),
-        connect_timeout: Duration::from_secs(10),
-        ..Default::default()
-    }
+    ClientOptions { bearer_token: Some(Secret::new(TOKEN)), connect_timeout: Duration::from_secs(10), ..Default::default() }
 }
 
 async fn check(transport: HttpTransport, path: &str, method: &str) {

@@ -47,10 +47,7 @@ fn arguments_must_be_an_object() {
 fn missing_required_argument() {
     assert_eq!(err("run_sql", json!({})), "invalid arguments for `run_sql`: missing required argument `sql`");
     assert_eq!(err("complete_task", json!({})), "invalid arguments for `complete_task`: missing required argument `summary`");
-    assert_eq!(
-        err("search", json!({"filter": {}})),
-        "invalid arguments for `search`: missing required field `column` in `filter`"
-    );
+    assert_eq!(err("search", json!({"filter": {}})), "invalid arguments for `search`: missing required field `column` in `filter`");
 }
 
 #[test]

@@ -125,11 +125,6 @@ fn enrichment_lists_instructions_and_resources() {
         {"uri": "db://schema", "name": "schema", "title": "Schema"}
     ]))
     .unwrap();
-    let discovery = Discovery {
-        server_name: Some("demo".into()),
-        instructions: Some("Use describe_table first.".into()),
-        resources,
-        ..Default::default()
-    };
+    let discovery = Discovery { server_name: Some("demo".into()), instructions: Some("Use describe_table first.".into()), resources, ..Default::default() };
     insta::assert_snapshot!("enrichment", enrichment_text(&discovery));
 }

@@ -17,9 +17,13 @@ const REQUIREMENTS: &str = include_str!("../../../python/requirements.txt");
 pub enum EnvError {
     #[error("cannot prepare the Python environment in {path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
-    #[error("`{python}` could not create a virtual environment (see {log})\nhint: install Python 3.10+ with the venv module (Debian: apt-get install python3-venv), or point TRAIN_AGENT_PYTHON at an interpreter that already has torch, transformers, peft and pytorch-lightning")]
+    #[error(
+        "`{python}` could not create a virtual environment (see {log})\nhint: install Python 3.10+ with the venv module (Debian: apt-get install python3-venv), or point TRAIN_AGENT_PYTHON at an interpreter that already has torch, transformers, peft and pytorch-lightning"
+    )]
     Venv { python: String, log: PathBuf },
-    #[error("installing the pinned Python packages failed (see {log})\nhint: the packages come from PyPI; check network access, or set TRAIN_AGENT_PYTHON to an interpreter that already has them")]
+    #[error(
+        "installing the pinned Python packages failed (see {log})\nhint: the packages come from PyPI; check network access, or set TRAIN_AGENT_PYTHON to an interpreter that already has them"
+    )]
     Pip { log: PathBuf },
 }
 
@@ -36,9 +40,8 @@ pub fn cache_root() -> PathBuf {
     if let Some(p) = std::env::var_os("TRAIN_AGENT_CACHE") {
         return PathBuf::from(p);
     }
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| ".".into())).join(".cache"));
+    let base =
+        std::env::var_os("XDG_CACHE_HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| ".".into())).join(".cache"));
     base.join("train-agent")
 }
 

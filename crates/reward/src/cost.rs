@@ -66,11 +66,7 @@ pub fn price_of(model: &str, overrides: &BTreeMap<String, Price>) -> Option<Pric
     // OpenRouter names carry the vendor: `anthropic/claude-sonnet-4`.
     let bare = model.rsplit('/').next().unwrap_or(model);
     let best = |entries: Vec<(&str, Price)>| {
-        entries
-            .into_iter()
-            .filter(|(prefix, _)| model.starts_with(prefix) || bare.starts_with(prefix))
-            .max_by_key(|(prefix, _)| prefix.len())
-            .map(|(_, p)| p)
+        entries.into_iter().filter(|(prefix, _)| model.starts_with(prefix) || bare.starts_with(prefix)).max_by_key(|(prefix, _)| prefix.len()).map(|(_, p)| p)
     };
     best(overrides.iter().map(|(k, v)| (k.as_str(), *v)).collect())
         .or_else(|| best(DEFAULT_PRICES.iter().map(|&(k, input, output)| (k, Price { input, output })).collect()))

@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use tokio::io::AsyncWriteExt;
 use ta_types::{Scenario, Trajectory};
+use tokio::io::AsyncWriteExt;
 
 /// One `[[reward.custom]]` entry of the run config.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -127,8 +127,8 @@ impl CustomReward {
             scores: Vec<f64>,
         }
         let shown: String = output.chars().take(300).collect();
-        let reply: Reply = serde_json::from_str(output.trim())
-            .map_err(|e| self.error(format!("the answer is not {{\"scores\": [numbers]}} ({e}): {shown:?}"), PROTOCOL_HINT))?;
+        let reply: Reply =
+            serde_json::from_str(output.trim()).map_err(|e| self.error(format!("the answer is not {{\"scores\": [numbers]}} ({e}): {shown:?}"), PROTOCOL_HINT))?;
         if reply.scores.len() != n {
             return Err(self.error(format!("{} scores for a group of {n} trajectories", reply.scores.len()), PROTOCOL_HINT));
         }

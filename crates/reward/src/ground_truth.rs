@@ -129,10 +129,7 @@ mod tests {
     fn the_level_gap_is_the_closest_two_scores_can_be() {
         let set = rule(ExpectedRule::Set(vec!["a".into(), "b".into(), "c".into()]));
         let answers = ["", "a", "a b", "a b c"];
-        let mut levels: Vec<f64> = answers
-            .iter()
-            .flat_map(|a| [score(&set, a, Outcome::Completed), score(&set, a, Outcome::RanOutOfTurns)])
-            .collect();
+        let mut levels: Vec<f64> = answers.iter().flat_map(|a| [score(&set, a, Outcome::Completed), score(&set, a, Outcome::RanOutOfTurns)]).collect();
         levels.sort_by(f64::total_cmp);
         levels.dedup();
         let closest = levels.windows(2).map(|w| w[1] - w[0]).fold(f64::INFINITY, f64::min);

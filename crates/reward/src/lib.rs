@@ -150,7 +150,9 @@ pub enum RewardError {
     Judge(#[from] JudgeError),
     #[error(transparent)]
     Custom(#[from] CustomError),
-    #[error("invalid setting reward.rules_tie_break = {0}: use a share from 0 up to (not including) 1, so partial credit stays inside the gap between ground-truth levels")]
+    #[error(
+        "invalid setting reward.rules_tie_break = {0}: use a share from 0 up to (not including) 1, so partial credit stays inside the gap between ground-truth levels"
+    )]
     TieBreak(f64),
 }
 
@@ -297,14 +299,18 @@ mod tests {
     fn under_correctness_first_no_rules_score_lifts_an_answer_to_the_next_level() {
         for ground_truth_weight in [1.0, 2.0] {
             let cfg = RewardConfig { ground_truth_weight, rules_weight: 5.0, ..Default::default() };
-            for (s, levels) in [
-                (scenario("7"), vec![0.0, 0.5, 1.0]),
-                (scenario("{\"set\": [\"a\", \"b\", \"c\"]}"), vec![0.0, 1.0 / 6.0, 1.0 / 3.0, 0.5, 2.0 / 3.0, 1.0]),
-            ] {
+            for (s, levels) in
+                [(scenario("7"), vec![0.0, 0.5, 1.0]), (scenario("{\"set\": [\"a\", \"b\", \"c\"]}"), vec![0.0, 1.0 / 6.0, 1.0 / 3.0, 0.5, 2.0 / 3.0, 1.0])]
+            {
                 for w in levels.windows(2) {
                     let lowest_above = rules_range().map(|r| reward(&cfg, &s, Some(w[1]), r)).fold(f64::INFINITY, f64::min);
                     let highest_below = rules_range().map(|r| reward(&cfg, &s, Some(w[0]), r)).fold(f64::NEG_INFINITY, f64::max);
-                    assert!(lowest_above > highest_below, "ground truth {} with the worst rules ({lowest_above}) must outrank {} with the best ({highest_below})", w[1], w[0]);
+                    assert!(
+                        lowest_above > highest_below,
+                        "ground truth {} with the worst rules ({lowest_above}) must outrank {} with the best ({highest_below})",
+                        w[1],
+                        w[0]
+                    );
                 }
                 // Within a level, the rules still order behaviours.
                 assert!(reward(&cfg, &s, Some(1.0), 0.4) > reward(&cfg, &s, Some(1.0), 0.35));

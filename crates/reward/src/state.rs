@@ -77,8 +77,8 @@ fn run_check(command: &str, state: &str) -> Result<bool, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ta_types::scenario::{ExpectedRule, StateCommand};
     use ta_types::Expected;
+    use ta_types::scenario::{ExpectedRule, StateCommand};
 
     const STATE: &str = "Alice|admin\nBob|viewer\n";
 

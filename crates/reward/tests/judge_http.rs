@@ -55,11 +55,8 @@ struct Server {
 impl Server {
     async fn start(script: Vec<Step>) -> (Server, String) {
         let s = Server { script: Arc::new(Mutex::new(script.into())), ..Default::default() };
-        let app = axum::Router::new()
-            .route("/v1/chat/completions", post(openai))
-            .route("/v1/messages", post(anthropic))
-            .route("/custom", post(custom))
-            .with_state(s.clone());
+        let app =
+            axum::Router::new().route("/v1/chat/completions", post(openai)).route("/v1/messages", post(anthropic)).route("/custom", post(custom)).with_state(s.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
@@ -128,7 +125,8 @@ async fn custom(State(s): State<Server>, headers: HeaderMap, Json(body): Json<Va
 }
 
 fn scores(values: &[f64]) -> String {
-    let items: Vec<Value> = values.iter().enumerate().map(|(i, s)| json!({"trajectory_id": (i + 1).to_string(), "explanation": format!("attempt {}", i + 1), "score": s})).collect();
+    let items: Vec<Value> =
+        values.iter().enumerate().map(|(i, s)| json!({"trajectory_id": (i + 1).to_string(), "explanation": format!("attempt {}", i + 1), "score": s})).collect();
     json!({"scores": items}).to_string()
 }
 
@@ -149,10 +147,7 @@ fn group() -> Vec<Trajectory> {
 }
 
 fn config(model: &str, url: &str) -> RewardConfig {
-    RewardConfig {
-        judge: JudgeConfig { model: model.into(), base_url: Some(url.into()), max_retries: 2, timeout_s: 5.0, ..Default::default() },
-        ..Default::default()
-    }
+    RewardConfig { judge: JudgeConfig { model: model.into(), base_url: Some(url.into()), max_retries: 2, timeout_s: 5.0, ..Default::default() }, ..Default::default() }
 }
 
 #[tokio::test]
@@ -204,12 +199,7 @@ async fn openai_group_is_scored_priced_and_cached() {
 #[tokio::test]
 async fn rate_limits_server_errors_and_timeouts_are_retried() {
     keys();
-    let script = vec![
-        Step::Status(429, Some(1)),
-        Step::Status(500, None),
-        Step::Slow(Duration::from_secs(3), scores(&[0.0, 0.0])),
-        Step::Reply(scores(&[0.9, 0.2])),
-    ];
+    let script = vec![Step::Status(429, Some(1)), Step::Status(500, None), Step::Slow(Duration::from_secs(3), scores(&[0.0, 0.0])), Step::Reply(scores(&[0.9, 0.2]))];
     let (server, url) = Server::start(script).await;
     let mut cfg = config("openai/gpt-4o-mini", &format!("{url}/v1"));
     cfg.judge.max_retries = 3;
@@ -246,13 +236,8 @@ async fn an_invalid_reply_gets_one_repair_request() {
 async fn groups_the_judge_cannot_score_are_skipped_and_counted_never_zeroed() {
     keys();
     // Invalid twice (schema violation: a score above 1), then server errors past the retries.
-    let script = vec![
-        Step::Reply(scores(&[1.5, 0.0])),
-        Step::Reply("{\"scores\": []}".into()),
-        Step::Status(500, None),
-        Step::Status(503, None),
-        Step::Status(502, None),
-    ];
+    let script =
+        vec![Step::Reply(scores(&[1.5, 0.0])), Step::Reply("{\"scores\": []}".into()), Step::Status(500, None), Step::Status(503, None), Step::Status(502, None)];
     let (server, url) = Server::start(script).await;
     let rewarder = Rewarder::new(&config("openai/gpt-4o-mini", &format!("{url}/v1")), None).unwrap();
     let mut ts = group();

@@ -29,15 +29,7 @@ pub struct AgentConfig {
 
 impl Default for AgentConfig {
     fn default() -> Self {
-        AgentConfig {
-            max_turns: 8,
-            max_tokens: 512,
-            temperature: 1.0,
-            top_p: 1.0,
-            tool_result_max_chars: 4000,
-            record_tokens: true,
-            seed: None,
-        }
+        AgentConfig { max_turns: 8, max_tokens: 512, temperature: 1.0, top_p: 1.0, tool_result_max_chars: 4000, record_tokens: true, seed: None }
     }
 }
 
@@ -130,25 +122,30 @@ impl Episode {
     async fn act<T: ToolHost>(&mut self, mut msg: Message, turn: u32, tools: &T, cfg: &AgentConfig) -> Option<Outcome> {
         let mut malformed = Vec::new();
         if msg.tool_calls.is_empty()
-            && let Some(content) = msg.content.clone() {
-                let parsed = textcalls::parse(&content, &format!("call_t{turn}_"));
-                if !parsed.calls.is_empty() {
-                    msg.content = (!parsed.rest.is_empty()).then_some(parsed.rest);
-                    for (i, c) in parsed.calls.into_iter().enumerate() {
-                        match c {
-                            TextCall::Call(call) => msg.tool_calls.push(call),
-                            TextCall::Malformed { raw, reason } => malformed.push((format!("call_t{turn}_bad{i}"), raw, reason)),
-                        }
+            && let Some(content) = msg.content.clone()
+        {
+            let parsed = textcalls::parse(&content, &format!("call_t{turn}_"));
+            if !parsed.calls.is_empty() {
+                msg.content = (!parsed.rest.is_empty()).then_some(parsed.rest);
+                for (i, c) in parsed.calls.into_iter().enumerate() {
+                    match c {
+                        TextCall::Call(call) => msg.tool_calls.push(call),
+                        TextCall::Malformed { raw, reason } => malformed.push((format!("call_t{turn}_bad{i}"), raw, reason)),
                     }
                 }
             }
+        }
         let calls = msg.tool_calls.clone();
         let text = msg.content.clone();
         self.traj.messages.push(msg);
 
         for (id, raw, reason) in malformed {
             self.fail(true);
-            self.traj.messages.push(Message::tool(id, "invalid_tool_call", format!("Error: could not read the tool call `{raw}`: {reason}. Write calls as <tool_call>{{\"name\": ..., \"arguments\": {{...}}}}</tool_call>.")));
+            self.traj.messages.push(Message::tool(
+                id,
+                "invalid_tool_call",
+                format!("Error: could not read the tool call `{raw}`: {reason}. Write calls as <tool_call>{{\"name\": ..., \"arguments\": {{...}}}}</tool_call>."),
+            ));
         }
         if calls.is_empty() {
             if let Some(t) = text.filter(|t| !t.trim().is_empty()) {

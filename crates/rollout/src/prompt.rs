@@ -19,9 +19,7 @@ pub fn render_system_prompt(template: &str, origin: &str, instructions: &str) ->
     let env = Environment::new();
     let err = |source| TemplateError { origin: origin.to_string(), source };
     let tmpl = env.template_from_str(template).map_err(err)?;
-    let out = tmpl
-        .render(context! { complete_task => ta_mcp::COMPLETE_TASK, instructions => instructions.trim() })
-        .map_err(err)?;
+    let out = tmpl.render(context! { complete_task => ta_mcp::COMPLETE_TASK, instructions => instructions.trim() }).map_err(err)?;
     Ok(out.trim().to_string())
 }
 

@@ -24,10 +24,7 @@ pub struct Job {
 
 /// `rollouts_per_scenario` jobs for each scenario, for training step `step`.
 pub fn group_jobs(scenarios: &[Scenario], rollouts_per_scenario: u32, step: u64) -> Vec<Job> {
-    scenarios
-        .iter()
-        .flat_map(|s| (0..rollouts_per_scenario).map(move |index| Job { scenario: s.clone(), group: GroupRef { step, index } }))
-        .collect()
+    scenarios.iter().flat_map(|s| (0..rollouts_per_scenario).map(move |index| Job { scenario: s.clone(), group: GroupRef { step, index } })).collect()
 }
 
 /// How a batch of rollouts ended.
@@ -54,14 +51,8 @@ pub async fn run_jobs<T: ToolHost>(
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<RunResult> {
     progress.set_length(jobs.len() as u64);
-    progress.set_style(
-        ProgressStyle::with_template("{prefix:>10} [{bar:30}] {pos}/{len} {msg} ({elapsed}, eta {eta})")
-            .expect("valid template")
-            .progress_chars("=> "),
-    );
-    let mut stream = futures::stream::iter(jobs)
-        .map(|job| async move { play(chat, model, tools, system_prompt, &job, cfg).await })
-        .buffer_unordered(concurrency.max(1));
+    progress.set_style(ProgressStyle::with_template("{prefix:>10} [{bar:30}] {pos}/{len} {msg} ({elapsed}, eta {eta})").expect("valid template").progress_chars("=> "));
+    let mut stream = futures::stream::iter(jobs).map(|job| async move { play(chat, model, tools, system_prompt, &job, cfg).await }).buffer_unordered(concurrency.max(1));
     let mut out = Vec::new();
     let mut completed = 0usize;
     tokio::pin!(shutdown);
@@ -174,7 +165,9 @@ pub async fn play_resumable<T: ToolHost>(
 /// Every episode of a run failed (the model server or MCP server, not the model): the run
 /// produced nothing worth keeping, so the command fails.
 #[derive(Debug, thiserror::Error)]
-#[error("every episode failed ({count} of {count}); the first error: {first}\nhint: fix the cause (is the model server up and --base-url right? does the MCP server start?), then run the same command again: failed episodes are replayed (--retry-failed)")]
+#[error(
+    "every episode failed ({count} of {count}); the first error: {first}\nhint: fix the cause (is the model server up and --base-url right? does the MCP server start?), then run the same command again: failed episodes are replayed (--retry-failed)"
+)]
 pub struct AllFailed {
     pub count: usize,
     pub first: String,

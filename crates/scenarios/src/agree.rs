@@ -97,10 +97,13 @@ pub fn agree(answers: &[Option<&str>], m: usize) -> Option<Agreement> {
 pub fn infer_expected(representative: &str, agreeing: &[&str]) -> Expected {
     let rule = match Answer::read(representative) {
         Answer::Number(x) => {
-            let values: Vec<f64> = agreeing.iter().filter_map(|a| match Answer::read(a) {
-                Answer::Number(v) => Some(v),
-                _ => None,
-            }).collect();
+            let values: Vec<f64> = agreeing
+                .iter()
+                .filter_map(|a| match Answer::read(a) {
+                    Answer::Number(v) => Some(v),
+                    _ => None,
+                })
+                .collect();
             let spread = values.iter().map(|v| (v - x).abs()).fold(0.0, f64::max);
             let tolerance = if x.fract() == 0.0 && spread == 0.0 { 0.0 } else { spread.max(RELATIVE_TOLERANCE * x.abs()) };
             ExpectedRule::Number { number: x, tolerance }
@@ -109,19 +112,11 @@ pub fn infer_expected(representative: &str, agreeing: &[&str]) -> Expected {
         Answer::Text(t) => {
             let bool_like = matches!(t.as_str(), "yes" | "no" | "true" | "false");
             let cleaned = normalize(representative);
-            if !bool_like && t.split_whitespace().count() <= MAX_CONTAINS_WORDS {
-                ExpectedRule::Contains(cleaned)
-            } else {
-                ExpectedRule::Exact(cleaned)
-            }
+            if !bool_like && t.split_whitespace().count() <= MAX_CONTAINS_WORDS { ExpectedRule::Contains(cleaned) } else { ExpectedRule::Exact(cleaned) }
         }
     };
     let expected = Expected::Rule(rule);
-    if agreeing.iter().all(|a| matches(&expected, a) >= 1.0) {
-        expected
-    } else {
-        Expected::Rule(ExpectedRule::Exact(representative.trim().to_string()))
-    }
+    if agreeing.iter().all(|a| matches(&expected, a) >= 1.0) { expected } else { Expected::Rule(ExpectedRule::Exact(representative.trim().to_string())) }
 }
 
 #[cfg(test)]

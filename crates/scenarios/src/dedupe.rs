@@ -184,7 +184,14 @@ mod tests {
     fn no_near_duplicate_pair_crosses_the_split() {
         // Families of paraphrases: a leak-prone set, split many ways.
         let mut texts = Vec::new();
-        for topic in ["salary of the engineers", "budget of every project", "manager of the sales team", "hires made in 2021", "offices in the north region", "tickets closed last week"] {
+        for topic in [
+            "salary of the engineers",
+            "budget of every project",
+            "manager of the sales team",
+            "hires made in 2021",
+            "offices in the north region",
+            "tickets closed last week",
+        ] {
             for variant in ["What is the total", "Tell me the total", "What is the total sum of the"] {
                 texts.push(format!("{variant} {topic}"));
             }

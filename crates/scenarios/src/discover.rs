@@ -110,10 +110,7 @@ impl Surface {
         let has_prompts = capabilities.as_ref().is_some_and(|c| c.prompts.is_some());
         let resource_templates = if has_resources {
             match client.list_resource_templates().await {
-                Ok(ts) => ts
-                    .into_iter()
-                    .map(|t| TemplateInfo { uri_template: t.uri_template, name: t.name, description: t.description.unwrap_or_default() })
-                    .collect(),
+                Ok(ts) => ts.into_iter().map(|t| TemplateInfo { uri_template: t.uri_template, name: t.name, description: t.description.unwrap_or_default() }).collect(),
                 Err(e) => {
                     tracing::warn!(error = %e, "listing resource templates failed; continuing without");
                     Vec::new()
@@ -129,12 +126,7 @@ impl Surface {
                     .map(|p| PromptInfo {
                         name: p.name,
                         description: p.description.unwrap_or_default(),
-                        arguments: p
-                            .arguments
-                            .unwrap_or_default()
-                            .into_iter()
-                            .map(|a| if a.required == Some(true) { a.name } else { format!("{}?", a.name) })
-                            .collect(),
+                        arguments: p.arguments.unwrap_or_default().into_iter().map(|a| if a.required == Some(true) { a.name } else { format!("{}?", a.name) }).collect(),
                     })
                     .collect(),
                 Err(e) => {

@@ -125,7 +125,14 @@ const AVOID_SHOWN: usize = 30;
 
 /// Asks `teacher` for `opts.n` tasks about `surface`, `opts.batch` per call, with at most three
 /// calls per batch's worth of tasks (so a teacher that keeps failing stops).
-pub async fn generate(teacher: &Teacher, template: &str, origin: &str, surface: &Surface, opts: &GenerateOptions, progress: &ProgressBar) -> Result<(Vec<Draft>, GenerateCounts), GenerateError> {
+pub async fn generate(
+    teacher: &Teacher,
+    template: &str,
+    origin: &str,
+    surface: &Surface,
+    opts: &GenerateOptions,
+    progress: &ProgressBar,
+) -> Result<(Vec<Draft>, GenerateCounts), GenerateError> {
     if surface.tools.is_empty() {
         return Err(GenerateError::NoTools);
     }
@@ -185,8 +192,5 @@ pub async fn generate(teacher: &Teacher, template: &str, origin: &str, surface: 
 
 /// Tasks in a reply that parses as `{"tasks": [...]}`, valid or not; 0 otherwise.
 fn task_count(text: &str) -> usize {
-    prompt::json_body(text)
-        .and_then(|b| serde_json::from_str::<serde_json::Value>(b).ok())
-        .and_then(|v| v["tasks"].as_array().map(Vec::len))
-        .unwrap_or(0)
+    prompt::json_body(text).and_then(|b| serde_json::from_str::<serde_json::Value>(b).ok()).and_then(|v| v["tasks"].as_array().map(Vec::len)).unwrap_or(0)
 }

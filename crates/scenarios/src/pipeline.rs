@@ -134,9 +134,7 @@ pub async fn run<T: ToolHost>(
     shutdown: impl Future<Output = ()>,
 ) -> Result<Report, PipelineError> {
     std::fs::create_dir_all(out).map_err(io(out))?;
-    progress.set_style(
-        indicatif::ProgressStyle::with_template("{prefix:>10} [{bar:30}] {pos}/{len} {msg} ({elapsed})").expect("valid template").progress_chars("=> "),
-    );
+    progress.set_style(indicatif::ProgressStyle::with_template("{prefix:>10} [{bar:30}] {pos}/{len} {msg} ({elapsed})").expect("valid template").progress_chars("=> "));
     let solving = solver.unwrap_or(teacher);
     let spent = || teacher.spend().cost_usd + solver.map_or(0.0, |s| s.spend().cost_usd);
 
@@ -212,12 +210,13 @@ pub async fn run<T: ToolHost>(
     }
     counts.kept = kept.len();
     let k = opts.solve.attempts;
-    say(format!(
-        "solved            {} of {} tasks had a completed attempt ({} attempts each)",
-        counts.solved, counts.deduped, k
-    ));
+    say(format!("solved            {} of {} tasks had a completed attempt ({} attempts each)", counts.solved, counts.deduped, k));
     say(format!("agreed            {} ({} of {k} answers agree)", counts.agreed, opts.agree));
-    say(format!("kept              {}{}", counts.kept, if opts.keep_unverified { format!(" ({} unverified, checked: false)", counts.unverified) } else { String::new() }));
+    say(format!(
+        "kept              {}{}",
+        counts.kept,
+        if opts.keep_unverified { format!(" ({} unverified, checked: false)", counts.unverified) } else { String::new() }
+    ));
 
     // 5. Split by whole near-duplicate components.
     let texts: Vec<&str> = kept.iter().map(|s| s.task.as_str()).collect();

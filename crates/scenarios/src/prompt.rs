@@ -16,7 +16,9 @@ pub const DEFAULT_TEMPLATE: &str = include_str!("generate_prompt.j2");
 pub const SCHEMA_NAME: &str = "scenario_tasks";
 
 #[derive(Debug, thiserror::Error)]
-#[error("scenario prompt template {origin}: {source}\nhint: the template is minijinja with blocks `system` and `user`; variables: n, batch, server_name, instructions, tools, resources, resource_templates, prompts, avoid")]
+#[error(
+    "scenario prompt template {origin}: {source}\nhint: the template is minijinja with blocks `system` and `user`; variables: n, batch, server_name, instructions, tools, resources, resource_templates, prompts, avoid"
+)]
 pub struct TemplateError {
     origin: String,
     source: minijinja::Error,

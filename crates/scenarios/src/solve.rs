@@ -64,7 +64,9 @@ pub async fn solve<T: ToolHost>(
         let jobs = group_jobs(chunk, opts.attempts, 0);
         // The runner's own bar would count one chunk; ours counts the whole job.
         let chunk_bar = ProgressBar::hidden();
-        let played = play_resumable(chat, &solver.endpoint.model, tools, system_prompt, jobs, &opts.agent, opts.concurrency, path, opts.retry_failed, &chunk_bar, &mut shutdown).await?;
+        let played =
+            play_resumable(chat, &solver.endpoint.model, tools, system_prompt, jobs, &opts.agent, opts.concurrency, path, opts.retry_failed, &chunk_bar, &mut shutdown)
+                .await?;
         progress.inc((chunk.len() * opts.attempts as usize) as u64);
         // The file holds every chunk's episodes; this chunk's (from an earlier run too: the
         // budget covers the whole job) are charged once, here.
@@ -86,10 +88,7 @@ pub async fn solve<T: ToolHost>(
 
 /// The tokens an episode used, as the server reported them.
 pub fn usage_of(t: &Trajectory) -> Usage {
-    Usage {
-        input_tokens: t.turns.iter().map(|u| u.prompt_tokens).sum(),
-        output_tokens: t.turns.iter().map(|u| u.completion_tokens).sum(),
-    }
+    Usage { input_tokens: t.turns.iter().map(|u| u.prompt_tokens).sum(), output_tokens: t.turns.iter().map(|u| u.completion_tokens).sum() }
 }
 
 /// The final answer of an episode that completed (`complete_task`), for agreement.

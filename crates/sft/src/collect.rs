@@ -61,17 +61,13 @@ pub async fn collect<T: ToolHost>(
     std::fs::create_dir_all(out).map_err(io)?;
     let path = out.join("trajectories.jsonl");
     let jobs = group_jobs(scenarios, opts.n, 0);
-    let played = play_resumable(chat, model, tools, system_prompt, jobs, &opts.agent, opts.concurrency, &path, opts.retry_failed, progress, shutdown)
-        .await
-        .map_err(io)?;
+    let played =
+        play_resumable(chat, model, tools, system_prompt, jobs, &opts.agent, opts.concurrency, &path, opts.retry_failed, progress, shutdown).await.map_err(io)?;
     let mut trajectories = played.trajectories;
     ta_reward::score_all(&opts.reward, scenarios, &mut trajectories);
     ta_types::trajectory::write_trajectories(&path, &trajectories).map_err(io)?;
     let by_id: std::collections::HashMap<&str, &Scenario> = scenarios.iter().map(|s| (s.id.as_str(), s)).collect();
-    let traces: Vec<Trace> = trajectories
-        .iter()
-        .map(|t| Trace::from_trajectory(t, by_id.get(t.scenario_id.as_str()).copied(), tools.specs(), &opts.source))
-        .collect();
+    let traces: Vec<Trace> = trajectories.iter().map(|t| Trace::from_trajectory(t, by_id.get(t.scenario_id.as_str()).copied(), tools.specs(), &opts.source)).collect();
     write_traces(&out.join(TRACES_FILE), &traces).map_err(io)?;
     let summary = Summary::of(&trajectories);
     std::fs::write(out.join("summary.json"), serde_json::to_vec_pretty(&summary).expect("summary serialises")).map_err(io)?;

@@ -107,9 +107,7 @@ fn steps_of(s: &Scenario, sql_tools: Option<&SqlTools>, listing: &str) -> Result
     let sql = steps.iter().find(|st| st.tool == t.query.name).and_then(|st| st.arguments.get(&t.query.arg)).and_then(Value::as_str);
     let explores = steps.iter().any(|st| Some(&st.tool) == t.list.as_ref() || Some(&st.tool) == t.describe.as_ref().map(|d| &d.name));
     match sql {
-        Some(sql) if !explores => {
-            Ok(ta_synth::exploration_steps(t, &tables_of(sql, listing)).into_iter().chain(steps).collect())
-        }
+        Some(sql) if !explores => Ok(ta_synth::exploration_steps(t, &tables_of(sql, listing)).into_iter().chain(steps).collect()),
         _ => Ok(steps),
     }
 }

@@ -150,7 +150,10 @@ pub async fn prepare_data(cfg: &SftConfig, out: &Path, python: &PythonEnv) -> Re
         rows.push(serde_json::from_str(&line).map_err(|e| SftError::Data(format!("{}:{}: {e}", tokens.display(), i + 1)))?);
     }
     if rows.is_empty() {
-        return Err(SftError::Data(format!("no conversation of {} can be trained on ({summary})\nhint: check that it holds assistant turns and that --max-seq-len fits them", cfg.dataset)));
+        return Err(SftError::Data(format!(
+            "no conversation of {} can be trained on ({summary})\nhint: check that it holds assistant turns and that --max-seq-len fits them",
+            cfg.dataset
+        )));
     }
     Ok((rows, summary))
 }
@@ -219,13 +222,27 @@ fn trainer_config(cfg: &SftConfig, out: &Path, resume_step: u64, total_steps: u6
 /// How a run ended.
 #[derive(Debug, Clone, PartialEq)]
 pub enum SftFinished {
-    Done { steps: u64, final_dir: PathBuf, eval_loss_before: Option<f64>, eval_loss_after: Option<f64> },
+    Done {
+        steps: u64,
+        final_dir: PathBuf,
+        eval_loss_before: Option<f64>,
+        eval_loss_after: Option<f64>,
+    },
     /// Ctrl-C after `checkpointed_step`; running again with resume continues from there.
-    Interrupted { checkpointed_step: u64 },
+    Interrupted {
+        checkpointed_step: u64,
+    },
 }
 
 /// Runs (or resumes, from the last complete checkpoint) an SFT run in `out`.
-pub async fn run(cfg: &SftConfig, out: &Path, python: &PythonEnv, trainer_env: &[(String, String)], progress: &ProgressBar, shutdown: impl Future<Output = ()>) -> Result<SftFinished, SftError> {
+pub async fn run(
+    cfg: &SftConfig,
+    out: &Path,
+    python: &PythonEnv,
+    trainer_env: &[(String, String)],
+    progress: &ProgressBar,
+    shutdown: impl Future<Output = ()>,
+) -> Result<SftFinished, SftError> {
     cfg.validate()?;
     let io = |p: &Path, e| SftError::io(p, e);
     std::fs::create_dir_all(out).map_err(|e| io(out, e))?;
@@ -318,10 +335,7 @@ fn append_metrics(path: &Path, row: &Value) -> Result<(), SftError> {
 /// the unsaved adapter).
 fn keep_metrics_up_to(path: &Path, step: u64) -> Result<(), SftError> {
     let Ok(text) = std::fs::read_to_string(path) else { return Ok(()) };
-    let kept: Vec<&str> = text
-        .lines()
-        .filter(|l| serde_json::from_str::<Value>(l).ok().and_then(|v| v["step"].as_u64()).is_some_and(|s| s <= step))
-        .collect();
+    let kept: Vec<&str> = text.lines().filter(|l| serde_json::from_str::<Value>(l).ok().and_then(|v| v["step"].as_u64()).is_some_and(|s| s <= step)).collect();
     let body = if kept.is_empty() { String::new() } else { kept.join("\n") + "\n" };
     std::fs::write(path, body).map_err(|e| SftError::io(path, e))
 }

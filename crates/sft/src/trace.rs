@@ -109,9 +109,8 @@ pub fn read_traces(path: &Path) -> std::io::Result<Vec<Trace>> {
         if line.trim().is_empty() {
             continue;
         }
-        let t = serde_json::from_str(&line).map_err(|e| {
-            std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{}:{}: invalid trace: {e}", path.display(), i + 1))
-        })?;
+        let t =
+            serde_json::from_str(&line).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{}:{}: invalid trace: {e}", path.display(), i + 1)))?;
         out.push(t);
     }
     Ok(out)
@@ -125,10 +124,7 @@ mod tests {
     #[test]
     fn trace_keeps_messages_tools_and_counts_truncated_turns() {
         let mut t = Trajectory::start("q1", GroupRef { step: 0, index: 2 }, "teacher", vec![Message::user("hi")]);
-        t.turns = vec![
-            Turn { finish_reason: Some("length".into()), ..Default::default() },
-            Turn { finish_reason: Some("tool_calls".into()), ..Default::default() },
-        ];
+        t.turns = vec![Turn { finish_reason: Some("length".into()), ..Default::default() }, Turn { finish_reason: Some("tool_calls".into()), ..Default::default() }];
         let tools = vec![ToolSpec::new("list_tables", None, serde_json::json!({"type": "object"}))];
         let trace = Trace::from_trajectory(&t, None, &tools, "teacher");
         assert_eq!(trace.id, "q1#2");

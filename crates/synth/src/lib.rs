@@ -40,7 +40,9 @@ pub const SOURCE_SYNTH: &str = "synth";
 pub enum SynthError {
     #[error("{0}")]
     Tools(String),
-    #[error("the database does not answer like SQLite ({0})\nhint: `scenarios synth` reads the schema through sqlite_master and pragma_table_info, which only SQLite has; for other databases use `scenarios generate`")]
+    #[error(
+        "the database does not answer like SQLite ({0})\nhint: `scenarios synth` reads the schema through sqlite_master and pragma_table_info, which only SQLite has; for other databases use `scenarios generate`"
+    )]
     Dialect(String),
     #[error("learning the schema failed: {0}\nhint: the query tool must accept SELECTs on sqlite_master and the pragma_table_info/pragma_foreign_key_list functions")]
     Introspection(String),
@@ -105,7 +107,12 @@ pub async fn synthesize<T: ToolHost>(host: &T, opts: &SynthOptions) -> Result<Sy
     let mut checked = 0;
     let mut seen: HashSet<String> = HashSet::new();
     let mut tasks = 0;
-    let mut stream = futures::stream::iter(ordered).map(|c| async { let r = check::check(&sql, &c).await; (c, r) }).buffered(opts.concurrency.max(1));
+    let mut stream = futures::stream::iter(ordered)
+        .map(|c| async {
+            let r = check::check(&sql, &c).await;
+            (c, r)
+        })
+        .buffered(opts.concurrency.max(1));
     while let Some((c, result)) = stream.next().await {
         checked += 1;
         match result {

@@ -79,7 +79,12 @@ fn shown(v: &Value) -> String {
 }
 
 fn is_category(t: &Table, c: &Column) -> bool {
-    matches!(c.kind, Kind::Text | Kind::Integer) && !t.is_key(c) && c.distinct >= 2 && c.distinct <= MAX_CATEGORIES && c.distinct < t.rows && c.values.len() as u64 == c.distinct
+    matches!(c.kind, Kind::Text | Kind::Integer)
+        && !t.is_key(c)
+        && c.distinct >= 2
+        && c.distinct <= MAX_CATEGORIES
+        && c.distinct < t.rows
+        && c.values.len() as u64 == c.distinct
 }
 
 fn is_quantity(t: &Table, c: &Column) -> bool {
@@ -98,7 +103,17 @@ struct Gen {
 
 impl Gen {
     #[allow(clippy::too_many_arguments)]
-    fn add(&mut self, template: &'static str, difficulty: u8, tables: &[&str], phrasings: Vec<String>, sql: String, columns: &[&str], answer: Shape, probe: Option<Probe>) {
+    fn add(
+        &mut self,
+        template: &'static str,
+        difficulty: u8,
+        tables: &[&str],
+        phrasings: Vec<String>,
+        sql: String,
+        columns: &[&str],
+        answer: Shape,
+        probe: Option<Probe>,
+    ) {
         self.out.push(Candidate {
             template,
             difficulty,
@@ -152,7 +167,11 @@ fn single_table(g: &mut Gen, t: &Table) {
         "count_rows",
         1,
         &[th],
-        vec![format!("How many {plural} are there?"), format!("Count the rows of the {th} table."), format!("What is the total number of {plural} recorded in the database?")],
+        vec![
+            format!("How many {plural} are there?"),
+            format!("Count the rows of the {th} table."),
+            format!("What is the total number of {plural} recorded in the database?"),
+        ],
         format!("SELECT count(*) AS n FROM {tn}"),
         &["n"],
         Shape::One,
@@ -188,7 +207,11 @@ fn single_table(g: &mut Gen, t: &Table) {
                     "count_where",
                     1,
                     &[th],
-                    vec![format!("How many {plural} have {ch} {vs}?"), format!("Count the {plural} whose {} is {vs}.", c.name), format!("In the {th} table, how many rows have {} = {vs}?", c.name)],
+                    vec![
+                        format!("How many {plural} have {ch} {vs}?"),
+                        format!("Count the {plural} whose {} is {vs}.", c.name),
+                        format!("In the {th} table, how many rows have {} = {vs}?", c.name),
+                    ],
                     format!("SELECT count(*) AS n FROM {tn} WHERE {cn} = {vl}"),
                     &["n"],
                     Shape::One,
@@ -225,7 +248,10 @@ fn single_table(g: &mut Gen, t: &Table) {
                         "aggregate_where",
                         2,
                         &[th],
-                        vec![format!("What is the total {qh} of the {plural} whose {ch} is {vs}?"), format!("Add up the {} of every {sing} with {} = {vs}.", q.name, c.name)],
+                        vec![
+                            format!("What is the total {qh} of the {plural} whose {ch} is {vs}?"),
+                            format!("Add up the {} of every {sing} with {} = {vs}.", q.name, c.name),
+                        ],
                         format!("SELECT sum({qn}) AS answer FROM {tn} WHERE {cn} = {vl}"),
                         &["answer"],
                         Shape::One,
@@ -418,7 +444,10 @@ fn one_hop(g: &mut Gen, child: &Table, fk: &ForeignKey, parent: &Table) {
                 "join_aggregate",
                 4,
                 &tables,
-                vec![format!("What is the total {} of the {cp} whose {rel} is {who}?", human(&q.name)), format!("Sum {}.{} over the rows linked to the {ps} {who}.", child.name, q.name)],
+                vec![
+                    format!("What is the total {} of the {cp} whose {rel} is {who}?", human(&q.name)),
+                    format!("Sum {}.{} over the rows linked to the {ps} {who}.", child.name, q.name),
+                ],
                 format!("SELECT sum(c.{}) AS answer {from} WHERE {pl} = {}", ident(&q.name), literal(who)),
                 &["answer"],
                 Shape::One,
@@ -460,7 +489,10 @@ fn one_hop(g: &mut Gen, child: &Table, fk: &ForeignKey, parent: &Table) {
             "having_count",
             5,
             &tables,
-            vec![format!("How many {} are the {rel} of more than {k} {cp}?", human(&parent.name)), format!("Count the {} rows referenced by more than {k} rows of {} (through {}).", parent.name, child.name, fk.from)],
+            vec![
+                format!("How many {} are the {rel} of more than {k} {cp}?", human(&parent.name)),
+                format!("Count the {} rows referenced by more than {k} rows of {} (through {}).", parent.name, child.name, fk.from),
+            ],
             format!("SELECT count(*) AS n FROM (SELECT p.{} {from} GROUP BY p.{} HAVING count(*) > {k})", ident(&fk.to), ident(&fk.to)),
             &["n"],
             Shape::One,
@@ -473,7 +505,10 @@ fn one_hop(g: &mut Gen, child: &Table, fk: &ForeignKey, parent: &Table) {
                 "join_filter_count",
                 4,
                 &tables,
-                vec![format!("How many {cp} have a {rel} whose {} is {}?", human(&c.name), shown(v)), format!("Count the {} rows whose {} has {} = {}.", child.name, rel, c.name, shown(v))],
+                vec![
+                    format!("How many {cp} have a {rel} whose {} is {}?", human(&c.name), shown(v)),
+                    format!("Count the {} rows whose {} has {} = {}.", child.name, rel, c.name, shown(v)),
+                ],
                 format!("SELECT count(*) AS n {from} WHERE p.{} = {}", ident(&c.name), value_literal(v)),
                 &["n"],
                 Shape::One,
@@ -517,7 +552,10 @@ fn two_hops(g: &mut Gen, child: &Table, fk: &ForeignKey, mid: &Table, fk2: &Fore
             "multi_hop_count",
             4,
             &tables,
-            vec![format!("How many {cp} have a {rel} whose {rel2} is {who}?"), format!("Follow {}.{} to {} and then {} to {}: how many {} rows lead to {who}?", child.name, fk.from, mid.name, fk2.from, top.name, child.name)],
+            vec![
+                format!("How many {cp} have a {rel} whose {rel2} is {who}?"),
+                format!("Follow {}.{} to {} and then {} to {}: how many {} rows lead to {who}?", child.name, fk.from, mid.name, fk2.from, top.name, child.name),
+            ],
             format!("SELECT count(*) AS n {from} WHERE {tl} = {}", literal(who)),
             &["n"],
             Shape::One,
@@ -528,7 +566,10 @@ fn two_hops(g: &mut Gen, child: &Table, fk: &ForeignKey, mid: &Table, fk2: &Fore
         "multi_hop_argmax",
         5,
         &tables,
-        vec![format!("Which {ts} is the {rel2} of the {rel}s of the most {cp}?"), format!("Going from {} through {} to {}, which {ts} is reached by the most {} rows?", child.name, mid.name, top.name, child.name)],
+        vec![
+            format!("Which {ts} is the {rel2} of the {rel}s of the most {cp}?"),
+            format!("Going from {} through {} to {}, which {ts} is reached by the most {} rows?", child.name, mid.name, top.name, child.name),
+        ],
         &format!("{tl} AS answer, count(*) AS metric"),
         &format!("{from} GROUP BY t.{}", ident(&fk2.to)),
         "metric DESC, answer",
@@ -539,7 +580,10 @@ fn two_hops(g: &mut Gen, child: &Table, fk: &ForeignKey, mid: &Table, fk2: &Fore
             "multi_hop_argmax",
             5,
             &tables,
-            vec![format!("Which {ts} has the highest total {} over the {cp} linked to it through their {rel}?", human(&q.name)), format!("Sum {}.{} per {} (via {}): which {ts} has the largest total?", child.name, q.name, top.name, mid.name)],
+            vec![
+                format!("Which {ts} has the highest total {} over the {cp} linked to it through their {rel}?", human(&q.name)),
+                format!("Sum {}.{} per {} (via {}): which {ts} has the largest total?", child.name, q.name, top.name, mid.name),
+            ],
             &format!("{tl} AS answer, sum(c.{}) AS metric", ident(&q.name)),
             &format!("{from} WHERE c.{} IS NOT NULL GROUP BY t.{}", ident(&q.name), ident(&fk2.to)),
             "metric DESC, answer",

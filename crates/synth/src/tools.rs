@@ -97,12 +97,19 @@ impl SqlTools {
         let names = || specs.iter().map(|s| s.name()).collect::<Vec<_>>().join(", ");
         let query = match forced {
             Some(name) => {
-                let spec = specs.iter().find(|s| s.name() == name).ok_or_else(|| SynthError::Tools(format!("--query-tool {name}: the server has no such tool (it offers: {})", names())))?;
-                let arg = single_string_arg(spec).ok_or_else(|| SynthError::Tools(format!("--query-tool {name} does not take one string argument (its schema: {})", spec.function.parameters)))?;
+                let spec = specs
+                    .iter()
+                    .find(|s| s.name() == name)
+                    .ok_or_else(|| SynthError::Tools(format!("--query-tool {name}: the server has no such tool (it offers: {})", names())))?;
+                let arg = single_string_arg(spec)
+                    .ok_or_else(|| SynthError::Tools(format!("--query-tool {name} does not take one string argument (its schema: {})", spec.function.parameters)))?;
                 ArgTool { name: name.to_string(), arg }
             }
             None => {
-                let best = specs.iter().filter_map(|s| query_score(s).map(|(score, arg)| (score, s.name(), arg))).max_by_key(|(score, name, _)| (*score, std::cmp::Reverse(name.len())));
+                let best = specs
+                    .iter()
+                    .filter_map(|s| query_score(s).map(|(score, arg)| (score, s.name(), arg)))
+                    .max_by_key(|(score, name, _)| (*score, std::cmp::Reverse(name.len())));
                 let (_, name, arg) = best.ok_or_else(|| SynthError::Tools(format!("no SQL query tool found among: {}\nhint: a query tool takes one SQL string, e.g. run_query(sql); name it with --query-tool NAME if the server's schema does not say so", names())))?;
                 ArgTool { name: name.to_string(), arg }
             }
@@ -160,7 +167,11 @@ mod tests {
         // mcp-sqlite (npm): camelCase argument, optional bind values
         let npm = vec![
             tool("db_info", "Get information about the database", none.clone()),
-            tool("query", "Execute a raw SQL query", json!({"type": "object", "properties": {"sql": {"type": "string"}, "values": {"type": "array"}}, "required": ["sql"]})),
+            tool(
+                "query",
+                "Execute a raw SQL query",
+                json!({"type": "object", "properties": {"sql": {"type": "string"}, "values": {"type": "array"}}, "required": ["sql"]}),
+            ),
             tool("list_tables", "List all tables", none.clone()),
             tool("get_table_schema", "Get a table's schema", one("tableName")),
             tool("deleteRecords", "Delete records", one("table")),

@@ -95,16 +95,14 @@ async fn synth_on(command: &str, db: &Path, query_tool: &str, describe_tool: &st
     assert_eq!(by_sql("SELECT count(*) AS n FROM books").expected, Some(Expected::Number(7.0)));
     assert_eq!(by_sql("SELECT count(*) AS n FROM books WHERE genre = 'stories'").expected, Some(Expected::Number(3.0)));
     assert_eq!(by_sql("SELECT count(*) AS n FROM authors WHERE country IS NULL").expected, Some(Expected::Number(1.0)));
-    assert_eq!(
-        by_sql("SELECT count(*) AS n FROM loans c JOIN books p ON c.book_id = p.book_id WHERE p.title = 'Solaris'").expected,
-        Some(Expected::Number(3.0))
-    );
+    assert_eq!(by_sql("SELECT count(*) AS n FROM loans c JOIN books p ON c.book_id = p.book_id WHERE p.title = 'Solaris'").expected, Some(Expected::Number(3.0)));
     let top = by_sql("SELECT title AS answer, price AS metric FROM books WHERE price IS NOT NULL ORDER BY metric DESC, answer LIMIT 1");
     assert_eq!(top.expected, Some(Expected::Text("Exhalation".into())));
     assert_eq!(top.difficulty.as_ref().and_then(|d| d.level()), Some(3));
     // two hops: loans -> books -> authors; Ted Chiang's books were lent 3 times
     assert_eq!(
-        by_sql("SELECT count(*) AS n FROM loans c JOIN books m ON c.book_id = m.book_id JOIN authors t ON m.author_id = t.author_id WHERE t.name = 'Ted Chiang'").expected,
+        by_sql("SELECT count(*) AS n FROM loans c JOIN books m ON c.book_id = m.book_id JOIN authors t ON m.author_id = t.author_id WHERE t.name = 'Ted Chiang'")
+            .expected,
         Some(Expected::Number(3.0))
     );
 

@@ -137,7 +137,6 @@ pub struct TrainerSettings {
     pub wandb_project: Option<String>,
 }
 
-
 impl Default for RolloutSettings {
     fn default() -> Self {
         RolloutSettings {

@@ -63,9 +63,12 @@ mod tests {
         std::fs::write(
             &jsonl,
             concat!(
-                r#"{"step": 0, "val_completion_rate": 0.25, "val_model": "base"}"#, "\n",
-                r#"{"step": 1, "reward": 0.5, "trainer": {"loss": -0.1, "kl": null}, "time": {"rollout_s": 3.5}}"#, "\n",
-                r#"{"step": 2, "reward": 0.75, "trainer": {"skipped": "every group had equal rewards, really"}, "time": {"rollout_s": 2}}"#, "\n",
+                r#"{"step": 0, "val_completion_rate": 0.25, "val_model": "base"}"#,
+                "\n",
+                r#"{"step": 1, "reward": 0.5, "trainer": {"loss": -0.1, "kl": null}, "time": {"rollout_s": 3.5}}"#,
+                "\n",
+                r#"{"step": 2, "reward": 0.75, "trainer": {"skipped": "every group had equal rewards, really"}, "time": {"rollout_s": 2}}"#,
+                "\n",
             ),
         )
         .unwrap();

@@ -39,7 +39,9 @@ pub enum RunError {
     Reward(#[from] ta_reward::RewardError),
     #[error("{source}\nhint: every finished step and episode is kept; run the same command with --resume to continue from step {}", step - 1)]
     TrainerLost { step: u64, source: ta_python::TrainerError },
-    #[error("the engine stopped answering during step {step}; the episodes it finished are kept ({log})\nhint: run the same command with --resume to play the rest of step {step} and continue")]
+    #[error(
+        "the engine stopped answering during step {step}; the episodes it finished are kept ({log})\nhint: run the same command with --resume to play the rest of step {step} and continue"
+    )]
     EngineLost { step: u64, log: String },
     #[error("no training scenarios\nhint: give scenarios a \"split\": \"train\" field, or leave \"split\" out to have a share split off for validation")]
     NoTrainingData,
@@ -459,14 +461,25 @@ async fn validate<T: ToolHost>(ctx: &Context<'_, T>, rewarder: &Rewarder, model:
 /// Plays `rollouts` episodes of each validation scenario with `model` into `path` (replacing it)
 /// and scores them.
 #[allow(clippy::too_many_arguments)]
-async fn play_validation<T: ToolHost>(ctx: &Context<'_, T>, rewarder: &Rewarder, model: &str, step: u64, rollouts: u32, temperature: f32, path: &Path, multi: &MultiProgress) -> Result<Vec<Trajectory>, RunError> {
+async fn play_validation<T: ToolHost>(
+    ctx: &Context<'_, T>,
+    rewarder: &Rewarder,
+    model: &str,
+    step: u64,
+    rollouts: u32,
+    temperature: f32,
+    path: &Path,
+    multi: &MultiProgress,
+) -> Result<Vec<Trajectory>, RunError> {
     let _ = std::fs::remove_file(path);
     let jobs = group_jobs(&ctx.validation, rollouts, step);
     let mut writer = TrajectoryWriter::append(path).map_err(io(path))?;
     let bar = multi.add(ProgressBar::new(jobs.len() as u64));
     bar.set_prefix(if rollouts > 1 { "validate (sampled)" } else { "validate" });
     let cfg = agent_config(ctx.cfg, temperature, ctx.cfg.seed);
-    let mut result = run_jobs(ctx.chat, model, ctx.tools, ctx.system_prompt, jobs, &cfg, ctx.cfg.rollout.concurrency, &mut writer, &bar, std::future::pending()).await.map_err(io(path))?;
+    let mut result = run_jobs(ctx.chat, model, ctx.tools, ctx.system_prompt, jobs, &cfg, ctx.cfg.rollout.concurrency, &mut writer, &bar, std::future::pending())
+        .await
+        .map_err(io(path))?;
     bar.finish_and_clear();
     multi.remove(&bar);
     rewarder.score(&ctx.validation, &mut result.trajectories).await?;
@@ -479,7 +492,16 @@ async fn play_validation<T: ToolHost>(ctx: &Context<'_, T>, rewarder: &Rewarder,
 /// a file and `eval_rollouts` > 0, k episodes per scenario at the rollout temperature into it;
 /// `what` names the model in the log line.
 #[allow(clippy::too_many_arguments)]
-async fn validate_into<T: ToolHost>(ctx: &Context<'_, T>, rewarder: &Rewarder, model: &str, step: u64, what: &str, path: &Path, sampled: Option<&Path>, multi: &MultiProgress) -> Result<Value, RunError> {
+async fn validate_into<T: ToolHost>(
+    ctx: &Context<'_, T>,
+    rewarder: &Rewarder,
+    model: &str,
+    step: u64,
+    what: &str,
+    path: &Path,
+    sampled: Option<&Path>,
+    multi: &MultiProgress,
+) -> Result<Value, RunError> {
     let greedy = play_validation(ctx, rewarder, model, step, 1, ctx.cfg.rollout.eval_temperature, path, multi).await?;
     let s = Summary::of(&greedy);
     let successes = greedy.iter().filter(|t| ta_eval::is_success(t)).count();
@@ -502,15 +524,24 @@ async fn validate_into<T: ToolHost>(ctx: &Context<'_, T>, rewarder: &Rewarder, m
     if let Some(sampled) = sampled.filter(|_| k > 0) {
         let ts = play_validation(ctx, rewarder, model, step, k, ctx.cfg.rollout.temperature, sampled, multi).await?;
         if let Some(p) = ta_eval::metrics::sampled_pass(&ts) {
-            merge(&mut row, json!({
-                "val_sampled_k": p.k,
-                "val_pass1": p.pass1.mean, "val_pass1_low": p.pass1.ci95[0], "val_pass1_high": p.pass1.ci95[1],
-                "val_pass_k": p.pass_at_k.mean, "val_pass_k_low": p.pass_at_k.ci95[0], "val_pass_k_high": p.pass_at_k.ci95[1],
-            }));
+            merge(
+                &mut row,
+                json!({
+                    "val_sampled_k": p.k,
+                    "val_pass1": p.pass1.mean, "val_pass1_low": p.pass1.ci95[0], "val_pass1_high": p.pass1.ci95[1],
+                    "val_pass_k": p.pass_at_k.mean, "val_pass_k_low": p.pass_at_k.ci95[0], "val_pass_k_high": p.pass_at_k.ci95[1],
+                }),
+            );
             let pct = |x: f64| 100.0 * x;
             line.push_str(&format!(
                 "; sampled pass@1 {:.1}% [{:.1}, {:.1}], pass@{} {:.1}% [{:.1}, {:.1}]",
-                pct(p.pass1.mean), pct(p.pass1.ci95[0]), pct(p.pass1.ci95[1]), p.k, pct(p.pass_at_k.mean), pct(p.pass_at_k.ci95[0]), pct(p.pass_at_k.ci95[1])
+                pct(p.pass1.mean),
+                pct(p.pass1.ci95[0]),
+                pct(p.pass1.ci95[1]),
+                p.k,
+                pct(p.pass_at_k.mean),
+                pct(p.pass_at_k.ci95[0]),
+                pct(p.pass_at_k.ci95[1])
             ));
         }
     }
@@ -679,10 +710,7 @@ fn append_metrics(path: &Path, row: &Value) -> Result<(), RunError> {
 /// Keeps the rows of steps up to `last_step` (validation rows of step 0 included).
 fn truncate_metrics(path: &Path, last_step: u64) -> Result<(), RunError> {
     let Ok(text) = std::fs::read_to_string(path) else { return Ok(()) };
-    let kept: Vec<&str> = text
-        .lines()
-        .filter(|l| serde_json::from_str::<Value>(l).ok().and_then(|v| v["step"].as_u64()).is_some_and(|s| s <= last_step))
-        .collect();
+    let kept: Vec<&str> = text.lines().filter(|l| serde_json::from_str::<Value>(l).ok().and_then(|v| v["step"].as_u64()).is_some_and(|s| s <= last_step)).collect();
     if kept.len() == text.lines().count() {
         return Ok(());
     }
@@ -747,12 +775,9 @@ fn fmt_opt(x: Option<f64>) -> String {
 fn step_line(row: &Value) -> String {
     let f = |v: &Value| fmt_opt(v.as_f64());
     let judge = match row["judge_cost_total_usd"].as_f64() {
-        Some(total) => format!(
-            "  judge {} (${:.4}, total ${total:.4}, {} skipped)",
-            f(&row["judge"]),
-            row["judge_cost_usd"].as_f64().unwrap_or(0.0),
-            row["judge_groups_skipped"]
-        ),
+        Some(total) => {
+            format!("  judge {} (${:.4}, total ${total:.4}, {} skipped)", f(&row["judge"]), row["judge_cost_usd"].as_f64().unwrap_or(0.0), row["judge_groups_skipped"])
+        }
         None => String::new(),
     };
     format!(
@@ -849,7 +874,8 @@ mod tests {
 
     #[test]
     fn step_lines_show_judge_cost_when_there_is_a_judge() {
-        let row = json!({"step": 3, "reward": 0.5, "judge": 0.4, "judge_cost_usd": 0.01, "judge_cost_total_usd": 0.03, "judge_groups_skipped": 1, "time": {"step_s": 2.0}});
+        let row =
+            json!({"step": 3, "reward": 0.5, "judge": 0.4, "judge_cost_usd": 0.01, "judge_cost_total_usd": 0.03, "judge_groups_skipped": 1, "time": {"step_s": 2.0}});
         let line = step_line(&row);
         assert!(line.contains("judge 0.400 ($0.0100, total $0.0300, 1 skipped)"), "{line}");
         assert!(!step_line(&json!({"step": 1, "time": {}})).contains("judge"));

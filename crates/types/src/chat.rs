@@ -36,14 +36,7 @@ pub struct Message {
 
 impl Message {
     fn text(role: Role, content: impl Into<String>) -> Self {
-        Message {
-            role,
-            content: Some(content.into()),
-            reasoning_content: None,
-            tool_calls: Vec::new(),
-            tool_call_id: None,
-            name: None,
-        }
+        Message { role, content: Some(content.into()), reasoning_content: None, tool_calls: Vec::new(), tool_call_id: None, name: None }
     }
 
     pub fn system(content: impl Into<String>) -> Self {
@@ -60,11 +53,7 @@ impl Message {
 
     /// A tool result answering the call with id `call_id`.
     pub fn tool(call_id: impl Into<String>, name: impl Into<String>, content: impl Into<String>) -> Self {
-        Message {
-            tool_call_id: Some(call_id.into()),
-            name: Some(name.into()),
-            ..Self::text(Role::Tool, content)
-        }
+        Message { tool_call_id: Some(call_id.into()), name: Some(name.into()), ..Self::text(Role::Tool, content) }
     }
 }
 
@@ -135,11 +124,7 @@ mod tolerant {
 
 impl ToolCall {
     pub fn new(id: impl Into<String>, name: impl Into<String>, arguments: impl Into<String>) -> Self {
-        ToolCall {
-            id: id.into(),
-            kind: function_type(),
-            function: FunctionCall { name: name.into(), arguments: arguments.into() },
-        }
+        ToolCall { id: id.into(), kind: function_type(), function: FunctionCall { name: name.into(), arguments: arguments.into() } }
     }
 }
 
@@ -162,10 +147,7 @@ pub struct FunctionSpec {
 
 impl ToolSpec {
     pub fn new(name: impl Into<String>, description: Option<String>, parameters: Value) -> Self {
-        ToolSpec {
-            kind: function_type(),
-            function: FunctionSpec { name: name.into(), description, parameters },
-        }
+        ToolSpec { kind: function_type(), function: FunctionSpec { name: name.into(), description, parameters } }
     }
 
     pub fn name(&self) -> &str {

@@ -130,9 +130,10 @@ impl Expected {
                     Ok(_) => None,
                 },
                 ExpectedRule::Set(values) if values.is_empty() => Some("{\"set\": []} gives full credit to every answer".into()),
-                ExpectedRule::Set(values) => values.iter().position(|v| v.as_str().is_some_and(blank)).map(|i| {
-                    format!("{{\"set\": [...]}} holds an empty string (item {}), which every answer mentions", i + 1)
-                }),
+                ExpectedRule::Set(values) => values
+                    .iter()
+                    .position(|v| v.as_str().is_some_and(blank))
+                    .map(|i| format!("{{\"set\": [...]}} holds an empty string (item {}), which every answer mentions", i + 1)),
                 ExpectedRule::Number { number, tolerance } if !number.is_finite() || !tolerance.is_finite() || *tolerance < 0.0 => {
                     Some(format!("{{\"number\": {number}, \"tolerance\": {tolerance}}} needs a finite number and a tolerance >= 0"))
                 }
@@ -210,9 +211,13 @@ pub struct Scenario {
 pub enum ScenarioError {
     #[error("cannot read scenarios from {path}: {source}")]
     Read { path: String, source: std::io::Error },
-    #[error("{origin}:{line}: invalid scenario: {message}\nhint: each scenario is a JSON object with at least a \"task\" string, e.g. {{\"task\": \"How many employees are there?\"}}")]
+    #[error(
+        "{origin}:{line}: invalid scenario: {message}\nhint: each scenario is a JSON object with at least a \"task\" string, e.g. {{\"task\": \"How many employees are there?\"}}"
+    )]
     Invalid { origin: String, line: usize, message: String },
-    #[error("{origin}:{line}: ground truth that cannot tell right from wrong: {message}\nhint: state what a correct answer must contain, e.g. \"expected\": \"Engineering\", \"expected\": 42, {{\"set\": [\"Sales\", \"Legal\"]}} or {{\"regex\": \"\\\\b(12|twelve)\\\\b\"}}; or leave \"expected\" out to score without ground truth")]
+    #[error(
+        "{origin}:{line}: ground truth that cannot tell right from wrong: {message}\nhint: state what a correct answer must contain, e.g. \"expected\": \"Engineering\", \"expected\": 42, {{\"set\": [\"Sales\", \"Legal\"]}} or {{\"regex\": \"\\\\b(12|twelve)\\\\b\"}}; or leave \"expected\" out to score without ground truth"
+    )]
     Expected { origin: String, line: usize, message: String },
     #[error("{origin}: no scenarios found\nhint: the file must hold a JSON array of objects or one JSON object per line")]
     Empty { origin: String },
@@ -222,8 +227,7 @@ pub enum ScenarioError {
 
 /// Reads scenarios from a JSON array or JSONL file.
 pub fn load_scenarios(path: &Path) -> Result<Vec<Scenario>, ScenarioError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|source| ScenarioError::Read { path: path.display().to_string(), source })?;
+    let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read { path: path.display().to_string(), source })?;
     parse_scenarios(&text, &path.display().to_string())
 }
 

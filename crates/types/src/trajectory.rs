@@ -217,10 +217,7 @@ pub fn read_trajectories(path: &Path) -> std::io::Result<Vec<Trajectory>> {
             Ok(t) => out.push(t),
             Err(_) if i + 1 == lines.len() => break,
             Err(e) => {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::InvalidData,
-                    format!("{}:{}: invalid trajectory: {e}", path.display(), i + 1),
-                ));
+                return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{}:{}: invalid trajectory: {e}", path.display(), i + 1)));
             }
         }
     }

@@ -111,11 +111,7 @@ pub async fn run(args: Args) -> Result<()> {
         args.agree,
         args.attempts
     );
-    anyhow::ensure!(
-        (0.0..1.0).contains(&args.validation_fraction),
-        "--validation-fraction {} must be at least 0 and below 1",
-        args.validation_fraction
-    );
+    anyhow::ensure!((0.0..1.0).contains(&args.validation_fraction), "--validation-fraction {} must be at least 0 and below 1", args.validation_fraction);
     let logs = args.out.join("logs");
     std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
     let (template, template_origin) = match &args.prompt_template {
@@ -220,8 +216,12 @@ pub async fn run(args: Args) -> Result<()> {
     println!("cost              ${:.4}{} ({budget})", report.total_cost_usd, if report.cost_complete { "" } else { " + unpriced calls" });
     let levels: Vec<String> = report.difficulty.iter().map(|(l, n)| format!("{l}: {n}")).collect();
     println!("difficulty        {}", levels.join(", "));
-    println!("tools covered     {} of {}{}", report.tools_covered.len(), report.tools_covered.len() + report.tools_uncovered.len(),
-        if report.tools_uncovered.is_empty() { String::new() } else { format!(" (none for: {})", report.tools_uncovered.join(", ")) });
+    println!(
+        "tools covered     {} of {}{}",
+        report.tools_covered.len(),
+        report.tools_covered.len() + report.tools_uncovered.len(),
+        if report.tools_uncovered.is_empty() { String::new() } else { format!(" (none for: {})", report.tools_uncovered.join(", ")) }
+    );
     println!("scenarios: {}", args.out.join(ta_scenarios::pipeline::SCENARIOS_FILE).display());
     println!("traces: {}", args.out.join(ta_sft::trace::TRACES_FILE).display());
     if report.interrupted {

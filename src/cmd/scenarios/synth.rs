@@ -46,7 +46,8 @@ pub async fn run(args: Args) -> Result<()> {
     std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
     let server = args.server.connect(Some(&logs)).await?;
     let tools = server.tools();
-    let opts = SynthOptions { n: args.n, query_tool: args.query_tool.clone(), validation_fraction: args.validation_fraction, seed: args.seed, concurrency: args.concurrency };
+    let opts =
+        SynthOptions { n: args.n, query_tool: args.query_tool.clone(), validation_fraction: args.validation_fraction, seed: args.seed, concurrency: args.concurrency };
     eprintln!("synthesizing up to {} scenarios through {} ...", args.n, server.description);
     let result = synthesize(&tools, &opts).await;
     server.client.close().await;

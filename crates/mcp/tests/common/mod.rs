@@ -11,9 +11,7 @@ pub const EVERYTHING: &str = "npx -y @modelcontextprotocol/server-everything";
 
 /// True when `npx` is on PATH; otherwise prints why the calling test is skipped.
 pub fn have_npx(test: &str) -> bool {
-    let found = std::env::var_os("PATH")
-        .map(|paths| std::env::split_paths(&paths).any(|p| p.join("npx").is_file()))
-        .unwrap_or(false);
+    let found = std::env::var_os("PATH").map(|paths| std::env::split_paths(&paths).any(|p| p.join("npx").is_file())).unwrap_or(false);
     if !found {
         eprintln!("SKIPPED {test}: `npx` is not on PATH (install Node.js to run the server-everything tests)");
     }
@@ -69,6 +67,5 @@ pub fn kill_group(pgid: u32) {
 }
 
 pub fn process_alive(pid: u32) -> bool {
-    std::path::Path::new(&format!("/proc/{pid}")).exists()
-        && !std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains(") Z "))
+    std::path::Path::new(&format!("/proc/{pid}")).exists() && !std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains(") Z "))
 }

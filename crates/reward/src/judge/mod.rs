@@ -126,10 +126,7 @@ impl JudgeStats {
             skipped: self.skipped - before.skipped,
             cache_hits: self.cache_hits - before.cache_hits,
             calls: self.calls - before.calls,
-            usage: Usage {
-                input_tokens: self.usage.input_tokens - before.usage.input_tokens,
-                output_tokens: self.usage.output_tokens - before.usage.output_tokens,
-            },
+            usage: Usage { input_tokens: self.usage.input_tokens - before.usage.input_tokens, output_tokens: self.usage.output_tokens - before.usage.output_tokens },
             cost_usd: self.cost_usd - before.cost_usd,
         }
     }
@@ -159,15 +156,19 @@ impl Judge {
         };
         let price = endpoint.price(&cfg.prices);
         if price.is_none() {
-            tracing::warn!(
-                "no price known for judge model {}: its cost is not counted and --judge-budget cannot apply; add it under [reward.judge.prices]",
-                cfg.model
-            );
+            tracing::warn!("no price known for judge model {}: its cost is not counted and --judge-budget cannot apply; add it under [reward.judge.prices]", cfg.model);
         }
-        let cache = cache_path
-            .map(|p| JudgeCache::open(p).map_err(|source| JudgeError::Cache { path: p.to_path_buf(), source }))
-            .transpose()?;
-        Ok(Judge { cfg: cfg.clone(), endpoint, template, template_origin, price, cache, limit: tokio::sync::Semaphore::new(cfg.concurrency.max(1)), stats: Mutex::default() })
+        let cache = cache_path.map(|p| JudgeCache::open(p).map_err(|source| JudgeError::Cache { path: p.to_path_buf(), source })).transpose()?;
+        Ok(Judge {
+            cfg: cfg.clone(),
+            endpoint,
+            template,
+            template_origin,
+            price,
+            cache,
+            limit: tokio::sync::Semaphore::new(cfg.concurrency.max(1)),
+            stats: Mutex::default(),
+        })
     }
 
     pub fn config(&self) -> &JudgeConfig {
@@ -284,9 +285,7 @@ impl Judge {
 
     fn failure(&self, e: ChatError) -> Failure {
         match e {
-            ChatError::Status { status: status @ (401 | 403), message, .. } => {
-                Failure::Fatal(JudgeError::Auth { model: self.cfg.model.clone(), status, message })
-            }
+            ChatError::Status { status: status @ (401 | 403), message, .. } => Failure::Fatal(JudgeError::Auth { model: self.cfg.model.clone(), status, message }),
             other => Failure::Skip(other.to_string()),
         }
     }

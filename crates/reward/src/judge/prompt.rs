@@ -15,7 +15,9 @@ use ta_types::{Message, Role, Trajectory};
 pub const DEFAULT_TEMPLATE: &str = include_str!("default_prompt.j2");
 
 #[derive(Debug, thiserror::Error)]
-#[error("judge prompt template {origin}: {source}\nhint: the template is minijinja with blocks `system` and `user`; variables: task, expected, n, absolute, has_state, context, trajectories (id, transcript, outcome, final_answer, tool_calls, tool_errors, state)")]
+#[error(
+    "judge prompt template {origin}: {source}\nhint: the template is minijinja with blocks `system` and `user`; variables: task, expected, n, absolute, has_state, context, trajectories (id, transcript, outcome, final_answer, tool_calls, tool_errors, state)"
+)]
 pub struct TemplateError {
     origin: String,
     source: minijinja::Error,

@@ -50,8 +50,16 @@ pub struct Endpoint {
 enum Client {
     /// `schema_off` is set once the server rejected `response_format` (some OpenRouter routes
     /// and older servers do); the reply is validated all the same.
-    OpenAi { chat: ChatClient, schema_off: std::sync::atomic::AtomicBool },
-    Anthropic { http: reqwest::Client, url: String, key: String, limits: HttpLimits },
+    OpenAi {
+        chat: ChatClient,
+        schema_off: std::sync::atomic::AtomicBool,
+    },
+    Anthropic {
+        http: reqwest::Client,
+        url: String,
+        key: String,
+        limits: HttpLimits,
+    },
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -86,10 +94,7 @@ impl Endpoint {
         let env = |var: &str| std::env::var(var).ok().filter(|v| !v.trim().is_empty());
         let key = |var: &'static str| env(var).ok_or(ProviderError::MissingKey { model: spec.to_string(), var });
         let url = |var: &str, default: &str| base_url.map(str::to_string).or_else(|| env(var)).unwrap_or_else(|| default.to_string());
-        let chat = |url: String, key: Option<String>| Client::OpenAi {
-            chat: ChatClient::new(&url, key, limits),
-            schema_off: std::sync::atomic::AtomicBool::new(false),
-        };
+        let chat = |url: String, key: Option<String>| Client::OpenAi { chat: ChatClient::new(&url, key, limits), schema_off: std::sync::atomic::AtomicBool::new(false) };
         let client = match provider {
             Provider::OpenAi => chat(url("OPENAI_BASE_URL", "https://api.openai.com/v1"), Some(key("OPENAI_API_KEY")?)),
             Provider::OpenRouter => chat(url("OPENROUTER_BASE_URL", "https://openrouter.ai/api/v1"), Some(key("OPENROUTER_API_KEY")?)),
@@ -100,12 +105,7 @@ impl Endpoint {
             Provider::Anthropic => {
                 let root = url("ANTHROPIC_BASE_URL", "https://api.anthropic.com");
                 let root = root.trim_end_matches('/').trim_end_matches("/v1");
-                Client::Anthropic {
-                    http: limits.http_client(),
-                    url: format!("{root}/v1/messages"),
-                    key: key("ANTHROPIC_API_KEY")?,
-                    limits,
-                }
+                Client::Anthropic { http: limits.http_client(), url: format!("{root}/v1/messages"), key: key("ANTHROPIC_API_KEY")?, limits }
             }
         };
         Ok(Endpoint { provider, model: model.to_string(), client })

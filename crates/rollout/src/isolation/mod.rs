@@ -109,11 +109,15 @@ pub enum IsolationError {
     Mcp(#[from] McpError),
     #[error("cannot copy the server state: {0}\nhint: --server-state names a file or directory that is copied to {{workdir}} for every episode")]
     State(std::io::Error),
-    #[error("--server-state is copied to {{workdir}} for every episode, but the server command never mentions {{workdir}}\nhint: put {{workdir}} where the server takes its state, e.g. --server \"mcp-server-sqlite --db-path {{workdir}}/shop.db\" --server-state shop.db")]
+    #[error(
+        "--server-state is copied to {{workdir}} for every episode, but the server command never mentions {{workdir}}\nhint: put {{workdir}} where the server takes its state, e.g. --server \"mcp-server-sqlite --db-path {{workdir}}/shop.db\" --server-state shop.db"
+    )]
     StateUnused,
     #[error("--isolate {mode} needs a way to reset the HTTP server {server}\nhint: pass --reset-command CMD or --reset-url URL, or --isolate none to share its state")]
     HttpNeedsReset { mode: Isolate, server: String },
-    #[error("--reset-command and --reset-url are for HTTP servers; {server} is started by train-agent for each episode\nhint: drop them, or use --server-state to give each episode a fresh copy of the state")]
+    #[error(
+        "--reset-command and --reset-url are for HTTP servers; {server} is started by train-agent for each episode\nhint: drop them, or use --server-state to give each episode a fresh copy of the state"
+    )]
     ResetForStdio { server: String },
     #[error("give --reset-command or --reset-url, not both")]
     TwoResets,
@@ -348,10 +352,11 @@ impl Isolation {
             Some(Reset::Url(url)) => {
                 let limits = ta_chat::HttpLimits { max_retries: 2, ..ta_chat::HttpLimits::DEFAULT.with_request(HOOK_TIMEOUT) };
                 let body = serde_json::json!({"episode_id": episode_id});
-                ta_chat::post_json(&limits.http_client(), url, &[], &body, &limits)
-                    .await
-                    .map(drop)
-                    .map_err(|e| IsolationError::Hook { what: "--reset-url", command: ta_types::redact::redact_url(url), reason: e.to_string() })
+                ta_chat::post_json(&limits.http_client(), url, &[], &body, &limits).await.map(drop).map_err(|e| IsolationError::Hook {
+                    what: "--reset-url",
+                    command: ta_types::redact::redact_url(url),
+                    reason: e.to_string(),
+                })
             }
             None => Ok(()),
         }
@@ -362,13 +367,7 @@ impl Isolation {
         let dir = workdir.map(Workdir::path).unwrap_or(Path::new("."));
         let command_line = Placeholders { workdir: dir, episode_id }.fill(command);
         let err = |reason: String| IsolationError::Hook { what, command: command.to_string(), reason };
-        let child = tokio::process::Command::new("sh")
-            .arg("-c")
-            .arg(&command_line)
-            .current_dir(dir)
-            .stdin(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .output();
+        let child = tokio::process::Command::new("sh").arg("-c").arg(&command_line).current_dir(dir).stdin(std::process::Stdio::null()).kill_on_drop(true).output();
         let out = tokio::time::timeout(HOOK_TIMEOUT, child)
             .await
             .map_err(|_| err(format!("did not finish within {} s", HOOK_TIMEOUT.as_secs())))?

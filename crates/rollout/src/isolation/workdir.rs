@@ -34,8 +34,7 @@ impl Workdir {
         let dir = tempfile::Builder::new().prefix(&format!("ta-{label}-")).tempdir()?;
         let mut stats = CopyStats::default();
         if let Some(src) = state {
-            let meta = std::fs::metadata(src)
-                .map_err(|e| std::io::Error::new(e.kind(), format!("--server-state {}: {e}", src.display())))?;
+            let meta = std::fs::metadata(src).map_err(|e| std::io::Error::new(e.kind(), format!("--server-state {}: {e}", src.display())))?;
             if meta.is_dir() {
                 copy_dir(src, dir.path(), &mut stats)?;
             } else {
