@@ -32,12 +32,15 @@ const TURNS: usize = 6;
 const SCENARIOS: usize = 3;
 const ROLLOUTS: u32 = 4;
 
+/// A state file copied to `{workdir}`: its name, and the function that creates it.
+type StateFile = (&'static str, fn(&std::path::Path));
+
 struct Server {
     name: &'static str,
     /// The command, with `{workdir}`.
     command: String,
     /// A file copied to `{workdir}` (its name), created by `make`.
-    state: Option<(&'static str, fn(&std::path::Path))>,
+    state: Option<StateFile>,
     /// A read-only tool to call every turn, and its arguments.
     tool: (&'static str, Value),
     capture: &'static str,

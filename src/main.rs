@@ -141,3 +141,52 @@ fn init_logging(filter: &str) {
         .compact()
         .init();
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// Every command and subcommand, as `train-agent a b`, with its built command.
+    fn commands() -> Vec<(String, clap::Command)> {
+        fn walk(prefix: &str, cmd: &clap::Command, out: &mut Vec<(String, clap::Command)>) {
+            for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+                let name = format!("{prefix} {}", sub.get_name());
+                out.push((name.clone(), sub.clone()));
+                walk(&name, sub, out);
+            }
+        }
+        // The values of environment variables set where the test runs stay out of the text.
+        fn hide_env_values(cmd: clap::Command) -> clap::Command {
+            let names: Vec<String> = cmd.get_subcommands().map(|s| s.get_name().to_string()).collect();
+            names.into_iter().fold(cmd.mut_args(|a| a.hide_env_values(true)), |cmd, name| cmd.mut_subcommand(name, hide_env_values))
+        }
+        let mut root = hide_env_values(super::Cli::command().term_width(100));
+        root.build();
+        let mut out = vec![("train-agent".to_string(), root.clone())];
+        walk("train-agent", &root, &mut out);
+        out
+    }
+
+    /// `--help` of every command, so a changed flag, default or help text shows up in review.
+    #[test]
+    fn help_of_every_command() {
+        for (name, mut cmd) in commands() {
+            let help = cmd.render_long_help().to_string();
+            insta::assert_snapshot!(format!("help {name}").replace(' ', "_"), help);
+        }
+    }
+
+    /// A flag without help text is a flag users have to guess at.
+    #[test]
+    fn every_flag_has_help() {
+        let mut missing = Vec::new();
+        for (name, cmd) in commands() {
+            for arg in cmd.get_arguments().filter(|a| !matches!(a.get_id().as_str(), "help" | "version")) {
+                if arg.get_help().is_none() && arg.get_long_help().is_none() && !arg.is_hide_set() {
+                    missing.push(format!("{name} {}", arg.get_long().map(|l| format!("--{l}")).unwrap_or_else(|| arg.get_id().to_string())));
+                }
+            }
+        }
+        assert!(missing.is_empty(), "flags without help text:\n{}", missing.join("\n"));
+    }
+}

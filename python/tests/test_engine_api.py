@@ -14,8 +14,14 @@ import torch
 from train_agent.engine import BackgroundServer, Engine
 from train_agent.models import ModelSource, load_model, load_tokenizer
 
-WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather for a city",
-                                            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Weather for a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+    },
+}
 
 
 def call(url: str, path: str, body: dict | None = None, raw: bytes | None = None) -> tuple[int, dict | str]:
@@ -44,13 +50,15 @@ def tiny(tiny_model_dir):
 
 
 def chat(url: str, content: str = "Hello there", **kw) -> tuple[int, dict]:
-    return call(url, "/v1/chat/completions", {"model": "tiny", "messages": [{"role": "user", "content": content}], **kw})
+    return call(
+        url, "/v1/chat/completions", {"model": "tiny", "messages": [{"role": "user", "content": content}], **kw}
+    )
 
 
 def reference_logprobs(model, prompt: list[int], completion: list[int]) -> torch.Tensor:
     with torch.no_grad():
         lp = model(torch.tensor([prompt + completion])).logits.float().log_softmax(-1)[0]
-    return lp[len(prompt) - 1:len(prompt) - 1 + len(completion)]
+    return lp[len(prompt) - 1 : len(prompt) - 1 + len(completion)]
 
 
 def test_response_shape_usage_and_token_ids(tiny):
@@ -61,8 +69,9 @@ def test_response_shape_usage_and_token_ids(tiny):
     [c] = r["choices"]
     assert c["index"] == 0 and c["message"]["role"] == "assistant" and c["finish_reason"] in ("stop", "length")
     assert c["message"]["tool_calls"] == [] and c["logprobs"] is None
-    expected_prompt = tok.apply_chat_template([{"role": "user", "content": "Hello there"}], tokenize=False,
-                                              add_generation_prompt=True)
+    expected_prompt = tok.apply_chat_template(
+        [{"role": "user", "content": "Hello there"}], tokenize=False, add_generation_prompt=True
+    )
     assert r["prompt_token_ids"] == tok(expected_prompt, add_special_tokens=False)["input_ids"]
     u = r["usage"]
     assert u["prompt_tokens"] == len(r["prompt_token_ids"]) and u["completion_tokens"] == len(c["token_ids"])
@@ -113,12 +122,12 @@ def test_stop_strings_and_length(tiny):
     r = chat(url, max_tokens=20, seed=5, ignore_eos=True)[1]
     text, c = r["choices"][0]["message"]["content"], r["choices"][0]
     assert c["finish_reason"] == "length" and r["usage"]["completion_tokens"] == 20
-    stop = text[len(text) // 2: len(text) // 2 + 3]
+    stop = text[len(text) // 2 : len(text) // 2 + 3]
     assert stop.strip()
     r = chat(url, max_tokens=20, seed=5, stop=[stop, "zzzqqq"])[1]
     c = r["choices"][0]
     assert c["finish_reason"] == "stop"
-    assert c["message"]["content"] == text[:text.find(stop)].strip()
+    assert c["message"]["content"] == text[: text.find(stop)].strip()
     assert stop not in c["message"]["content"]
     assert r["usage"]["completion_tokens"] < 20
 
@@ -126,11 +135,11 @@ def test_stop_strings_and_length(tiny):
 def test_concurrent_requests_match_their_solo_outputs(tiny):
     url, _, _ = tiny
     prompts = ["one", "two two", "three three three", "a longer prompt about four things"]
-    solo = [chat(url, p, max_tokens=12, temperature=0, return_token_ids=True)[1]["choices"][0]["token_ids"]
-            for p in prompts]
+    solo = [
+        chat(url, p, max_tokens=12, temperature=0, return_token_ids=True)[1]["choices"][0]["token_ids"] for p in prompts
+    ]
     with ThreadPoolExecutor(4) as pool:
-        together = list(pool.map(lambda p: chat(url, p, max_tokens=12, temperature=0, return_token_ids=True),
-                                 prompts))
+        together = list(pool.map(lambda p: chat(url, p, max_tokens=12, temperature=0, return_token_ids=True), prompts))
     assert [r["choices"][0]["token_ids"] for _, r in together] == solo
 
 
@@ -139,16 +148,37 @@ def test_tools_in_prompt_and_tool_choice_none(tiny):
     plain = chat(url, max_tokens=2, return_token_ids=True)[1]
     with_tools = chat(url, max_tokens=2, return_token_ids=True, tools=[WEATHER])[1]
     none = chat(url, max_tokens=2, return_token_ids=True, tools=[WEATHER], tool_choice="none")[1]
-    named = chat(url, max_tokens=2, tools=[WEATHER], tool_choice={"type": "function", "function": {"name": "get_weather"}})
+    named = chat(
+        url, max_tokens=2, tools=[WEATHER], tool_choice={"type": "function", "function": {"name": "get_weather"}}
+    )
     assert len(with_tools["prompt_token_ids"]) > len(plain["prompt_token_ids"])
     assert none["prompt_token_ids"] == plain["prompt_token_ids"]
     assert named[0] == 200
     # a conversation with an earlier call and its result renders and runs
-    status, r = call(url, "/v1/chat/completions", {"model": "tiny", "max_tokens": 2, "tools": [WEATHER], "messages": [
-        {"role": "user", "content": "Weather in Paris?"},
-        {"role": "assistant", "content": "", "tool_calls": [{"id": "call_1", "type": "function", "function": {
-            "name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
-        {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}]})
+    status, r = call(
+        url,
+        "/v1/chat/completions",
+        {
+            "model": "tiny",
+            "max_tokens": 2,
+            "tools": [WEATHER],
+            "messages": [
+                {"role": "user", "content": "Weather in Paris?"},
+                {
+                    "role": "assistant",
+                    "content": "",
+                    "tool_calls": [
+                        {
+                            "id": "call_1",
+                            "type": "function",
+                            "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+                        }
+                    ],
+                },
+                {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
+            ],
+        },
+    )
     assert status == 200, r
 
 

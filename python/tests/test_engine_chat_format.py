@@ -4,15 +4,30 @@ import json
 
 import pytest
 
-from train_agent.chat_format import (RequestError, hermes_messages, normalize_messages, parse_output,
-                                     render_prompt, template_supports_tools, validate_tools)
+from train_agent.chat_format import (
+    RequestError,
+    hermes_messages,
+    normalize_messages,
+    parse_output,
+    render_prompt,
+    template_supports_tools,
+    validate_tools,
+)
 
-WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather for a city",
-                                            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Weather for a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+    },
+}
 
 
 def test_hermes_block_becomes_a_tool_call():
-    out = parse_output('I will check.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>')
+    out = parse_output(
+        'I will check.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+    )
     assert out.content == "I will check."
     [call] = out.tool_calls
     assert call["id"].startswith("call_") and call["type"] == "function"
@@ -21,9 +36,11 @@ def test_hermes_block_becomes_a_tool_call():
 
 
 def test_several_hermes_blocks_and_unterminated_last():
-    text = ('<tool_call>{"name": "a", "arguments": {}}</tool_call>\n'
-            '<tool_call>{"name": "b", "arguments": {"x": 1}}</tool_call>\n'
-            '<tool_call>{"name": "c", "arguments": {"y": [1, 2]}}')
+    text = (
+        '<tool_call>{"name": "a", "arguments": {}}</tool_call>\n'
+        '<tool_call>{"name": "b", "arguments": {"x": 1}}</tool_call>\n'
+        '<tool_call>{"name": "c", "arguments": {"y": [1, 2]}}'
+    )
     out = parse_output(text)
     assert [c["function"]["name"] for c in out.tool_calls] == ["a", "b", "c"]
     assert out.content is None
@@ -52,8 +69,12 @@ def test_bare_call_after_prose():
 
 
 def test_malformed_json_stays_content():
-    for text in ['<tool_call>{"name": "a", "arguments": {</tool_call>', '```json\n{"not": "a call"}\n```',
-                 '{"name": "x", "arguments": 3}', "plain words"]:
+    for text in [
+        '<tool_call>{"name": "a", "arguments": {</tool_call>',
+        '```json\n{"not": "a call"}\n```',
+        '{"name": "x", "arguments": 3}',
+        "plain words",
+    ]:
         out = parse_output(text)
         assert out.tool_calls == [] and out.content == text.strip()
 
@@ -72,8 +93,13 @@ def test_no_parsing_without_tools():
 
 def test_validate_tools_rejects_bad_shapes():
     assert validate_tools([WEATHER]) == [WEATHER]
-    for bad in [{"a": 1}, [{"type": "function"}], [{"type": "function", "function": {"name": ""}}],
-                [{"type": "function", "function": {"name": "f", "parameters": "x"}}], ["f"]]:
+    for bad in [
+        {"a": 1},
+        [{"type": "function"}],
+        [{"type": "function", "function": {"name": ""}}],
+        [{"type": "function", "function": {"name": "f", "parameters": "x"}}],
+        ["f"],
+    ]:
         with pytest.raises(RequestError) as e:
             validate_tools(bad)
         assert e.value.param == "tools"
@@ -84,20 +110,33 @@ def test_hermes_rendering_for_a_template_without_tools(tiny_model_dir):
 
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
     assert not template_supports_tools(tok)
-    messages = normalize_messages([
-        {"role": "system", "content": "Be brief."},
-        {"role": "user", "content": "Weather in Paris?"},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
-        {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
-        {"role": "tool", "tool_call_id": "call_2", "content": "22C"},
-    ])
+    messages = normalize_messages(
+        [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Weather in Paris?"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
+            {"role": "tool", "tool_call_id": "call_2", "content": "22C"},
+        ]
+    )
     rewritten = hermes_messages(messages, [WEATHER])
     assert [m["role"] for m in rewritten] == ["system", "user", "assistant", "user"]
     assert rewritten[0]["content"].startswith("Be brief.\n\n# Tools")
     assert '<tools>\n{"type": "function", "function": {"name": "get_weather"' in rewritten[0]["content"]
     assert "<tool_call></tool_call> XML tags" in rewritten[0]["content"]
-    assert rewritten[2]["content"] == '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+    assert (
+        rewritten[2]["content"] == '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+    )
     assert rewritten[3]["content"].count("<tool_response>") == 2
     text = render_prompt(tok, messages, [WEATHER])
     assert "<tools>" in text and text.rstrip().endswith("<|im_start|>assistant")
@@ -105,7 +144,11 @@ def test_hermes_rendering_for_a_template_without_tools(tiny_model_dir):
 
 
 def test_normalize_rejects_bad_messages():
-    for bad in [[], "hi", [{"role": "wizard", "content": "x"}],
-                [{"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": "{bad"}}]}]]:
+    for bad in [
+        [],
+        "hi",
+        [{"role": "wizard", "content": "x"}],
+        [{"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": "{bad"}}]}],
+    ]:
         with pytest.raises(RequestError):
             normalize_messages(bad)

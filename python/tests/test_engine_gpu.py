@@ -16,8 +16,16 @@ def small_model(kind: str, dtype: torch.dtype):
     from transformers import Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
     torch.manual_seed(0)
-    common = dict(hidden_size=256, intermediate_size=512, num_hidden_layers=4, num_attention_heads=8,
-                  num_key_value_heads=2, vocab_size=32000, max_position_embeddings=2048, tie_word_embeddings=True)
+    common = dict(
+        hidden_size=256,
+        intermediate_size=512,
+        num_hidden_layers=4,
+        num_attention_heads=8,
+        num_key_value_heads=2,
+        vocab_size=32000,
+        max_position_embeddings=2048,
+        tie_word_embeddings=True,
+    )
     if kind == "qwen3":
         model = Qwen3ForCausalLM(Qwen3Config(head_dim=64, **common))
     else:
@@ -29,7 +37,7 @@ def reference(model, prompt: list[int], completion: list[int]) -> torch.Tensor:
     with torch.no_grad():
         ids = torch.tensor([prompt + completion], device="cuda")
         lp = model(ids).logits.float().log_softmax(-1)[0]
-    return lp[len(prompt) - 1:len(prompt) - 1 + len(completion)].cpu()
+    return lp[len(prompt) - 1 : len(prompt) - 1 + len(completion)].cpu()
 
 
 def prompts(k: int, length: int = 40) -> list[list[int]]:
@@ -41,8 +49,9 @@ def prompts(k: int, length: int = 40) -> list[list[int]]:
 def fp32_engine(request):
     torch.backends.cuda.matmul.allow_tf32 = False
     model = small_model(request.param, torch.float32)
-    gen = Generator(Decoder(model, num_slots=16, max_len=512, enable_lora=True, max_loras=2, max_lora_rank=8),
-                    eos_ids=set())
+    gen = Generator(
+        Decoder(model, num_slots=16, max_len=512, enable_lora=True, max_loras=2, max_lora_rank=8), eos_ids=set()
+    )
     yield model, gen
     gen.close()
 
@@ -63,8 +72,9 @@ def test_graphs_match_hf_forward_fp32(fp32_engine):
 def test_batching_matches_solo_and_seeds_reproduce(fp32_engine):
     _, gen = fp32_engine
     ps = prompts(12)
-    solo = [gen.submit(p, 1, SamplingParams(max_tokens=24, temperature=0)).result().completions[0].token_ids
-            for p in ps]
+    solo = [
+        gen.submit(p, 1, SamplingParams(max_tokens=24, temperature=0)).result().completions[0].token_ids for p in ps
+    ]
     futs = [gen.submit(p, 1, SamplingParams(max_tokens=24, temperature=0)) for p in ps]
     assert [f.result().completions[0].token_ids for f in futs] == solo
     a = gen.submit(ps[0], 4, SamplingParams(max_tokens=16, seed=11)).result()
@@ -81,9 +91,15 @@ def test_lora_in_graphs_matches_peft(fp32_engine, tmp_path):
     model, gen = fp32_engine
     base_copy = small_model(model.config.model_type, torch.float32)
     torch.manual_seed(1)
-    peft = get_peft_model(base_copy, LoraConfig(r=8, lora_alpha=16, init_lora_weights=False,
-                                                target_modules=["q_proj", "k_proj", "v_proj", "o_proj",
-                                                                "gate_proj", "up_proj", "down_proj"]))
+    peft = get_peft_model(
+        base_copy,
+        LoraConfig(
+            r=8,
+            lora_alpha=16,
+            init_lora_weights=False,
+            target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+        ),
+    )
     with torch.no_grad():
         for n, p in peft.named_parameters():
             if "lora_B" in n:
@@ -92,8 +108,10 @@ def test_lora_in_graphs_matches_peft(fp32_engine, tmp_path):
     gen.load_adapter("ad", str(tmp_path / "ad")).result()
     ref_model = PeftModel.from_pretrained(small_model(model.config.model_type, torch.float32), str(tmp_path / "ad"))
     ps = prompts(4)
-    futs = [gen.submit(p, 1, SamplingParams(max_tokens=20, temperature=0), "ad" if i % 2 else None)
-            for i, p in enumerate(ps)]
+    futs = [
+        gen.submit(p, 1, SamplingParams(max_tokens=20, temperature=0), "ad" if i % 2 else None)
+        for i, p in enumerate(ps)
+    ]
     for i, (p, f) in enumerate(zip(ps, futs)):
         ids = f.result().completions[0].token_ids
         ref = reference(ref_model if i % 2 else model, p, ids)
@@ -123,19 +141,35 @@ def test_guided_decoding_in_cuda_graphs(tiny_model_dir):
 
     from test_engine_api import call
     from test_engine_guided import FORMAT, validate
+
     from train_agent.engine import BackgroundServer, Engine
     from train_agent.models import ModelSource, load_model, load_tokenizer
 
     src = ModelSource.parse(str(tiny_model_dir))
-    engine = Engine(load_model(src, "cuda", torch.bfloat16), load_tokenizer(src), served_model_name="tiny",
-                    max_model_len=512, max_num_seqs=8)
+    engine = Engine(
+        load_model(src, "cuda", torch.bfloat16),
+        load_tokenizer(src),
+        served_model_name="tiny",
+        max_model_len=512,
+        max_num_seqs=8,
+    )
     assert engine.decoder.use_graphs
     try:
         with BackgroundServer(engine) as url:
             for temperature in (0.0, 1.0):
-                status, r = call(url, "/v1/chat/completions", {
-                    "model": "tiny", "messages": [{"role": "user", "content": "grade"}], "n": 4, "max_tokens": 200,
-                    "temperature": temperature, "seed": 5, "response_format": FORMAT})
+                status, r = call(
+                    url,
+                    "/v1/chat/completions",
+                    {
+                        "model": "tiny",
+                        "messages": [{"role": "user", "content": "grade"}],
+                        "n": 4,
+                        "max_tokens": 200,
+                        "temperature": temperature,
+                        "seed": 5,
+                        "response_format": FORMAT,
+                    },
+                )
                 assert status == 200, r
                 for c in r["choices"]:
                     assert c["finish_reason"] == "stop", c

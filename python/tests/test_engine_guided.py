@@ -8,9 +8,9 @@ import json
 
 import pytest
 import torch
-
 from test_engine_api import assert_error, call, reference_logprobs
 from test_engine_lora import make_adapter, peft_reference
+
 from train_agent.engine import BackgroundServer, Engine
 from train_agent.models import ModelSource, load_model, load_tokenizer
 
@@ -41,8 +41,16 @@ def validate(value) -> None:
 def served(tiny_model_dir, tmp_path_factory):
     src = ModelSource.parse(str(tiny_model_dir))
     model = load_model(src, "cpu", torch.float32)
-    engine = Engine(model, load_tokenizer(src), served_model_name="tiny", max_model_len=512, max_num_seqs=8,
-                    enable_lora=True, max_loras=1, max_lora_rank=8)
+    engine = Engine(
+        model,
+        load_tokenizer(src),
+        served_model_name="tiny",
+        max_model_len=512,
+        max_num_seqs=8,
+        enable_lora=True,
+        max_loras=1,
+        max_lora_rank=8,
+    )
     adapter = make_adapter(tiny_model_dir, tmp_path_factory.mktemp("adapters") / "judge", 5)
     with BackgroundServer(engine) as url:
         status, text = call(url, "/v1/load_lora_adapter", {"lora_name": "judge", "lora_path": str(adapter)})
@@ -52,9 +60,18 @@ def served(tiny_model_dir, tmp_path_factory):
 
 
 def ask(url: str, model: str = "tiny", **kw) -> dict:
-    status, r = call(url, "/v1/chat/completions", {
-        "model": model, "messages": [{"role": "user", "content": "Grade the answer 42."}],
-        "max_tokens": 200, "logprobs": True, "return_token_ids": True, **kw})
+    status, r = call(
+        url,
+        "/v1/chat/completions",
+        {
+            "model": model,
+            "messages": [{"role": "user", "content": "Grade the answer 42."}],
+            "max_tokens": 200,
+            "logprobs": True,
+            "return_token_ids": True,
+            **kw,
+        },
+    )
     assert status == 200, r
     return r
 
@@ -112,8 +129,14 @@ def test_guided_and_free_requests_share_a_batch(served):
 def test_bad_response_format_is_a_400(served):
     url, _, _, _ = served
     body = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
-    status, r = call(url, "/v1/chat/completions", {**body, "response_format": {
-        "type": "json_schema", "json_schema": {"name": "bad", "schema": {"type": "objekt"}}}})
+    status, r = call(
+        url,
+        "/v1/chat/completions",
+        {
+            **body,
+            "response_format": {"type": "json_schema", "json_schema": {"name": "bad", "schema": {"type": "objekt"}}},
+        },
+    )
     assert_error(status, r, 400, "invalid JSON schema in response_format")
     assert r["error"]["param"] == "response_format" and "hint:" in r["error"]["message"]
     status, r = call(url, "/v1/chat/completions", {**body, "response_format": {"type": "yaml"}})

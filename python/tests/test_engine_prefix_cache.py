@@ -5,11 +5,10 @@ an adapter's earlier weights."""
 
 from __future__ import annotations
 
-import pytest
 import torch
-
 from test_engine_api import call, reference_logprobs
 from test_engine_lora import make_adapter, peft_reference
+
 from train_agent.decoder import Decoder
 from train_agent.engine import BackgroundServer, Engine, parse_args
 from train_agent.generation import Generator, SamplingParams
@@ -35,8 +34,10 @@ def conversations(gen: Generator, turns: int = 3) -> list[tuple[list[int], list[
     convs = [system + tokens(1 + i // 2, 20) for i in range(4)]
     out = []
     for turn in range(turns):
-        params = [SamplingParams(max_tokens=12, temperature=0.0 if (i + turn) % 2 else 1.0, seed=100 * turn + i)
-                  for i in range(4)]
+        params = [
+            SamplingParams(max_tokens=12, temperature=0.0 if (i + turn) % 2 else 1.0, seed=100 * turn + i)
+            for i in range(4)
+        ]
         futs = [gen.submit(c, 1, p) for c, p in zip(convs, params)]  # arrive together, as a group does
         for i, f in enumerate(futs):
             c = f.result().completions[0]
@@ -116,8 +117,9 @@ def test_a_reloaded_adapter_never_reuses_kv_of_its_earlier_weights(tiny_model_di
         gen.close()
     for path, out in zip(paths, outs):
         ref = reference_logprobs(peft_reference(tiny_model_dir, path), prompt, out.token_ids)
-        assert torch.allclose(torch.tensor(out.logprobs), ref[torch.arange(len(out.token_ids)), out.token_ids],
-                              atol=1e-4)
+        assert torch.allclose(
+            torch.tensor(out.logprobs), ref[torch.arange(len(out.token_ids)), out.token_ids], atol=1e-4
+        )
 
 
 def test_n_samples_and_requests_sharing_a_prompt_in_one_admission(tiny_model_dir):
@@ -155,10 +157,18 @@ def test_block_hashes_chain_over_the_prefix_and_the_adapter_key():
 
 def test_metrics_route_and_the_flags(tiny_model_dir, monkeypatch):
     src = ModelSource.parse(str(tiny_model_dir))
-    engine = Engine(load_model(src, "cpu", torch.float32), load_tokenizer(src), served_model_name="tiny",
-                    max_model_len=256, max_num_seqs=2)
-    body = {"model": "tiny", "messages": [{"role": "user", "content": "Tell me a long story about a cat " * 4}],
-            "max_tokens": 4}
+    engine = Engine(
+        load_model(src, "cpu", torch.float32),
+        load_tokenizer(src),
+        served_model_name="tiny",
+        max_model_len=256,
+        max_num_seqs=2,
+    )
+    body = {
+        "model": "tiny",
+        "messages": [{"role": "user", "content": "Tell me a long story about a cat " * 4}],
+        "max_tokens": 4,
+    }
     try:
         with BackgroundServer(engine) as url:
             call(url, "/v1/chat/completions", body)

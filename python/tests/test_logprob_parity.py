@@ -10,8 +10,8 @@ import json
 
 import pytest
 import torch
-
 from test_engine_lora import make_adapter
+
 from train_agent.batches import Sample, collate
 from train_agent.decoder import Decoder
 from train_agent.generation import Generator, SamplingParams
@@ -34,14 +34,20 @@ def rslora_adapter(base_dir, out_dir):
 
 def engine(model_dir, dtype, adapter=None, logprobs_mode="raw_logprobs", device="cpu") -> Generator:
     model = load_model(ModelSource.parse(str(model_dir)), device, dtype)
-    gen = Generator(Decoder(model, num_slots=4, max_len=128, enable_lora=True, max_loras=1, max_lora_rank=8,
-                            logprobs_mode=logprobs_mode), eos_ids=set())
+    gen = Generator(
+        Decoder(
+            model, num_slots=4, max_len=128, enable_lora=True, max_loras=1, max_lora_rank=8, logprobs_mode=logprobs_mode
+        ),
+        eos_ids=set(),
+    )
     if adapter is not None:
         gen.load_adapter("sft", str(adapter)).result()
     return gen
 
 
-def sampled(gen: Generator, temperature: float, adapter: str | None = "sft") -> list[tuple[list[int], list[int], list[float]]]:
+def sampled(
+    gen: Generator, temperature: float, adapter: str | None = "sft"
+) -> list[tuple[list[int], list[int], list[float]]]:
     """(prompt, completion, engine logprobs) for each prompt, 24 tokens sampled at `temperature`."""
     out = []
     for i, p in enumerate(PROMPTS):
@@ -67,7 +73,9 @@ def trainer_logprobs(model, runs, temperature: float = 1.0, autocast: bool = Fal
 
 
 def trainer_model(model_dir, adapter, tmp_path, dtype):
-    cfg = Config.from_dict({"model": str(model_dir), "output_dir": str(tmp_path), "lora": {"init_adapter": str(adapter)}})
+    cfg = Config.from_dict(
+        {"model": str(model_dir), "output_dir": str(tmp_path), "lora": {"init_adapter": str(adapter)}}
+    )
     return build_model(cfg, dtype).eval()
 
 

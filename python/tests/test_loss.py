@@ -6,8 +6,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from train_agent.loss import (LOG_RATIO_LIMIT, grpo_loss, kl_k3, linear_token_logprobs, sft_loss, token_logprobs,
-                              token_weights)
+from train_agent.loss import (
+    LOG_RATIO_LIMIT,
+    grpo_loss,
+    kl_k3,
+    linear_token_logprobs,
+    sft_loss,
+    token_logprobs,
+    token_weights,
+)
 
 
 def approx(x, rel=1e-6, abs=1e-7):
@@ -25,12 +32,15 @@ def test_token_weights_by_hand():
         token_weights([3, 1], "mean")
 
 
-@pytest.mark.parametrize("aggregation,expected", [
-    # per-token losses: sequence 1 = [1, 2, 3], sequence 2 = [4]
-    ("token-mean", (1 + 2 + 3 + 4) / 4),  # 2.5
-    ("seq-mean-token-mean", ((1 + 2 + 3) / 3 + 4 / 1) / 2),  # 3.0
-    ("seq-mean-token-sum-norm", (1 + 2 + 3 + 4) / (2 * 8)),  # 0.625
-])
+@pytest.mark.parametrize(
+    "aggregation,expected",
+    [
+        # per-token losses: sequence 1 = [1, 2, 3], sequence 2 = [4]
+        ("token-mean", (1 + 2 + 3 + 4) / 4),  # 2.5
+        ("seq-mean-token-mean", ((1 + 2 + 3) / 3 + 4 / 1) / 2),  # 3.0
+        ("seq-mean-token-sum-norm", (1 + 2 + 3 + 4) / (2 * 8)),  # 0.625
+    ],
+)
 def test_each_aggregation_of_a_loss(aggregation, expected):
     per_seq = token_weights([3, 1], aggregation, max_len_norm=8)
     w = torch.tensor([per_seq[0]] * 3 + [per_seq[1]])

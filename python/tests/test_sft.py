@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from test_engine_api import call
+
 from train_agent.engine import BackgroundServer, Engine
 from train_agent.models import ModelSource, load_model, load_tokenizer
 
@@ -43,9 +43,22 @@ def sft_run(tmp_path_factory, tiny_sft_model_dir):
     tmp = tmp_path_factory.mktemp("sft")
     prompt = tmp / "prompt.j2"
     prompt.write_text("Use the tools, then call {{ complete_task }} with the answer.")
-    out = train_agent("collect", "--reference", "--server", f"{BIN} demo-server", "--scenarios",
-                      str(ROOT / "scenarios" / "company.jsonl"), "--limit", "3", "--tool-result-max-chars", "200",
-                      "--system-prompt", str(prompt), "--out", str(tmp / "traces"))
+    out = train_agent(
+        "collect",
+        "--reference",
+        "--server",
+        f"{BIN} demo-server",
+        "--scenarios",
+        str(ROOT / "scenarios" / "company.jsonl"),
+        "--limit",
+        "3",
+        "--tool-result-max-chars",
+        "200",
+        "--system-prompt",
+        str(prompt),
+        "--out",
+        str(tmp / "traces"),
+    )
     assert "reference traces  3 of 3 scenarios" in out, out
     out = train_agent("curate", str(tmp / "traces"), "--dedupe", "--out", str(tmp / "data"))
     assert (tmp / "data" / "train.parquet").exists(), out
@@ -53,9 +66,27 @@ def sft_run(tmp_path_factory, tiny_sft_model_dir):
     # call checked below depends on the exact weights of this tiny model.
     config = tmp / "sft.toml"
     config.write_text('[trainer]\nprecision = "32-true"\n')
-    train_agent("sft", "--config", str(config), "--dataset", str(tmp / "data" / "train.parquet"),
-                "--base-model", str(tiny_sft_model_dir), "--output-dir", str(tmp / "run"), "--epochs", str(EPOCHS), "--batch-size", "8", "--lr", str(LR),
-                "--schedule", "cosine", "--eval-fraction", "0.2")
+    train_agent(
+        "sft",
+        "--config",
+        str(config),
+        "--dataset",
+        str(tmp / "data" / "train.parquet"),
+        "--base-model",
+        str(tiny_sft_model_dir),
+        "--output-dir",
+        str(tmp / "run"),
+        "--epochs",
+        str(EPOCHS),
+        "--batch-size",
+        "8",
+        "--lr",
+        str(LR),
+        "--schedule",
+        "cosine",
+        "--eval-fraction",
+        "0.2",
+    )
     return tmp
 
 
@@ -67,8 +98,12 @@ def test_reference_traces_are_ideal_episodes(sft_run):
         calls = [m["tool_calls"][0]["function"]["name"] for m in t["messages"] if m["role"] == "assistant"]
         assert calls[0] == "list_tables" and calls[-2:] == ["run_query", "complete_task"]
         assert set(calls[1:-2]) <= {"describe_table"} and len(calls) >= 4
-        assert {f["function"]["name"] for f in t["tools"]} == {"list_tables", "describe_table", "run_query",
-                                                                 "complete_task"}
+        assert {f["function"]["name"] for f in t["tools"]} == {
+            "list_tables",
+            "describe_table",
+            "run_query",
+            "complete_task",
+        }
     rows = [json.loads(line) for line in (sft_run / "data" / "train.jsonl").read_text().splitlines()]
     assert len(rows) == 3 and set(rows[0]) >= {"messages", "tools"}
 
@@ -95,17 +130,35 @@ def test_the_tuned_model_reproduces_a_trained_tool_call(sft_run, tiny_sft_model_
     rows = [json.loads(line) for line in (sft_run / "data" / "train.jsonl").read_text().splitlines()]
     row = next(r for r in rows if r["id"] in trained)
     src = ModelSource.parse(str(tiny_sft_model_dir))
-    engine = Engine(load_model(src, "cpu", torch.float32), load_tokenizer(src), served_model_name="tiny",
-                    max_model_len=2048, max_num_seqs=2, enable_lora=True, max_loras=1, max_lora_rank=32)
+    engine = Engine(
+        load_model(src, "cpu", torch.float32),
+        load_tokenizer(src),
+        served_model_name="tiny",
+        max_model_len=2048,
+        max_num_seqs=2,
+        enable_lora=True,
+        max_loras=1,
+        max_lora_rank=32,
+    )
     try:
         with BackgroundServer(engine) as url:
-            status, body = call(url, "/v1/load_lora_adapter", {"lora_name": "sft", "lora_path": str(sft_run / "run" / "final")})
+            status, body = call(
+                url, "/v1/load_lora_adapter", {"lora_name": "sft", "lora_path": str(sft_run / "run" / "final")}
+            )
             assert status == 200, body
 
             def first_call(model: str, upto: int):
-                status, r = call(url, "/v1/chat/completions", {"model": model, "messages": row["messages"][:upto],
-                                                               "tools": row["tools"], "temperature": 0,
-                                                               "max_tokens": 40})
+                status, r = call(
+                    url,
+                    "/v1/chat/completions",
+                    {
+                        "model": model,
+                        "messages": row["messages"][:upto],
+                        "tools": row["tools"],
+                        "temperature": 0,
+                        "max_tokens": 40,
+                    },
+                )
                 assert status == 200, r
                 calls = r["choices"][0]["message"].get("tool_calls") or []
                 return (calls[0]["function"]["name"], json.loads(calls[0]["function"]["arguments"])) if calls else None

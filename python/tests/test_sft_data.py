@@ -15,28 +15,60 @@ from train_agent.models import ModelSource, load_tokenizer
 from train_agent.sft_data import TemplateError, read_dataset, tokenize_conversation, tokenize_dataset, write_parquet
 
 TOOLS = [
-    {"type": "function", "function": {"name": "list_tables", "description": "List the tables.",
-                                      "parameters": {"type": "object", "properties": {}}}},
-    {"type": "function", "function": {"name": "run_query", "description": "Run one SELECT.",
-                                      "parameters": {"type": "object", "properties": {"sql": {"type": "string"}},
-                                                     "required": ["sql"]}}},
-    {"type": "function", "function": {"name": "complete_task", "description": "Finish with the answer.",
-                                      "parameters": {"type": "object", "properties": {"summary": {"type": "string"}},
-                                                     "required": ["summary"]}}},
+    {
+        "type": "function",
+        "function": {
+            "name": "list_tables",
+            "description": "List the tables.",
+            "parameters": {"type": "object", "properties": {}},
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "run_query",
+            "description": "Run one SELECT.",
+            "parameters": {"type": "object", "properties": {"sql": {"type": "string"}}, "required": ["sql"]},
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "complete_task",
+            "description": "Finish with the answer.",
+            "parameters": {"type": "object", "properties": {"summary": {"type": "string"}}, "required": ["summary"]},
+        },
+    },
 ]
 TOOL_RESULTS = ["Tables in the company database:\n- departments (9 rows): teams", "count(*)\n9\n(1 row)"]
 CONVERSATION = [
     {"role": "system", "content": "You answer questions about the company database."},
     {"role": "user", "content": "How many departments does the company have?"},
-    {"role": "assistant", "content": None, "tool_calls": [
-        {"id": "c0", "type": "function", "function": {"name": "list_tables", "arguments": "{}"}}]},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "c0", "type": "function", "function": {"name": "list_tables", "arguments": "{}"}}],
+    },
     {"role": "tool", "tool_call_id": "c0", "name": "list_tables", "content": TOOL_RESULTS[0]},
-    {"role": "assistant", "content": "Counting them.", "tool_calls": [
-        {"id": "c1", "type": "function",
-         "function": {"name": "run_query", "arguments": "{\"sql\": \"SELECT count(*) FROM departments\"}"}}]},
+    {
+        "role": "assistant",
+        "content": "Counting them.",
+        "tool_calls": [
+            {
+                "id": "c1",
+                "type": "function",
+                "function": {"name": "run_query", "arguments": '{"sql": "SELECT count(*) FROM departments"}'},
+            }
+        ],
+    },
     {"role": "tool", "tool_call_id": "c1", "name": "run_query", "content": TOOL_RESULTS[1]},
-    {"role": "assistant", "content": None, "tool_calls": [
-        {"id": "c2", "type": "function", "function": {"name": "complete_task", "arguments": "{\"summary\": \"9\"}"}}]},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "c2", "type": "function", "function": {"name": "complete_task", "arguments": '{"summary": "9"}'}}
+        ],
+    },
 ]
 
 
@@ -73,9 +105,11 @@ def test_only_assistant_replies_are_trained_tool_calls_included(tokenizer):
         assert reply.endswith(eos) and reply.count(eos) == 1, reply
         assert reply.count("<tool_call>") == 1 and "</tool_call>" in reply, reply
     calls = [json.loads(r.split("<tool_call>")[1].split("</tool_call>")[0]) for r in replies]
-    assert calls == [{"name": "list_tables", "arguments": {}},
-                     {"name": "run_query", "arguments": {"sql": "SELECT count(*) FROM departments"}},
-                     {"name": "complete_task", "arguments": {"summary": "9"}}]
+    assert calls == [
+        {"name": "list_tables", "arguments": {}},
+        {"name": "run_query", "arguments": {"sql": "SELECT count(*) FROM departments"}},
+        {"name": "complete_task", "arguments": {"summary": "9"}},
+    ]
     assert replies[1].startswith("Counting them.")
     untrained = tokenizer.decode([t for t, m in zip(ids, mask) if not m])
     trained = "".join(replies)
@@ -94,8 +128,9 @@ def test_prompt_tokens_before_each_reply_are_the_engines(tokenizer):
         engine_prompt = tokenizer(render_prompt(tokenizer, msgs[:i], TOOLS), add_special_tokens=False)["input_ids"]
         assert ids[:start] == engine_prompt
     whole = render_prompt(tokenizer, msgs, TOOLS, add_generation_prompt=False)
-    assert ids == tokenizer(whole, add_special_tokens=False)["input_ids"], \
+    assert ids == tokenizer(whole, add_special_tokens=False)["input_ids"], (
         "tokenising segment by segment gives the tokens of the whole text"
+    )
 
 
 def test_train_on_last_trains_only_the_final_reply(tokenizer):
@@ -107,9 +142,11 @@ def test_train_on_last_trains_only_the_final_reply(tokenizer):
 
 def test_a_template_that_rewrites_earlier_turns_is_refused_with_a_hint(tiny_model_dir):
     tok = copy.deepcopy(load_tokenizer(ModelSource.parse(str(tiny_model_dir))))
-    tok.chat_template = ("{% for m in messages %}{% if m.role != 'assistant' or loop.last %}<|im_start|>{{ m.role }}\n"
-                         "{{ m.content }}<|im_end|>\n{% endif %}{% endfor %}"
-                         "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    tok.chat_template = (
+        "{% for m in messages %}{% if m.role != 'assistant' or loop.last %}<|im_start|>{{ m.role }}\n"
+        "{{ m.content }}<|im_end|>\n{% endif %}{% endfor %}"
+        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    )
     with pytest.raises(TemplateError, match="--train-on last"):
         tokenize_conversation(tok, CONVERSATION, TOOLS)
     ids, mask = tokenize_conversation(tok, CONVERSATION, TOOLS, train_on="last")  # unrolled data still works
@@ -117,8 +154,10 @@ def test_a_template_that_rewrites_earlier_turns_is_refused_with_a_hint(tiny_mode
 
 
 def test_dataset_rows_round_trip_through_parquet(tmp_path, tiny_model_dir):
-    rows = [{"messages": CONVERSATION, "tools": TOOLS, "id": "dept#0", "scenario_id": "dept", "source": "reference"},
-            {"messages": CONVERSATION[:2], "tools": TOOLS, "id": "q#0", "scenario_id": "q", "source": "teacher"}]
+    rows = [
+        {"messages": CONVERSATION, "tools": TOOLS, "id": "dept#0", "scenario_id": "dept", "source": "reference"},
+        {"messages": CONVERSATION[:2], "tools": TOOLS, "id": "q#0", "scenario_id": "q", "source": "teacher"},
+    ]
     src = tmp_path / "train.jsonl"
     src.write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert write_parquet(src, tmp_path / "train.parquet") == 2

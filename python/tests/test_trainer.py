@@ -13,17 +13,27 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from train_agent.batches import collate, Sample
+from train_agent.batches import Sample, collate
 from train_agent.loss import grpo_loss
 from train_agent.models import ModelSource, load_model
-from train_agent.trainer import Config, build_model, lr_multiplier, main, merge, OptimSettings, trained_logprobs, train
+from train_agent.trainer import Config, OptimSettings, build_model, lr_multiplier, main, train, trained_logprobs
 
 # ------------------------------------------------------------------------- helpers (shared by files)
 
 
 def make_config(model_dir, out, **over) -> dict:
-    cfg = dict(model=str(model_dir), output_dir=str(out), micro_batch_tokens=48, accelerator="cpu", precision="32-true",
-               lora=dict(r=4, alpha=8), optim=dict(lr=1e-3), loss=dict(kind="grpo"), seed=0, poll_interval_s=0.01)
+    cfg = dict(
+        model=str(model_dir),
+        output_dir=str(out),
+        micro_batch_tokens=48,
+        accelerator="cpu",
+        precision="32-true",
+        lora=dict(r=4, alpha=8),
+        optim=dict(lr=1e-3),
+        loss=dict(kind="grpo"),
+        seed=0,
+        poll_interval_s=0.01,
+    )
     for k, v in over.items():
         cfg[k] = {**cfg[k], **v} if isinstance(v, dict) and isinstance(cfg.get(k), dict) else v
     return cfg
@@ -35,11 +45,15 @@ def synthetic_samples(seed: int, n: int = 5) -> list[dict]:
     samples = []
     for i in range(n):
         length, prompt = rng.randint(8, 20), rng.randint(3, 6)
-        samples.append(dict(
-            input_ids=[rng.randrange(1, 1000) for _ in range(length)],
-            loss_mask=[0] * prompt + [1] * (length - prompt),
-            logprobs=[0.0] * prompt + [-10.8 + rng.uniform(-0.1, 0.1) for _ in range(length - prompt)],
-            advantage=rng.uniform(-1, 1), group_id=i // 2))
+        samples.append(
+            dict(
+                input_ids=[rng.randrange(1, 1000) for _ in range(length)],
+                loss_mask=[0] * prompt + [1] * (length - prompt),
+                logprobs=[0.0] * prompt + [-10.8 + rng.uniform(-0.1, 0.1) for _ in range(length - prompt)],
+                advantage=rng.uniform(-1, 1),
+                group_id=i // 2,
+            )
+        )
     return samples
 
 
@@ -99,9 +113,13 @@ def plain_logprobs(model, s: Sample) -> list[float]:
 def grpo_run(tiny_model_dir, tmp_path_factory):
     """Three uninterrupted GRPO steps with warmup, cosine decay, LoRA dropout and a KL term."""
     out = tmp_path_factory.mktemp("grpo")
-    cfg = make_config(tiny_model_dir, out, lora=dict(dropout=0.1),
-                      optim=dict(warmup_steps=2, schedule="cosine", total_steps=5),
-                      loss=dict(beta=0.05, aggregation="seq-mean-token-mean"))
+    cfg = make_config(
+        tiny_model_dir,
+        out,
+        lora=dict(dropout=0.1),
+        optim=dict(warmup_steps=2, schedule="cosine", total_steps=5),
+        loss=dict(beta=0.05, aggregation="seq-mean-token-mean"),
+    )
     steps = {s: synthetic_samples(s) for s in (1, 2, 3)}
     return cfg, steps, run(cfg, steps)
 
@@ -137,8 +155,13 @@ def test_grpo_raises_the_rewarded_completion(tiny_model_dir, tmp_path):
         ids = prompt + completion
         logp = torch.log_softmax(base(input_ids=torch.tensor([ids])).logits[0].detach(), -1)
         old = [0.0] * len(prompt) + [logp[t - 1, ids[t]].item() for t in range(len(prompt), len(ids))]
-        return dict(input_ids=ids, loss_mask=[0] * len(prompt) + [1] * len(completion), logprobs=old,
-                    advantage=advantage, group_id=0)
+        return dict(
+            input_ids=ids,
+            loss_mask=[0] * len(prompt) + [1] * len(completion),
+            logprobs=old,
+            advantage=advantage,
+            group_id=0,
+        )
 
     with torch.no_grad():
         steps = {s: [sample(good, 1.0), sample(bad, -1.0)] for s in (1, 2, 3)}
@@ -147,8 +170,10 @@ def test_grpo_raises_the_rewarded_completion(tiny_model_dir, tmp_path):
     assert metrics[1]["ratio_mean"] == pytest.approx(1.0, abs=1e-5)  # on-policy first step
     from peft import PeftModel
 
-    tuned = PeftModel.from_pretrained(load_model(ModelSource.parse(str(tiny_model_dir)), "cpu", torch.float32),
-                                      str(tmp_path / "checkpoints" / "step-000003" / "adapter")).eval()
+    tuned = PeftModel.from_pretrained(
+        load_model(ModelSource.parse(str(tiny_model_dir)), "cpu", torch.float32),
+        str(tmp_path / "checkpoints" / "step-000003" / "adapter"),
+    ).eval()
     n = len(prompt)
     before = sequence_logprob(base, prompt + good, n) - sequence_logprob(base, prompt + bad, n)
     after = sequence_logprob(tuned, prompt + good, n) - sequence_logprob(tuned, prompt + bad, n)
@@ -157,8 +182,7 @@ def test_grpo_raises_the_rewarded_completion(tiny_model_dir, tmp_path):
 
 def test_sft_lowers_the_nll_of_its_sample(tiny_model_dir, tmp_path):
     sample = dict(input_ids=list(range(30, 50)), loss_mask=[0] * 5 + [1] * 15)  # no logprobs, no advantage
-    cfg = make_config(tiny_model_dir, tmp_path, loss=dict(kind="sft"), optim=dict(lr=1e-2),
-                      gradient_checkpointing=True)
+    cfg = make_config(tiny_model_dir, tmp_path, loss=dict(kind="sft"), optim=dict(lr=1e-2), gradient_checkpointing=True)
     metrics = run(cfg, {s: [sample] for s in (1, 2, 3, 4)})
     nll = [metrics[s]["loss"] for s in (1, 2, 3, 4)]  # each is measured before its step's update
     assert nll[0] == pytest.approx(metrics[1]["entropy"], rel=0.05)  # a random model: NLL ~ entropy ~ ln V
@@ -170,9 +194,26 @@ def test_every_step_writes_metrics_and_a_loadable_changing_adapter(grpo_run, tin
     cfg, _, metrics = grpo_run
     assert sorted(metrics) == [1, 2, 3]
     m = metrics[2]
-    for key in ("loss", "policy_loss", "kl", "entropy", "clip_fraction_low", "clip_fraction_high", "ratio_mean",
-                "grad_norm", "lr", "tokens", "trained_tokens", "tokens_per_s", "data_s", "forward_backward_s",
-                "optimizer_s", "save_s", "peak_memory_gb", "checkpoint"):
+    for key in (
+        "loss",
+        "policy_loss",
+        "kl",
+        "entropy",
+        "clip_fraction_low",
+        "clip_fraction_high",
+        "ratio_mean",
+        "grad_norm",
+        "lr",
+        "tokens",
+        "trained_tokens",
+        "tokens_per_s",
+        "data_s",
+        "forward_backward_s",
+        "optimizer_s",
+        "save_s",
+        "peak_memory_gb",
+        "checkpoint",
+    ):
         assert m[key] is not None, key
     assert m["kl"] > 0 and m["grad_norm"] > 0
     # lr: warmup 2 steps (0.5, 1.0 of 1e-3), then cosine over the 3 remaining of total_steps=5
@@ -184,8 +225,10 @@ def test_every_step_writes_metrics_and_a_loadable_changing_adapter(grpo_run, tin
             assert ad[0][k].abs().max() > 0 and not torch.equal(ad[0][k], ad[2][k])
     from peft import PeftModel
 
-    PeftModel.from_pretrained(load_model(ModelSource.parse(str(tiny_model_dir)), "cpu", torch.float32),
-                              str(Path(out) / "checkpoints" / "step-000003" / "adapter"))
+    PeftModel.from_pretrained(
+        load_model(ModelSource.parse(str(tiny_model_dir)), "cpu", torch.float32),
+        str(Path(out) / "checkpoints" / "step-000003" / "adapter"),
+    )
     csv = (Path(out) / "trainer" / "logs" / "version_0" / "metrics.csv").read_text().splitlines()
     assert "grad_norm" in csv[0] and len(csv) == 4
     header = csv[0].split(",")
@@ -198,8 +241,11 @@ def test_resume_continues_exactly(grpo_run, tmp_path):
     first = {**cfg, "output_dir": str(tmp_path / "a")}
     run(first, {1: steps[1], 2: steps[2]})
     assert_same_adapter(adapter(first["output_dir"], 2), adapter(cfg["output_dir"], 2))
-    resumed = {**cfg, "output_dir": str(tmp_path / "b"),
-               "resume_from": str(tmp_path / "a" / "checkpoints" / "step-000002")}
+    resumed = {
+        **cfg,
+        "output_dir": str(tmp_path / "b"),
+        "resume_from": str(tmp_path / "a" / "checkpoints" / "step-000002"),
+    }
     # steps at or before the checkpoint are skipped even if still in the inbox
     after = run(resumed, {2: steps[2], 3: steps[3]})
     assert sorted(after) == [3]
@@ -214,10 +260,26 @@ def test_merged_model_gives_the_adapters_logits(grpo_run, tiny_model_dir, tmp_pa
 
     cfg, _, _ = grpo_run
     ad = str(Path(cfg["output_dir"]) / "checkpoints" / "step-000003" / "adapter")
-    assert main(["merge", "--model", str(tiny_model_dir), "--adapter", ad, "--out", str(tmp_path / "m"),
-                 "--dtype", "float32"]) == 0
+    assert (
+        main(
+            [
+                "merge",
+                "--model",
+                str(tiny_model_dir),
+                "--adapter",
+                ad,
+                "--out",
+                str(tmp_path / "m"),
+                "--dtype",
+                "float32",
+            ]
+        )
+        == 0
+    )
     merged = AutoModelForCausalLM.from_pretrained(tmp_path / "m").eval()
-    peft = PeftModel.from_pretrained(load_model(ModelSource.parse(str(tiny_model_dir)), "cpu", torch.float32), ad).eval()
+    peft = PeftModel.from_pretrained(
+        load_model(ModelSource.parse(str(tiny_model_dir)), "cpu", torch.float32), ad
+    ).eval()
     ids = torch.tensor([list(range(100, 120))])
     with torch.no_grad():
         torch.testing.assert_close(merged(input_ids=ids).logits, peft(input_ids=ids).logits, atol=1e-4, rtol=1e-4)

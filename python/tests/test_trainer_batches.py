@@ -46,7 +46,9 @@ def test_shard_balances_tokens_and_pack_respects_the_budget():
 
 
 def test_collate_pads_right_and_never_trains_token_0():
-    mb = collate([Sample([5, 6, 7], [1, 1, 1], [0.0, -1.0, -2.0], 0.5, 0.25), Sample([8, 9], [0, 1], [0.0, -3.0], -1.0, 0.5)])
+    mb = collate(
+        [Sample([5, 6, 7], [1, 1, 1], [0.0, -1.0, -2.0], 0.5, 0.25), Sample([8, 9], [0, 1], [0.0, -3.0], -1.0, 0.5)]
+    )
     assert mb["input_ids"].tolist() == [[5, 6, 7], [8, 9, 0]]
     assert mb["loss_mask"].tolist() == [[False, True, True], [False, True, False]]
     assert mb["advantages"][mb["loss_mask"]].tolist() == [0.5, 0.5, -1.0]
@@ -60,8 +62,14 @@ def test_splitting_a_step_never_changes_its_loss(aggregation):
     samples = []
     for _ in range(7):
         n = rng.randint(4, 30)
-        samples.append(Sample([rng.randrange(100) for _ in range(n)], [0] * 3 + [1] * (n - 3),
-                              [-rng.random() for _ in range(n)], rng.uniform(-1, 1)))
+        samples.append(
+            Sample(
+                [rng.randrange(100) for _ in range(n)],
+                [0] * 3 + [1] * (n - 3),
+                [-rng.random() for _ in range(n)],
+                rng.uniform(-1, 1),
+            )
+        )
 
     def fake_new_logprobs(ids):  # any fixed function of the tokens stands in for the model
         return -(ids.float() % 7) / 5
@@ -72,9 +80,15 @@ def test_splitting_a_step_never_changes_its_loss(aggregation):
             mbs = plan_step(samples, rank, world_size, budget, aggregation, max_len_norm=32)
             for mb in mbs:
                 m = mb["loss_mask"]
-                l, _ = grpo_loss(fake_new_logprobs(mb["input_ids"][m]), mb["old_logprobs"][m],
-                                 mb["advantages"][m], mb["weights"][m], 0.2, 0.28)
-                loss += l.item()
+                part, _ = grpo_loss(
+                    fake_new_logprobs(mb["input_ids"][m]),
+                    mb["old_logprobs"][m],
+                    mb["advantages"][m],
+                    mb["weights"][m],
+                    0.2,
+                    0.28,
+                )
+                loss += part.item()
             counted += len(mbs)
         return loss, counted
 

@@ -3,9 +3,8 @@ CUDA; the DDP test needs two GPUs)."""
 
 from __future__ import annotations
 
-import torch
 import pytest
-
+import torch
 from test_trainer import adapter, assert_same_adapter, make_config, outbox, run, synthetic_samples, write_step
 from test_trainer_mailbox import start
 

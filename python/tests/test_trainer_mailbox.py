@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 
 import torch
-
 from test_trainer import adapter, assert_same_adapter, make_config, outbox, run, synthetic_samples, write_step
+
 from train_agent.models import ModelSource, load_model
 
 PYTHON_DIR = Path(__file__).resolve().parents[1]
@@ -24,8 +24,13 @@ def start(cfg: dict, log: Path) -> subprocess.Popen:
     path.write_text(json.dumps(cfg))
     path_ = os.pathsep.join(filter(None, [str(PYTHON_DIR), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "PYTHONPATH": path_, "OMP_NUM_THREADS": "1"}
-    return subprocess.Popen([sys.executable, "-m", "train_agent.trainer", "--config", str(path)], cwd=PYTHON_DIR,
-                            env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
+    return subprocess.Popen(
+        [sys.executable, "-m", "train_agent.trainer", "--config", str(path)],
+        cwd=PYTHON_DIR,
+        env=env,
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+    )
 
 
 def wait_for(path: Path, proc: subprocess.Popen, log: Path, timeout: float = 180) -> dict:

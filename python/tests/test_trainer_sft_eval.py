@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from test_trainer import make_config, outbox, synthetic_samples
+
 from train_agent.trainer import Config, train
 
 
@@ -17,8 +17,10 @@ def test_eval_loss_before_and_after_and_steps_without_checkpoint(tiny_model_dir,
     samples = [{k: v for k, v in s.items() if k != "logprobs"} for s in synthetic_samples(3, 4)]
     inbox = Path(tmp_path) / "trainer" / "inbox"
     inbox.mkdir(parents=True)
-    steps = {1: dict(samples=samples, eval_samples=samples, eval_before=True, eval_after=True, checkpoint=False),
-             2: dict(samples=samples)}
+    steps = {
+        1: dict(samples=samples, eval_samples=samples, eval_before=True, eval_after=True, checkpoint=False),
+        2: dict(samples=samples),
+    }
     for step, body in steps.items():
         (inbox / f"step-{step:06d}.json").write_text(json.dumps({"step": step, **body}))
     (inbox / "stop").touch()

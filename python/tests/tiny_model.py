@@ -50,8 +50,13 @@ def tiny_bytes_model_dir() -> Path:
     raw.pre_tokenizer = byte_level
     raw.decoder = decoders.ByteLevel()
     raw.add_special_tokens(["<|endoftext|>", "<|im_start|>", "<|im_end|>"])
-    tok = PreTrainedTokenizerFast(tokenizer_object=raw, bos_token="<|im_start|>", eos_token="<|im_end|>",
-                                  pad_token="<|endoftext|>", unk_token="<|endoftext|>")
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=raw,
+        bos_token="<|im_start|>",
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        unk_token="<|endoftext|>",
+    )
     tok.chat_template = _smollm2_tokenizer().chat_template
     return _save_tiny(tok, out, max_positions=8192)
 
@@ -65,9 +70,16 @@ def _save_tiny(tok, out: Path, max_positions: int) -> Path:
 
     torch.manual_seed(0)
     cfg = LlamaConfig(
-        vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=max_positions,
-        bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
+        vocab_size=len(tok),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=max_positions,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
         tie_word_embeddings=True,
     )
     model = LlamaForCausalLM(cfg)

@@ -57,8 +57,9 @@ def parse_samples(items: list[dict], where: str) -> list[Sample]:
                 f"{where}: sample {i}: input_ids ({len(ids)}), loss_mask ({len(mask)}) and logprobs "
                 f"({len(logprobs)}) must have the same length, at least 2"
             )
-        samples.append(Sample(ids, [1 if m else 0 for m in mask], [float(x) for x in logprobs],
-                              float(s.get("advantage", 1.0))))
+        samples.append(
+            Sample(ids, [1 if m else 0 for m in mask], [float(x) for x in logprobs], float(s.get("advantage", 1.0)))
+        )
     return samples
 
 
@@ -77,12 +78,18 @@ def read_step_file(path: Path) -> tuple[int, list[Sample], dict]:
     samples = parse_samples(data["samples"], str(path))
     if not samples:
         raise ValueError(f"{path}: a step needs at least one sample")
-    rollout = {k: float(v) for k, v in (data.get("rollout") or {}).items()
-               if isinstance(v, (int, float)) and not isinstance(v, bool)}
-    options = dict(checkpoint=bool(data.get("checkpoint", True)),
-                   eval_samples=parse_samples(data.get("eval_samples") or [], f"{path} (eval_samples)"),
-                   eval_before=bool(data.get("eval_before")), eval_after=bool(data.get("eval_after")),
-                   rollout=rollout)
+    rollout = {
+        k: float(v)
+        for k, v in (data.get("rollout") or {}).items()
+        if isinstance(v, (int, float)) and not isinstance(v, bool)
+    }
+    options = dict(
+        checkpoint=bool(data.get("checkpoint", True)),
+        eval_samples=parse_samples(data.get("eval_samples") or [], f"{path} (eval_samples)"),
+        eval_before=bool(data.get("eval_before")),
+        eval_after=bool(data.get("eval_after")),
+        rollout=rollout,
+    )
     return int(data["step"]), samples, options
 
 
@@ -136,8 +143,14 @@ def empty_micro_batch() -> dict[str, torch.Tensor]:
     return collate([Sample([0, 0], [0, 1], [0.0, 0.0], 0.0, 0.0)])
 
 
-def plan_step(samples: list[Sample], rank: int, world_size: int, micro_batch_tokens: int,
-              aggregation: str, max_len_norm: float | None = None) -> list[dict[str, torch.Tensor]]:
+def plan_step(
+    samples: list[Sample],
+    rank: int,
+    world_size: int,
+    micro_batch_tokens: int,
+    aggregation: str,
+    max_len_norm: float | None = None,
+) -> list[dict[str, torch.Tensor]]:
     """This rank's micro-batches for one step (the same count on every rank)."""
     weights = token_weights([s.n_trained for s in samples], aggregation, max_len_norm)
     for s, w in zip(samples, weights):

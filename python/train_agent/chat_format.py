@@ -22,8 +22,7 @@ from dataclasses import dataclass, field
 class RequestError(Exception):
     """A client error; becomes an OpenAI error object with this status."""
 
-    def __init__(self, message: str, param: str | None = None, status: int = 400,
-                 type: str = "BadRequestError"):
+    def __init__(self, message: str, param: str | None = None, status: int = 400, type: str = "BadRequestError"):
         super().__init__(message)
         self.message, self.param, self.status, self.type = message, param, status, type
 
@@ -42,11 +41,11 @@ def validate_tools(tools) -> list[dict] | None:
     if tools is None:
         return None
     if not isinstance(tools, list):
-        raise RequestError("'tools' must be a list of {\"type\": \"function\", \"function\": {...}}", "tools")
+        raise RequestError('\'tools\' must be a list of {"type": "function", "function": {...}}', "tools")
     for i, t in enumerate(tools):
         fn = t.get("function") if isinstance(t, dict) else None
         if not isinstance(t, dict) or t.get("type", "function") != "function" or not isinstance(fn, dict):
-            raise RequestError(f"tools[{i}] must be {{\"type\": \"function\", \"function\": {{...}}}}", "tools")
+            raise RequestError(f'tools[{i}] must be {{"type": "function", "function": {{...}}}}', "tools")
         if not isinstance(fn.get("name"), str) or not fn["name"]:
             raise RequestError(f"tools[{i}].function.name must be a non-empty string", "tools")
         params = fn.get("parameters")
@@ -72,9 +71,10 @@ def _arguments(call: dict) -> dict:
     if isinstance(args, str):
         try:
             args = json.loads(args) if args.strip() else {}
-        except json.JSONDecodeError:
-            raise RequestError(f"tool call {fn.get('name')!r} has arguments that are not JSON: {args[:200]}",
-                               "messages")
+        except json.JSONDecodeError as e:
+            raise RequestError(
+                f"tool call {fn.get('name')!r} has arguments that are not JSON: {args[:200]}", "messages"
+            ) from e
     return args
 
 
@@ -89,9 +89,14 @@ def normalize_messages(messages) -> list[dict]:
             raise RequestError(f"messages[{i}] needs a role of system, user, assistant or tool", "messages")
         msg = {"role": "system" if m["role"] == "developer" else m["role"], "content": _text(m.get("content"))}
         if m["role"] == "assistant" and m.get("tool_calls"):
-            msg["tool_calls"] = [{"id": c.get("id"), "type": "function",
-                                  "function": {"name": (c.get("function") or {}).get("name"),
-                                               "arguments": _arguments(c)}} for c in m["tool_calls"]]
+            msg["tool_calls"] = [
+                {
+                    "id": c.get("id"),
+                    "type": "function",
+                    "function": {"name": (c.get("function") or {}).get("name"), "arguments": _arguments(c)},
+                }
+                for c in m["tool_calls"]
+            ]
         if m["role"] == "assistant" and m.get("reasoning_content"):
             msg["reasoning_content"] = m["reasoning_content"]
         if m["role"] == "tool":
@@ -137,20 +142,22 @@ def hermes_messages(messages: list[dict], tools: list[dict] | None) -> list[dict
     return [{k: v for k, v in m.items() if k != "_tool"} for m in out]
 
 
-def render_prompt(tokenizer, messages: list[dict], tools: list[dict] | None,
-                  add_generation_prompt: bool = True) -> str:
+def render_prompt(tokenizer, messages: list[dict], tools: list[dict] | None, add_generation_prompt: bool = True) -> str:
     """The prompt text for a generation turn, through the model's chat template. SFT renders
     finished conversations with the same function (`add_generation_prompt=False`), so training
     text and inference prompts cannot drift apart."""
     if template_supports_tools(tokenizer):
         kwargs = {"tools": tools} if tools else {}
-        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt,
-                                             **kwargs)
-    return tokenizer.apply_chat_template(hermes_messages(messages, tools), tokenize=False,
-                                         add_generation_prompt=add_generation_prompt)
+        return tokenizer.apply_chat_template(
+            messages, tokenize=False, add_generation_prompt=add_generation_prompt, **kwargs
+        )
+    return tokenizer.apply_chat_template(
+        hermes_messages(messages, tools), tokenize=False, add_generation_prompt=add_generation_prompt
+    )
 
 
 # ---- parsing ------------------------------------------------------------------------------
+
 
 @dataclass
 class ParsedOutput:
@@ -180,8 +187,13 @@ def _as_calls(obj) -> list[dict] | None:
                 return None
         if not isinstance(args, dict):
             return None
-        calls.append({"id": "call_" + secrets.token_hex(12), "type": "function",
-                      "function": {"name": it["name"], "arguments": json.dumps(args, ensure_ascii=False)}})
+        calls.append(
+            {
+                "id": "call_" + secrets.token_hex(12),
+                "type": "function",
+                "function": {"name": it["name"], "arguments": json.dumps(args, ensure_ascii=False)},
+            }
+        )
     return calls or None
 
 
@@ -208,7 +220,7 @@ def parse_output(text: str, parse_tools: bool = True) -> ParsedOutput:
             parsed = _as_calls(_loads(m.group(1)))
             if parsed:
                 calls += parsed
-                rest.append(text[last:m.start()])
+                rest.append(text[last : m.start()])
                 last = m.end()
         text = "".join(rest) + text[last:]
         if not calls:
@@ -246,7 +258,7 @@ def _bare_calls(text: str) -> tuple[str, list[dict]]:
         parsed = _as_calls(obj)
         if parsed:
             calls += parsed
-            out.append(text[i:m.start()])
+            out.append(text[i : m.start()])
             i = end
     out.append(text[i:])
     return "".join(out), calls

@@ -21,8 +21,8 @@ rounding, which the tests check.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -32,12 +32,18 @@ from train_agent.sampling import LOGPROBS_MODES, sample
 SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3")
 # PEFT module name -> (our fused projection, part index inside it)
 LORA_TARGETS = {
-    "q_proj": ("qkv", 0), "k_proj": ("qkv", 1), "v_proj": ("qkv", 2), "o_proj": ("o", 0),
-    "gate_proj": ("gate_up", 0), "up_proj": ("gate_up", 1), "down_proj": ("down", 0),
+    "q_proj": ("qkv", 0),
+    "k_proj": ("qkv", 1),
+    "v_proj": ("qkv", 2),
+    "o_proj": ("o", 0),
+    "gate_proj": ("gate_up", 0),
+    "up_proj": ("gate_up", 1),
+    "down_proj": ("down", 0),
 }
 
 
 # ---- elementwise pieces (compiled on CUDA) ----------------------------------------------------
+
 
 def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
     """Same arithmetic as LlamaRMSNorm: normalise in fp32, cast back, then scale."""
@@ -78,6 +84,7 @@ def silu_mul(gate_up: torch.Tensor) -> torch.Tensor:
 
 
 # ---- layers -----------------------------------------------------------------------------------
+
 
 @dataclass
 class Proj:
@@ -120,9 +127,9 @@ def _fuse(modules: list[torch.nn.Linear]) -> Proj:
     start = 0
     for m in modules:
         size = m.weight.shape[0]
-        m.weight = torch.nn.Parameter(weight[start:start + size], requires_grad=False)
+        m.weight = torch.nn.Parameter(weight[start : start + size], requires_grad=False)
         if bias is not None:
-            m.bias = torch.nn.Parameter(bias[start:start + size], requires_grad=False)
+            m.bias = torch.nn.Parameter(bias[start : start + size], requires_grad=False)
         start += size
     return Proj(weight, bias, [m.weight.shape[0] for m in modules])
 
@@ -146,15 +153,28 @@ class Decoder:
     `top_p`, `lora` (adapter slot, -1 = base). The scheduler writes them between steps; `step`
     advances every row in `[0, b)` by one token."""
 
-    def __init__(self, model, *, num_slots: int, max_len: int, enable_lora: bool = False,
-                 max_loras: int = 1, max_lora_rank: int = 16, use_graphs: bool | None = None,
-                 compile: bool | None = None, lookahead: int = 8, logprobs_mode: str = "raw_logprobs"):
+    def __init__(
+        self,
+        model,
+        *,
+        num_slots: int,
+        max_len: int,
+        enable_lora: bool = False,
+        max_loras: int = 1,
+        max_lora_rank: int = 16,
+        use_graphs: bool | None = None,
+        compile: bool | None = None,
+        lookahead: int = 8,
+        logprobs_mode: str = "raw_logprobs",
+    ):
         cfg = model.config
         if logprobs_mode not in LOGPROBS_MODES:
             raise ValueError(f"logprobs mode {logprobs_mode!r} is not one of {', '.join(LOGPROBS_MODES)}")
         if cfg.model_type not in SUPPORTED_MODEL_TYPES:
-            raise ValueError(f"model type {cfg.model_type!r} is not supported by the engine's decoder; "
-                             f"supported: {', '.join(SUPPORTED_MODEL_TYPES)}")
+            raise ValueError(
+                f"model type {cfg.model_type!r} is not supported by the engine's decoder; "
+                f"supported: {', '.join(SUPPORTED_MODEL_TYPES)}"
+            )
         if getattr(cfg, "hidden_act", "silu") != "silu":
             raise ValueError(f"activation {cfg.hidden_act!r} is not supported (only silu)")
         model.eval().requires_grad_(False)
@@ -186,13 +206,18 @@ class Decoder:
         self.layers: list[Layer] = []
         for layer in inner.layers:
             at, mlp = layer.self_attn, layer.mlp
-            self.layers.append(Layer(
-                ln1=layer.input_layernorm.weight, ln2=layer.post_attention_layernorm.weight,
-                qkv=_fuse([at.q_proj, at.k_proj, at.v_proj]), o=_fuse([at.o_proj]),
-                gate_up=_fuse([mlp.gate_proj, mlp.up_proj]), down=_fuse([mlp.down_proj]),
-                q_norm=at.q_norm.weight if hasattr(at, "q_norm") else None,
-                k_norm=at.k_norm.weight if hasattr(at, "k_norm") else None,
-            ))
+            self.layers.append(
+                Layer(
+                    ln1=layer.input_layernorm.weight,
+                    ln2=layer.post_attention_layernorm.weight,
+                    qkv=_fuse([at.q_proj, at.k_proj, at.v_proj]),
+                    o=_fuse([at.o_proj]),
+                    gate_up=_fuse([mlp.gate_proj, mlp.up_proj]),
+                    down=_fuse([mlp.down_proj]),
+                    q_norm=at.q_norm.weight if hasattr(at, "q_norm") else None,
+                    k_norm=at.k_norm.weight if hasattr(at, "k_norm") else None,
+                )
+            )
 
         # RoPE tables for every position, from the model's own rotary module (covers rope scaling).
         positions = torch.arange(self.cache_len, device=self.device)[None]
@@ -255,8 +280,9 @@ class Decoder:
             return None
         return {p: (cs[None, :] == idx[:, None]).to(self.dtype) for p, cs in self.col_slot.items()}
 
-    def install_adapter(self, slot: int, weights: dict[tuple[int, str], tuple[torch.Tensor, torch.Tensor]],
-                        scale: float) -> None:
+    def install_adapter(
+        self, slot: int, weights: dict[tuple[int, str], tuple[torch.Tensor, torch.Tensor]], scale: float
+    ) -> None:
         """Writes an adapter into bank `slot` in place. `weights[(layer, peft_module)] = (A [r, in],
         B [out, r])`. The caller makes sure no running row uses `slot` meanwhile."""
         s, R = self.lora_slots, self.lora_rank
@@ -264,21 +290,27 @@ class Decoder:
             for proj in (layer.qkv, layer.o, layer.gate_up, layer.down):
                 for p in range(len(proj.parts)):
                     c = (p * s + slot) * R
-                    proj.lora_a[:, c:c + R] = 0
-                    proj.lora_b[c:c + R, :] = 0
+                    proj.lora_a[:, c : c + R] = 0
+                    proj.lora_b[c : c + R, :] = 0
         for (li, name), (a, b) in weights.items():
             fused, part = LORA_TARGETS[name]
             proj: Proj = getattr(self.layers[li], fused)
             r = a.shape[0]
             c = (part * s + slot) * R
             off = sum(proj.parts[:part])
-            proj.lora_a[:, c:c + r] = a.t().to(proj.lora_a)
-            proj.lora_b[c:c + r, off:off + proj.parts[part]] = (b.t() * scale).to(proj.lora_b)
+            proj.lora_a[:, c : c + r] = a.t().to(proj.lora_a)
+            proj.lora_b[c : c + r, off : off + proj.parts[part]] = (b.t() * scale).to(proj.lora_b)
 
     # ---- forward ------------------------------------------------------------------------------
 
-    def _forward(self, tokens: torch.Tensor, cos, sin, lora_idx: torch.Tensor | None,
-                 attend: Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]):
+    def _forward(
+        self,
+        tokens: torch.Tensor,
+        cos,
+        sin,
+        lora_idx: torch.Tensor | None,
+        attend: Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor],
+    ):
         """Runs all layers on a flat batch of tokens `[n]`; `attend(layer, q, k, v)` stores k/v in the
         cache and returns the attention output `[n, heads*head_dim]`. Returns final hidden `[n, d]`."""
         masks = self.lora_masks(lora_idx) if lora_idx is not None else None
@@ -289,8 +321,9 @@ class Decoder:
                 residual, h = x, self._rms(x, L.ln1, self.eps)
             else:
                 h, residual = self._add_rms(x, residual, L.ln1, self.eps)
-            q, k, v = self._qkv_rope(L.qkv(h, masks), cos, sin, self.n_heads, self.n_kv, self.head_dim,
-                                     L.q_norm, L.k_norm, self.eps)
+            q, k, v = self._qkv_rope(
+                L.qkv(h, masks), cos, sin, self.n_heads, self.n_kv, self.head_dim, L.q_norm, L.k_norm, self.eps
+            )
             x = L.o(attend(i, q, k, v), masks)
             h, residual = self._add_rms(x, residual, L.ln2, self.eps)
             x = L.down(self._silu_mul(L.gate_up(h, masks)), masks)
@@ -301,8 +334,9 @@ class Decoder:
         """float32 logits of final hidden states (kept in the model's dtype, as the trainer's are)."""
         return F.linear(h.float(), self.lm_head)
 
-    def prefill(self, prompts: list[list[int]], slots: list[int], lora: list[int],
-                cached: list[int] | None = None) -> torch.Tensor:
+    def prefill(
+        self, prompts: list[list[int]], slots: list[int], lora: list[int], cached: list[int] | None = None
+    ) -> torch.Tensor:
         """Runs whole prompts (right-padded into one batch), fills their slots' KV cache and returns
         the logits of each prompt's last token `[len(prompts), vocab]` (float32). With `cached`, the
         first `cached[i]` tokens of prompt i already have their KV in its slot's row (prefix caching,
@@ -313,7 +347,7 @@ class Decoder:
         T = max(len(p) for p in suffixes)
         ids = torch.zeros(B, T, dtype=torch.long)
         for i, p in enumerate(suffixes):
-            ids[i, :len(p)] = torch.tensor(p)
+            ids[i, : len(p)] = torch.tensor(p)
         ids = ids.to(self.device).flatten()
         lens = torch.tensor([len(p) for p in suffixes], device=self.device)
         rows = torch.tensor(slots, device=self.device)
@@ -367,7 +401,7 @@ class Decoder:
         # additive mask, built once per step rather than converted from bool in every layer
         mask = torch.zeros(b, 1, 1, L, device=self.device, dtype=self.dtype)
         mask.masked_fill_((self.positions[:L][None, :] > pos[:, None])[:, None, None, :], float("-inf"))
-        scale = D ** -0.5
+        scale = D**-0.5
 
         def attend(i, q, k, v):
             self.k_cache[i][rows, :, pos] = k
@@ -388,8 +422,16 @@ class Decoder:
     def sample(self, logits: torch.Tensor, rows: torch.Tensor | slice, use_top_p: bool, guided: bool):
         """Draws the next token of `rows` from their logits with each slot's settings (and, when
         `guided`, its grammar bitmask). Returns sampling.sample's (tok, logprob, lse, inv_t)."""
-        return sample(logits, self.temp[rows], self.top_p[rows], self.seed[rows], self.pos[rows], use_top_p,
-                      self.processed_logprobs, self.bitmask[rows] if guided else None)
+        return sample(
+            logits,
+            self.temp[rows],
+            self.top_p[rows],
+            self.seed[rows],
+            self.pos[rows],
+            use_top_p,
+            self.processed_logprobs,
+            self.bitmask[rows] if guided else None,
+        )
 
     def _step(self, b: int, L: int, use_top_p: bool, guided: bool):
         logits = self._decode(b, L)
@@ -457,7 +499,7 @@ def read_peft_adapter(path: str, max_rank: int) -> tuple[dict, float, dict]:
     if r > max_rank:
         raise ValueError(f"adapter {path} has rank {r}, above --max-lora-rank {max_rank}")
     alpha = float(cfg.get("lora_alpha", r))
-    scale = alpha / (r ** 0.5) if cfg.get("use_rslora") else alpha / r
+    scale = alpha / (r**0.5) if cfg.get("use_rslora") else alpha / r
     file = os.path.join(path, "adapter_model.safetensors")
     if os.path.exists(file):
         tensors = load_file(file)

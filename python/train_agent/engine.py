@@ -26,8 +26,7 @@ import time
 import torch
 from aiohttp import web
 
-from train_agent.chat_format import (RequestError, normalize_messages, parse_output, render_prompt,
-                                     validate_tools)
+from train_agent.chat_format import RequestError, normalize_messages, parse_output, render_prompt, validate_tools
 from train_agent.decoder import Decoder, kv_bytes_per_token
 from train_agent.generation import AdapterError, Generator, SamplingParams
 from train_agent.guided import Grammars, parse_response_format
@@ -38,8 +37,16 @@ log = logging.getLogger("train_agent.engine")
 MAX_TOP_LOGPROBS = 20
 
 
-def plan_slots(config, dtype: torch.dtype, device: torch.device, max_model_len: int, max_num_seqs: int,
-               lookahead: int, gpu_memory_utilization: float, kv_cache_memory: int | None) -> int:
+def plan_slots(
+    config,
+    dtype: torch.dtype,
+    device: torch.device,
+    max_model_len: int,
+    max_num_seqs: int,
+    lookahead: int,
+    gpu_memory_utilization: float,
+    kv_cache_memory: int | None,
+) -> int:
     """How many sequences fit in the KV budget: `--kv-cache-memory` bytes if given, else on CUDA
     `gpu_memory_utilization * total` minus what this process already holds and a reserve for
     activations and the float32 output head (so a trainer can share the GPU), else 2 GiB on CPU."""
@@ -59,34 +66,64 @@ def plan_slots(config, dtype: torch.dtype, device: torch.device, max_model_len: 
         raise SystemExit(
             f"error: the KV cache for one sequence of {max_model_len} tokens needs {per_slot / 2**20:.0f} MiB, "
             f"but only {max(budget, 0) / 2**20:.0f} MiB are available\n"
-            f"hint: lower --max-model-len, or raise --gpu-memory-utilization / --kv-cache-memory")
+            f"hint: lower --max-model-len, or raise --gpu-memory-utilization / --kv-cache-memory"
+        )
     if slots < max_num_seqs:
-        log.info("KV budget holds %d sequences of %d tokens (asked for --max-num-seqs %d)",
-                 slots, max_model_len, max_num_seqs)
+        log.info(
+            "KV budget holds %d sequences of %d tokens (asked for --max-num-seqs %d)",
+            slots,
+            max_model_len,
+            max_num_seqs,
+        )
     return slots
 
 
 class Engine:
     """A served base model (and its LoRA adapters) behind the OpenAI-compatible routes."""
 
-    def __init__(self, model, tokenizer, *, served_model_name: str, root: str = "", max_model_len: int | None = None,
-                 max_num_seqs: int = 64, enable_lora: bool = False, max_loras: int = 1, max_lora_rank: int = 16,
-                 gpu_memory_utilization: float = 0.9, kv_cache_memory: int | None = None, seed: int = 0,
-                 use_graphs: bool | None = None, lookahead: int = 8, logprobs_mode: str = "raw_logprobs",
-                 prefix_caching: bool = True):
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        *,
+        served_model_name: str,
+        root: str = "",
+        max_model_len: int | None = None,
+        max_num_seqs: int = 64,
+        enable_lora: bool = False,
+        max_loras: int = 1,
+        max_lora_rank: int = 16,
+        gpu_memory_utilization: float = 0.9,
+        kv_cache_memory: int | None = None,
+        seed: int = 0,
+        use_graphs: bool | None = None,
+        lookahead: int = 8,
+        logprobs_mode: str = "raw_logprobs",
+        prefix_caching: bool = True,
+    ):
         cfg = model.config
         self.tokenizer = tokenizer
         self.name, self.root = served_model_name, root or served_model_name
         self.max_model_len = max_model_len or getattr(cfg, "max_position_embeddings", 4096)
         device = next(model.parameters()).device
         dtype = next(model.parameters()).dtype
-        slots = plan_slots(cfg, dtype, device, self.max_model_len, max_num_seqs, lookahead,
-                           gpu_memory_utilization, kv_cache_memory)
-        self.decoder = Decoder(model, num_slots=slots, max_len=self.max_model_len, enable_lora=enable_lora,
-                               max_loras=max_loras, max_lora_rank=max_lora_rank, use_graphs=use_graphs,
-                               lookahead=lookahead, logprobs_mode=logprobs_mode)
-        self.generator = Generator(self.decoder, self._eos_ids(model, tokenizer), seed=seed,
-                                   prefix_caching=prefix_caching)
+        slots = plan_slots(
+            cfg, dtype, device, self.max_model_len, max_num_seqs, lookahead, gpu_memory_utilization, kv_cache_memory
+        )
+        self.decoder = Decoder(
+            model,
+            num_slots=slots,
+            max_len=self.max_model_len,
+            enable_lora=enable_lora,
+            max_loras=max_loras,
+            max_lora_rank=max_lora_rank,
+            use_graphs=use_graphs,
+            lookahead=lookahead,
+            logprobs_mode=logprobs_mode,
+        )
+        self.generator = Generator(
+            self.decoder, self._eos_ids(model, tokenizer), seed=seed, prefix_caching=prefix_caching
+        )
         self.created = int(time.time())
         self.grammar_lock = threading.Lock()
 
@@ -110,14 +147,16 @@ class Engine:
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=64 << 20, middlewares=[_errors])
-        app.add_routes([
-            web.post("/v1/chat/completions", self.chat_completions),
-            web.get("/v1/models", self.models),
-            web.get("/health", self.health),
-            web.get("/metrics", self.metrics),
-            web.post("/v1/load_lora_adapter", self.load_lora),
-            web.post("/v1/unload_lora_adapter", self.unload_lora),
-        ])
+        app.add_routes(
+            [
+                web.post("/v1/chat/completions", self.chat_completions),
+                web.get("/v1/models", self.models),
+                web.get("/health", self.health),
+                web.get("/metrics", self.metrics),
+                web.post("/v1/load_lora_adapter", self.load_lora),
+                web.post("/v1/unload_lora_adapter", self.unload_lora),
+            ]
+        )
         app.on_cleanup.append(lambda _: asyncio.to_thread(self.generator.close))
         return app
 
@@ -133,17 +172,28 @@ class Engine:
         cache = self.generator.cache
         if cache is not None:
             label = json.dumps(self.name)
-            for name, value, help in (("queries", cache.queries, "Prompt tokens looked up in the prefix cache."),
-                                      ("hits", cache.hits, "Prompt tokens found in the prefix cache.")):
-                lines += [f"# HELP vllm:prefix_cache_{name}_total {help}",
-                          f"# TYPE vllm:prefix_cache_{name}_total counter",
-                          f"vllm:prefix_cache_{name}_total{{model_name={label}}} {value}"]
+            for name, value, help in (
+                ("queries", cache.queries, "Prompt tokens looked up in the prefix cache."),
+                ("hits", cache.hits, "Prompt tokens found in the prefix cache."),
+            ):
+                lines += [
+                    f"# HELP vllm:prefix_cache_{name}_total {help}",
+                    f"# TYPE vllm:prefix_cache_{name}_total counter",
+                    f"vllm:prefix_cache_{name}_total{{model_name={label}}} {value}",
+                ]
         return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
 
     async def models(self, _request: web.Request) -> web.Response:
         card = lambda id, root, parent: {  # noqa: E731
-            "id": id, "object": "model", "created": self.created, "owned_by": "vllm", "root": root,
-            "parent": parent, "max_model_len": self.max_model_len, "permission": []}
+            "id": id,
+            "object": "model",
+            "created": self.created,
+            "owned_by": "vllm",
+            "root": root,
+            "parent": parent,
+            "max_model_len": self.max_model_len,
+            "permission": [],
+        }
         data = [card(self.name, self.root, None)]
         data += [card(n, path, self.name) for n, (_, path) in sorted(self.generator.adapters.items())]
         return web.json_response({"object": "list", "data": data})
@@ -159,7 +209,7 @@ class Engine:
             fut = await asyncio.to_thread(self.generator.load_adapter, name, path)
             await asyncio.wrap_future(fut)
         except (OSError, ValueError) as e:
-            raise RequestError(f"could not load LoRA adapter '{name}' from {path}: {e}", "lora_path")
+            raise RequestError(f"could not load LoRA adapter '{name}' from {path}: {e}", "lora_path") from e
         log.info("loaded LoRA adapter %s from %s", name, path)
         return web.Response(text=f"Success: LoRA adapter '{name}' added successfully.")
 
@@ -177,8 +227,9 @@ class Engine:
         if model != self.name:
             if model not in self.generator.adapters:
                 names = ", ".join([self.name, *sorted(self.generator.adapters)])
-                raise RequestError(f"The model `{model}` does not exist. Available models: {names}", "model",
-                                   404, "NotFoundError")
+                raise RequestError(
+                    f"The model `{model}` does not exist. Available models: {names}", "model", 404, "NotFoundError"
+                )
             adapter = model
         messages = normalize_messages(body.get("messages"))
         tools = validate_tools(body.get("tools"))
@@ -193,14 +244,20 @@ class Engine:
         prompt = self.tokenizer(text, add_special_tokens=False)["input_ids"]
         P, M = len(prompt), self.max_model_len
         if P >= M:
-            raise RequestError(f"This model's maximum context length is {M} tokens. However, your request has "
-                               f"{P} input tokens. Please reduce the length of the input messages.", "messages")
+            raise RequestError(
+                f"This model's maximum context length is {M} tokens. However, your request has "
+                f"{P} input tokens. Please reduce the length of the input messages.",
+                "messages",
+            )
         if params.max_tokens is None:
             params.max_tokens = M - P
         elif P + params.max_tokens > M:
-            raise RequestError(f"'max_tokens' or 'max_completion_tokens' is too large: {params.max_tokens}. "
-                               f"This model's maximum context length is {M} tokens and your request has {P} "
-                               f"input tokens ({params.max_tokens} > {M} - {P}).", "max_tokens")
+            raise RequestError(
+                f"'max_tokens' or 'max_completion_tokens' is too large: {params.max_tokens}. "
+                f"This model's maximum context length is {M} tokens and your request has {P} "
+                f"input tokens ({params.max_tokens} > {M} - {P}).",
+                "max_tokens",
+            )
         stops = _stops(body.get("stop"))
         if stops:
             params.stop_check = self._stop_checker(stops)
@@ -220,8 +277,12 @@ class Engine:
             finish = "tool_calls" if parsed.tool_calls and c.finish_reason == "stop" else c.finish_reason
             choice = {
                 "index": i,
-                "message": {"role": "assistant", "content": parsed.content,
-                            "reasoning_content": parsed.reasoning_content, "tool_calls": parsed.tool_calls},
+                "message": {
+                    "role": "assistant",
+                    "content": parsed.content,
+                    "reasoning_content": parsed.reasoning_content,
+                    "tool_calls": parsed.tool_calls,
+                },
                 "logprobs": self._logprobs(c) if want_logprobs else None,
                 "finish_reason": finish,
                 "stop_reason": None,
@@ -231,10 +292,16 @@ class Engine:
             choices.append(choice)
         completion_tokens = sum(len(c.token_ids) for c in result.completions)
         response = {
-            "id": "chatcmpl-" + secrets.token_hex(16), "object": "chat.completion", "created": int(time.time()),
-            "model": model, "choices": choices,
-            "usage": {"prompt_tokens": P, "completion_tokens": completion_tokens,
-                      "total_tokens": P + completion_tokens},
+            "id": "chatcmpl-" + secrets.token_hex(16),
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model,
+            "choices": choices,
+            "usage": {
+                "prompt_tokens": P,
+                "completion_tokens": completion_tokens,
+                "total_tokens": P + completion_tokens,
+            },
             "prompt_token_ids": prompt if return_ids else None,
         }
         return web.json_response(response)
@@ -246,8 +313,9 @@ class Engine:
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
             raise RequestError(f"'n' must be a positive integer, got {n!r}", "n")
         if n > self.decoder.num_slots:
-            raise RequestError(f"'n' is {n}, above this engine's {self.decoder.num_slots} sequence slots "
-                               f"(--max-num-seqs)", "n")
+            raise RequestError(
+                f"'n' is {n}, above this engine's {self.decoder.num_slots} sequence slots (--max-num-seqs)", "n"
+            )
         temperature = _number(body, "temperature", 1.0)
         if temperature < 0:
             raise RequestError(f"'temperature' must be >= 0, got {temperature}", "temperature")
@@ -255,8 +323,9 @@ class Engine:
         if not 0 < top_p <= 1:
             raise RequestError(f"'top_p' must be in (0, 1], got {top_p}", "top_p")
         max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
-        if max_tokens is not None and (not isinstance(max_tokens, int) or isinstance(max_tokens, bool)
-                                       or max_tokens < 1):
+        if max_tokens is not None and (
+            not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1
+        ):
             raise RequestError(f"'max_tokens' must be a positive integer, got {max_tokens!r}", "max_tokens")
         seed = body.get("seed")
         if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
@@ -267,9 +336,14 @@ class Engine:
             raise RequestError(f"'top_logprobs' must be an integer in [0, {MAX_TOP_LOGPROBS}]", "top_logprobs")
         if top and not want_logprobs:
             raise RequestError("'top_logprobs' needs 'logprobs': true", "top_logprobs")
-        params = SamplingParams(max_tokens=max_tokens, temperature=temperature, top_p=top_p,
-                                seed=None if seed is None else seed & ((1 << 62) - 1),
-                                top_logprobs=top, ignore_eos=bool(body.get("ignore_eos", False)))
+        params = SamplingParams(
+            max_tokens=max_tokens,
+            temperature=temperature,
+            top_p=top_p,
+            seed=None if seed is None else seed & ((1 << 62) - 1),
+            top_logprobs=top,
+            ignore_eos=bool(body.get("ignore_eos", False)),
+        )
         return params, n, want_logprobs, bool(body.get("return_token_ids"))
 
     def _stop_checker(self, stops: list[str]):
@@ -278,16 +352,18 @@ class Engine:
         def check(ids: list[int]) -> bool:
             tail = self.tokenizer.decode(ids[-window:], skip_special_tokens=True)
             return any(s in tail for s in stops)
+
         return check
 
     def _logprobs(self, c) -> dict:
         def entry(tok: int, lp: float) -> dict:
             text = self.tokenizer.decode([tok])
             return {"token": text, "logprob": max(lp, -9999.0), "bytes": list(text.encode("utf-8"))}
+
         content = []
         for j, (tok, lp) in enumerate(zip(c.token_ids, c.logprobs)):
             e = entry(tok, lp)
-            e["top_logprobs"] = [entry(t, l) for t, l in c.top_logprobs[j]] if c.top_logprobs else []
+            e["top_logprobs"] = [entry(t, lp_) for t, lp_ in c.top_logprobs[j]] if c.top_logprobs else []
             content.append(e)
         return {"content": content}
 
@@ -324,23 +400,25 @@ def _tool_choice(choice, tools: list[dict] | None):
         if not tools or name not in {t["function"]["name"] for t in tools}:
             raise RequestError(f"tool_choice names function {name!r}, which is not in 'tools'", "tool_choice")
         return choice
-    raise RequestError(f"'tool_choice' must be 'none', 'auto', 'required' or a named function, got {choice!r}",
-                       "tool_choice")
+    raise RequestError(
+        f"'tool_choice' must be 'none', 'auto', 'required' or a named function, got {choice!r}", "tool_choice"
+    )
 
 
 async def _json(request: web.Request) -> dict:
     try:
         body = await request.json()
     except json.JSONDecodeError as e:
-        raise RequestError(f"request body is not valid JSON: {e}")
+        raise RequestError(f"request body is not valid JSON: {e}") from e
     if not isinstance(body, dict):
         raise RequestError("request body must be a JSON object")
     return body
 
 
 def _error(status: int, message: str, type: str, param: str | None = None) -> web.Response:
-    return web.json_response({"error": {"message": message, "type": type, "param": param, "code": status}},
-                             status=status)
+    return web.json_response(
+        {"error": {"message": message, "type": type, "param": param, "code": status}}, status=status
+    )
 
 
 @web.middleware
@@ -363,6 +441,7 @@ async def _errors(request: web.Request, handler):
 
 # ---- CLI ---------------------------------------------------------------------------------------
 
+
 def _bytes(text: str) -> int:
     """'4G', '512MiB', '1000000' -> bytes."""
     units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
@@ -376,11 +455,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--served-model-name", help="name clients use for the base model (default: --model)")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--dtype", default="auto", help="auto (bf16 on GPU and on CPUs with native bf16, else fp32), bfloat16, float16, float32")
+    p.add_argument(
+        "--dtype",
+        default="auto",
+        help="auto (bf16 on GPU and on CPUs with native bf16, else fp32), bfloat16, float16, float32",
+    )
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
     p.add_argument("--max-model-len", type=int, help="context length (default: the model's)")
-    p.add_argument("--gpu-memory-utilization", type=float, default=0.9,
-                   help="fraction of GPU memory this engine may use (weights + KV cache)")
+    p.add_argument(
+        "--gpu-memory-utilization",
+        type=float,
+        default=0.9,
+        help="fraction of GPU memory this engine may use (weights + KV cache)",
+    )
     p.add_argument("--kv-cache-memory", type=_bytes, help="KV cache size in bytes (e.g. 4G); overrides the fraction")
     p.add_argument("--max-num-seqs", type=int, default=64, help="sequences decoded together at most")
     p.add_argument("--enable-lora", action="store_true")
@@ -388,15 +475,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-lora-rank", type=int, default=16)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs (debugging)")
-    p.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction,
-                   default=os.environ.get("TRAIN_AGENT_PREFIX_CACHING", "1") != "0",
-                   help="reuse the KV of prompt prefixes computed before (default on; "
-                        "TRAIN_AGENT_PREFIX_CACHING=0 turns it off)")
-    p.add_argument("--no-prefix-caching", dest="enable_prefix_caching", action="store_false",
-                   help="the same as --no-enable-prefix-caching")
-    p.add_argument("--logprobs-mode", default="raw_logprobs", choices=LOGPROBS_MODES,
-                   help="as vLLM's: raw_logprobs (the model's distribution) or processed_logprobs (after "
-                        "temperature: what the trainer computes with loss.temperature; docs/training.md)")
+    p.add_argument(
+        "--enable-prefix-caching",
+        action=argparse.BooleanOptionalAction,
+        default=os.environ.get("TRAIN_AGENT_PREFIX_CACHING", "1") != "0",
+        help="reuse the KV of prompt prefixes computed before (default on; TRAIN_AGENT_PREFIX_CACHING=0 turns it off)",
+    )
+    p.add_argument(
+        "--no-prefix-caching",
+        dest="enable_prefix_caching",
+        action="store_false",
+        help="the same as --no-enable-prefix-caching",
+    )
+    p.add_argument(
+        "--logprobs-mode",
+        default="raw_logprobs",
+        choices=LOGPROBS_MODES,
+        help="as vLLM's: raw_logprobs (the model's distribution) or processed_logprobs (after "
+        "temperature: what the trainer computes with loss.temperature; docs/training.md)",
+    )
     return p.parse_args(argv)
 
 
@@ -408,12 +505,23 @@ def build_engine(args: argparse.Namespace) -> Engine:
     log.info("loading %s on %s as %s", args.model, device, dtype)
     tokenizer = load_tokenizer(source)
     model = load_model(source, device, dtype)
-    return Engine(model, tokenizer, served_model_name=args.served_model_name or args.model,
-                  root=source.path, max_model_len=args.max_model_len, max_num_seqs=args.max_num_seqs,
-                  enable_lora=args.enable_lora, max_loras=args.max_loras, max_lora_rank=args.max_lora_rank,
-                  gpu_memory_utilization=args.gpu_memory_utilization, kv_cache_memory=args.kv_cache_memory,
-                  seed=args.seed, use_graphs=False if args.enforce_eager else None,
-                  logprobs_mode=args.logprobs_mode, prefix_caching=args.enable_prefix_caching)
+    return Engine(
+        model,
+        tokenizer,
+        served_model_name=args.served_model_name or args.model,
+        root=source.path,
+        max_model_len=args.max_model_len,
+        max_num_seqs=args.max_num_seqs,
+        enable_lora=args.enable_lora,
+        max_loras=args.max_loras,
+        max_lora_rank=args.max_lora_rank,
+        gpu_memory_utilization=args.gpu_memory_utilization,
+        kv_cache_memory=args.kv_cache_memory,
+        seed=args.seed,
+        use_graphs=False if args.enforce_eager else None,
+        logprobs_mode=args.logprobs_mode,
+        prefix_caching=args.enable_prefix_caching,
+    )
 
 
 async def serve(engine: Engine, host: str, port: int) -> None:
@@ -434,7 +542,7 @@ async def serve(engine: Engine, host: str, port: int) -> None:
 class BackgroundServer:
     """Serves an Engine on a free port from a thread (tests, benchmarks, notebooks).
 
-        with BackgroundServer(engine) as url: requests.post(url + "/v1/chat/completions", ...)"""
+    with BackgroundServer(engine) as url: requests.post(url + "/v1/chat/completions", ...)"""
 
     def __init__(self, engine: Engine, host: str = "127.0.0.1"):
         self.engine, self.host = engine, host

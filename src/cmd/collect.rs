@@ -38,8 +38,10 @@ pub struct Args {
     /// Episodes per scenario (rejection sampling: high n, high temperature, then `curate`).
     #[arg(long, default_value_t = 1)]
     n: u32,
+    /// Sampling temperature of the teacher or the model.
     #[arg(long, default_value_t = 0.7)]
     temperature: f32,
+    /// Nucleus sampling: draw from the smallest set of tokens whose probability reaches this.
     #[arg(long, default_value_t = 1.0)]
     top_p: f32,
     /// Model turns per episode (at least 1).
@@ -51,6 +53,7 @@ pub struct Args {
     /// Episodes in flight at once.
     #[arg(long, default_value_t = 8)]
     concurrency: usize,
+    /// Seed sent with each model call (mixed with the turn and the rollout's index), for repeatable sampling.
     #[arg(long)]
     seed: Option<u64>,
     /// Tool results longer than this are cut (with a note to the model).

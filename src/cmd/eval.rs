@@ -73,6 +73,7 @@ pub struct Args {
     /// Sampling temperature. Default: 0 (greedy) with one rollout, 1.0 with several.
     #[arg(long)]
     temperature: Option<f32>,
+    /// Nucleus sampling: draw from the smallest set of tokens whose probability reaches this.
     #[arg(long, default_value_t = 1.0)]
     top_p: f32,
     /// Seed of the split (as in `train`) and of sampling.
@@ -84,6 +85,7 @@ pub struct Args {
     /// Episodes in flight at once, per model.
     #[arg(long, default_value_t = 16)]
     concurrency: usize,
+    /// Tool results longer than this are cut (with a note to the model).
     #[arg(long, default_value_t = 4000)]
     tool_result_max_chars: usize,
     /// A minijinja template for the system prompt (use the one the adapter was trained with).
@@ -93,6 +95,7 @@ pub struct Args {
     /// served as --engine-model.
     #[arg(long, value_name = "URL")]
     engine_url: Option<String>,
+    /// The model name to request from --engine-url (the base model as that server names it).
     #[arg(long, default_value = BASE_NAME, requires = "engine_url")]
     engine_model: String,
     #[command(flatten)]

@@ -24,6 +24,7 @@ pub struct Args {
     /// Only the first N scenarios (after --split).
     #[arg(long)]
     limit: Option<usize>,
+    /// Episodes played per scenario.
     #[arg(long, default_value_t = 1)]
     rollouts_per_scenario: u32,
     /// Episodes in flight at once.
@@ -39,10 +40,13 @@ pub struct Args {
     /// Tokens the model may write per turn.
     #[arg(long, default_value_t = 512)]
     max_tokens: u32,
+    /// Sampling temperature.
     #[arg(long, default_value_t = 0.7)]
     temperature: f32,
+    /// Nucleus sampling: draw from the smallest set of tokens whose probability reaches this.
     #[arg(long, default_value_t = 1.0)]
     top_p: f32,
+    /// Seed sent with each model call (mixed with the turn and the rollout's index), for repeatable sampling.
     #[arg(long)]
     seed: Option<u64>,
     /// Tool results longer than this are cut (with a note to the model).

@@ -14,6 +14,7 @@ pub struct Args {
     /// Name clients use for the base model in `model`.
     #[arg(long, default_value = crate::args::BASE_NAME)]
     served_model_name: String,
+    /// Port to listen on (127.0.0.1).
     #[arg(long, default_value_t = 8000)]
     port: u16,
     /// Engine log file.

@@ -27,20 +27,25 @@ pub struct Args {
     /// Continue an interrupted run in --output-dir from its last checkpoint (its config.toml wins).
     #[arg(long)]
     resume: bool,
+    /// Passes over the dataset (overrides the config's `epochs`).
     #[arg(long)]
     epochs: Option<u32>,
     /// Conversations per optimizer step.
     #[arg(long)]
     batch_size: Option<usize>,
+    /// Learning rate (overrides `[optim] lr`).
     #[arg(long)]
     lr: Option<f64>,
     /// constant or cosine.
     #[arg(long)]
     schedule: Option<String>,
+    /// Steps of linear warmup (overrides `[optim] warmup_steps`).
     #[arg(long)]
     warmup_steps: Option<u64>,
+    /// LoRA rank (overrides `[lora] r`).
     #[arg(long)]
     lora_rank: Option<u32>,
+    /// LoRA alpha (overrides `[lora] alpha`).
     #[arg(long)]
     lora_alpha: Option<f64>,
     /// Share of scenarios held out for the eval loss.
@@ -64,6 +69,7 @@ pub struct Args {
     /// GPUs for the trainer (DDP when more than one).
     #[arg(long)]
     num_gpus: Option<u32>,
+    /// Seed of the data order and the trainer (overrides `seed`).
     #[arg(long)]
     seed: Option<u64>,
 }

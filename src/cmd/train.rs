@@ -40,39 +40,51 @@ pub struct Args {
     /// model must be served as --engine-model.
     #[arg(long, value_name = "URL")]
     engine_url: Option<String>,
+    /// The model name to request from --engine-url (the base model as that server names it).
     #[arg(long, default_value = BASE_NAME, requires = "engine_url")]
     engine_model: String,
     /// GPUs in all: 1 shares one GPU between engine and trainer; N > 1 puts the engine on the
     /// first and the trainer (DDP) on the others.
     #[arg(long)]
     num_gpus: Option<u32>,
+    /// Rollouts per group (overrides `[rollout] rollouts_per_scenario`).
     #[arg(long)]
     rollouts_per_scenario: Option<u32>,
+    /// Groups trained per step (overrides `[rollout] scenarios_per_step`).
     #[arg(long)]
     scenarios_per_step: Option<usize>,
+    /// Stop after this many steps (overrides `[rollout] max_steps`; 0: every epoch).
     #[arg(long)]
     max_steps: Option<u64>,
+    /// Passes over the train split (overrides `[rollout] epochs`).
     #[arg(long)]
     epochs: Option<u32>,
     /// Model turns per episode (at least 1).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     max_turns: Option<u32>,
+    /// Tokens the model may write per turn (overrides `[rollout] max_tokens`).
     #[arg(long)]
     max_tokens: Option<u32>,
+    /// Rollout sampling temperature (overrides `[rollout] temperature`).
     #[arg(long)]
     temperature: Option<f32>,
+    /// Learning rate (overrides `[optim] lr`).
     #[arg(long)]
     lr: Option<f64>,
+    /// LoRA rank of a new adapter (overrides `[lora] r`; --init-adapter keeps its own).
     #[arg(long)]
     lora_rank: Option<u32>,
+    /// Episodes in flight at once (overrides `[rollout] concurrency`).
     #[arg(long)]
     concurrency: Option<usize>,
+    /// Validate every this many steps (overrides `[rollout] eval_every`; 0: only before and after).
     #[arg(long)]
     eval_every: Option<u64>,
     /// Sampled episodes per validation scenario besides the greedy one (pass@1 and pass@k with
     /// intervals; 0: greedy only).
     #[arg(long, value_name = "K")]
     eval_rollouts: Option<u32>,
+    /// Seed of the data order, the sampling and the trainer (overrides `seed`).
     #[arg(long)]
     seed: Option<u64>,
     /// A minijinja template for the system prompt.

@@ -10,8 +10,8 @@ use jsonschema::error::ValidationErrorKind;
 use serde_json::Value;
 use ta_types::ToolSpec;
 
-use crate::client::Discovery;
-use crate::schema::{COMPLETE_TASK, tools_to_openai};
+use crate::discovery::Discovery;
+use crate::schema::tools_to_openai;
 
 /// Most schema problems reported for one call; the first few are what a model can act on.
 const MAX_PROBLEMS: usize = 3;
@@ -115,11 +115,6 @@ impl ToolCatalog {
             }
         }
         if problems.is_empty() { Ok(()) } else { Err(CallError::InvalidArguments { tool: name.to_string(), problems }) }
-    }
-
-    /// True for the synthetic end-of-episode tool.
-    pub fn is_complete_task(name: &str) -> bool {
-        name == COMPLETE_TASK
     }
 }
 

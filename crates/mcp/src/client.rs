@@ -24,6 +24,7 @@ use rmcp::{Peer, RoleClient, ServiceError, ServiceExt};
 use tokio::sync::RwLock;
 
 use crate::content::{ToolOutput, render_resource_contents, render_result};
+use crate::discovery::Discovery;
 use crate::secret::Secret;
 use crate::spec::{HttpTransport, ServerSpec};
 use crate::sse::SseClientTransport;
@@ -89,23 +90,6 @@ pub enum McpError {
     Closed { server: String },
 }
 
-impl McpError {
-    /// True when the connection itself is unusable (as opposed to one request failing).
-    pub fn is_connection_error(&self) -> bool {
-        matches!(
-            self,
-            McpError::Spawn { .. }
-                | McpError::MissingCwd { .. }
-                | McpError::StderrLog { .. }
-                | McpError::BadHeader { .. }
-                | McpError::Connect { .. }
-                | McpError::ConnectTimeout { .. }
-                | McpError::Transport { .. }
-                | McpError::Closed { .. }
-        )
-    }
-}
-
 /// What to do about a server that wants (or refused) a bearer token.
 fn auth_hint(has_token: bool) -> &'static str {
     if has_token {
@@ -133,19 +117,6 @@ fn spawn_hint(command: &str, source: &std::io::Error) -> String {
     } else {
         "check the command and its permissions".to_string()
     }
-}
-
-/// What a server offers, gathered once at the start of a run.
-#[derive(Debug, Clone, Default)]
-pub struct Discovery {
-    pub server_name: Option<String>,
-    pub server_version: Option<String>,
-    /// The `instructions` from `initialize`: the server's own advice on using its tools.
-    pub instructions: Option<String>,
-    /// Every tool, all pages.
-    pub tools: Vec<Tool>,
-    /// Every resource, all pages (empty when the server has no resources capability).
-    pub resources: Vec<Resource>,
 }
 
 /// One live connection; replaced wholesale on reconnect.

@@ -9,6 +9,7 @@
 pub mod catalog;
 pub mod client;
 pub mod content;
+pub mod discovery;
 pub mod schema;
 pub mod secret;
 pub mod spec;
@@ -16,8 +17,9 @@ pub mod sse;
 pub mod template;
 
 pub use catalog::{CallError, ToolCatalog, writing_tools};
-pub use client::{ClientOptions, Discovery, McpClient, McpError};
+pub use client::{ClientOptions, McpClient, McpError};
 pub use content::{ToolOutput, render_result};
+pub use discovery::Discovery;
 pub use schema::{COMPLETE_TASK, complete_task_tool, convert_schema, enrichment_text, tools_to_openai};
 pub use secret::Secret;
 pub use spec::{HttpTransport, MCP_URL_ENV, ServerSpec, SpecError};

@@ -10,7 +10,7 @@
 use serde_json::{Map, Value, json};
 use ta_types::ToolSpec;
 
-use crate::client::Discovery;
+use crate::discovery::Discovery;
 use rmcp::model::Tool;
 
 /// The name of the synthetic tool a model calls to end an episode.

@@ -152,14 +152,6 @@ impl Engine {
         &self.client
     }
 
-    /// Fails with the log's tail if the process has exited.
-    pub fn check_alive(&mut self) -> Result<(), EngineError> {
-        match self.child.try_wait().map_err(EngineError::Spawn)? {
-            Some(status) => Err(EngineError::Died { status: status.to_string(), log: self.log_path.clone(), tail: log_tail(&self.log_path, 20) }),
-            None => Ok(()),
-        }
-    }
-
     /// Waits until the process exits (for `serve`, which runs in the foreground).
     pub async fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
         self.child.wait().await

@@ -180,8 +180,8 @@ pub async fn introspect<T: ToolHost>(sql: &Sql<'_, T>) -> Result<Schema, SynthEr
             table.keys.push(ForeignKey { from: str_of(f, "from"), parent, to, declared: true });
         }
     }
-    for i in 0..tables.len() {
-        stats(sql, &mut tables[i]).await?;
+    for table in &mut tables {
+        stats(sql, table).await?;
     }
     infer_keys(sql, &mut tables).await?;
     for table in &mut tables {

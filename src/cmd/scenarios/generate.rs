@@ -54,6 +54,7 @@ pub struct Args {
     /// Share of kept tasks in the validation split (whole groups of similar tasks move together).
     #[arg(long, default_value_t = 0.2)]
     validation_fraction: f64,
+    /// Seed of the teacher's and the solver's sampling and of the split.
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Drop a task at least this similar to an earlier one (Jaccard of word 3-gram shingles).
@@ -81,6 +82,7 @@ pub struct Args {
     /// The solver's sampling temperature (some spread makes agreement meaningful).
     #[arg(long, default_value_t = 0.7)]
     solver_temperature: f32,
+    /// Model turns per solver episode.
     #[arg(long, default_value_t = 8)]
     max_turns: u32,
     /// Tokens the solver may write per turn.
