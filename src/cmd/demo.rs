@@ -56,7 +56,7 @@ pub struct Args {
     validation_limit: Option<usize>,
     /// Also score with an LLM judge in GRPO (key from the provider's environment variable).
     #[command(flatten)]
-    judge: crate::cmd::score::JudgeArgs,
+    judge: crate::args::JudgeArgs,
 }
 
 /// One stage's subcommand parsed from the flags it is shown with.

@@ -58,7 +58,7 @@ pub struct Args {
     #[command(flatten)]
     resume: ResumeArgs,
     #[command(flatten)]
-    judge: crate::cmd::score::JudgeArgs,
+    judge: crate::args::JudgeArgs,
     #[command(flatten)]
     isolation: IsolationArgs,
 }
@@ -74,7 +74,7 @@ pub async fn run(args: Args) -> Result<()> {
     anyhow::ensure!(!scenarios.is_empty(), "no scenarios left in {} after --split/--limit", args.scenarios.display());
     let mut reward = ta_reward::RewardConfig::default();
     args.judge.apply(&mut reward)?;
-    crate::cmd::score::check_rewards(&reward)?;
+    crate::args::check_rewards(&reward)?;
     if reward.judge.model.starts_with("local/") && reward.judge.base_url.is_none() && args.model.base_url.is_some() {
         anyhow::bail!("the local judge {} needs --judge-base-url when the model is not the embedded engine", reward.judge.model);
     }

@@ -7,87 +7,10 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use ta_reward::agreement::agreement;
-use ta_reward::{JudgeMode, JudgeStats, RewardConfig, Rewarder};
+use ta_reward::{JudgeStats, RewardConfig, Rewarder};
+
+use crate::args::JudgeArgs;
 use ta_types::trajectory::{read_trajectories, write_trajectories};
-
-/// Judge flags shared by `train`, `rollout` and `score`; they override the run config's
-/// `[reward.judge]`.
-#[derive(clap::Args, Debug, Clone, Default)]
-pub struct JudgeArgs {
-    /// LLM judge: openai/MODEL, openrouter/VENDOR/MODEL, anthropic/MODEL, or local/NAME (an
-    /// OpenAI-compatible server at --judge-base-url; in `train` and `rollout` it defaults to the
-    /// embedded engine). Keys come from OPENAI_API_KEY, OPENROUTER_API_KEY, ANTHROPIC_API_KEY.
-    #[arg(long, value_name = "PROVIDER/MODEL")]
-    pub judge_model: Option<String>,
-    /// The judge's API root, e.g. http://127.0.0.1:8000/v1 (overrides OPENAI_BASE_URL and
-    /// ANTHROPIC_BASE_URL).
-    #[arg(long, value_name = "URL")]
-    pub judge_base_url: Option<String>,
-    /// A minijinja template (blocks `system` and `user`) replacing the default rubric.
-    #[arg(long, value_name = "FILE")]
-    pub judge_prompt: Option<PathBuf>,
-    /// `group` (all rollouts of a scenario compared in one call) or `absolute` (one call each).
-    #[arg(long, value_name = "MODE", value_parser = ["group", "absolute"])]
-    pub judge_mode: Option<String>,
-    /// Weight of the judge's score in the reward.
-    #[arg(long, value_name = "W")]
-    pub judge_weight: Option<f64>,
-    /// Judge calls in flight at once.
-    #[arg(long, value_name = "N")]
-    pub judge_concurrency: Option<usize>,
-    /// Longest judge reply in tokens (sent to Anthropic and local servers).
-    #[arg(long, value_name = "N")]
-    pub judge_max_tokens: Option<u32>,
-    /// Stop (cleanly, at a checkpoint) once the judge has cost this many US dollars.
-    #[arg(long, value_name = "USD")]
-    pub judge_budget: Option<f64>,
-}
-
-impl JudgeArgs {
-    pub fn apply(&self, r: &mut RewardConfig) -> Result<()> {
-        let j = &mut r.judge;
-        if let Some(m) = &self.judge_model {
-            j.model = m.clone();
-        }
-        if let Some(u) = &self.judge_base_url {
-            j.base_url = Some(u.clone());
-        }
-        if let Some(p) = &self.judge_prompt {
-            j.prompt_file = Some(p.clone());
-        }
-        if let Some(m) = &self.judge_mode {
-            j.mode = if m == "absolute" { JudgeMode::Absolute } else { JudgeMode::Group };
-        }
-        if let Some(n) = self.judge_concurrency {
-            j.concurrency = n;
-        }
-        if let Some(n) = self.judge_max_tokens {
-            j.max_output_tokens = n;
-        }
-        if let Some(b) = self.judge_budget {
-            if !(b.is_finite() && b > 0.0) {
-                bail!("--judge-budget {b}: must be a positive number of US dollars");
-            }
-            j.budget_usd = Some(b);
-        }
-        if let Some(w) = self.judge_weight {
-            r.judge_weight = w;
-        }
-        Ok(())
-    }
-}
-
-/// Fails fast (before any engine starts) on reward settings that cannot work: a judge without
-/// its API key, an unreadable prompt file, a malformed custom reward.
-pub fn check_rewards(reward: &RewardConfig) -> Result<()> {
-    let mut r = reward.clone();
-    if r.judge.model.starts_with("local/") && r.judge.base_url.is_none() {
-        // The run's own engine will serve it.
-        r.judge.base_url = Some("http://127.0.0.1:1/v1".into());
-    }
-    Rewarder::new(&r, None)?;
-    Ok(())
-}
 
 #[derive(clap::Args)]
 pub struct Args {

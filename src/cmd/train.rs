@@ -103,7 +103,7 @@ pub struct Args {
     #[command(flatten)]
     http: HttpArgs,
     #[command(flatten)]
-    judge: crate::cmd::score::JudgeArgs,
+    judge: crate::args::JudgeArgs,
     #[command(flatten)]
     isolation: IsolationArgs,
 }
@@ -124,7 +124,7 @@ fn resolve_config(args: &Args) -> Result<TrainConfig> {
         }
         // A run stopped by its judge budget continues with a higher one.
         if args.judge.judge_budget.is_some() {
-            let budget_only = crate::cmd::score::JudgeArgs { judge_budget: args.judge.judge_budget, ..Default::default() };
+            let budget_only = crate::args::JudgeArgs { judge_budget: args.judge.judge_budget, ..Default::default() };
             budget_only.apply(&mut c.reward)?;
         }
         return Ok(c);
@@ -189,7 +189,7 @@ fn redacted(c: &TrainConfig) -> TrainConfig {
 /// Runs training; returns how it ended (`Interrupted` and `BudgetReached` are not errors).
 pub async fn run(args: Args) -> Result<Finished> {
     let cfg = resolve_config(&args)?;
-    crate::cmd::score::check_rewards(&cfg.reward)?;
+    crate::args::check_rewards(&cfg.reward)?;
     let out = &args.output_dir;
     let logs = out.join("logs");
     std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
