@@ -148,39 +148,94 @@ fn ensure_venv(root: &Path) -> Result<PathBuf, EnvError> {
         return Ok(python);
     }
     let log = venv.with_extension("log");
-    let log_file = std::fs::File::create(&log).map_err(io(&log))?;
     let bootstrap = std::env::var("TRAIN_AGENT_BOOTSTRAP_PYTHON").unwrap_or_else(|_| "python3".into());
     let spinner = indicatif::ProgressBar::new_spinner();
     spinner.enable_steady_tick(Duration::from_millis(120));
-    spinner.set_message(format!("creating the Python environment in {} (first run only)", venv.display()));
-    let ok = Command::new(&bootstrap)
-        .args(["-m", "venv", "--clear"])
-        .arg(&venv)
-        .stdout(log_file.try_clone().map_err(io(&log))?)
-        .stderr(log_file.try_clone().map_err(io(&log))?)
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        spinner.finish_and_clear();
-        return Err(EnvError::Venv { python: bootstrap, log });
-    }
-    let req = venv.join("requirements.txt");
-    std::fs::write(&req, REQUIREMENTS).map_err(io(&req))?;
-    spinner.set_message("installing torch, transformers, peft and lightning (pinned; a few minutes on first run)");
-    let ok = Command::new(&python)
-        .args(["-m", "pip", "install", "--disable-pip-version-check", "-r"])
-        .arg(&req)
-        .stdout(log_file.try_clone().map_err(io(&log))?)
-        .stderr(log_file)
-        .status()
-        .is_ok_and(|s| s.success());
+    spinner.set_message(format!("installing torch, transformers, peft and lightning in {} (pinned; first run only, a few minutes)", venv.display()));
+    let built = build_venv(Installer::find(), &bootstrap, &venv, REQUIREMENTS, &log);
     spinner.finish_and_clear();
-    if !ok {
-        return Err(EnvError::Pip { log });
-    }
+    built?;
     std::fs::write(&done, REQUIREMENTS).map_err(io(&done))?;
     tracing::info!("Python environment ready: {}", venv.display());
     Ok(python)
+}
+
+/// What makes the venv: `uv` when it is on `PATH` (the same pins, resolved and installed in
+/// seconds where pip takes minutes), else the bootstrap Python's `venv` module and pip.
+#[derive(Debug, Clone, PartialEq)]
+enum Installer {
+    Uv(PathBuf),
+    Pip,
+}
+
+impl Installer {
+    fn find() -> Installer {
+        which::which("uv").map(Installer::Uv).unwrap_or(Installer::Pip)
+    }
+
+    fn create(&self, bootstrap: &str, venv: &Path) -> Command {
+        let mut cmd = match self {
+            // Never a download of a Python of uv's own: the bootstrap interpreter is the one asked for.
+            Installer::Uv(uv) => {
+                let mut c = Command::new(uv);
+                c.args(["venv", "--clear", "--no-python-downloads", "--python", bootstrap]);
+                c
+            }
+            Installer::Pip => {
+                let mut c = Command::new(bootstrap);
+                c.args(["-m", "venv", "--clear"]);
+                c
+            }
+        };
+        cmd.arg(venv);
+        cmd
+    }
+
+    fn install(&self, python: &Path, requirements: &Path) -> Command {
+        let mut cmd = match self {
+            Installer::Uv(uv) => {
+                let mut c = Command::new(uv);
+                c.args(["pip", "install", "--python"]).arg(python);
+                c
+            }
+            Installer::Pip => {
+                let mut c = Command::new(python);
+                c.args(["-m", "pip", "install", "--disable-pip-version-check"]);
+                c
+            }
+        };
+        cmd.arg("-r").arg(requirements);
+        cmd
+    }
+}
+
+/// Makes `venv` from `requirements` with `installer`, its output in `log`. A failed uv run (an
+/// index or certificate setting only pip knows, say) is retried once with pip from scratch.
+fn build_venv(installer: Installer, bootstrap: &str, venv: &Path, requirements: &str, log: &Path) -> Result<(), EnvError> {
+    let log_file = std::fs::File::create(log).map_err(io(log))?;
+    let run = |mut cmd: Command| -> Result<bool, EnvError> {
+        let out = log_file.try_clone().map_err(io(log))?;
+        let err = log_file.try_clone().map_err(io(log))?;
+        Ok(cmd.stdout(out).stderr(err).status().is_ok_and(|s| s.success()))
+    };
+    let attempt = |installer: &Installer| -> Result<(), EnvError> {
+        if !run(installer.create(bootstrap, venv))? {
+            return Err(EnvError::Venv { python: bootstrap.to_string(), log: log.to_path_buf() });
+        }
+        let req = venv.join("requirements.txt");
+        std::fs::write(&req, requirements).map_err(io(&req))?;
+        if !run(installer.install(&venv.join("bin").join("python"), &req))? {
+            return Err(EnvError::Pip { log: log.to_path_buf() });
+        }
+        Ok(())
+    };
+    match attempt(&installer) {
+        Err(e) if installer != Installer::Pip => {
+            tracing::warn!("uv could not build the Python environment ({e}); trying pip");
+            attempt(&Installer::Pip)
+        }
+        result => result,
+    }
 }
 
 #[cfg(test)]
@@ -194,6 +249,36 @@ mod tests {
         assert!(a.join("train_agent/__init__.py").exists());
         assert!(a.join("train_agent/models.py").exists());
         assert_eq!(write_package(dir.path()).unwrap(), a);
+    }
+
+    /// Builds a one-package venv with `installer` and reads the package's version back.
+    fn build_and_import(installer: Installer) -> String {
+        let dir = tempfile::tempdir().unwrap();
+        let venv = dir.path().join("venv");
+        build_venv(installer, "python3", &venv, "six==1.16.0\n", &dir.path().join("log")).unwrap_or_else(|e| {
+            panic!("{e}\n{}", std::fs::read_to_string(dir.path().join("log")).unwrap_or_default());
+        });
+        let out = Command::new(venv.join("bin/python")).args(["-c", "import six; print(six.__version__)"]).output().unwrap();
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    }
+
+    #[test]
+    fn pip_builds_a_venv_from_pins() {
+        assert_eq!(build_and_import(Installer::Pip), "1.16.0");
+    }
+
+    /// With `uv` on PATH (CI installs it; TRAIN_AGENT_REQUIRE_UV makes its absence a failure).
+    #[test]
+    fn uv_builds_the_same_venv_and_a_broken_uv_falls_back_to_pip() {
+        match Installer::find() {
+            Installer::Uv(uv) => assert_eq!(build_and_import(Installer::Uv(uv)), "1.16.0"),
+            Installer::Pip => {
+                assert!(std::env::var_os("TRAIN_AGENT_REQUIRE_UV").is_none(), "uv is not on PATH");
+                eprintln!("uv not on PATH: only the fallback is tested");
+            }
+        }
+        // A `uv` that fails every call: pip makes the venv instead.
+        assert_eq!(build_and_import(Installer::Uv(PathBuf::from("false"))), "1.16.0");
     }
 
     #[test]
