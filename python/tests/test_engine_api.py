@@ -10,18 +10,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
+from tiny_model import WEATHER
 
 from train_agent.engine import BackgroundServer, Engine
 from train_agent.models import ModelSource, load_model, load_tokenizer
-
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Weather for a city",
-        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
-    },
-}
 
 
 def call(url: str, path: str, body: dict | None = None, raw: bytes | None = None) -> tuple[int, dict | str]:

@@ -3,6 +3,7 @@
 import json
 
 import pytest
+from tiny_model import WEATHER
 
 from train_agent.chat_format import (
     RequestError,
@@ -13,15 +14,6 @@ from train_agent.chat_format import (
     template_supports_tools,
     validate_tools,
 )
-
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Weather for a city",
-        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
-    },
-}
 
 
 def test_hermes_block_becomes_a_tool_call():

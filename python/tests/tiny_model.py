@@ -98,3 +98,14 @@ def _save_tiny(tok, out: Path, max_positions: int) -> Path:
 
 if __name__ == "__main__":
     print(tiny_bytes_model_dir() if sys.argv[1:] == ["bytes"] else tiny_model_dir())
+
+
+# One OpenAI-format tool for the engine and chat-format tests.
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Weather for a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+    },
+}

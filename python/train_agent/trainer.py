@@ -84,8 +84,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import pytorch_lightning as pl
-from pytorch_lightning.strategies import DDPStrategy
 import torch
+from pytorch_lightning.strategies import DDPStrategy
 
 from .batches import plan_step, read_step_file
 from .loss import AGGREGATIONS, grpo_loss, linear_token_logprobs, sft_loss, token_logprobs
@@ -155,7 +155,7 @@ class Config:
     poll_interval_s: float = 0.05
 
     @staticmethod
-    def from_dict(data: dict) -> "Config":
+    def from_dict(data: dict) -> Config:
         sections = {"lora": LoraSettings, "optim": OptimSettings, "loss": LossSettings, "loggers": LoggerSettings}
         data = dict(data)
         for key, cls in sections.items():
