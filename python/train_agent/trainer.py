@@ -8,31 +8,32 @@ that waits for the next step file. One step file in = exactly one optimizer step
 files work for one process, DDP and multi-node (a shared filesystem): every rank reads the whole
 step and takes its share (see batches.py).
 
-Config (JSON, every key optional except `model` and `output_dir`; unknown keys are errors):
+Config (JSON): every key below is required and no other is allowed. The values, defaults included,
+are decided on the Rust side, which owns this contract (crates/trainer: `TrainerConfig`); a
+missing or unknown key is an error that names it, so the two sides cannot drift apart.
 
     model                   spec for models.ModelSource.parse: hub id, directory, .gguf, packaged name
     output_dir              the run directory
-    lora                    {r: 16, alpha: 32, dropout: 0.0, target_modules: "all-linear" | [names],
-                             use_rslora: false, init_adapter: null (PEFT dir to start from)}
-    optim                   {lr: 1e-5, weight_decay: 0.0, betas: [0.9, 0.999], eps: 1e-8,
-                             warmup_steps: 0, schedule: "constant" | "cosine", total_steps: 1000,
-                             min_lr_ratio: 0.0, max_grad_norm: 1.0 (0 or null: no clipping)}
-    loss                    {kind: "grpo" | "sft", epsilon_low: 0.2, epsilon_high: 0.28,
-                             beta: 0.0 (KL coefficient, reference = the base model: adapter off),
+    lora                    {r, alpha, dropout, target_modules: "all-linear" | [names], use_rslora,
+                             init_adapter: null | PEFT dir to start from}
+    optim                   {lr, weight_decay, betas: [b1, b2], eps, warmup_steps,
+                             schedule: "constant" | "cosine", total_steps, min_lr_ratio,
+                             max_grad_norm (0 or null: no clipping)}
+    loss                    {kind: "grpo" | "sft", epsilon_low, epsilon_high,
+                             beta (KL coefficient, reference = the base model: adapter off),
                              aggregation: "token-mean" | "seq-mean-token-sum-norm" | "seq-mean-token-mean",
-                             max_len_norm: null (Dr. GRPO's constant, needed by seq-mean-token-sum-norm),
-                             temperature: 1.0 (GRPO: the rollouts' sampling temperature; logprobs are of
-                             softmax(logits / temperature), the distribution the tokens were drawn from,
-                             as the engine's --logprobs-mode processed_logprobs reports them)}
-    micro_batch_tokens      4096: padded tokens (rows * longest row) per forward/backward
-    gradient_checkpointing  false
+                             max_len_norm: null | Dr. GRPO's constant (needed by seq-mean-token-sum-norm),
+                             temperature (logprobs are of softmax(logits / temperature): 1 for the
+                             engine's raw logprobs, the sampling temperature for processed_logprobs)}
+    micro_batch_tokens      padded tokens (rows * longest row) per forward/backward
+    gradient_checkpointing  true | false
     precision               "auto" (bf16-mixed on GPU and on CPUs with native bf16, else 32-true) | "bf16-mixed" | "bf16-true" | "32-true"
     strategy                "auto" | "ddp" ("fsdp" is refused for now, with a hint)
-    accelerator, devices, num_nodes      as in Lightning ("auto", 1, 1)
-    loggers                 {csv: true, tensorboard: false, wandb_project: null}
-    seed                    0
-    resume_from             null: a checkpoint dir (…/checkpoints/step-000042) to continue from
-    poll_interval_s         0.05: how often an idle trainer looks at the inbox
+    accelerator, devices, num_nodes      as in Lightning
+    loggers                 {csv, tensorboard, wandb_project: null | name}
+    seed                    LoRA dropout is reseeded from it at every step
+    resume_from             null | a checkpoint dir (…/checkpoints/step-000042) to continue from
+    poll_interval_s         how often an idle trainer looks at the inbox
 
 Mailbox, under {output_dir}/trainer/:
 
@@ -96,71 +97,74 @@ from .models import ModelSource, cpu_has_fast_bf16, load_model, load_tokenizer, 
 
 @dataclass
 class LoraSettings:
-    r: int = 16
-    alpha: float = 32
-    dropout: float = 0.0
-    target_modules: str | list[str] = "all-linear"
-    use_rslora: bool = False
-    init_adapter: str | None = None
+    r: int
+    alpha: float
+    dropout: float
+    target_modules: str | list[str]
+    use_rslora: bool
+    init_adapter: str | None
 
 
 @dataclass
 class OptimSettings:
-    lr: float = 1e-5
-    weight_decay: float = 0.0
-    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
-    eps: float = 1e-8
-    warmup_steps: int = 0
-    schedule: str = "constant"
-    total_steps: int = 1000
-    min_lr_ratio: float = 0.0
-    max_grad_norm: float | None = 1.0
+    lr: float
+    weight_decay: float
+    betas: list[float]
+    eps: float
+    warmup_steps: int
+    schedule: str
+    total_steps: int
+    min_lr_ratio: float
+    max_grad_norm: float | None
 
 
 @dataclass
 class LossSettings:
-    kind: str = "grpo"
-    epsilon_low: float = 0.2
-    epsilon_high: float = 0.28
-    beta: float = 0.0
-    aggregation: str = "token-mean"
-    max_len_norm: float | None = None
-    temperature: float = 1.0
+    kind: str
+    epsilon_low: float
+    epsilon_high: float
+    beta: float
+    aggregation: str
+    max_len_norm: float | None
+    temperature: float
 
 
 @dataclass
 class LoggerSettings:
-    csv: bool = True
-    tensorboard: bool = False
-    wandb_project: str | None = None
+    csv: bool
+    tensorboard: bool
+    wandb_project: str | None
 
 
 @dataclass
 class Config:
+    """No field has a default: see the module docstring."""
     model: str
     output_dir: str
-    lora: LoraSettings = field(default_factory=LoraSettings)
-    optim: OptimSettings = field(default_factory=OptimSettings)
-    loss: LossSettings = field(default_factory=LossSettings)
-    micro_batch_tokens: int = 4096
-    gradient_checkpointing: bool = False
-    precision: str = "auto"
-    strategy: str = "auto"
-    accelerator: str = "auto"
-    devices: int | str = 1
-    num_nodes: int = 1
-    loggers: LoggerSettings = field(default_factory=LoggerSettings)
-    seed: int = 0
-    resume_from: str | None = None
-    poll_interval_s: float = 0.05
+    lora: LoraSettings
+    optim: OptimSettings
+    loss: LossSettings
+    micro_batch_tokens: int
+    gradient_checkpointing: bool
+    precision: str
+    strategy: str
+    accelerator: str
+    devices: int | str
+    num_nodes: int
+    loggers: LoggerSettings
+    seed: int
+    resume_from: str | None
+    poll_interval_s: float
 
     @staticmethod
     def from_dict(data: dict) -> "Config":
         sections = {"lora": LoraSettings, "optim": OptimSettings, "loss": LossSettings, "loggers": LoggerSettings}
+        _check_keys(Config, data, "config")
         data = dict(data)
         for key, cls in sections.items():
-            data[key] = _build(cls, data.get(key) or {}, f"config.{key}")
-        cfg = _build(Config, data, "config")
+            _check_keys(cls, data[key], f"config.{key}")
+            data[key] = cls(**data[key])
+        cfg = Config(**data)
         cfg.check()
         return cfg
 
@@ -194,12 +198,18 @@ class Config:
         return Path(self.output_dir) / "trainer"
 
 
-def _build(cls, data: dict, where: str):
+def _check_keys(cls, data, where: str) -> None:
+    """Every field of `cls` and nothing else: the Rust side sends every key (see the docstring)."""
+    if not isinstance(data, dict):
+        raise ValueError(f"{where}: expected an object, got {data!r}")
     known = [f.name for f in fields(cls)]
     unknown = sorted(set(data) - set(known))
     if unknown:
         raise ValueError(f"{where}: unknown key(s) {', '.join(unknown)}\nhint: known keys are {', '.join(known)}")
-    return cls(**data)
+    missing = [k for k in known if k not in data]
+    if missing:
+        raise ValueError(f"{where}: missing key(s) {', '.join(missing)}\nhint: train-agent writes every key "
+                         f"(crates/trainer, TrainerConfig); a config written by hand must too")
 
 
 def load_config(path: str | Path) -> Config:
