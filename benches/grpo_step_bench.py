@@ -38,6 +38,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "python" / "tests"))
+from rust_config import rust_config  # noqa: E402
 
 
 def free_port() -> int:
@@ -178,15 +180,16 @@ def main() -> None:
         env={**env, "CUDA_VISIBLE_DEVICES": args.engine_gpu}, stdout=engine_log.open("w"), stderr=subprocess.STDOUT)
     trainer_gpus = args.trainer_gpus.split(",")
     run = work / "run"
-    cfg = {
-        "model": model, "output_dir": str(run),
-        "lora": {"r": args.lora_rank, "alpha": 2 * args.lora_rank, "target_modules": "all-linear"},
-        "optim": {"lr": 1e-6, "total_steps": args.steps},
-        "loss": {"kind": "grpo", "aggregation": "token-mean"},
-        "micro_batch_tokens": args.micro_batch_tokens, "gradient_checkpointing": args.gradient_checkpointing,
-        "precision": "bf16-mixed", "devices": len(trainer_gpus), "strategy": "ddp" if len(trainer_gpus) > 1 else "auto",
-        "loggers": {"csv": False},
-    }
+    # The trainer takes every key: start from what train-agent writes (python/tests/contract/).
+    cfg = rust_config(
+        "grpo", model=model, output_dir=str(run),
+        lora={"r": args.lora_rank, "alpha": 2 * args.lora_rank, "target_modules": "all-linear"},
+        optim={"lr": 1e-6, "total_steps": args.steps},
+        loss={"kind": "grpo", "aggregation": "token-mean"},
+        micro_batch_tokens=args.micro_batch_tokens, gradient_checkpointing=args.gradient_checkpointing,
+        precision="bf16-mixed", devices=len(trainer_gpus), strategy="ddp" if len(trainer_gpus) > 1 else "auto",
+        loggers={"csv": False},
+    )
     for box in ("inbox", "outbox"):
         (run / "trainer" / box).mkdir(parents=True)
     (run / "trainer" / "config.json").write_text(json.dumps(cfg))

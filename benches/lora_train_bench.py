@@ -31,7 +31,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from grpo_step_bench import ROOT, build_random, stop, wait_outbox, write_atomic  # noqa: E402
+from grpo_step_bench import ROOT, build_random, rust_config, stop, wait_outbox, write_atomic  # noqa: E402
 
 
 def matmul_params(model_dir: Path) -> tuple[int, int, int]:
@@ -67,11 +67,11 @@ def main() -> None:
     run = work / "run"
     for box in ("inbox", "outbox"):
         (run / "trainer" / box).mkdir(parents=True)
-    cfg = {"model": str(model), "output_dir": str(run),
-           "lora": {"r": args.lora_rank, "alpha": 2 * args.lora_rank, "target_modules": "all-linear"},
-           "optim": {"lr": 1e-6, "total_steps": args.steps}, "loss": {"kind": "grpo", "aggregation": "token-mean"},
-           "micro_batch_tokens": args.micro_batch_tokens, "gradient_checkpointing": gc, "precision": "bf16-mixed",
-           "loggers": {"csv": False}}
+    cfg = rust_config("grpo", model=str(model), output_dir=str(run),
+                      lora={"r": args.lora_rank, "alpha": 2 * args.lora_rank, "target_modules": "all-linear"},
+                      optim={"lr": 1e-6, "total_steps": args.steps}, loss={"kind": "grpo", "aggregation": "token-mean"},
+                      micro_batch_tokens=args.micro_batch_tokens, gradient_checkpointing=gc, precision="bf16-mixed",
+                      loggers={"csv": False})
     (run / "trainer" / "config.json").write_text(json.dumps(cfg))
     log = work / "trainer.log"
     env = {**os.environ, "PYTHONPATH": str(ROOT / "python"), "PYTHONUNBUFFERED": "1"}

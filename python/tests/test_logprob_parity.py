@@ -10,6 +10,7 @@ import json
 
 import pytest
 import torch
+from rust_config import rust_config
 from test_engine_lora import make_adapter
 
 from train_agent.batches import Sample, collate
@@ -74,7 +75,7 @@ def trainer_logprobs(model, runs, temperature: float = 1.0, autocast: bool = Fal
 
 def trainer_model(model_dir, adapter, tmp_path, dtype):
     cfg = Config.from_dict(
-        {"model": str(model_dir), "output_dir": str(tmp_path), "lora": {"init_adapter": str(adapter)}}
+        rust_config(model=str(model_dir), output_dir=str(tmp_path), lora={"init_adapter": str(adapter)})
     )
     return build_model(cfg, dtype).eval()
 

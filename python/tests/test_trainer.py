@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from rust_config import merge as merge_config
+from rust_config import rust_config
 from safetensors.torch import load_file
 
 from train_agent.batches import Sample, collate
@@ -22,21 +24,21 @@ from train_agent.trainer import Config, OptimSettings, build_model, lr_multiplie
 
 
 def make_config(model_dir, out, **over) -> dict:
-    cfg = dict(
+    """GRPO's config as Rust writes it, sized for the tiny model on a CPU."""
+    cfg = rust_config(
+        "grpo",
         model=str(model_dir),
         output_dir=str(out),
         micro_batch_tokens=48,
         accelerator="cpu",
         precision="32-true",
         lora=dict(r=4, alpha=8),
-        optim=dict(lr=1e-3),
-        loss=dict(kind="grpo"),
+        optim=dict(lr=1e-3, total_steps=1000),
+        loss=dict(max_len_norm=None),
         seed=0,
         poll_interval_s=0.01,
     )
-    for k, v in over.items():
-        cfg[k] = {**cfg[k], **v} if isinstance(v, dict) and isinstance(cfg.get(k), dict) else v
-    return cfg
+    return merge_config(cfg, **over)
 
 
 def synthetic_samples(seed: int, n: int = 5) -> list[dict]:
@@ -287,9 +289,10 @@ def test_merged_model_gives_the_adapters_logits(grpo_run, tiny_model_dir, tmp_pa
 
 
 def test_lr_schedule_by_hand():
-    o = OptimSettings(warmup_steps=2, schedule="cosine", total_steps=6)
+    optim = rust_config()["optim"]
+    o = OptimSettings(**{**optim, "warmup_steps": 2, "schedule": "cosine", "total_steps": 6, "min_lr_ratio": 0.0})
     assert [lr_multiplier(s, o) for s in range(7)] == pytest.approx([0.5, 1.0, 1.0, 0.8535534, 0.5, 0.1464466, 0.0])
-    assert lr_multiplier(10, OptimSettings(schedule="constant")) == 1.0
+    assert lr_multiplier(10, OptimSettings(**{**optim, "warmup_steps": 0, "schedule": "constant"})) == 1.0
 
 
 def test_config_errors_teach(tiny_model_dir, tmp_path):
@@ -299,6 +302,10 @@ def test_config_errors_teach(tiny_model_dir, tmp_path):
         Config.from_dict(make_config(tiny_model_dir, tmp_path, loss=dict(aggregation="seq-mean-token-sum-norm")))
     with pytest.raises(ValueError, match="hint: use 'ddp'"):
         Config.from_dict(make_config(tiny_model_dir, tmp_path, strategy="fsdp"))
+    incomplete = make_config(tiny_model_dir, tmp_path)
+    del incomplete["optim"]["lr"]
+    with pytest.raises(ValueError, match=r"config.optim: missing key\(s\) lr\nhint: "):
+        Config.from_dict(incomplete)
 
 
 def test_a_bad_step_file_writes_error_json(tiny_model_dir, tmp_path):

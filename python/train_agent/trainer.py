@@ -8,31 +8,32 @@ that waits for the next step file. One step file in = exactly one optimizer step
 files work for one process, DDP and multi-node (a shared filesystem): every rank reads the whole
 step and takes its share (see batches.py).
 
-Config (JSON, every key optional except `model` and `output_dir`; unknown keys are errors):
+Config (JSON): every key below is required and no other is allowed. The values, defaults included,
+are decided on the Rust side, which owns this contract (crates/trainer: `TrainerConfig`); a
+missing or unknown key is an error that names it, so the two sides cannot drift apart.
 
     model                   spec for models.ModelSource.parse: hub id, directory, .gguf, packaged name
     output_dir              the run directory
-    lora                    {r: 16, alpha: 32, dropout: 0.0, target_modules: "all-linear" | [names],
-                             use_rslora: false, init_adapter: null (PEFT dir to start from)}
-    optim                   {lr: 1e-5, weight_decay: 0.0, betas: [0.9, 0.999], eps: 1e-8,
-                             warmup_steps: 0, schedule: "constant" | "cosine", total_steps: 1000,
-                             min_lr_ratio: 0.0, max_grad_norm: 1.0 (0 or null: no clipping)}
-    loss                    {kind: "grpo" | "sft", epsilon_low: 0.2, epsilon_high: 0.28,
-                             beta: 0.0 (KL coefficient, reference = the base model: adapter off),
+    lora                    {r, alpha, dropout, target_modules: "all-linear" | [names], use_rslora,
+                             init_adapter: null | PEFT dir to start from}
+    optim                   {lr, weight_decay, betas: [b1, b2], eps, warmup_steps,
+                             schedule: "constant" | "cosine", total_steps, min_lr_ratio,
+                             max_grad_norm (0 or null: no clipping)}
+    loss                    {kind: "grpo" | "sft", epsilon_low, epsilon_high,
+                             beta (KL coefficient, reference = the base model: adapter off),
                              aggregation: "token-mean" | "seq-mean-token-sum-norm" | "seq-mean-token-mean",
-                             max_len_norm: null (Dr. GRPO's constant, needed by seq-mean-token-sum-norm),
-                             temperature: 1.0 (GRPO: the rollouts' sampling temperature; logprobs are of
-                             softmax(logits / temperature), the distribution the tokens were drawn from,
-                             as the engine's --logprobs-mode processed_logprobs reports them)}
-    micro_batch_tokens      4096: padded tokens (rows * longest row) per forward/backward
-    gradient_checkpointing  false
+                             max_len_norm: null | Dr. GRPO's constant (needed by seq-mean-token-sum-norm),
+                             temperature (logprobs are of softmax(logits / temperature): 1 for the
+                             engine's raw logprobs, the sampling temperature for processed_logprobs)}
+    micro_batch_tokens      padded tokens (rows * longest row) per forward/backward
+    gradient_checkpointing  true | false
     precision               "auto" (bf16-mixed on GPU and on CPUs with native bf16, else 32-true) | "bf16-mixed" | "bf16-true" | "32-true"
     strategy                "auto" | "ddp" ("fsdp" is refused for now, with a hint)
-    accelerator, devices, num_nodes      as in Lightning ("auto", 1, 1)
-    loggers                 {csv: true, tensorboard: false, wandb_project: null}
-    seed                    0
-    resume_from             null: a checkpoint dir (…/checkpoints/step-000042) to continue from
-    poll_interval_s         0.05: how often an idle trainer looks at the inbox
+    accelerator, devices, num_nodes      as in Lightning
+    loggers                 {csv, tensorboard, wandb_project: null | name}
+    seed                    LoRA dropout is reseeded from it at every step
+    resume_from             null | a checkpoint dir (…/checkpoints/step-000042) to continue from
+    poll_interval_s         how often an idle trainer looks at the inbox
 
 Mailbox, under {output_dir}/trainer/:
 
@@ -80,7 +81,7 @@ import time
 import traceback
 import warnings
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 import pytorch_lightning as pl
@@ -96,71 +97,75 @@ from .models import ModelSource, cpu_has_fast_bf16, load_model, load_tokenizer, 
 
 @dataclass
 class LoraSettings:
-    r: int = 16
-    alpha: float = 32
-    dropout: float = 0.0
-    target_modules: str | list[str] = "all-linear"
-    use_rslora: bool = False
-    init_adapter: str | None = None
+    r: int
+    alpha: float
+    dropout: float
+    target_modules: str | list[str]
+    use_rslora: bool
+    init_adapter: str | None
 
 
 @dataclass
 class OptimSettings:
-    lr: float = 1e-5
-    weight_decay: float = 0.0
-    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
-    eps: float = 1e-8
-    warmup_steps: int = 0
-    schedule: str = "constant"
-    total_steps: int = 1000
-    min_lr_ratio: float = 0.0
-    max_grad_norm: float | None = 1.0
+    lr: float
+    weight_decay: float
+    betas: list[float]
+    eps: float
+    warmup_steps: int
+    schedule: str
+    total_steps: int
+    min_lr_ratio: float
+    max_grad_norm: float | None
 
 
 @dataclass
 class LossSettings:
-    kind: str = "grpo"
-    epsilon_low: float = 0.2
-    epsilon_high: float = 0.28
-    beta: float = 0.0
-    aggregation: str = "token-mean"
-    max_len_norm: float | None = None
-    temperature: float = 1.0
+    kind: str
+    epsilon_low: float
+    epsilon_high: float
+    beta: float
+    aggregation: str
+    max_len_norm: float | None
+    temperature: float
 
 
 @dataclass
 class LoggerSettings:
-    csv: bool = True
-    tensorboard: bool = False
-    wandb_project: str | None = None
+    csv: bool
+    tensorboard: bool
+    wandb_project: str | None
 
 
 @dataclass
 class Config:
+    """No field has a default: see the module docstring."""
+
     model: str
     output_dir: str
-    lora: LoraSettings = field(default_factory=LoraSettings)
-    optim: OptimSettings = field(default_factory=OptimSettings)
-    loss: LossSettings = field(default_factory=LossSettings)
-    micro_batch_tokens: int = 4096
-    gradient_checkpointing: bool = False
-    precision: str = "auto"
-    strategy: str = "auto"
-    accelerator: str = "auto"
-    devices: int | str = 1
-    num_nodes: int = 1
-    loggers: LoggerSettings = field(default_factory=LoggerSettings)
-    seed: int = 0
-    resume_from: str | None = None
-    poll_interval_s: float = 0.05
+    lora: LoraSettings
+    optim: OptimSettings
+    loss: LossSettings
+    micro_batch_tokens: int
+    gradient_checkpointing: bool
+    precision: str
+    strategy: str
+    accelerator: str
+    devices: int | str
+    num_nodes: int
+    loggers: LoggerSettings
+    seed: int
+    resume_from: str | None
+    poll_interval_s: float
 
     @staticmethod
     def from_dict(data: dict) -> Config:
         sections = {"lora": LoraSettings, "optim": OptimSettings, "loss": LossSettings, "loggers": LoggerSettings}
+        _check_keys(Config, data, "config")
         data = dict(data)
         for key, cls in sections.items():
-            data[key] = _build(cls, data.get(key) or {}, f"config.{key}")
-        cfg = _build(Config, data, "config")
+            _check_keys(cls, data[key], f"config.{key}")
+            data[key] = cls(**data[key])
+        cfg = Config(**data)
         cfg.check()
         return cfg
 
@@ -173,19 +178,25 @@ class Config:
         if self.loss.aggregation not in AGGREGATIONS:
             bad("loss.aggregation", self.loss.aggregation, AGGREGATIONS)
         if self.loss.aggregation == "seq-mean-token-sum-norm" and not self.loss.max_len_norm:
-            raise ValueError("config: loss.aggregation seq-mean-token-sum-norm needs loss.max_len_norm\n"
-                             "hint: set it to the generation budget (max_tokens), as in Dr. GRPO")
+            raise ValueError(
+                "config: loss.aggregation seq-mean-token-sum-norm needs loss.max_len_norm\n"
+                "hint: set it to the generation budget (max_tokens), as in Dr. GRPO"
+            )
         if not self.loss.temperature > 0:
-            raise ValueError(f"config: loss.temperature = {self.loss.temperature!r} must be > 0\nhint: set it to the "
-                             f"rollouts' sampling temperature (greedy rollouts carry no policy gradient)")
+            raise ValueError(
+                f"config: loss.temperature = {self.loss.temperature!r} must be > 0\nhint: set it to the "
+                f"rollouts' sampling temperature (greedy rollouts carry no policy gradient)"
+            )
         if self.optim.schedule not in ("constant", "cosine"):
             bad("optim.schedule", self.optim.schedule, ("constant", "cosine"))
         if self.precision not in ("auto", "bf16-mixed", "bf16-true", "32-true", "32"):
             bad("precision", self.precision, ("auto", "bf16-mixed", "bf16-true", "32-true"))
         if self.strategy == "fsdp":
-            raise ValueError("config: strategy 'fsdp' is not supported yet (several backward passes inside one "
-                             "Lightning training_step break FSDP's state machine)\nhint: use 'ddp': the LoRA "
-                             "gradients are small and the frozen base is replicated on each GPU")
+            raise ValueError(
+                "config: strategy 'fsdp' is not supported yet (several backward passes inside one "
+                "Lightning training_step break FSDP's state machine)\nhint: use 'ddp': the LoRA "
+                "gradients are small and the frozen base is replicated on each GPU"
+            )
         if self.strategy not in ("auto", "ddp"):
             bad("strategy", self.strategy, ("auto", "ddp"))
 
@@ -194,12 +205,20 @@ class Config:
         return Path(self.output_dir) / "trainer"
 
 
-def _build(cls, data: dict, where: str):
+def _check_keys(cls, data, where: str) -> None:
+    """Every field of `cls` and nothing else: the Rust side sends every key (see the docstring)."""
+    if not isinstance(data, dict):
+        raise ValueError(f"{where}: expected an object, got {data!r}")
     known = [f.name for f in fields(cls)]
     unknown = sorted(set(data) - set(known))
     if unknown:
         raise ValueError(f"{where}: unknown key(s) {', '.join(unknown)}\nhint: known keys are {', '.join(known)}")
-    return cls(**data)
+    missing = [k for k in known if k not in data]
+    if missing:
+        raise ValueError(
+            f"{where}: missing key(s) {', '.join(missing)}\nhint: train-agent writes every key "
+            f"(crates/trainer, TrainerConfig); a config written by hand must too"
+        )
 
 
 def load_config(path: str | Path) -> Config:
@@ -277,15 +296,26 @@ class Inbox(torch.utils.data.IterableDataset):
             t1 = time.perf_counter()
             step, samples, opts = read_step_file(path)
             lc = self.cfg.loss
-            mbs = plan_step(samples, self.rank, self.world_size, self.cfg.micro_batch_tokens, lc.aggregation,
-                            lc.max_len_norm)
+            mbs = plan_step(
+                samples, self.rank, self.world_size, self.cfg.micro_batch_tokens, lc.aggregation, lc.max_len_norm
+            )
             ev = opts["eval_samples"]
-            eval_mbs = plan_step(ev, self.rank, self.world_size, self.cfg.micro_batch_tokens, "token-mean") if ev else []
-            yield dict(step=step, micro_batches=mbs, samples=len(samples),
-                       tokens=sum(len(s.input_ids) for s in samples),
-                       checkpoint=opts["checkpoint"], eval_micro_batches=eval_mbs,
-                       eval_before=opts["eval_before"] and bool(ev), eval_after=opts["eval_after"] and bool(ev),
-                       wait_s=t1 - t0, data_s=time.perf_counter() - t1, rollout=opts["rollout"])
+            eval_mbs = (
+                plan_step(ev, self.rank, self.world_size, self.cfg.micro_batch_tokens, "token-mean") if ev else []
+            )
+            yield dict(
+                step=step,
+                micro_batches=mbs,
+                samples=len(samples),
+                tokens=sum(len(s.input_ids) for s in samples),
+                checkpoint=opts["checkpoint"],
+                eval_micro_batches=eval_mbs,
+                eval_before=opts["eval_before"] and bool(ev),
+                eval_after=opts["eval_after"] and bool(ev),
+                wait_s=t1 - t0,
+                data_s=time.perf_counter() - t1,
+                rollout=opts["rollout"],
+            )
             last = step
 
 
@@ -308,9 +338,17 @@ def build_model(cfg: Config, dtype: torch.dtype):
     if start:
         return PeftModel.from_pretrained(base, str(start), is_trainable=True)
     lc = cfg.lora
-    return get_peft_model(base, LoraConfig(
-        r=lc.r, lora_alpha=lc.alpha, lora_dropout=lc.dropout, target_modules=lc.target_modules,
-        use_rslora=lc.use_rslora, task_type="CAUSAL_LM"))
+    return get_peft_model(
+        base,
+        LoraConfig(
+            r=lc.r,
+            lora_alpha=lc.alpha,
+            lora_dropout=lc.dropout,
+            target_modules=lc.target_modules,
+            use_rslora=lc.use_rslora,
+            task_type="CAUSAL_LM",
+        ),
+    )
 
 
 def lr_multiplier(step: int, o: OptimSettings) -> float:
@@ -361,8 +399,9 @@ class PolicyModule(pl.LightningModule):
         self.last_step = -1
         self.pending = None  # from training_step to on_train_batch_end
         if cfg.resume_from:
-            self.resume_state = torch.load(Path(cfg.resume_from) / "trainer_state.pt", map_location="cpu",
-                                           weights_only=False)
+            self.resume_state = torch.load(
+                Path(cfg.resume_from) / "trainer_state.pt", map_location="cpu", weights_only=False
+            )
             self.last_step = self.resume_state["step"]
 
     def configure_optimizers(self):
@@ -398,8 +437,16 @@ class PolicyModule(pl.LightningModule):
         if lc.kind == "sft":
             loss, stats = sft_loss(logp, weights)
         else:
-            loss, stats = grpo_loss(logp, mb["old_logprobs"][mask], mb["advantages"][mask], weights,
-                                    lc.epsilon_low, lc.epsilon_high, ref, lc.beta)
+            loss, stats = grpo_loss(
+                logp,
+                mb["old_logprobs"][mask],
+                mb["advantages"][mask],
+                weights,
+                lc.epsilon_low,
+                lc.epsilon_high,
+                ref,
+                lc.beta,
+            )
         stats.update(loss=loss.detach(), entropy_sum=entropy.sum(), trained_tokens=mask.sum())
         return loss, stats
 
@@ -438,8 +485,9 @@ class PolicyModule(pl.LightningModule):
         sums = torch.zeros(len(self.STATS), dtype=torch.float64, device=self.device)
         mbs = batch["micro_batches"]
         # DDP: all-reduce gradients only in the last backward
-        no_sync = self.trainer.strategy.block_backward_sync if isinstance(self.trainer.strategy, DDPStrategy) \
-            else nullcontext
+        no_sync = (
+            self.trainer.strategy.block_backward_sync if isinstance(self.trainer.strategy, DDPStrategy) else nullcontext
+        )
         for i, mb in enumerate(mbs):
             real = bool(mb["weights"].any())  # not a zero-weight filler
             mb = {k: v.to(self.device) for k, v in mb.items()}
@@ -473,24 +521,40 @@ class PolicyModule(pl.LightningModule):
         checkpoint = self.save_checkpoint(step) if batch["checkpoint"] else None
         t3 = time.perf_counter()
         before = self.pending["eval_before"]  # (loss, tokens) or None
-        eval_loss, eval_tokens = self.evaluate(batch["eval_micro_batches"]) if batch["eval_after"] else \
-            (None, before[1] if before else None)
+        eval_loss, eval_tokens = (
+            self.evaluate(batch["eval_micro_batches"]) if batch["eval_after"] else (None, before[1] if before else None)
+        )
 
         n = max(s["trained_tokens"], 1)
         grpo, lc = self.cfg.loss.kind == "grpo", self.cfg.loss
         metrics = dict(
-            step=step, loss=s["loss"], policy_loss=s["policy_loss"],
-            kl=s["kl_sum"] / n if grpo and lc.beta > 0 else None, entropy=s["entropy_sum"] / n,
-            clip_fraction_low=s["clip_low"] / n, clip_fraction_high=s["clip_high"] / n,
-            ratio_mean=s["ratio_sum"] / n if grpo else None, grad_norm=grad_norm if finite else None,
-            skipped_nonfinite_grad=not finite, lr=lr,
-            samples=batch["samples"], tokens=batch["tokens"], trained_tokens=int(s["trained_tokens"]),
+            step=step,
+            loss=s["loss"],
+            policy_loss=s["policy_loss"],
+            kl=s["kl_sum"] / n if grpo and lc.beta > 0 else None,
+            entropy=s["entropy_sum"] / n,
+            clip_fraction_low=s["clip_low"] / n,
+            clip_fraction_high=s["clip_high"] / n,
+            ratio_mean=s["ratio_sum"] / n if grpo else None,
+            grad_norm=grad_norm if finite else None,
+            skipped_nonfinite_grad=not finite,
+            lr=lr,
+            samples=batch["samples"],
+            tokens=batch["tokens"],
+            trained_tokens=int(s["trained_tokens"]),
             micro_batches=len(batch["micro_batches"]),
             tokens_per_s=batch["tokens"] / max(t2 - t0 + batch["data_s"], 1e-9),
-            wait_s=batch["wait_s"], data_s=batch["data_s"], forward_backward_s=t1 - t0,
-            optimizer_s=t2 - t1, save_s=t3 - t2, step_s=batch["data_s"] + t3 - t0,
-            **peak_memory(self.device), checkpoint=checkpoint,
-            eval_loss=eval_loss, eval_loss_before=before[0] if before else None, eval_tokens=eval_tokens,
+            wait_s=batch["wait_s"],
+            data_s=batch["data_s"],
+            forward_backward_s=t1 - t0,
+            optimizer_s=t2 - t1,
+            save_s=t3 - t2,
+            step_s=batch["data_s"] + t3 - t0,
+            **peak_memory(self.device),
+            checkpoint=checkpoint,
+            eval_loss=eval_loss,
+            eval_loss_before=before[0] if before else None,
+            eval_tokens=eval_tokens,
         )
         if self.global_rank == 0:
             write_json_atomic(self.cfg.trainer_dir / "outbox" / f"{step_name(step)}.json", metrics)
@@ -515,9 +579,15 @@ class PolicyModule(pl.LightningModule):
             tmp = final.with_name(final.name + ".tmp")
             shutil.rmtree(tmp, ignore_errors=True)
             self.model.save_pretrained(tmp / "adapter")
-            torch.save({"step": step, "optimizer": self.optimizers().optimizer.state_dict(),
-                        "scheduler": self.lr_schedulers().state_dict(), "config": asdict(self.cfg)},
-                       tmp / "trainer_state.pt")
+            torch.save(
+                {
+                    "step": step,
+                    "optimizer": self.optimizers().optimizer.state_dict(),
+                    "scheduler": self.lr_schedulers().state_dict(),
+                    "config": asdict(self.cfg),
+                },
+                tmp / "trainer_state.pt",
+            )
             shutil.rmtree(final, ignore_errors=True)
             os.replace(tmp, final)
         return str(final)
@@ -562,11 +632,20 @@ def train(cfg: Config) -> None:
     (cfg.trainer_dir / "outbox").mkdir(parents=True, exist_ok=True)
     module = PolicyModule(cfg)
     trainer = pl.Trainer(
-        accelerator=cfg.accelerator, devices=cfg.devices, num_nodes=cfg.num_nodes,
-        strategy=make_strategy(cfg), precision=module.precision_name,
-        logger=make_loggers(cfg) or False, max_epochs=1, max_steps=-1, num_sanity_val_steps=0,
-        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-        use_distributed_sampler=False, default_root_dir=str(cfg.trainer_dir),
+        accelerator=cfg.accelerator,
+        devices=cfg.devices,
+        num_nodes=cfg.num_nodes,
+        strategy=make_strategy(cfg),
+        precision=module.precision_name,
+        logger=make_loggers(cfg) or False,
+        max_epochs=1,
+        max_steps=-1,
+        num_sanity_val_steps=0,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        use_distributed_sampler=False,
+        default_root_dir=str(cfg.trainer_dir),
     )
     trainer.fit(module)
 
@@ -613,9 +692,15 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except BaseException as e:
         if raw.get("output_dir"):
-            write_json_atomic(Path(raw["output_dir"]) / "trainer" / "error.json", {
-                "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc(),
-                "node_rank": int(os.environ.get("NODE_RANK", 0)), "local_rank": int(os.environ.get("LOCAL_RANK", 0))})
+            write_json_atomic(
+                Path(raw["output_dir"]) / "trainer" / "error.json",
+                {
+                    "error": f"{type(e).__name__}: {e}",
+                    "traceback": traceback.format_exc(),
+                    "node_rank": int(os.environ.get("NODE_RANK", 0)),
+                    "local_rank": int(os.environ.get("LOCAL_RANK", 0)),
+                },
+            )
         traceback.print_exc()
         return 1
 

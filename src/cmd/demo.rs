@@ -18,7 +18,7 @@ use ta_eval::rundir::RunDir;
 use ta_python::PythonEnv;
 use ta_sft::sft::SftConfig;
 use ta_train::TrainConfig;
-use ta_train::run::last_complete_step;
+use ta_trainer::checkpoint::last_complete_step;
 
 use crate::cmd::{collect, curate, eval, scenarios, sft, train};
 

@@ -7,7 +7,7 @@ use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use ta_python::PythonEnv;
 use ta_sft::sft::{SftConfig, SftFinished};
-use ta_train::run::last_complete_step;
+use ta_trainer::checkpoint::last_complete_step;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -38,7 +38,7 @@ pub struct Args {
     lr: Option<f64>,
     /// constant or cosine.
     #[arg(long)]
-    schedule: Option<String>,
+    schedule: Option<ta_trainer::Schedule>,
     /// Steps of linear warmup (overrides `[optim] warmup_steps`).
     #[arg(long)]
     warmup_steps: Option<u64>,

@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 use ta_python::{Engine, EngineClient, PythonEnv};
 use ta_train::TrainConfig;
-use ta_train::run::{Finished, last_complete_step};
+use ta_train::run::Finished;
+use ta_trainer::checkpoint::last_complete_step;
 use ta_types::Split;
 use ta_types::scenario::{assign_splits, load_scenarios, of_split};
 

@@ -2,8 +2,6 @@
 //! extends the previous turn's prompt + completion (the usual case when the chat template renders
 //! earlier turns unchanged); otherwise one sample per turn. Only sampled tokens get loss.
 
-use std::path::Path;
-
 use serde::{Deserialize, Serialize};
 use ta_types::Trajectory;
 
@@ -73,30 +71,6 @@ pub fn samples_from_trajectory(t: &Trajectory, advantage: f64, group_id: u64) ->
     Ok(out)
 }
 
-/// One optimizer step's data, as the trainer reads it from its inbox.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct StepBatch {
-    pub step: u64,
-    pub samples: Vec<Sample>,
-}
-
-impl StepBatch {
-    /// Writes `dir/step-NNNNNN.json` atomically (temporary file, then rename), so the trainer never
-    /// reads half a batch.
-    pub fn write_to_inbox(&self, dir: &Path) -> std::io::Result<std::path::PathBuf> {
-        std::fs::create_dir_all(dir)?;
-        let path = dir.join(format!("step-{:06}.json", self.step));
-        let tmp = dir.join(format!(".step-{:06}.json.tmp", self.step));
-        std::fs::write(&tmp, serde_json::to_vec(self).map_err(std::io::Error::other)?)?;
-        std::fs::rename(&tmp, &path)?;
-        Ok(path)
-    }
-
-    pub fn tokens(&self) -> usize {
-        self.samples.iter().map(|s| s.input_ids.len()).sum()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -151,18 +125,5 @@ mod tests {
         let mut t = traj(vec![turn(&[1], &[2, 3])]);
         t.turns[0].logprobs.pop();
         assert!(matches!(samples_from_trajectory(&t, 1.0, 0), Err(SampleError::Misaligned { .. })));
-    }
-
-    #[test]
-    fn inbox_write_is_atomic_and_named_by_step() {
-        let dir = tempfile::tempdir().unwrap();
-        let b = StepBatch { step: 42, samples: samples_from_trajectory(&traj(vec![turn(&[1], &[2])]), 1.0, 0).unwrap() };
-        let p = b.write_to_inbox(dir.path()).unwrap();
-        assert_eq!(p.file_name().unwrap(), "step-000042.json");
-        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
-        assert_eq!(names.len(), 1, "no temporary file left behind");
-        let back: StepBatch = serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap();
-        assert_eq!(back.samples, b.samples);
-        assert_eq!(b.tokens(), 2);
     }
 }

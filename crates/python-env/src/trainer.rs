@@ -28,9 +28,10 @@ pub struct Trainer {
 }
 
 impl Trainer {
-    /// Writes `config` to `<output_dir>/trainer/config.json` and starts the trainer on it. Stale
-    /// mailbox files (from an interrupted run) past `resume_step` are removed first.
-    pub fn start(env: &PythonEnv, output_dir: &Path, config: &serde_json::Value, resume_step: u64, extra_env: &[(String, String)]) -> Result<Trainer, TrainerError> {
+    /// Writes `config` (`ta_trainer::TrainerConfig`, which owns its keys) to
+    /// `<output_dir>/trainer/config.json` and starts the trainer on it. Stale mailbox files (from an
+    /// interrupted run) past `resume_step` are removed first.
+    pub fn start(env: &PythonEnv, output_dir: &Path, config: &impl serde::Serialize, resume_step: u64, extra_env: &[(String, String)]) -> Result<Trainer, TrainerError> {
         let dir = output_dir.join("trainer");
         for sub in ["inbox", "outbox"] {
             let d = dir.join(sub);
@@ -66,14 +67,9 @@ impl Trainer {
         Ok(Trainer { child, dir, log })
     }
 
-    /// Hands step `step`'s batch (already serialised JSON) to the trainer.
-    pub fn submit(&self, step: u64, batch_json: &[u8]) -> std::io::Result<PathBuf> {
-        let inbox = self.dir.join("inbox");
-        let path = inbox.join(format!("step-{step:06}.json"));
-        let tmp = inbox.join(format!(".step-{step:06}.tmp"));
-        std::fs::write(&tmp, batch_json)?;
-        std::fs::rename(&tmp, &path)?;
-        Ok(path)
+    /// Where step files go (`ta_trainer::StepFile::write`, their one writer).
+    pub fn inbox(&self) -> PathBuf {
+        self.dir.join("inbox")
     }
 
     /// Waits for step `step`'s metrics.
@@ -105,7 +101,7 @@ impl Trainer {
 
     /// Asks the trainer to finish and waits for it.
     pub async fn stop(mut self) -> Result<(), TrainerError> {
-        std::fs::write(self.dir.join("inbox").join("stop"), b"")?;
+        std::fs::write(self.inbox().join("stop"), b"")?;
         let status = tokio::time::timeout(Duration::from_secs(120), self.child.wait()).await;
         match status {
             Ok(Ok(s)) if s.success() => Ok(()),

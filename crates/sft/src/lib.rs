@@ -32,6 +32,8 @@ pub enum SftError {
     Env(#[from] ta_python::EnvError),
     #[error(transparent)]
     Trainer(#[from] ta_python::TrainerError),
+    #[error(transparent)]
+    Settings(#[from] ta_trainer::SettingsError),
     #[error("{0}")]
     Python(String),
     #[error("{0}")]

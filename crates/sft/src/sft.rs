@@ -8,7 +8,7 @@
 //! Run directory: `config.toml`, `data/tokens.jsonl` + `data/summary.json` + `data/split.json`
 //! (which conversations were trained on and which held out), `metrics.jsonl`
 //! (`train_loss`, `eval_loss`, `lr`, `tokens_per_s` per step; step 0 holds the eval loss before
-//! training), `checkpoints/step-N/` (adapter, optimizer state, `state.json` once complete),
+//! training; `metrics.csv` beside it), `checkpoints/step-N/` (adapter, optimizer state, `state.json` once complete),
 //! `final/` (the PEFT adapter), `logs/`.
 
 use std::future::Future;
@@ -20,9 +20,11 @@ use rand::SeedableRng;
 use rand::seq::SliceRandom;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use ta_grpo::Sample;
 use ta_python::{PythonEnv, Trainer};
-use ta_train::config::{LoraSettings, OptimSettings, TrainerSettings};
-use ta_train::run::{checkpoint_dir, last_complete_step};
+use ta_trainer::checkpoint::{checkpoint_dir, copy_dir, last_complete_step, write_state};
+use ta_trainer::config::RunSpec;
+use ta_trainer::{EvalRequest, LoraSettings, LossConfig, OptimSettings, StepFile, TrainerConfig, TrainerSettings, metrics};
 
 use crate::SftError;
 
@@ -54,7 +56,7 @@ pub struct SftConfig {
 }
 
 impl Default for SftConfig {
-    /// The workshop's LoRA (rank 32, rsLoRA, attention + MLP: every linear layer).
+    /// SFT's adapter and optimizer (`ta_trainer::settings`).
     fn default() -> Self {
         SftConfig {
             base_model: String::new(),
@@ -67,8 +69,8 @@ impl Default for SftConfig {
             save_every: 0,
             max_seq_len: 4096,
             train_on: "all".into(),
-            lora: LoraSettings { r: 32, alpha: 32.0, dropout: 0.0, target_modules: "all-linear".into(), use_rslora: true },
-            optim: OptimSettings { lr: 1e-4, weight_decay: 0.0, warmup_steps: 0, schedule: "cosine".into(), max_grad_norm: 1.0 },
+            lora: LoraSettings::sft(),
+            optim: OptimSettings::sft(),
             trainer: TrainerSettings::default(),
         }
     }
@@ -101,10 +103,7 @@ impl SftConfig {
         if !["all", "last"].contains(&self.train_on.as_str()) {
             return bad(format!("train_on = {:?} must be \"all\" or \"last\"", self.train_on));
         }
-        if !["constant", "cosine"].contains(&self.optim.schedule.as_str()) {
-            return bad(format!("optim.schedule = {:?} must be \"constant\" or \"cosine\"", self.optim.schedule));
-        }
-        Ok(())
+        Ok(ta_trainer::settings::validate(&self.lora, &self.optim, &self.trainer)?)
     }
 }
 
@@ -193,30 +192,30 @@ pub fn epoch_batches(train: &[usize], lengths: &[usize], batch_size: usize, seed
     batches
 }
 
-fn sample(row: &TokenRow, group: usize) -> Value {
-    json!({"input_ids": row.input_ids, "loss_mask": row.loss_mask, "advantage": 1.0, "group_id": group})
+/// A conversation as a trainer sample: every masked token weighs the same (advantage 1), and
+/// there are no sampling logprobs (SFT has no ratio).
+fn sample(row: &TokenRow, group: usize) -> Sample {
+    Sample { input_ids: row.input_ids.clone(), loss_mask: row.loss_mask.clone(), logprobs: vec![0.0; row.input_ids.len()], advantage: 1.0, group_id: group as u64 }
 }
 
-fn trainer_config(cfg: &SftConfig, out: &Path, resume_step: u64, total_steps: u64) -> Value {
-    let multi_gpu = cfg.trainer.num_gpus > 1;
-    json!({
-        "model": cfg.base_model,
-        "output_dir": out,
-        "lora": {"r": cfg.lora.r, "alpha": cfg.lora.alpha, "dropout": cfg.lora.dropout,
-                 "target_modules": cfg.lora.target_modules, "use_rslora": cfg.lora.use_rslora},
-        "optim": {"lr": cfg.optim.lr, "weight_decay": cfg.optim.weight_decay, "warmup_steps": cfg.optim.warmup_steps,
-                  "schedule": cfg.optim.schedule, "total_steps": total_steps.max(1), "max_grad_norm": cfg.optim.max_grad_norm},
-        "loss": {"kind": "sft", "aggregation": "token-mean"},
-        "micro_batch_tokens": cfg.trainer.micro_batch_tokens,
-        "gradient_checkpointing": cfg.trainer.gradient_checkpointing,
-        "precision": cfg.trainer.precision,
-        "strategy": if multi_gpu && cfg.trainer.strategy == "auto" { "ddp".into() } else { cfg.trainer.strategy.clone() },
-        "devices": if multi_gpu { json!(cfg.trainer.num_gpus) } else { cfg.trainer.devices.clone() },
-        "num_nodes": cfg.trainer.num_nodes,
-        "loggers": {"csv": true, "tensorboard": cfg.trainer.tensorboard, "wandb_project": cfg.trainer.wandb_project},
-        "seed": cfg.seed,
-        "resume_from": (resume_step > 0).then(|| checkpoint_dir(out, resume_step)),
-    })
+fn trainer_config(cfg: &SftConfig, out: &Path, resume_step: u64, total_steps: u64) -> TrainerConfig {
+    // Without an engine beside it, the trainer takes every GPU.
+    let mut trainer = cfg.trainer.clone();
+    if trainer.num_gpus > 1 {
+        trainer.devices = trainer.num_gpus.into();
+        if trainer.strategy == "auto" {
+            trainer.strategy = "ddp".into();
+        }
+    }
+    let run = RunSpec {
+        model: cfg.base_model.clone(),
+        output_dir: out.to_path_buf(),
+        seed: cfg.seed,
+        init_adapter: None,
+        total_steps,
+        resume_from: (resume_step > 0).then(|| checkpoint_dir(out, resume_step)),
+    };
+    TrainerConfig::new(run, &cfg.lora, &cfg.optim, LossConfig::sft(), &trainer)
 }
 
 /// How a run ended.
@@ -257,11 +256,11 @@ pub async fn run(
     let lengths: Vec<usize> = rows.iter().map(|r| r.input_ids.len()).collect();
     let per_epoch = train.len().div_ceil(cfg.batch_size) as u64;
     let total = per_epoch * u64::from(cfg.epochs);
-    let eval_samples: Vec<Value> = eval.iter().map(|&i| sample(&rows[i], i)).collect();
+    let eval_samples: Vec<Sample> = eval.iter().map(|&i| sample(&rows[i], i)).collect();
 
     let resume = last_complete_step(out);
     let metrics_path = out.join("metrics.jsonl");
-    keep_metrics_up_to(&metrics_path, resume)?;
+    metrics::truncate(&metrics_path, resume).map_err(|e| io(&metrics_path, e))?;
     let mut trainer = Trainer::start(python, out, &trainer_config(cfg, out, resume, total), resume, trainer_env)?;
     progress.set_length(total);
     progress.set_position(resume);
@@ -274,18 +273,12 @@ pub async fn run(
         let end_of_epoch = step % per_epoch == 0;
         let evaluate = !eval.is_empty() && (end_of_epoch || (cfg.eval_every > 0 && step % cfg.eval_every == 0));
         let checkpoint = end_of_epoch || (cfg.save_every > 0 && step % cfg.save_every == 0);
-        let mut file = json!({
-            "step": step,
-            "samples": batch.iter().map(|&i| sample(&rows[i], i)).collect::<Vec<_>>(),
-            "checkpoint": checkpoint,
-        });
+        let mut file = StepFile { checkpoint: Some(checkpoint), ..StepFile::new(step, batch.iter().map(|&i| sample(&rows[i], i)).collect()) };
         let eval_before = step == 1 && !eval.is_empty();
         if evaluate || eval_before {
-            file["eval_samples"] = json!(eval_samples);
-            file["eval_before"] = json!(eval_before);
-            file["eval_after"] = json!(evaluate);
+            file.eval = Some(EvalRequest { eval_samples: eval_samples.clone(), eval_before, eval_after: evaluate });
         }
-        trainer.submit(step, &serde_json::to_vec(&file).expect("json")).map_err(|e| io(out, e))?;
+        file.write(&trainer.inbox()).map_err(|e| io(out, e))?;
         let m = tokio::select! {
             m = trainer.wait(step) => m?,
             _ = shutdown.as_mut() => return Ok(SftFinished::Interrupted { checkpointed_step: last_complete_step(out) }),
@@ -307,15 +300,14 @@ pub async fn run(
         });
         append_metrics(&metrics_path, &row)?;
         if checkpoint {
-            let dir = checkpoint_dir(out, step);
-            std::fs::write(dir.join("state.json"), serde_json::to_vec_pretty(&json!({"step": step})).expect("json")).map_err(|e| io(&dir, e))?;
+            write_state(out, step, &json!({"step": step})).map_err(|e| io(&checkpoint_dir(out, step), e))?;
         }
         progress.set_position(step);
         progress.set_message(format!("loss {:.4}{}", m["loss"].as_f64().unwrap_or(f64::NAN), eval_loss.map(|e| format!("  eval {e:.4}")).unwrap_or_default()));
     }
     trainer.stop().await?;
     let final_dir = out.join("final");
-    copy_dir(&checkpoint_dir(out, total).join("adapter"), &final_dir)?;
+    copy_dir(&checkpoint_dir(out, total).join("adapter"), &final_dir).map_err(|e| io(&final_dir, e))?;
     if before.is_none() || after.is_none() {
         // Resumed: take what earlier attempts recorded.
         let (b, a) = recorded_eval(&metrics_path);
@@ -326,18 +318,7 @@ pub async fn run(
 }
 
 fn append_metrics(path: &Path, row: &Value) -> Result<(), SftError> {
-    use std::io::Write;
-    let mut f = ta_types::jsonl::open_append(path).map_err(|e| SftError::io(path, e))?;
-    writeln!(f, "{row}").map_err(|e| SftError::io(path, e))
-}
-
-/// Drops metric rows of steps after `step` (trained by an interrupted attempt, then lost with
-/// the unsaved adapter).
-fn keep_metrics_up_to(path: &Path, step: u64) -> Result<(), SftError> {
-    let Ok(text) = std::fs::read_to_string(path) else { return Ok(()) };
-    let kept: Vec<&str> = text.lines().filter(|l| serde_json::from_str::<Value>(l).ok().and_then(|v| v["step"].as_u64()).is_some_and(|s| s <= step)).collect();
-    let body = if kept.is_empty() { String::new() } else { kept.join("\n") + "\n" };
-    std::fs::write(path, body).map_err(|e| SftError::io(path, e))
+    metrics::append(path, row).map_err(|e| SftError::io(path, e))
 }
 
 /// (eval loss at step 0, last eval loss) from a metrics file.
@@ -346,21 +327,6 @@ fn recorded_eval(path: &Path) -> (Option<f64>, Option<f64>) {
     let before = rows.iter().find(|r| r["step"] == 0).and_then(|r| r["eval_loss"].as_f64());
     let after = rows.iter().rev().filter(|r| r["step"] != 0).find_map(|r| r["eval_loss"].as_f64());
     (before, after)
-}
-
-fn copy_dir(src: &Path, dst: &Path) -> Result<(), SftError> {
-    let _ = std::fs::remove_dir_all(dst);
-    std::fs::create_dir_all(dst).map_err(|e| SftError::io(dst, e))?;
-    for entry in std::fs::read_dir(src).map_err(|e| SftError::io(src, e))? {
-        let entry = entry.map_err(|e| SftError::io(src, e))?;
-        let target = dst.join(entry.file_name());
-        if entry.path().is_dir() {
-            copy_dir(&entry.path(), &target)?;
-        } else {
-            std::fs::copy(entry.path(), &target).map_err(|e| SftError::io(&target, e))?;
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

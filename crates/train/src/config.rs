@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 use ta_reward::RewardConfig;
+use ta_trainer::settings::{LoraSettings, LossSettings, OptimSettings, TrainerSettings};
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
@@ -88,55 +89,6 @@ pub struct CurriculumSettings {
     pub ordered_epochs: u32,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(default, deny_unknown_fields)]
-pub struct LoraSettings {
-    pub r: u32,
-    pub alpha: f64,
-    pub dropout: f64,
-    pub target_modules: serde_json::Value,
-    pub use_rslora: bool,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(default, deny_unknown_fields)]
-pub struct OptimSettings {
-    pub lr: f64,
-    pub weight_decay: f64,
-    pub warmup_steps: u64,
-    /// `constant` or `cosine`.
-    pub schedule: String,
-    pub max_grad_norm: f64,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(default, deny_unknown_fields)]
-pub struct LossSettings {
-    pub epsilon_low: f64,
-    pub epsilon_high: f64,
-    /// KL coefficient against the base model (adapter disabled).
-    pub beta: f64,
-    /// `token-mean` (DAPO), `seq-mean-token-sum-norm` (Dr. GRPO), `seq-mean-token-mean` (GRPO).
-    pub aggregation: String,
-    /// Divide advantages by the group's standard deviation (GRPO); off is Dr. GRPO.
-    pub scale_advantages: bool,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(default, deny_unknown_fields)]
-pub struct TrainerSettings {
-    pub micro_batch_tokens: u64,
-    pub gradient_checkpointing: bool,
-    pub precision: String,
-    pub strategy: String,
-    pub devices: serde_json::Value,
-    pub num_nodes: u32,
-    /// GPUs in all: with more than one, the engine takes the first and the trainer the rest.
-    pub num_gpus: u32,
-    pub tensorboard: bool,
-    pub wandb_project: Option<String>,
-}
-
 impl Default for RolloutSettings {
     fn default() -> Self {
         RolloutSettings {
@@ -167,40 +119,6 @@ impl Default for CurriculumSettings {
     }
 }
 
-impl Default for LoraSettings {
-    fn default() -> Self {
-        LoraSettings { r: 16, alpha: 32.0, dropout: 0.0, target_modules: "all-linear".into(), use_rslora: false }
-    }
-}
-
-impl Default for OptimSettings {
-    fn default() -> Self {
-        OptimSettings { lr: 5e-5, weight_decay: 0.0, warmup_steps: 0, schedule: "constant".into(), max_grad_norm: 1.0 }
-    }
-}
-
-impl Default for LossSettings {
-    fn default() -> Self {
-        LossSettings { epsilon_low: 0.2, epsilon_high: 0.28, beta: 0.0, aggregation: "token-mean".into(), scale_advantages: true }
-    }
-}
-
-impl Default for TrainerSettings {
-    fn default() -> Self {
-        TrainerSettings {
-            micro_batch_tokens: 8192,
-            gradient_checkpointing: false,
-            precision: "auto".into(),
-            strategy: "auto".into(),
-            devices: 1.into(),
-            num_nodes: 1,
-            num_gpus: 1,
-            tensorboard: false,
-            wandb_project: None,
-        }
-    }
-}
-
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read {path}: {source}")]
@@ -209,6 +127,8 @@ pub enum ConfigError {
     Parse { path: String, message: String },
     #[error("invalid setting {key} = {value}: {why}")]
     Invalid { key: &'static str, value: String, why: &'static str },
+    #[error(transparent)]
+    Settings(#[from] ta_trainer::SettingsError),
 }
 
 impl TrainConfig {
@@ -233,9 +153,6 @@ impl TrainConfig {
         if self.rollout.scenarios_per_step == 0 {
             return inv("rollout.scenarios_per_step", "0".into(), "must be at least 1");
         }
-        if !["token-mean", "seq-mean-token-sum-norm", "seq-mean-token-mean"].contains(&self.loss.aggregation.as_str()) {
-            return inv("loss.aggregation", self.loss.aggregation.clone(), "one of token-mean, seq-mean-token-sum-norm, seq-mean-token-mean");
-        }
         if self.rollout.max_oversample.is_nan() || self.rollout.max_oversample < 1.0 {
             return inv("rollout.max_oversample", self.rollout.max_oversample.to_string(), "a step draws at least the groups it needs: use 1 or more");
         }
@@ -247,10 +164,8 @@ impl TrainConfig {
                 return inv(key, w.to_string(), "a draw weight from 0 to 1 (1: like any other scenario)");
             }
         }
-        if !["constant", "cosine"].contains(&self.optim.schedule.as_str()) {
-            return inv("optim.schedule", self.optim.schedule.clone(), "one of constant, cosine");
-        }
-        Ok(())
+        ta_trainer::settings::validate(&self.lora, &self.optim, &self.trainer)?;
+        Ok(self.loss.validate()?)
     }
 }
 
@@ -291,7 +206,9 @@ mod tests {
         c.rollout.rollouts_per_scenario = 1;
         assert!(c.validate().unwrap_err().to_string().contains("at least 2"));
         c.rollout.rollouts_per_scenario = 4;
-        c.loss.aggregation = "mean".into();
-        assert!(matches!(c.validate(), Err(ConfigError::Invalid { key: "loss.aggregation", .. })));
+        c.optim.lr = 0.0;
+        assert!(c.validate().unwrap_err().to_string().contains("optim.lr"));
+        let e = toml::from_str::<TrainConfig>("[loss]\naggregation = \"mean\"\n").unwrap_err().to_string();
+        assert!(e.contains("aggregation") && e.contains("token-mean"), "{e}");
     }
 }

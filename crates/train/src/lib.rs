@@ -4,7 +4,6 @@
 
 pub mod config;
 pub mod data;
-pub mod metrics_csv;
 pub mod run;
 
 pub use config::TrainConfig;

@@ -14,11 +14,14 @@ use std::time::Instant;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use serde_json::{Value, json};
 use ta_chat::ChatClient;
-use ta_grpo::{GroupStats, StepBatch, group_advantages, samples_from_trajectory};
+use ta_grpo::{GroupStats, group_advantages, samples_from_trajectory};
 use ta_python::{EngineClient, PythonEnv, Trainer};
 use ta_reward::{JudgeStats, RewardMix, Rewarder};
 use ta_rollout::runner::{Job, Summary, group_jobs, play_resumable, run_jobs};
 use ta_rollout::{AgentConfig, ToolHost};
+use ta_trainer::checkpoint::{checkpoint_dir, copy_dir, last_complete_step, write_state};
+use ta_trainer::config::RunSpec;
+use ta_trainer::{LossConfig, StepFile, TrainerConfig, metrics};
 use ta_types::trajectory::TrajectoryWriter;
 use ta_types::{Scenario, Trajectory};
 
@@ -123,21 +126,6 @@ fn judge_metrics(rewarder: &Rewarder, last: &mut JudgeStats) -> Option<Value> {
     }))
 }
 
-pub fn checkpoint_dir(out: &Path, step: u64) -> PathBuf {
-    out.join("checkpoints").join(format!("step-{step:06}"))
-}
-
-/// The last step whose checkpoint is complete (its `state.json` exists), 0 when none.
-pub fn last_complete_step(out: &Path) -> u64 {
-    let Ok(entries) = std::fs::read_dir(out.join("checkpoints")) else { return 0 };
-    entries
-        .filter_map(|e| e.ok())
-        .filter(|e| e.path().join("state.json").exists())
-        .filter_map(|e| e.file_name().to_str()?.strip_prefix("step-")?.parse::<u64>().ok())
-        .max()
-        .unwrap_or(0)
-}
-
 /// A step's scored episodes, every dynamic-sampling round's included.
 fn step_trajectories(out: &Path, step: u64) -> PathBuf {
     out.join("trajectories").join(format!("step-{step:06}.jsonl"))
@@ -147,36 +135,20 @@ fn adapter_name(step: u64) -> String {
     format!("step-{step:06}")
 }
 
-/// The trainer's config (see python/train_agent/trainer.py) from the run config.
-fn trainer_config(cfg: &TrainConfig, out: &Path, resume_step: u64, total_steps: u64) -> Value {
-    json!({
-        "model": cfg.base_model,
-        "output_dir": out,
-        "lora": {
-            "r": cfg.lora.r, "alpha": cfg.lora.alpha, "dropout": cfg.lora.dropout,
-            "target_modules": cfg.lora.target_modules, "use_rslora": cfg.lora.use_rslora,
-            "init_adapter": cfg.init_adapter,
-        },
-        "optim": {
-            "lr": cfg.optim.lr, "weight_decay": cfg.optim.weight_decay, "warmup_steps": cfg.optim.warmup_steps,
-            "schedule": cfg.optim.schedule, "total_steps": total_steps.max(1), "max_grad_norm": cfg.optim.max_grad_norm,
-        },
-        "loss": {
-            "kind": "grpo", "epsilon_low": cfg.loss.epsilon_low, "epsilon_high": cfg.loss.epsilon_high,
-            "beta": cfg.loss.beta, "aggregation": cfg.loss.aggregation,
-            "max_len_norm": cfg.rollout.max_tokens * cfg.rollout.max_turns,
-        },
-        "micro_batch_tokens": cfg.trainer.micro_batch_tokens,
-        "gradient_checkpointing": cfg.trainer.gradient_checkpointing,
-        "precision": cfg.trainer.precision,
-        "strategy": cfg.trainer.strategy,
-        "devices": cfg.trainer.devices,
-        "num_nodes": cfg.trainer.num_nodes,
-        "loggers": {"csv": true, "tensorboard": cfg.trainer.tensorboard, "wandb_project": cfg.trainer.wandb_project},
-        "seed": cfg.seed,
+/// The trainer's config from the run config.
+fn trainer_config(cfg: &TrainConfig, out: &Path, resume_step: u64, total_steps: u64) -> TrainerConfig {
+    let run = RunSpec {
+        model: cfg.base_model.clone(),
+        output_dir: out.to_path_buf(),
+        seed: cfg.seed,
+        init_adapter: cfg.init_adapter.clone(),
+        total_steps,
         // Only a checkpoint some step trained holds trainer state to resume.
-        "resume_from": Some(checkpoint_dir(out, resume_step)).filter(|c| resume_step > 0 && c.join("trainer_state.pt").exists()),
-    })
+        resume_from: Some(checkpoint_dir(out, resume_step)).filter(|c| resume_step > 0 && c.join("trainer_state.pt").exists()),
+    };
+    let max_len_norm = u64::from(cfg.rollout.max_tokens) * u64::from(cfg.rollout.max_turns);
+    let loss = LossConfig::grpo(&cfg.loss, max_len_norm);
+    TrainerConfig::new(run, &cfg.lora, &cfg.optim, loss, &cfg.trainer)
 }
 
 /// Runs (or resumes) training until every step is done or `shutdown` fires.
@@ -222,7 +194,7 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
     // Rows of steps that did not finish (a kill between the row and the checkpoint) are dropped,
     // so every step has exactly one row however often the run was interrupted, and the judge's
     // prior cost is read from finished steps only.
-    truncate_metrics(&metrics_path, resume)?;
+    metrics::truncate(&metrics_path, resume).map_err(io(&metrics_path))?;
     let rewarder = rewarder(ctx)?;
     let mut reported = rewarder.judge().map(|j| j.stats()).unwrap_or_default();
     let budget_reached = |completed_steps| {
@@ -268,7 +240,7 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
         };
         let (rollout_s, reward_s) = (played.rollout_s, played.reward_s);
         let trajectories = played.trajectories;
-        let (batch, groups, flat) = build_batch(&trajectories, step, cfg)?;
+        let (mut batch, groups, flat) = build_batch(&trajectories, step, cfg)?;
 
         let summary = Summary::of(&trajectories);
         let mut row = json!({
@@ -306,12 +278,11 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
         } else {
             // The step's rollout metrics ride along in the step file: the trainer logs them beside
             // its own, so one TensorBoard / W&B run holds both.
-            let mut file = serde_json::to_value(&batch).expect("batch serialises");
-            file["rollout"] = row.clone();
-            file["rollout"]["rollout_s"] = json!(rollout_s);
-            file["rollout"]["reward_s"] = json!(reward_s);
-            let bytes = serde_json::to_vec(&file).expect("batch serialises");
-            train_step(ctx, &mut trainer, step, total, &bytes, &multi).await?
+            let mut rollout = row.clone();
+            rollout["rollout_s"] = json!(rollout_s);
+            rollout["reward_s"] = json!(reward_s);
+            batch.rollout = Some(rollout);
+            train_step(ctx, &mut trainer, &batch, total, &multi).await?
         };
         let train_s = t0.elapsed().as_secs_f64();
 
@@ -346,7 +317,7 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
         row["time"]["step_s"] = json!(step_start.elapsed().as_secs_f64());
         // The row first, then the checkpoint's state.json that marks the step complete.
         append_metrics(&metrics_path, &row)?;
-        std::fs::write(ckpt.join("state.json"), serde_json::to_vec_pretty(&json!({"step": step, "model": current_model})).expect("json")).map_err(io(&ckpt))?;
+        write_state(ctx.out, step, &json!({"step": step, "model": current_model})).map_err(io(&ckpt))?;
         curriculum.record(&trajectories);
         steps_bar.inc(1);
         say(&multi, step_line(&row));
@@ -371,7 +342,8 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
     trainer.stop().await?;
     let last = checkpoint_dir(ctx.out, total).join("adapter");
     if total > 0 && last.exists() {
-        copy_dir(&last, &ctx.out.join("final"))?;
+        let final_dir = ctx.out.join("final");
+        copy_dir(&last, &final_dir).map_err(io(&final_dir))?;
     } else {
         say(&multi, "no step trained: every group had equal rewards, so final/ is not written\nhint: GRPO needs reward differences within a group: more rollouts per scenario, a higher temperature, partial-credit rules, or an SFT warm start (--init-adapter)".into());
     }
@@ -379,16 +351,17 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
     Ok(Finished::Done { steps: total })
 }
 
-/// Trains step `step` on `bytes`. A trainer process that ended without reporting an error (killed
+/// Trains the step of `file`. A trainer process that ended without reporting an error (killed
 /// alone, out of memory) is started again from the previous step's checkpoint, as `--resume`
 /// would, and given the step again, once; a second loss stops the run with a `--resume` hint.
-async fn train_step<T: ToolHost>(ctx: &Context<'_, T>, trainer: &mut Trainer, step: u64, total: u64, bytes: &[u8], multi: &MultiProgress) -> Result<Value, RunError> {
-    trainer.submit(step, bytes).map_err(io(ctx.out))?;
+async fn train_step<T: ToolHost>(ctx: &Context<'_, T>, trainer: &mut Trainer, file: &StepFile, total: u64, multi: &MultiProgress) -> Result<Value, RunError> {
+    let step = file.step;
+    file.write(&trainer.inbox()).map_err(io(ctx.out))?;
     match trainer.wait(step).await {
         Err(ta_python::TrainerError::Exited { status, .. }) => {
             say(multi, format!("the trainer process exited during step {step} ({status}): restarting it from step {}'s checkpoint to redo the step", step - 1));
             *trainer = Trainer::start(ctx.python, ctx.out, &trainer_config(ctx.cfg, ctx.out, step - 1, total), step - 1, &ctx.trainer_env)?;
-            trainer.submit(step, bytes).map_err(io(ctx.out))?;
+            file.write(&trainer.inbox()).map_err(io(ctx.out))?;
             trainer.wait(step).await.map_err(|source| RunError::TrainerLost { step, source })
         }
         other => other.map_err(|source| RunError::TrainerLost { step, source }),
@@ -645,7 +618,7 @@ fn group_stats(group: &[&Trajectory], cfg: &TrainConfig) -> GroupStats {
 }
 
 /// Advantages per group and the step's samples; returns (batch, groups, flat groups).
-fn build_batch(trajectories: &[Trajectory], step: u64, cfg: &TrainConfig) -> Result<(StepBatch, usize, usize), RunError> {
+fn build_batch(trajectories: &[Trajectory], step: u64, cfg: &TrainConfig) -> Result<(StepFile, usize, usize), RunError> {
     let groups = groups_of(trajectories);
     let mut samples = Vec::new();
     let mut flat = 0;
@@ -659,7 +632,7 @@ fn build_batch(trajectories: &[Trajectory], step: u64, cfg: &TrainConfig) -> Res
             }
         }
     }
-    Ok((StepBatch { step, samples }, groups.len(), flat))
+    Ok((StepFile::new(step, samples), groups.len(), flat))
 }
 
 fn rewrite_trajectories(path: &Path, trajectories: &[Trajectory]) -> Result<(), RunError> {
@@ -672,53 +645,20 @@ fn copy_previous_checkpoint(out: &Path, step: u64, init_adapter: Option<&str>) -
     let prev = checkpoint_dir(out, step - 1);
     let dst = checkpoint_dir(out, step);
     if prev.join("adapter").exists() {
-        copy_dir(&prev, &dst)?;
+        copy_dir(&prev, &dst).map_err(io(&dst))?;
         let _ = std::fs::remove_file(dst.join("state.json"));
     } else {
         std::fs::create_dir_all(&dst).map_err(io(&dst))?;
         if let Some(init) = init_adapter {
-            copy_dir(Path::new(init), &dst.join("adapter"))?;
+            let adapter = dst.join("adapter");
+            copy_dir(Path::new(init), &adapter).map_err(io(&adapter))?;
         }
     }
     Ok(())
 }
 
-fn copy_dir(src: &Path, dst: &Path) -> Result<(), RunError> {
-    std::fs::create_dir_all(dst).map_err(io(dst))?;
-    for entry in std::fs::read_dir(src).map_err(io(src))? {
-        let entry = entry.map_err(io(src))?;
-        let target = dst.join(entry.file_name());
-        if entry.path().is_dir() {
-            copy_dir(&entry.path(), &target)?;
-        } else {
-            std::fs::copy(entry.path(), &target).map_err(io(&target))?;
-        }
-    }
-    Ok(())
-}
-
-/// Appends `row` to `metrics.jsonl` and rewrites `metrics.csv` beside it (for spreadsheets and
-/// `tail -f`-style watching).
 fn append_metrics(path: &Path, row: &Value) -> Result<(), RunError> {
-    use std::io::Write;
-    let mut f = ta_types::jsonl::open_append(path).map_err(io(path))?;
-    writeln!(f, "{row}").map_err(io(path))?;
-    let csv = path.with_extension("csv");
-    crate::metrics_csv::write_csv(path, &csv).map_err(io(&csv))
-}
-
-/// Keeps the rows of steps up to `last_step` (validation rows of step 0 included).
-fn truncate_metrics(path: &Path, last_step: u64) -> Result<(), RunError> {
-    let Ok(text) = std::fs::read_to_string(path) else { return Ok(()) };
-    let kept: Vec<&str> = text.lines().filter(|l| serde_json::from_str::<Value>(l).ok().and_then(|v| v["step"].as_u64()).is_some_and(|s| s <= last_step)).collect();
-    if kept.len() == text.lines().count() {
-        return Ok(());
-    }
-    let tmp = path.with_extension("jsonl.tmp");
-    std::fs::write(&tmp, kept.iter().map(|l| format!("{l}\n")).collect::<String>()).map_err(io(&tmp))?;
-    std::fs::rename(&tmp, path).map_err(io(path))?;
-    let csv = path.with_extension("csv");
-    crate::metrics_csv::write_csv(path, &csv).map_err(io(&csv))
+    metrics::append(path, row).map_err(io(path))
 }
 
 fn has_validation(metrics: &Path, step: u64) -> bool {
@@ -837,30 +777,6 @@ mod tests {
         old.reward.mix = RewardMix::WeightedSum;
         let (recovered, wrong) = (advantages(&scored_group(&old, ("7", 3, 1)), &old), advantages(&scored_group(&old, ("8", 2, 0)), &old));
         assert!(recovered.iter().zip(&wrong).all(|(a, b)| (a - b).abs() < 1e-3), "{recovered:?} vs {wrong:?}");
-    }
-
-    #[test]
-    fn last_complete_step_needs_a_state_file() {
-        let dir = tempfile::tempdir().unwrap();
-        assert_eq!(last_complete_step(dir.path()), 0);
-        for s in [1, 2, 3] {
-            std::fs::create_dir_all(checkpoint_dir(dir.path(), s)).unwrap();
-        }
-        std::fs::write(checkpoint_dir(dir.path(), 1).join("state.json"), "{}").unwrap();
-        std::fs::write(checkpoint_dir(dir.path(), 2).join("state.json"), "{}").unwrap();
-        assert_eq!(last_complete_step(dir.path()), 2, "step 3 has no state.json: it did not finish");
-    }
-
-    #[test]
-    fn truncating_metrics_drops_rows_of_unfinished_steps_only() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("metrics.jsonl");
-        let rows = ["{\"step\":0,\"val_reward\":0.1}", "{\"step\":1}", "{\"step\":2}", "{\"step\":3}", "not json"];
-        std::fs::write(&path, rows.join("\n") + "\n").unwrap();
-        truncate_metrics(&path, 2).unwrap();
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "{\"step\":0,\"val_reward\":0.1}\n{\"step\":1}\n{\"step\":2}\n");
-        assert_eq!(std::fs::read_to_string(dir.path().join("metrics.csv")).unwrap().lines().count(), 4, "the CSV follows: header + 3 rows");
-        truncate_metrics(&dir.path().join("absent.jsonl"), 0).unwrap();
     }
 
     #[test]

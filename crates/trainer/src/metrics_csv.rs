@@ -8,7 +8,7 @@ use std::path::Path;
 use serde_json::Value;
 
 /// Rewrites `csv` from every row of `jsonl`; columns in the order they first appear.
-pub fn write_csv(jsonl: &Path, csv: &Path) -> std::io::Result<()> {
+pub(crate) fn write_csv(jsonl: &Path, csv: &Path) -> std::io::Result<()> {
     let rows: Vec<Vec<(String, String)>> = std::fs::read_to_string(jsonl)?
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())

@@ -1,0 +1,22 @@
+//! The one owner of the contract between Rust and the Python trainer (`python/train_agent/trainer.py`).
+//! GRPO (`ta-train`) and SFT (`ta-sft`) drive the same trainer process; before this crate each
+//! built the trainer's config by hand, kept its own defaults and its own copies of the run
+//! directory helpers, and the copies drifted. Here each of them is defined once:
+//!
+//! - [`settings`]: the user-facing `[lora]`, `[optim]`, `[loss]`, `[trainer]` tables, their
+//!   defaults, allowed values and validation;
+//! - [`config`]: the JSON config the trainer reads (every key sent, none defaulted in Python);
+//! - [`step_file`]: the step files of the trainer's inbox;
+//! - [`checkpoint`]: the checkpoint layout (`checkpoints/step-N/`, `state.json`, the adapter);
+//! - [`metrics`]: `metrics.jsonl` and its `metrics.csv` table.
+
+pub mod checkpoint;
+pub mod config;
+pub mod metrics;
+mod metrics_csv;
+pub mod settings;
+pub mod step_file;
+
+pub use config::{LossConfig, TrainerConfig};
+pub use settings::{Aggregation, LoraSettings, LossSettings, OptimSettings, Schedule, SettingsError, TrainerSettings};
+pub use step_file::{EvalRequest, StepFile};

@@ -1,0 +1,239 @@
+//! The trainer's user-facing settings: the `[lora]`, `[optim]`, `[loss]` and `[trainer]` tables
+//! of a GRPO or SFT run's `config.toml`. Each default and each list of allowed values is defined
+//! here once (GRPO's and SFT's defaults differ on purpose and sit side by side), and
+//! [`validate`](OptimSettings::validate) rejects values the trainer would only trip over mid-run.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum SettingsError {
+    #[error("invalid setting {key} = {value}: {why}\nhint: {hint}")]
+    Invalid { key: &'static str, value: String, why: &'static str, hint: &'static str },
+}
+
+fn invalid(key: &'static str, value: impl ToString, why: &'static str, hint: &'static str) -> Result<(), SettingsError> {
+    Err(SettingsError::Invalid { key, value: value.to_string(), why, hint })
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct LoraSettings {
+    pub r: u32,
+    pub alpha: f64,
+    pub dropout: f64,
+    pub target_modules: serde_json::Value,
+    pub use_rslora: bool,
+}
+
+impl Default for LoraSettings {
+    /// GRPO's adapter.
+    fn default() -> Self {
+        LoraSettings { r: 16, alpha: 32.0, dropout: 0.0, target_modules: "all-linear".into(), use_rslora: false }
+    }
+}
+
+impl LoraSettings {
+    /// SFT's adapter: the workshop's LoRA (rank 32, rsLoRA, attention + MLP: every linear layer).
+    pub fn sft() -> Self {
+        LoraSettings { r: 32, use_rslora: true, ..Default::default() }
+    }
+
+    pub fn validate(&self) -> Result<(), SettingsError> {
+        if self.r == 0 {
+            return invalid("lora.r", 0, "a LoRA rank is at least 1", "16 or 32 are usual");
+        }
+        if !(self.alpha.is_finite() && self.alpha > 0.0) {
+            return invalid("lora.alpha", self.alpha, "must be a positive number", "twice lora.r is usual");
+        }
+        if !(0.0..1.0).contains(&self.dropout) {
+            return invalid("lora.dropout", self.dropout, "a probability in [0, 1)", "0 is the default");
+        }
+        Ok(())
+    }
+}
+
+/// How the learning rate moves after warmup.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Schedule {
+    Constant,
+    Cosine,
+}
+
+/// For command-line flags (`--schedule cosine`): the names serde reads, so they are listed once.
+impl std::str::FromStr for Schedule {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Schedule, String> {
+        serde_json::from_value(serde_json::Value::String(s.into())).map_err(|e| e.to_string())
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct OptimSettings {
+    pub lr: f64,
+    pub weight_decay: f64,
+    pub warmup_steps: u64,
+    pub schedule: Schedule,
+    pub max_grad_norm: f64,
+}
+
+impl Default for OptimSettings {
+    /// GRPO's optimizer.
+    fn default() -> Self {
+        OptimSettings { lr: 5e-5, weight_decay: 0.0, warmup_steps: 0, schedule: Schedule::Constant, max_grad_norm: 1.0 }
+    }
+}
+
+impl OptimSettings {
+    /// SFT's optimizer: a supervised loss takes a higher rate, decayed over the epochs.
+    pub fn sft() -> Self {
+        OptimSettings { lr: 1e-4, schedule: Schedule::Cosine, ..Default::default() }
+    }
+
+    pub fn validate(&self) -> Result<(), SettingsError> {
+        if !(self.lr.is_finite() && self.lr > 0.0) {
+            return invalid("optim.lr", self.lr, "a learning rate must be a positive number", "GRPO's default is 5e-5, SFT's 1e-4");
+        }
+        if !(self.weight_decay.is_finite() && self.weight_decay >= 0.0) {
+            return invalid("optim.weight_decay", self.weight_decay, "must be 0 or more", "0 is the default");
+        }
+        if !(self.max_grad_norm.is_finite() && self.max_grad_norm >= 0.0) {
+            return invalid("optim.max_grad_norm", self.max_grad_norm, "must be 0 (no clipping) or more", "1.0 is the default");
+        }
+        Ok(())
+    }
+}
+
+/// How the policy loss averages over tokens and sequences.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Aggregation {
+    /// DAPO: every trained token of the batch weighs the same.
+    TokenMean,
+    /// Dr. GRPO: each sequence's token sum divided by a constant (the generation budget).
+    SeqMeanTokenSumNorm,
+    /// GRPO: the mean over sequences of each sequence's token mean.
+    SeqMeanTokenMean,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct LossSettings {
+    pub epsilon_low: f64,
+    pub epsilon_high: f64,
+    /// KL coefficient against the base model (adapter disabled).
+    pub beta: f64,
+    pub aggregation: Aggregation,
+    /// Divide advantages by the group's standard deviation (GRPO); off is Dr. GRPO.
+    pub scale_advantages: bool,
+}
+
+impl Default for LossSettings {
+    fn default() -> Self {
+        LossSettings { epsilon_low: 0.2, epsilon_high: 0.28, beta: 0.0, aggregation: Aggregation::TokenMean, scale_advantages: true }
+    }
+}
+
+impl LossSettings {
+    pub fn validate(&self) -> Result<(), SettingsError> {
+        for (key, x) in [("loss.epsilon_low", self.epsilon_low), ("loss.epsilon_high", self.epsilon_high)] {
+            if !(x.is_finite() && x >= 0.0) {
+                return invalid(key, x, "a clip range must be 0 or more", "DAPO's 0.2 (low) and 0.28 (high) are the defaults");
+            }
+        }
+        if !(self.beta.is_finite() && self.beta >= 0.0) {
+            return invalid("loss.beta", self.beta, "a KL coefficient must be 0 or more", "0 (no KL term) is the default");
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct TrainerSettings {
+    pub micro_batch_tokens: u64,
+    pub gradient_checkpointing: bool,
+    pub precision: String,
+    pub strategy: String,
+    pub devices: serde_json::Value,
+    pub num_nodes: u32,
+    /// GPUs in all: with more than one, the engine takes the first and the trainer the rest.
+    pub num_gpus: u32,
+    pub tensorboard: bool,
+    pub wandb_project: Option<String>,
+}
+
+impl Default for TrainerSettings {
+    fn default() -> Self {
+        TrainerSettings {
+            micro_batch_tokens: 8192,
+            gradient_checkpointing: false,
+            precision: "auto".into(),
+            strategy: "auto".into(),
+            devices: 1.into(),
+            num_nodes: 1,
+            num_gpus: 1,
+            tensorboard: false,
+            wandb_project: None,
+        }
+    }
+}
+
+impl TrainerSettings {
+    pub fn validate(&self) -> Result<(), SettingsError> {
+        if self.micro_batch_tokens == 0 {
+            return invalid("trainer.micro_batch_tokens", 0, "a micro-batch holds at least one token", "8192 is the default; lower it when memory runs out");
+        }
+        Ok(())
+    }
+}
+
+/// Validates the four tables a trainer reads.
+pub fn validate(lora: &LoraSettings, optim: &OptimSettings, trainer: &TrainerSettings) -> Result<(), SettingsError> {
+    lora.validate()?;
+    optim.validate()?;
+    trainer.validate()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn enums_read_the_names_users_write() {
+        let o: OptimSettings = toml::from_str("schedule = \"cosine\"").unwrap();
+        assert_eq!(o.schedule, Schedule::Cosine);
+        assert_eq!("constant".parse::<Schedule>(), Ok(Schedule::Constant));
+        assert!("linear".parse::<Schedule>().unwrap_err().contains("cosine"));
+        for (name, a) in [
+            ("token-mean", Aggregation::TokenMean),
+            ("seq-mean-token-sum-norm", Aggregation::SeqMeanTokenSumNorm),
+            ("seq-mean-token-mean", Aggregation::SeqMeanTokenMean),
+        ] {
+            assert_eq!(toml::from_str::<LossSettings>(&format!("aggregation = \"{name}\"")).unwrap().aggregation, a);
+        }
+        let e = toml::from_str::<LossSettings>("aggregation = \"mean\"").unwrap_err().to_string();
+        assert!(e.contains("token-mean"), "the error lists the allowed values: {e}");
+    }
+
+    #[test]
+    fn defaults_are_valid() {
+        validate(&LoraSettings::default(), &OptimSettings::default(), &TrainerSettings::default()).unwrap();
+        validate(&LoraSettings::sft(), &OptimSettings::sft(), &TrainerSettings::default()).unwrap();
+        LossSettings::default().validate().unwrap();
+    }
+
+    #[test]
+    fn a_learning_rate_must_be_positive_and_finite() {
+        for lr in [0.0, -1e-5, f64::NAN, f64::INFINITY] {
+            let e = OptimSettings { lr, ..Default::default() }.validate().unwrap_err().to_string();
+            assert!(e.contains("optim.lr") && e.contains("\nhint: "), "{e}");
+        }
+        let e = TrainerSettings { micro_batch_tokens: 0, ..Default::default() }.validate().unwrap_err().to_string();
+        assert!(e.contains("trainer.micro_batch_tokens") && e.contains("hint:"), "{e}");
+        assert!(LoraSettings { r: 0, ..Default::default() }.validate().is_err());
+        assert!(LossSettings { beta: -1.0, ..Default::default() }.validate().is_err());
+    }
+}

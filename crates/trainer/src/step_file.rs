@@ -1,0 +1,90 @@
+//! The trainer's inbox: one file per optimizer step, `inbox/step-NNNNNN.json` (see
+//! `python/train_agent/batches.py`). GRPO and SFT send the same file; this is its only writer.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use ta_grpo::Sample;
+
+/// One optimizer step's data.
+#[derive(Debug, Clone, Serialize)]
+pub struct StepFile {
+    pub step: u64,
+    pub samples: Vec<Sample>,
+    /// The step's rollout metrics (GRPO): the trainer logs them beside its own, so one
+    /// TensorBoard / W&B run holds both.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<serde_json::Value>,
+    /// `Some(false)` asks the trainer not to checkpoint this step (SFT saves every `save_every`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<bool>,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub eval: Option<EvalRequest>,
+}
+
+/// Held-out samples whose token-mean loss the trainer reports (SFT's eval loss).
+#[derive(Debug, Clone, Serialize)]
+pub struct EvalRequest {
+    pub eval_samples: Vec<Sample>,
+    /// Before the update (`eval_loss_before`).
+    pub eval_before: bool,
+    /// After the update (`eval_loss`).
+    pub eval_after: bool,
+}
+
+impl StepFile {
+    pub fn new(step: u64, samples: Vec<Sample>) -> StepFile {
+        StepFile { step, samples, rollout: None, checkpoint: None, eval: None }
+    }
+
+    /// Tokens of the step's samples.
+    pub fn tokens(&self) -> usize {
+        self.samples.iter().map(|s| s.input_ids.len()).sum()
+    }
+
+    /// Writes `inbox/step-NNNNNN.json` atomically: a temporary name that does not end in `.json`
+    /// (the trainer ignores it), then a rename, so the trainer never reads half a step.
+    pub fn write(&self, inbox: &Path) -> std::io::Result<PathBuf> {
+        std::fs::create_dir_all(inbox)?;
+        let path = inbox.join(format!("step-{:06}.json", self.step));
+        let tmp = inbox.join(format!(".step-{:06}.tmp", self.step));
+        std::fs::write(&tmp, serde_json::to_vec(self).map_err(std::io::Error::other)?)?;
+        std::fs::rename(&tmp, &path)?;
+        Ok(path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Sample {
+        Sample { input_ids: vec![1, 2], loss_mask: vec![0, 1], logprobs: vec![0.0, -0.5], advantage: 1.0, group_id: 0 }
+    }
+
+    #[test]
+    fn the_write_is_atomic_and_named_by_step() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = StepFile::new(42, vec![sample()]).write(dir.path()).unwrap();
+        assert_eq!(p.file_name().unwrap(), "step-000042.json");
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names.len(), 1, "no temporary file left behind");
+        assert_eq!(StepFile::new(42, vec![sample()]).tokens(), 2);
+        let back: serde_json::Value = serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap();
+        assert_eq!(
+            back,
+            serde_json::json!({"step": 42, "samples": [{"input_ids": [1, 2], "loss_mask": [0, 1], "logprobs": [0.0, -0.5], "advantage": 1.0, "group_id": 0}]})
+        );
+    }
+
+    #[test]
+    fn optional_parts_appear_only_when_asked_for() {
+        let mut f = StepFile::new(1, vec![]);
+        f.checkpoint = Some(false);
+        f.eval = Some(EvalRequest { eval_samples: vec![sample()], eval_before: true, eval_after: false });
+        let v = serde_json::to_value(&f).unwrap();
+        assert_eq!((v["checkpoint"].as_bool(), v["eval_before"].as_bool(), v["eval_after"].as_bool()), (Some(false), Some(true), Some(false)));
+        assert_eq!(v["eval_samples"].as_array().unwrap().len(), 1);
+        assert!(v.get("rollout").is_none());
+    }
+}

@@ -1,0 +1,63 @@
+//! The contract test between Rust and the Python trainer: the configs Rust writes for GRPO and
+//! SFT are loaded by the trainer's own parser (`train_agent.trainer.load_config`), which refuses
+//! any missing or unknown key, so a key added or renamed on one side only fails here. The same
+//! configs are committed under `python/tests/contract/`, where the Python tests build their
+//! configs from them instead of keeping defaults of their own.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use ta_trainer::config::RunSpec;
+use ta_trainer::{LoraSettings, LossConfig, LossSettings, OptimSettings, TrainerConfig, TrainerSettings};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// GRPO's and SFT's configs with their default settings (512 tokens x 8 turns for Dr. GRPO's norm).
+fn configs() -> [(&'static str, serde_json::Value); 2] {
+    let spec = || RunSpec { model: "MODEL".into(), output_dir: "OUTPUT_DIR".into(), seed: 0, init_adapter: None, total_steps: 10, resume_from: None };
+    let grpo =
+        TrainerConfig::new(spec(), &LoraSettings::default(), &OptimSettings::default(), LossConfig::grpo(&LossSettings::default(), 512 * 8), &TrainerSettings::default());
+    let sft = TrainerConfig::new(spec(), &LoraSettings::sft(), &OptimSettings::sft(), LossConfig::sft(), &TrainerSettings::default());
+    [("grpo", serde_json::to_value(grpo).unwrap()), ("sft", serde_json::to_value(sft).unwrap())]
+}
+
+fn fixture(kind: &str) -> PathBuf {
+    repo().join(format!("python/tests/contract/trainer_config.{kind}.json"))
+}
+
+#[test]
+fn the_python_tests_start_from_what_rust_writes() {
+    for (kind, config) in configs() {
+        let text = serde_json::to_string_pretty(&config).unwrap() + "\n";
+        if std::env::var_os("TA_UPDATE_CONTRACT").is_some() {
+            std::fs::write(fixture(kind), &text).unwrap();
+        }
+        let committed = std::fs::read_to_string(fixture(kind)).unwrap_or_default();
+        assert_eq!(committed, text, "{} is stale\nhint: run this test with TA_UPDATE_CONTRACT=1 to rewrite it", fixture(kind).display());
+    }
+}
+
+#[test]
+fn the_trainer_loads_what_rust_writes_and_refuses_drift() {
+    let env = ta_python::PythonEnv::ensure().expect("the pinned Python environment");
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, v: &serde_json::Value| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, serde_json::to_vec(v).unwrap()).unwrap();
+        p
+    };
+    let [(_, grpo), (_, sft)] = configs();
+    let mut missing = grpo.clone();
+    missing["optim"].as_object_mut().unwrap().remove("lr");
+    let mut unknown = sft.clone();
+    unknown["loss"]["extra"] = 1.into();
+    let paths = [write("grpo.json", &grpo), write("sft.json", &sft), write("missing.json", &missing), write("unknown.json", &unknown)];
+    let script = "import sys\nfrom train_agent.trainer import load_config\nfor p in sys.argv[1:]:\n    try:\n        load_config(p)\n        print('ok')\n    except ValueError as e:\n        print(str(e).splitlines()[0])\n";
+    let out = Command::new(&env.python).arg("-c").arg(script).args(&paths).env("PYTHONPATH", repo().join("python")).output().expect("python runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines, ["ok", "ok", "config.optim: missing key(s) lr", "config.loss: unknown key(s) extra"]);
+}
