@@ -6,7 +6,8 @@ use serde::{Deserialize, Serialize};
 use ta_types::Trajectory;
 
 /// One sequence for the trainer. `loss_mask[i]` is 1 when `input_ids[i]` was sampled by the
-/// policy; `logprobs[i]` is its sampling logprob (0 elsewhere).
+/// policy; `logprobs[i]` is its sampling logprob (0 elsewhere), or none at all for a loss without a
+/// ratio (SFT; the trainer reads an empty list as zeros).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Sample {
     pub input_ids: Vec<u32>,

@@ -193,9 +193,10 @@ pub fn epoch_batches(train: &[usize], lengths: &[usize], batch_size: usize, seed
 }
 
 /// A conversation as a trainer sample: every masked token weighs the same (advantage 1), and
-/// there are no sampling logprobs (SFT has no ratio).
+/// there are no sampling logprobs (SFT has no ratio): an empty list, which the trainer reads as
+/// zeros, so the step file carries no column of them.
 fn sample(row: &TokenRow, group: usize) -> Sample {
-    Sample { input_ids: row.input_ids.clone(), loss_mask: row.loss_mask.clone(), logprobs: vec![0.0; row.input_ids.len()], advantage: 1.0, group_id: group as u64 }
+    Sample { input_ids: row.input_ids.clone(), loss_mask: row.loss_mask.clone(), logprobs: Vec::new(), advantage: 1.0, group_id: group as u64 }
 }
 
 fn trainer_config(cfg: &SftConfig, out: &Path, resume_step: u64, total_steps: u64) -> TrainerConfig {
