@@ -8,11 +8,12 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum SettingsError {
     #[error("invalid setting {key} = {value}: {why}\nhint: {hint}")]
-    Invalid { key: &'static str, value: String, why: &'static str, hint: &'static str },
+    Invalid { key: &'static str, value: String, why: &'static str, hint: String },
 }
 
-fn invalid(key: &'static str, value: impl ToString, why: &'static str, hint: &'static str) -> Result<(), SettingsError> {
-    Err(SettingsError::Invalid { key, value: value.to_string(), why, hint })
+/// The error for `key = value`; `hint` names the default from the `Default` impl, never a copy.
+fn invalid(key: &'static str, value: impl ToString, why: &'static str, hint: impl Into<String>) -> Result<(), SettingsError> {
+    Err(SettingsError::Invalid { key, value: value.to_string(), why, hint: hint.into() })
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -46,7 +47,7 @@ impl LoraSettings {
             return invalid("lora.alpha", self.alpha, "must be a positive number", "twice lora.r is usual");
         }
         if !(0.0..1.0).contains(&self.dropout) {
-            return invalid("lora.dropout", self.dropout, "a probability in [0, 1)", "0 is the default");
+            return invalid("lora.dropout", self.dropout, "a probability in [0, 1)", format!("{} is the default", LoraSettings::default().dropout));
         }
         Ok(())
     }
@@ -94,13 +95,23 @@ impl OptimSettings {
 
     pub fn validate(&self) -> Result<(), SettingsError> {
         if !(self.lr.is_finite() && self.lr > 0.0) {
-            return invalid("optim.lr", self.lr, "a learning rate must be a positive number", "GRPO's default is 5e-5, SFT's 1e-4");
+            return invalid(
+                "optim.lr",
+                self.lr,
+                "a learning rate must be a positive number",
+                format!("GRPO's default is {:e}, SFT's {:e}", OptimSettings::default().lr, OptimSettings::sft().lr),
+            );
         }
         if !(self.weight_decay.is_finite() && self.weight_decay >= 0.0) {
-            return invalid("optim.weight_decay", self.weight_decay, "must be 0 or more", "0 is the default");
+            return invalid("optim.weight_decay", self.weight_decay, "must be 0 or more", format!("{} is the default", OptimSettings::default().weight_decay));
         }
         if !(self.max_grad_norm.is_finite() && self.max_grad_norm >= 0.0) {
-            return invalid("optim.max_grad_norm", self.max_grad_norm, "must be 0 (no clipping) or more", "1.0 is the default");
+            return invalid(
+                "optim.max_grad_norm",
+                self.max_grad_norm,
+                "must be 0 (no clipping) or more",
+                format!("{} is the default", OptimSettings::default().max_grad_norm),
+            );
         }
         Ok(())
     }
@@ -140,11 +151,14 @@ impl LossSettings {
     pub fn validate(&self) -> Result<(), SettingsError> {
         for (key, x) in [("loss.epsilon_low", self.epsilon_low), ("loss.epsilon_high", self.epsilon_high)] {
             if !(x.is_finite() && x >= 0.0) {
-                return invalid(key, x, "a clip range must be 0 or more", "DAPO's 0.2 (low) and 0.28 (high) are the defaults");
+                return invalid(key, x, "a clip range must be 0 or more", {
+                    let d = LossSettings::default();
+                    format!("DAPO's {} (low) and {} (high) are the defaults", d.epsilon_low, d.epsilon_high)
+                });
             }
         }
         if !(self.beta.is_finite() && self.beta >= 0.0) {
-            return invalid("loss.beta", self.beta, "a KL coefficient must be 0 or more", "0 (no KL term) is the default");
+            return invalid("loss.beta", self.beta, "a KL coefficient must be 0 or more", format!("{} (no KL term) is the default", LossSettings::default().beta));
         }
         Ok(())
     }
@@ -184,7 +198,12 @@ impl Default for TrainerSettings {
 impl TrainerSettings {
     pub fn validate(&self) -> Result<(), SettingsError> {
         if self.micro_batch_tokens == 0 {
-            return invalid("trainer.micro_batch_tokens", 0, "a micro-batch holds at least one token", "8192 is the default; lower it when memory runs out");
+            return invalid(
+                "trainer.micro_batch_tokens",
+                0,
+                "a micro-batch holds at least one token",
+                format!("{} is the default; lower it when memory runs out", TrainerSettings::default().micro_batch_tokens),
+            );
         }
         Ok(())
     }
