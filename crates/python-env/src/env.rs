@@ -160,8 +160,8 @@ fn ensure_venv(root: &Path) -> Result<PathBuf, EnvError> {
     Ok(python)
 }
 
-/// What makes the venv: `uv` when it is on `PATH` (the same pins, resolved and installed in
-/// seconds where pip takes minutes), else the bootstrap Python's `venv` module and pip.
+/// What makes the venv: `uv` when it is on `PATH` (users who have it expect it used; the same
+/// pins), else the bootstrap Python's `venv` module and pip.
 #[derive(Debug, Clone, PartialEq)]
 enum Installer {
     Uv(PathBuf),
