@@ -19,7 +19,7 @@ mkdir -p "$out"
 for share in $shares; do
     dir="$out/share-$share"
     start=$(date +%s)
-    "$bin" demo --profile gpu --sft-share "$share" --steps "$steps" --output-dir "$dir" 2>&1 | tee "$dir.log"
+    "$bin" demo --profile gpu --sft-share "$share" --steps "$steps" --out "$dir" 2>&1 | tee "$dir.log"
     echo "share $share: demo wall time $(( $(date +%s) - start )) s" | tee -a "$out/summary.txt"
     python3 - "$dir" <<'EOF' | tee -a "$out/summary.txt"
 import json, sys

@@ -75,7 +75,7 @@ evaluate() { # label, adapter, [baseline adapter]
     [[ -f "$out/trajectories/baseline.jsonl" ]] || cp "$TA_OUT/eval-sft/trajectories/trained.jsonl" "$out/trajectories/baseline.jsonl"
   fi
   if [[ ! -f "$out/eval.json" ]]; then
-    "$TA_BIN" eval --server "$SERVER" --model "$2" "${baseline[@]}" --base-model "$TA_MODEL" --dataset "$TA_SCENARIOS" \
+    "$TA_BIN" eval --server "$SERVER" --model "$2" "${baseline[@]}" --base-model "$TA_MODEL" --scenarios "$TA_SCENARIOS" \
       --split validation --rollouts "$K" --temperature 1.0 --out "$out" >"$TA_OUT/eval-$1.log" 2>&1
   fi
 }
@@ -87,8 +87,8 @@ train_arm() { # arm
     local resume=() start
     [[ -f "$run/config.toml" ]] && resume=(--resume)
     start=$(date +%s)
-    "$TA_BIN" train --server "$SERVER" --dataset "$TA_SCENARIOS" --base-model "$TA_MODEL" \
-      --init-adapter "$TA_SFT_ADAPTER" --config "$TA_OUT/$arm.toml" --output-dir "$run" "${resume[@]}" \
+    "$TA_BIN" train --server "$SERVER" --scenarios "$TA_SCENARIOS" --base-model "$TA_MODEL" \
+      --init-adapter "$TA_SFT_ADAPTER" --config "$TA_OUT/$arm.toml" --out "$run" "${resume[@]}" \
       >"$TA_OUT/$arm.log" 2>&1
     echo "$(( $(date +%s) - start ))" >"$run/wall_s"
   fi

@@ -24,15 +24,15 @@ stamp "collect"
   --limit "${TA_TRACES:-300}" --out "$out/traces"
 "$TA_BIN" curate "$out/traces" --dedupe --no-parquet --out "$out/dataset"
 stamp "sft"
-"$TA_BIN" sft --dataset "$out/dataset" --base-model "$TA_MODEL" --output-dir "$out/sft" \
+"$TA_BIN" sft --dataset "$out/dataset" --base-model "$TA_MODEL" --out "$out/sft" \
   --epochs "${TA_SFT_EPOCHS:-3}" --lr 2e-4
 stamp "train (validates base, SFT and the result, greedy, on the validation split)"
-"$TA_BIN" train --server "$server" --dataset "$out/synth/scenarios.jsonl" --base-model "$TA_MODEL" \
-  --init-adapter "$out/sft/final" --output-dir "$out/grpo" --max-steps "${TA_STEPS:-8}" --lr 2e-5 --eval-every 0 \
+"$TA_BIN" train --server "$server" --scenarios "$out/synth/scenarios.jsonl" --base-model "$TA_MODEL" \
+  --init-adapter "$out/sft/final" --out "$out/grpo" --max-steps "${TA_STEPS:-8}" --lr 2e-5 --eval-every 0 \
   --gpu-memory-utilization "${TA_GPU_UTIL:-0.9}"
 stamp "eval (sampled, trained vs base)"
 "$TA_BIN" eval --server "$server" --model "$out/grpo/final" --base-model "$TA_MODEL" \
-  --dataset "$out/synth/scenarios.jsonl" --compare-base --rollouts "${TA_EVAL_ROLLOUTS:-4}" --temperature 1.0 --out "$out/eval" \
+  --scenarios "$out/synth/scenarios.jsonl" --compare-base --rollouts "${TA_EVAL_ROLLOUTS:-4}" --temperature 1.0 --out "$out/eval" \
   --gpu-memory-utilization "${TA_GPU_UTIL:-0.9}"
 "$TA_BIN" stats "$out/grpo"
 "$TA_BIN" stats "$out/eval"

@@ -160,6 +160,127 @@ pub struct ResumeArgs {
     pub retry_failed: bool,
 }
 
+/// The scenarios a command plays: `rollout`, `collect` and `eval` (`train` takes the same
+/// `--scenarios` without `--limit`, as its split is part of the run). Each command selects its
+/// split itself, as their rules differ (`eval` splits unsplit data as `train` does).
+#[derive(clap::Args, Debug, Clone)]
+pub struct ScenarioArgs {
+    /// Scenarios: a JSON array or JSONL of {"task": ..., "expected": ..., "split": ...}.
+    #[arg(long, value_name = "FILE", alias = "dataset")]
+    pub scenarios: PathBuf,
+    /// Only the first N scenarios (after --split).
+    #[arg(long)]
+    pub limit: Option<usize>,
+}
+
+impl ScenarioArgs {
+    /// The scenarios that `select` keeps (the command's split), then the first `--limit`.
+    pub fn load(&self, select: impl FnOnce(&mut Vec<ta_types::Scenario>)) -> Result<Vec<ta_types::Scenario>> {
+        let mut scenarios = ta_types::scenario::load_scenarios(&self.scenarios)?;
+        select(&mut scenarios);
+        if let Some(n) = self.limit {
+            scenarios.truncate(n);
+        }
+        Ok(scenarios)
+    }
+}
+
+/// How episodes are played, shared by `rollout`, `collect`, `eval` and `train`. The defaults
+/// differ by command (a rollout samples, an evaluation is greedy, `train` takes its config's), so
+/// every field is optional here: a command states its defaults once, as an [`EpisodeDefaults`]
+/// constant that both fills in the flags (and so `--help`) and resolves them.
+#[derive(clap::Args, Debug, Clone)]
+pub struct EpisodeArgs {
+    /// Model turns per episode (at least 1).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_turns: Option<u32>,
+    /// Tokens the model may write per turn.
+    #[arg(long)]
+    pub max_tokens: Option<u32>,
+    /// Sampling temperature.
+    #[arg(long)]
+    pub temperature: Option<f32>,
+    /// Nucleus sampling: draw from the smallest set of tokens whose probability reaches this.
+    #[arg(long)]
+    pub top_p: Option<f32>,
+    /// Seed sent with each model call (mixed with the turn and the rollout's index), for
+    /// repeatable sampling.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Tool results longer than this are cut (with a note to the model).
+    #[arg(long)]
+    pub tool_result_max_chars: Option<usize>,
+    /// Episodes in flight at once.
+    #[arg(long)]
+    pub concurrency: Option<usize>,
+    /// A minijinja template for the system prompt (variables: complete_task, instructions; use
+    /// the one an adapter was trained with).
+    #[arg(long, value_name = "FILE")]
+    pub system_prompt: Option<PathBuf>,
+}
+
+/// One command's defaults for [`EpisodeArgs`]: `const EPISODE: EpisodeDefaults =
+/// EpisodeDefaults { temperature: Some(0.7), ..EpisodeDefaults::COMMON }`, put on the flags with
+/// `#[command(mut_args = |a| EPISODE.show(a))]` on the command's `Args`.
+#[derive(Debug, Clone, Copy)]
+pub struct EpisodeDefaults {
+    pub max_turns: u32,
+    pub max_tokens: u32,
+    /// `None`: the command picks it when it runs (`eval`: greedy with one rollout, 1.0 with several).
+    pub temperature: Option<f32>,
+    pub top_p: f32,
+    /// `None`: no seed is sent.
+    pub seed: Option<u64>,
+    pub tool_result_max_chars: usize,
+    pub concurrency: usize,
+}
+
+impl EpisodeDefaults {
+    /// The defaults every command shares unless it says otherwise.
+    pub const COMMON: EpisodeDefaults =
+        EpisodeDefaults { max_turns: 8, max_tokens: 512, temperature: None, top_p: 1.0, seed: None, tool_result_max_chars: 4000, concurrency: 8 };
+
+    /// `arg` with this command's default, when it is one of [`EpisodeArgs`]'s flags and has one:
+    /// clap then fills it in and `--help` shows it.
+    pub fn show(&self, arg: clap::Arg) -> clap::Arg {
+        let default = match arg.get_id().as_str() {
+            "max_turns" => Some(self.max_turns.to_string()),
+            "max_tokens" => Some(self.max_tokens.to_string()),
+            "temperature" => self.temperature.map(|t| t.to_string()),
+            "top_p" => Some(self.top_p.to_string()),
+            "seed" => self.seed.map(|s| s.to_string()),
+            "tool_result_max_chars" => Some(self.tool_result_max_chars.to_string()),
+            "concurrency" => Some(self.concurrency.to_string()),
+            _ => None,
+        };
+        match default {
+            Some(value) => arg.default_value(value),
+            None => arg,
+        }
+    }
+}
+
+impl EpisodeArgs {
+    /// The agent's settings: each flag given, else the command's default. `defaults` must hold a
+    /// temperature by now (`eval` sets its own from `--rollouts`).
+    pub fn agent_config(&self, defaults: &EpisodeDefaults, record_tokens: bool) -> ta_rollout::AgentConfig {
+        ta_rollout::AgentConfig {
+            max_turns: self.max_turns.unwrap_or(defaults.max_turns),
+            max_tokens: self.max_tokens.unwrap_or(defaults.max_tokens),
+            temperature: self.temperature.or(defaults.temperature).expect("every command's EpisodeDefaults give a temperature before it plays"),
+            top_p: self.top_p.unwrap_or(defaults.top_p),
+            tool_result_max_chars: self.tool_result_max_chars.unwrap_or(defaults.tool_result_max_chars),
+            record_tokens,
+            seed: self.seed.or(defaults.seed),
+        }
+    }
+
+    /// `--concurrency`, else the command's default.
+    pub fn concurrency(&self, defaults: &EpisodeDefaults) -> usize {
+        self.concurrency.unwrap_or(defaults.concurrency)
+    }
+}
+
 /// Ctrl-C stopped the command after it saved what was finished; the process exits with 130 (the
 /// shell's code for SIGINT) so scripts see that the work is not done.
 #[derive(Debug, thiserror::Error)]
@@ -416,4 +537,40 @@ pub fn check_rewards(reward: &RewardConfig) -> Result<()> {
     }
     Rewarder::new(&r, None)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{Args, CommandFactory, FromArgMatches, Parser};
+
+    use super::{EpisodeArgs, EpisodeDefaults};
+
+    const SOME: EpisodeDefaults = EpisodeDefaults { temperature: Some(0.5), seed: Some(3), ..EpisodeDefaults::COMMON };
+
+    #[derive(Parser)]
+    #[command(mut_args = |a| SOME.show(a))]
+    struct Cmd {
+        #[command(flatten)]
+        episode: EpisodeArgs,
+    }
+
+    /// Every flag of the group with a default shows it in `--help`, and it is the value used.
+    #[test]
+    fn defaults_are_shown_and_used() {
+        let cmd = Cmd::command();
+        let without: Vec<_> = cmd.get_arguments().filter(|a| a.get_id() != "help" && a.get_default_values().is_empty()).map(|a| a.get_id().to_string()).collect();
+        assert_eq!(without, ["system_prompt"], "flags without a default");
+        let parsed = Cmd::parse_from(["cmd"]).episode.agent_config(&SOME, true);
+        let resolved = EpisodeArgs::augment_args(clap::Command::new("bare"));
+        let bare = EpisodeArgs::from_arg_matches(&resolved.get_matches_from(["bare"])).expect("parses").agent_config(&SOME, true);
+        assert_eq!(format!("{parsed:?}"), format!("{bare:?}"), "clap's defaults and the resolved ones differ");
+        assert_eq!((parsed.temperature, parsed.seed, parsed.max_tokens), (0.5, Some(3), 512));
+    }
+
+    /// A flag given wins over the command's default.
+    #[test]
+    fn flags_override_defaults() {
+        let c = Cmd::parse_from(["cmd", "--temperature", "0", "--max-tokens", "7"]).episode.agent_config(&SOME, false);
+        assert_eq!((c.temperature, c.max_tokens, c.record_tokens), (0.0, 7, false));
+    }
 }

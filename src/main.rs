@@ -26,10 +26,10 @@ Examples:
   train-agent tools --server \"train-agent demo-server\"
   train-agent tools --server \"npx -y @modelcontextprotocol/server-everything\" --json
   train-agent rollout --server \"train-agent demo-server\" --scenarios scenarios/company.jsonl \\
-      --base-model smollm2-135m-instruct --rollouts-per-scenario 2 --out runs/first
+      --base-model smollm2-135m-instruct --rollouts 2 --out runs/first
   train-agent serve --base-model smollm2-135m-instruct --port 8000
   train-agent eval --server \"train-agent demo-server\" --model runs/first/final \\
-      --dataset scenarios/company.jsonl --compare-base --out runs/first-eval
+      --scenarios scenarios/company.jsonl --compare-base --out runs/first-eval
   train-agent stats runs/first
   train-agent report runs/first";
 
@@ -173,6 +173,27 @@ mod tests {
         for (name, mut cmd) in commands() {
             let help = cmd.render_long_help().to_string();
             insta::assert_snapshot!(format!("help {name}").replace(' ', "_"), help);
+        }
+    }
+
+    /// The names flags had before they were made one per concept still parse (hidden aliases),
+    /// so existing scripts keep working.
+    #[test]
+    fn old_flag_names_still_parse() {
+        let cases: [(&[&str], &str, &str); 6] = [
+            (&["eval", "--model", "m", "--out", "o", "--dataset", "s.jsonl"], "scenarios", "s.jsonl"),
+            (&["train", "--dataset", "s.jsonl", "--output-dir", "o"], "out", "o"),
+            (&["sft", "--output-dir", "o"], "out", "o"),
+            (&["demo", "--output-dir", "o"], "out", "o"),
+            (&["rollout", "--scenarios", "s", "--out", "o", "--rollouts-per-scenario", "3"], "rollouts", "3"),
+            (&["collect", "--scenarios", "s", "--out", "o", "--n", "4"], "rollouts", "4"),
+        ];
+        for (argv, id, want) in cases {
+            let matches =
+                super::Cli::command().try_get_matches_from(std::iter::once("train-agent").chain(argv.iter().copied())).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+            let (_, sub) = matches.subcommand().expect("a subcommand");
+            let got = sub.get_raw(id).and_then(|mut v| v.next()).unwrap_or_else(|| panic!("{argv:?} sets no {id}"));
+            assert_eq!(got, want, "{argv:?}");
         }
     }
 

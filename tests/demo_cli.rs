@@ -29,7 +29,7 @@ fn demo(model: &Path, out: &Path) -> std::process::Output {
     Command::new(bin())
         .args(["demo", "--profile", "cpu", "--steps", "1", "--train-limit", "6", "--validation-limit", "2", "--model"])
         .arg(model)
-        .arg("--output-dir")
+        .arg("--out")
         .arg(out)
         .env("TRAIN_AGENT_PYTHONPATH", Path::new(env!("CARGO_MANIFEST_DIR")).join("python"))
         .output()

@@ -65,7 +65,7 @@ async fn eval(url: &str, model: &std::path::Path, scenarios: &std::path::Path, o
         .args(extra)
         .arg("--model")
         .arg(model)
-        .arg("--dataset")
+        .arg("--scenarios")
         .arg(scenarios)
         .arg("--out")
         .arg(out)
@@ -198,7 +198,7 @@ fn compare_base_needs_an_adapter() {
     let out = std::process::Command::new(common::bin())
         .args(["eval", "--server", "train-agent demo-server", "--model", "smollm2-135m-instruct", "--compare-base", "--out"])
         .arg(dir.path().join("o"))
-        .arg("--dataset")
+        .arg("--scenarios")
         .arg(&scenarios)
         .output()
         .unwrap();

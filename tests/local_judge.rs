@@ -15,7 +15,7 @@ async fn the_embedded_engine_judges_a_group_it_played() {
     let out = dir.path().join("run");
     let run = tokio::process::Command::new(common::bin())
         .args(["rollout", "--server", "train-agent demo-server", "--base-model", "smollm2-135m-instruct"])
-        .args(["--rollouts-per-scenario", "2", "--max-turns", "1", "--max-tokens", "24", "--seed", "3"])
+        .args(["--rollouts", "2", "--max-turns", "1", "--max-tokens", "24", "--seed", "3"])
         .args(["--judge-model", "local/base", "--judge-max-tokens", "96"])
         .arg("--scenarios")
         .arg(&scenarios)

@@ -72,13 +72,13 @@ rules_weight = 0.0
 
 fn train_command(scenarios: &Path, config: &Path, model: &Path, out: &Path) -> Command {
     let mut cmd = Command::new(common::bin());
-    cmd.args(["train", "--server", "train-agent demo-server", "--dataset"])
+    cmd.args(["train", "--server", "train-agent demo-server", "--scenarios"])
         .arg(scenarios)
         .arg("--config")
         .arg(config)
         .arg("--base-model")
         .arg(model)
-        .arg("--output-dir")
+        .arg("--out")
         .arg(out);
     cmd
 }

@@ -74,7 +74,7 @@ def sft_run(tmp_path_factory, tiny_sft_model_dir):
         str(tmp / "data" / "train.parquet"),
         "--base-model",
         str(tiny_sft_model_dir),
-        "--output-dir",
+        "--out",
         str(tmp / "run"),
         "--epochs",
         str(EPOCHS),

@@ -5,23 +5,25 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use indicatif::ProgressBar;
-use ta_rollout::AgentConfig;
 use ta_sft::collect::{CollectOptions, collect};
 use ta_sft::reference::{ReferenceOptions, reference_traces};
 use ta_sft::trace::{SOURCE_REJECTION_SAMPLING, TRACES_FILE, write_traces};
 use ta_types::Split;
 
-use crate::args::{Interrupted, IsolationArgs, ModelArgs, ResumeArgs, ServerArgs};
+use crate::args::{EpisodeArgs, EpisodeDefaults, Interrupted, IsolationArgs, ModelArgs, ResumeArgs, ScenarioArgs, ServerArgs};
+
+/// Collecting samples (0.7) for rejection sampling, and lets a teacher write long replies (1024).
+const EPISODE: EpisodeDefaults = EpisodeDefaults { temperature: Some(0.7), max_tokens: 1024, ..EpisodeDefaults::COMMON };
 
 #[derive(clap::Args)]
+#[command(mut_args = |a| EPISODE.show(a))]
 pub struct Args {
     #[command(flatten)]
     server: ServerArgs,
     #[command(flatten)]
     model: ModelArgs,
-    /// Scenarios: a JSON array or JSONL of {"task": ..., "expected": ..., "split": ...}.
-    #[arg(long, value_name = "FILE")]
-    scenarios: PathBuf,
+    #[command(flatten)]
+    scenarios: ScenarioArgs,
     /// Build ideal traces from the scenarios' `reference_sql` instead of asking a model (needs a
     /// SQL server with list_tables, describe_table and run_query, such as the demo server).
     #[arg(long, conflicts_with_all = ["base_model", "base_url"])]
@@ -32,36 +34,9 @@ pub struct Args {
     /// Use every scenario, whatever its split.
     #[arg(long, conflicts_with = "split")]
     all_splits: bool,
-    /// Only the first N scenarios (after --split).
-    #[arg(long)]
-    limit: Option<usize>,
-    /// Episodes per scenario (rejection sampling: high n, high temperature, then `curate`).
-    #[arg(long, default_value_t = 1)]
-    n: u32,
-    /// Sampling temperature of the teacher or the model.
-    #[arg(long, default_value_t = 0.7)]
-    temperature: f32,
-    /// Nucleus sampling: draw from the smallest set of tokens whose probability reaches this.
-    #[arg(long, default_value_t = 1.0)]
-    top_p: f32,
-    /// Model turns per episode (at least 1).
-    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..))]
-    max_turns: u32,
-    /// Tokens the model may write per turn.
-    #[arg(long, default_value_t = 1024)]
-    max_tokens: u32,
-    /// Episodes in flight at once.
-    #[arg(long, default_value_t = 8)]
-    concurrency: usize,
-    /// Seed sent with each model call (mixed with the turn and the rollout's index), for repeatable sampling.
-    #[arg(long)]
-    seed: Option<u64>,
-    /// Tool results longer than this are cut (with a note to the model).
-    #[arg(long, default_value_t = 4000)]
-    tool_result_max_chars: usize,
-    /// A minijinja template for the system prompt (variables: complete_task, instructions).
-    #[arg(long, value_name = "FILE")]
-    system_prompt: Option<PathBuf>,
+    /// Episodes per scenario (rejection sampling: many rollouts, high temperature, then `curate`).
+    #[arg(long, alias = "n", default_value_t = 1)]
+    rollouts: u32,
     /// Name written as each trace's `source` (default: the teacher's model name, or
     /// `rejection-sampling` with --base-model, or `reference`).
     #[arg(long)]
@@ -71,23 +46,23 @@ pub struct Args {
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
     #[command(flatten)]
+    episode: EpisodeArgs,
+    #[command(flatten)]
     resume: ResumeArgs,
     #[command(flatten)]
     isolation: IsolationArgs,
 }
 
 pub async fn run(args: Args) -> Result<()> {
-    let mut scenarios = ta_types::scenario::load_scenarios(&args.scenarios)?;
-    if !args.all_splits {
-        scenarios.retain(|s| s.split == Some(args.split));
-    }
-    if let Some(n) = args.limit {
-        scenarios.truncate(n);
-    }
+    let scenarios = args.scenarios.load(|all| {
+        if !args.all_splits {
+            all.retain(|s| s.split == Some(args.split));
+        }
+    })?;
     anyhow::ensure!(
         !scenarios.is_empty(),
         "no scenarios left in {} after --split/--limit\nhint: scenarios need a \"split\" field to be picked by --split; pass --all-splits to use every scenario",
-        args.scenarios.display()
+        args.scenarios.scenarios.display()
     );
     let logs = args.out.join("logs");
     std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
@@ -95,12 +70,12 @@ pub async fn run(args: Args) -> Result<()> {
     crate::args::check_state_capture(&scenarios, &isolation)?;
     let server = args.server.connect_isolated(&isolation, Some(&logs)).await?;
     let tools = server.tools();
-    let system_prompt = server.system_prompt(args.system_prompt.as_deref())?;
+    let system_prompt = server.system_prompt(args.episode.system_prompt.as_deref())?;
     let reward = ta_reward::RewardConfig::default();
     let path = args.out.join(TRACES_FILE);
 
     if args.reference {
-        let opts = ReferenceOptions { tool_result_max_chars: args.tool_result_max_chars, reward };
+        let opts = ReferenceOptions { tool_result_max_chars: args.episode.agent_config(&EPISODE, false).tool_result_max_chars, reward };
         let (mut traces, skipped) = reference_traces(&tools, &system_prompt, &scenarios, &opts).await?;
         if let Some(source) = &args.source {
             traces.iter_mut().for_each(|t| t.source = source.clone());
@@ -124,17 +99,9 @@ pub async fn run(args: Args) -> Result<()> {
         None => SOURCE_REJECTION_SAMPLING.to_string(),
     });
     let opts = CollectOptions {
-        agent: AgentConfig {
-            max_turns: args.max_turns,
-            max_tokens: args.max_tokens,
-            temperature: args.temperature,
-            top_p: args.top_p,
-            tool_result_max_chars: args.tool_result_max_chars,
-            record_tokens: endpoint.record_tokens,
-            seed: args.seed,
-        },
-        n: args.n,
-        concurrency: args.concurrency,
+        agent: args.episode.agent_config(&EPISODE, endpoint.record_tokens),
+        n: args.rollouts,
+        concurrency: args.episode.concurrency(&EPISODE),
         retry_failed: args.resume.retry_failed,
         source,
         reward,

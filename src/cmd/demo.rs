@@ -5,7 +5,7 @@
 //! hand-written questions as a separate check set.
 //!
 //! Each stage is one of the ordinary subcommands, run with the flags it prints (so every stage
-//! can be repeated or tuned by hand), in its own directory under `--output-dir`. A stage whose
+//! can be repeated or tuned by hand), in its own directory under `--out`. A stage whose
 //! output is complete is skipped, so running the same command again after a Ctrl-C or a crash
 //! continues where it stopped.
 
@@ -29,8 +29,8 @@ const SERVER: &str = "train-agent demo-server";
 #[derive(clap::Args)]
 pub struct Args {
     /// Where every stage writes (traces/, dataset/, sft/, grpo/); running again continues.
-    #[arg(long, value_name = "DIR", default_value = "runs/demo")]
-    output_dir: PathBuf,
+    #[arg(long, value_name = "DIR", alias = "output-dir", default_value = "runs/demo")]
+    out: PathBuf,
     /// GRPO steps (default: 16 with a GPU, 2 on CPU). Runs as many epochs of the train split as
     /// the steps need.
     #[arg(long)]
@@ -181,7 +181,7 @@ fn epochs_for(steps: u64, per_step: usize, train: usize) -> u32 {
 }
 
 pub async fn run(args: Args) -> Result<()> {
-    let out = &args.output_dir;
+    let out = &args.out;
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
     let python = PythonEnv::ensure()?;
     let gpu = match args.profile.as_deref() {
@@ -251,7 +251,7 @@ pub async fn run(args: Args) -> Result<()> {
         sft.dataset = path(dataset.clone());
         let config = out.join("sft.toml");
         std::fs::write(&config, sft.to_toml())?;
-        let mut argv = vec!["--config".into(), path(config), "--output-dir".into(), path(sft_dir.clone())];
+        let mut argv = vec!["--config".into(), path(config), "--out".into(), path(sft_dir.clone())];
         if last_complete_step(&sft_dir) > 0 {
             argv.push("--resume".into());
         }
@@ -271,11 +271,11 @@ pub async fn run(args: Args) -> Result<()> {
         let mut argv = vec![
             "--server".into(),
             SERVER.into(),
-            "--dataset".into(),
+            "--scenarios".into(),
             path(scenarios.clone()),
             "--config".into(),
             path(config),
-            "--output-dir".into(),
+            "--out".into(),
             path(grpo_dir.clone()),
         ];
         if grpo_dir.join("config.toml").exists() {
@@ -300,7 +300,7 @@ pub async fn run(args: Args) -> Result<()> {
         let argv = [
             "--server".into(),
             SERVER.into(),
-            "--dataset".into(),
+            "--scenarios".into(),
             path(check),
             "--split".into(),
             "all".into(),

@@ -14,20 +14,28 @@ use ta_eval::metrics::{Metrics, metrics_table};
 use ta_eval::rundir::eval_trajectories;
 use ta_eval::{EvalModel, EvalSummary};
 use ta_python::{Engine, EngineClient, PythonEnv};
-use ta_rollout::AgentConfig;
 use ta_rollout::runner::{ResumePlan, check_not_all_failed, group_jobs, run_jobs};
 use ta_types::Trajectory;
-use ta_types::scenario::{assign_splits, load_scenarios};
+use ta_types::scenario::assign_splits;
 use ta_types::trajectory::write_trajectories;
 
-use crate::args::{BASE_NAME, EngineArgs, HttpArgs, Interrupted, IsolationArgs, ResumeArgs, ServerArgs};
+use crate::args::{BASE_NAME, EngineArgs, EpisodeArgs, EpisodeDefaults, HttpArgs, Interrupted, IsolationArgs, ResumeArgs, ScenarioArgs, ServerArgs};
 
 /// The name the adapter under evaluation is loaded under.
 const TRAINED: &str = "trained";
 /// The name `--baseline` is loaded under.
 const BASELINE: &str = "baseline";
 
+/// An evaluation is repeatable: greedy with one rollout (see `temperature`), seed 0 (which also
+/// seeds the split, as in `train`), and each model plays 16 episodes at once.
+const EPISODE: EpisodeDefaults = EpisodeDefaults { seed: Some(0), concurrency: 16, ..EpisodeDefaults::COMMON };
+/// The temperature without --temperature: greedy with one rollout, sampled with several (pass@k).
+fn default_temperature(rollouts: u32) -> f32 {
+    if rollouts > 1 { 1.0 } else { 0.0 }
+}
+
 #[derive(clap::Args)]
+#[command(mut_args = |a| EPISODE.show(a))]
 pub struct Args {
     #[command(flatten)]
     server: ServerArgs,
@@ -39,17 +47,14 @@ pub struct Args {
     /// directory), else `base_model_name_or_path` in adapter_config.json.
     #[arg(long, value_name = "MODEL")]
     base_model: Option<String>,
-    /// Scenarios (JSON array or JSONL).
-    #[arg(long, value_name = "FILE")]
-    dataset: PathBuf,
+    #[command(flatten)]
+    scenarios: ScenarioArgs,
     /// Which scenarios: validation, train or all. Scenarios without a `split` field get the same
     /// seeded split as `train` (see --validation-fraction, --seed).
     #[arg(long, default_value = "validation", value_parser = ["validation", "train", "all"])]
     split: String,
-    /// Only the first N scenarios (after --split).
-    #[arg(long)]
-    limit: Option<usize>,
-    /// Also run the base model in the same engine and compare scenario by scenario.
+    /// Also run the base model in the same engine and compare scenario by scenario (each model
+    /// plays --concurrency episodes at once).
     #[arg(long)]
     compare_base: bool,
     /// Also run this adapter (e.g. the SFT adapter a GRPO run started from) in the same engine,
@@ -57,40 +62,19 @@ pub struct Args {
     /// paired bootstrap on per-scenario success). With --compare-base the base model is shown too.
     #[arg(long, value_name = "ADAPTER_DIR")]
     baseline: Option<PathBuf>,
-    /// Rollouts per scenario (K). With K > 1, pass@k is reported for k = 1..K.
+    /// Rollouts per scenario (K). With K > 1, pass@k is reported for k = 1..K, and the default
+    /// --temperature is 1.0 instead of 0 (greedy).
     #[arg(long, default_value_t = 1)]
     rollouts: u32,
     /// Output directory: eval.json, trajectories/<model>.jsonl, report.html, logs/. Re-running
     /// continues: finished episodes are kept.
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
-    /// Model turns per episode (at least 1).
-    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..))]
-    max_turns: u32,
-    /// Tokens the model may write per turn.
-    #[arg(long, default_value_t = 512)]
-    max_tokens: u32,
-    /// Sampling temperature. Default: 0 (greedy) with one rollout, 1.0 with several.
-    #[arg(long)]
-    temperature: Option<f32>,
-    /// Nucleus sampling: draw from the smallest set of tokens whose probability reaches this.
-    #[arg(long, default_value_t = 1.0)]
-    top_p: f32,
-    /// Seed of the split (as in `train`) and of sampling.
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
     /// Share of scenarios held out for validation when the data set has no `split` fields.
     #[arg(long, default_value_t = 0.2)]
     validation_fraction: f64,
-    /// Episodes in flight at once, per model.
-    #[arg(long, default_value_t = 16)]
-    concurrency: usize,
-    /// Tool results longer than this are cut (with a note to the model).
-    #[arg(long, default_value_t = 4000)]
-    tool_result_max_chars: usize,
-    /// A minijinja template for the system prompt (use the one the adapter was trained with).
-    #[arg(long, value_name = "FILE")]
-    system_prompt: Option<PathBuf>,
+    #[command(flatten)]
+    episode: EpisodeArgs,
     /// Use an engine already running (ours or `vllm serve --enable-lora`) whose base model is
     /// served as --engine-model.
     #[arg(long, value_name = "URL")]
@@ -188,20 +172,24 @@ fn resolve_target(args: &Args) -> Result<Target> {
 pub async fn run(args: Args) -> Result<()> {
     let started = Instant::now();
     let target = resolve_target(&args)?;
-    let mut scenarios = load_scenarios(&args.dataset)?;
-    assign_splits(&mut scenarios, args.validation_fraction, args.seed);
-    if args.split != "all" {
-        let split: ta_types::Split = args.split.parse().map_err(anyhow::Error::msg)?;
-        scenarios.retain(|s| s.split == Some(split));
-    }
-    if let Some(n) = args.limit {
-        scenarios.truncate(n);
-    }
+    let defaults = EpisodeDefaults { temperature: Some(default_temperature(args.rollouts)), ..EPISODE };
+    let cfg = args.episode.agent_config(&defaults, true);
+    let seed = cfg.seed.expect("eval's EPISODE has a seed");
+    let split = match args.split.as_str() {
+        "all" => None,
+        s => Some(s.parse::<ta_types::Split>().map_err(anyhow::Error::msg)?),
+    };
+    let scenarios = args.scenarios.load(|all| {
+        assign_splits(all, args.validation_fraction, seed);
+        if let Some(split) = split {
+            all.retain(|s| s.split == Some(split));
+        }
+    })?;
     anyhow::ensure!(
         !scenarios.is_empty(),
         "no {} scenarios in {}\nhint: choose another --split, or give scenarios a \"split\" field",
         args.split,
-        args.dataset.display()
+        args.scenarios.scenarios.display()
     );
     anyhow::ensure!(args.rollouts >= 1, "--rollouts must be at least 1");
     let logs = args.out.join("logs");
@@ -211,7 +199,7 @@ pub async fn run(args: Args) -> Result<()> {
     crate::args::check_state_capture(&scenarios, &isolation)?;
     let server = args.server.connect_isolated(&isolation, Some(&logs)).await?;
     let tools = server.tools();
-    let system_prompt = server.system_prompt(args.system_prompt.as_deref())?;
+    let system_prompt = server.system_prompt(args.episode.system_prompt.as_deref())?;
 
     let (engine, client, base_name) = match &args.engine_url {
         Some(url) => (None, EngineClient::new(url), args.engine_model.clone()),
@@ -247,16 +235,6 @@ pub async fn run(args: Args) -> Result<()> {
         models.push((EvalModel { label: "base".into(), source: target.base_model.clone() }, base_name.clone()));
     }
 
-    let temperature = args.temperature.unwrap_or(if args.rollouts > 1 { 1.0 } else { 0.0 });
-    let cfg = AgentConfig {
-        max_turns: args.max_turns,
-        max_tokens: args.max_tokens,
-        temperature,
-        top_p: args.top_p,
-        tool_result_max_chars: args.tool_result_max_chars,
-        record_tokens: true,
-        seed: Some(args.seed),
-    };
     let chat = ta_chat::ChatClient::new(&client.base_url(), None, args.http.limits()?);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
@@ -264,6 +242,7 @@ pub async fn run(args: Args) -> Result<()> {
             let _ = stop_tx.send(true);
         }
     });
+    let concurrency = args.episode.concurrency(&EPISODE);
     let multi = MultiProgress::new();
     let runs = models.iter().map(|(m, served)| {
         let path = eval_trajectories(&args.out, &m.label);
@@ -275,7 +254,7 @@ pub async fn run(args: Args) -> Result<()> {
             let wanted: HashSet<(String, u32)> = group_jobs(scenarios, args.rollouts, 0).iter().map(|j| (j.scenario.id.clone(), j.group.index)).collect();
             if let Some(t) = plan.kept.iter().find(|t| !wanted.contains(&key(t))) {
                 bail!(
-                    "{} holds episodes of another evaluation (scenario {} #{} is not part of this one)\nhint: choose a new --out, or repeat the earlier --dataset/--split/--limit/--rollouts to continue it",
+                    "{} holds episodes of another evaluation (scenario {} #{} is not part of this one)\nhint: choose a new --out, or repeat the earlier --scenarios/--split/--limit/--rollouts to continue it",
                     path.display(),
                     t.scenario_id,
                     t.group.index
@@ -293,7 +272,7 @@ pub async fn run(args: Args) -> Result<()> {
             let shutdown = async move {
                 let _ = stop.wait_for(|s| *s).await;
             };
-            let result = run_jobs(chat, served, tools, system_prompt, jobs, cfg, args.concurrency, &mut writer, &bar, shutdown).await?;
+            let result = run_jobs(chat, served, tools, system_prompt, jobs, cfg, concurrency, &mut writer, &bar, shutdown).await?;
             bar.finish();
             done.extend(result.trajectories);
             ta_reward::score_all(&ta_reward::RewardConfig::default(), scenarios, &mut done);
@@ -316,14 +295,14 @@ pub async fn run(args: Args) -> Result<()> {
 
     let trajectories: Vec<Vec<Trajectory>> = results.into_iter().map(|(ts, _)| ts).collect();
     let settings = json!({
-        "temperature": temperature, "top_p": args.top_p, "max_turns": args.max_turns, "max_tokens": args.max_tokens,
-        "seed": args.seed, "tool_result_max_chars": args.tool_result_max_chars, "scenarios": scenarios.len(),
+        "temperature": cfg.temperature, "top_p": cfg.top_p, "max_turns": cfg.max_turns, "max_tokens": cfg.max_tokens,
+        "seed": seed, "tool_result_max_chars": cfg.tool_result_max_chars, "scenarios": scenarios.len(),
     });
     let summary = EvalSummary::new(
         models.iter().map(|(m, _)| m.clone()).collect(),
         &trajectories,
         server.description.clone(),
-        args.dataset.display().to_string(),
+        args.scenarios.scenarios.display().to_string(),
         (args.split != "all").then(|| args.split.clone()),
         args.rollouts,
         settings,

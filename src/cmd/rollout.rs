@@ -4,57 +4,34 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use indicatif::ProgressBar;
-use ta_rollout::AgentConfig;
 use ta_rollout::runner::{Summary, check_not_all_failed, group_jobs, play_resumable};
 
-use crate::args::{Interrupted, IsolationArgs, ModelArgs, ResumeArgs, ServerArgs};
+use crate::args::{EpisodeArgs, EpisodeDefaults, Interrupted, IsolationArgs, ModelArgs, ResumeArgs, ScenarioArgs, ServerArgs};
+
+/// A rollout samples (0.7) rather than playing greedily, to show what the model can do.
+const EPISODE: EpisodeDefaults = EpisodeDefaults { temperature: Some(0.7), ..EpisodeDefaults::COMMON };
 
 #[derive(clap::Args)]
+#[command(mut_args = |a| EPISODE.show(a))]
 pub struct Args {
     #[command(flatten)]
     server: ServerArgs,
     #[command(flatten)]
     model: ModelArgs,
-    /// Scenarios: a JSON array or JSONL of {"task": ..., "expected": ..., "split": ...}.
-    #[arg(long, value_name = "FILE")]
-    scenarios: PathBuf,
+    #[command(flatten)]
+    scenarios: ScenarioArgs,
     /// Only scenarios of this split (train or validation).
     #[arg(long, value_parser = clap::builder::ValueParser::new(|s: &str| s.parse::<ta_types::Split>()))]
     split: Option<ta_types::Split>,
-    /// Only the first N scenarios (after --split).
-    #[arg(long)]
-    limit: Option<usize>,
     /// Episodes played per scenario.
-    #[arg(long, default_value_t = 1)]
-    rollouts_per_scenario: u32,
-    /// Episodes in flight at once.
-    #[arg(long, default_value_t = 8)]
-    concurrency: usize,
+    #[arg(long, alias = "rollouts-per-scenario", default_value_t = 1)]
+    rollouts: u32,
     /// Output directory: trajectories.jsonl, summary.json, logs/. Re-running continues: finished
     /// episodes are kept and skipped, errored ones played again (see --retry-failed).
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
-    /// Model turns per episode (at least 1).
-    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..))]
-    max_turns: u32,
-    /// Tokens the model may write per turn.
-    #[arg(long, default_value_t = 512)]
-    max_tokens: u32,
-    /// Sampling temperature.
-    #[arg(long, default_value_t = 0.7)]
-    temperature: f32,
-    /// Nucleus sampling: draw from the smallest set of tokens whose probability reaches this.
-    #[arg(long, default_value_t = 1.0)]
-    top_p: f32,
-    /// Seed sent with each model call (mixed with the turn and the rollout's index), for repeatable sampling.
-    #[arg(long)]
-    seed: Option<u64>,
-    /// Tool results longer than this are cut (with a note to the model).
-    #[arg(long, default_value_t = 4000)]
-    tool_result_max_chars: usize,
-    /// A minijinja template for the system prompt (variables: complete_task, instructions).
-    #[arg(long, value_name = "FILE")]
-    system_prompt: Option<PathBuf>,
+    #[command(flatten)]
+    episode: EpisodeArgs,
     #[command(flatten)]
     resume: ResumeArgs,
     #[command(flatten)]
@@ -64,14 +41,12 @@ pub struct Args {
 }
 
 pub async fn run(args: Args) -> Result<()> {
-    let mut scenarios = ta_types::scenario::load_scenarios(&args.scenarios)?;
-    if let Some(split) = args.split {
-        scenarios.retain(|s| s.split == Some(split));
-    }
-    if let Some(n) = args.limit {
-        scenarios.truncate(n);
-    }
-    anyhow::ensure!(!scenarios.is_empty(), "no scenarios left in {} after --split/--limit", args.scenarios.display());
+    let scenarios = args.scenarios.load(|all| {
+        if let Some(split) = args.split {
+            all.retain(|s| s.split == Some(split));
+        }
+    })?;
+    anyhow::ensure!(!scenarios.is_empty(), "no scenarios left in {} after --split/--limit", args.scenarios.scenarios.display());
     let mut reward = ta_reward::RewardConfig::default();
     args.judge.apply(&mut reward)?;
     crate::args::check_rewards(&reward)?;
@@ -85,27 +60,31 @@ pub async fn run(args: Args) -> Result<()> {
     crate::args::check_state_capture(&scenarios, &isolation)?;
     let server = args.server.connect_isolated(&isolation, Some(&logs)).await?;
     let tools = server.tools();
-    let system_prompt = server.system_prompt(args.system_prompt.as_deref())?;
+    let system_prompt = server.system_prompt(args.episode.system_prompt.as_deref())?;
     let endpoint = args.model.connect(&logs).await?;
 
     let path = args.out.join("trajectories.jsonl");
-    let jobs = group_jobs(&scenarios, args.rollouts_per_scenario, 0);
-    let cfg = AgentConfig {
-        max_turns: args.max_turns,
-        max_tokens: args.max_tokens,
-        temperature: args.temperature,
-        top_p: args.top_p,
-        tool_result_max_chars: args.tool_result_max_chars,
-        record_tokens: endpoint.record_tokens,
-        seed: args.seed,
-    };
+    let jobs = group_jobs(&scenarios, args.rollouts, 0);
+    let cfg = args.episode.agent_config(&EPISODE, endpoint.record_tokens);
     let bar = ProgressBar::new(0);
     bar.set_prefix("rollout");
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;
     };
-    let result =
-        play_resumable(&endpoint.chat, &endpoint.model, &tools, &system_prompt, jobs, &cfg, args.concurrency, &path, args.resume.retry_failed, &bar, shutdown).await?;
+    let result = play_resumable(
+        &endpoint.chat,
+        &endpoint.model,
+        &tools,
+        &system_prompt,
+        jobs,
+        &cfg,
+        args.episode.concurrency(&EPISODE),
+        &path,
+        args.resume.retry_failed,
+        &bar,
+        shutdown,
+    )
+    .await?;
     bar.finish();
     if result.kept > 0 {
         eprintln!("{} finished episodes kept from an earlier run", result.kept);

@@ -19,12 +19,12 @@ pub struct Args {
     #[arg(long, value_name = "MODEL")]
     base_model: Option<String>,
     /// Run directory (config.toml, data/, metrics.jsonl, checkpoints/, final/, logs/).
-    #[arg(long, value_name = "DIR")]
-    output_dir: PathBuf,
+    #[arg(long, value_name = "DIR", alias = "output-dir")]
+    out: PathBuf,
     /// Every setting as TOML (see docs/sft.md); flags override it.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// Continue an interrupted run in --output-dir from its last checkpoint (its config.toml wins).
+    /// Continue an interrupted run in --out from its last checkpoint (its config.toml wins).
     #[arg(long)]
     resume: bool,
     /// Passes over the dataset (overrides the config's `epochs`).
@@ -75,12 +75,12 @@ pub struct Args {
 }
 
 fn resolve_config(args: &Args) -> Result<SftConfig> {
-    let saved = args.output_dir.join("config.toml");
+    let saved = args.out.join("config.toml");
     if args.resume {
         return SftConfig::load(&saved).with_context(|| format!("--resume needs {} from the earlier run", saved.display()));
     }
-    if saved.exists() && last_complete_step(&args.output_dir) > 0 {
-        bail!("{} already holds an SFT run\nhint: add --resume to continue it, or choose a new --output-dir", args.output_dir.display());
+    if saved.exists() && last_complete_step(&args.out) > 0 {
+        bail!("{} already holds an SFT run\nhint: add --resume to continue it, or choose a new --out", args.out.display());
     }
     let mut c = match &args.config {
         Some(p) => SftConfig::load(p)?,
@@ -120,7 +120,7 @@ fn resolve_config(args: &Args) -> Result<SftConfig> {
 
 pub async fn run(args: Args) -> Result<()> {
     let cfg = resolve_config(&args)?;
-    let out = &args.output_dir;
+    let out = &args.out;
     std::fs::create_dir_all(out.join("logs")).with_context(|| format!("cannot create {}", out.display()))?;
     std::fs::write(out.join("config.toml"), cfg.to_toml())?;
     let python = PythonEnv::ensure()?;

@@ -6,7 +6,7 @@ use anyhow::Result;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// A `train --output-dir`, an `eval --out` or a `rollout --out` directory.
+    /// A `train --out`, an `eval --out` or a `rollout --out` directory.
     #[arg(value_name = "DIR")]
     dir: PathBuf,
 }

@@ -10,25 +10,27 @@ use ta_trainer::checkpoint::last_complete_step;
 use ta_types::Split;
 use ta_types::scenario::{assign_splits, load_scenarios, of_split};
 
-use crate::args::{BASE_NAME, EngineArgs, HttpArgs, IsolationArgs, ServerArgs};
+use crate::args::{BASE_NAME, EngineArgs, EpisodeArgs, HttpArgs, IsolationArgs, ServerArgs};
 
 #[derive(clap::Args)]
 pub struct Args {
     #[command(flatten)]
     server: ServerArgs,
     /// Scenarios (JSON array or JSONL). Without `split` fields, a seeded share is held out.
-    #[arg(long, value_name = "FILE")]
-    dataset: PathBuf,
+    #[arg(long, value_name = "FILE", alias = "dataset")]
+    scenarios: PathBuf,
     /// Base model: Hugging Face id, directory, .gguf file or packaged model name.
     #[arg(long, value_name = "MODEL")]
     base_model: Option<String>,
     /// Run directory (config.toml, trajectories/, checkpoints/, metrics.jsonl, final/, logs/).
-    #[arg(long, value_name = "DIR")]
-    output_dir: PathBuf,
-    /// Every hyperparameter as TOML (see docs/training.md); flags override it.
+    #[arg(long, value_name = "DIR", alias = "output-dir")]
+    out: PathBuf,
+    /// Every hyperparameter as TOML (see docs/training.md); flags override it. A sampling flag
+    /// sets the `[rollout]` key of its name (--max-tokens sets `[rollout] max_tokens`), --seed
+    /// sets `seed` (the data order, the sampling and the trainer).
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// Continue an interrupted run in --output-dir from its last checkpoint (its config.toml wins).
+    /// Continue an interrupted run in --out from its last checkpoint (its config.toml wins).
     #[arg(long)]
     resume: bool,
     /// Start from this PEFT adapter, e.g. an SFT run's final/.
@@ -49,8 +51,8 @@ pub struct Args {
     #[arg(long)]
     num_gpus: Option<u32>,
     /// Rollouts per group (overrides `[rollout] rollouts_per_scenario`).
-    #[arg(long)]
-    rollouts_per_scenario: Option<u32>,
+    #[arg(long, alias = "rollouts-per-scenario")]
+    rollouts: Option<u32>,
     /// Groups trained per step (overrides `[rollout] scenarios_per_step`).
     #[arg(long)]
     scenarios_per_step: Option<usize>,
@@ -60,24 +62,12 @@ pub struct Args {
     /// Passes over the train split (overrides `[rollout] epochs`).
     #[arg(long)]
     epochs: Option<u32>,
-    /// Model turns per episode (at least 1).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
-    max_turns: Option<u32>,
-    /// Tokens the model may write per turn (overrides `[rollout] max_tokens`).
-    #[arg(long)]
-    max_tokens: Option<u32>,
-    /// Rollout sampling temperature (overrides `[rollout] temperature`).
-    #[arg(long)]
-    temperature: Option<f32>,
     /// Learning rate (overrides `[optim] lr`).
     #[arg(long)]
     lr: Option<f64>,
     /// LoRA rank of a new adapter (overrides `[lora] r`; --init-adapter keeps its own).
     #[arg(long)]
     lora_rank: Option<u32>,
-    /// Episodes in flight at once (overrides `[rollout] concurrency`).
-    #[arg(long)]
-    concurrency: Option<usize>,
     /// Validate every this many steps (overrides `[rollout] eval_every`; 0: only before and after).
     #[arg(long)]
     eval_every: Option<u64>,
@@ -85,12 +75,6 @@ pub struct Args {
     /// intervals; 0: greedy only).
     #[arg(long, value_name = "K")]
     eval_rollouts: Option<u32>,
-    /// Seed of the data order, the sampling and the trainer (overrides `seed`).
-    #[arg(long)]
-    seed: Option<u64>,
-    /// A minijinja template for the system prompt.
-    #[arg(long, value_name = "FILE")]
-    system_prompt: Option<PathBuf>,
     /// Log rollout and trainer metrics to this Weights & Biases project (one run holds both;
     /// needs `pip install wandb` in the Python environment and WANDB_API_KEY or `wandb login`).
     #[arg(long, value_name = "NAME")]
@@ -99,6 +83,8 @@ pub struct Args {
     /// `pip install tensorboard` in the Python environment).
     #[arg(long)]
     tensorboard: bool,
+    #[command(flatten)]
+    episode: EpisodeArgs,
     #[command(flatten)]
     engine: EngineArgs,
     #[command(flatten)]
@@ -110,7 +96,7 @@ pub struct Args {
 }
 
 fn resolve_config(args: &Args) -> Result<TrainConfig> {
-    let saved = args.output_dir.join("config.toml");
+    let saved = args.out.join("config.toml");
     if args.resume {
         let mut c = ta_train::config::TrainConfig::load(&saved).with_context(|| format!("--resume needs {} from the earlier run", saved.display()))?;
         // config.toml keeps URLs without their credentials: the judge's comes back from the flag.
@@ -130,31 +116,33 @@ fn resolve_config(args: &Args) -> Result<TrainConfig> {
         }
         return Ok(c);
     }
-    if saved.exists() && last_complete_step(&args.output_dir) > 0 {
-        bail!("{} already holds a training run\nhint: add --resume to continue it, or choose a new --output-dir", args.output_dir.display());
+    if saved.exists() && last_complete_step(&args.out) > 0 {
+        bail!("{} already holds a training run\nhint: add --resume to continue it, or choose a new --out", args.out.display());
     }
     let mut c = match &args.config {
         Some(p) => TrainConfig::load(p)?,
         None => TrainConfig::default(),
     };
     macro_rules! set {
-        ($($flag:ident => $($field:ident).+;)*) => { $( if let Some(v) = args.$flag.clone() { c.$($field).+ = v; } )* };
+        ($($($flag:ident).+ => $($field:ident).+;)*) => { $( if let Some(v) = args.$($flag).+.clone() { c.$($field).+ = v; } )* };
     }
     set! {
         base_model => base_model;
-        rollouts_per_scenario => rollout.rollouts_per_scenario;
+        rollouts => rollout.rollouts_per_scenario;
         scenarios_per_step => rollout.scenarios_per_step;
         max_steps => rollout.max_steps;
         epochs => rollout.epochs;
-        max_turns => rollout.max_turns;
-        max_tokens => rollout.max_tokens;
-        temperature => rollout.temperature;
+        episode.max_turns => rollout.max_turns;
+        episode.max_tokens => rollout.max_tokens;
+        episode.temperature => rollout.temperature;
+        episode.top_p => rollout.top_p;
+        episode.tool_result_max_chars => rollout.tool_result_max_chars;
         lr => optim.lr;
         lora_rank => lora.r;
-        concurrency => rollout.concurrency;
+        episode.concurrency => rollout.concurrency;
         eval_every => rollout.eval_every;
         eval_rollouts => rollout.eval_rollouts;
-        seed => seed;
+        episode.seed => seed;
         num_gpus => trainer.num_gpus;
     }
     if args.init_adapter.is_some() {
@@ -191,12 +179,12 @@ fn redacted(c: &TrainConfig) -> TrainConfig {
 pub async fn run(args: Args) -> Result<Finished> {
     let cfg = resolve_config(&args)?;
     crate::args::check_rewards(&cfg.reward)?;
-    let out = &args.output_dir;
+    let out = &args.out;
     let logs = out.join("logs");
     std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
     std::fs::write(out.join("config.toml"), redacted(&cfg).to_toml())?;
 
-    let mut scenarios = load_scenarios(&args.dataset)?;
+    let mut scenarios = load_scenarios(&args.scenarios)?;
     assign_splits(&mut scenarios, cfg.rollout.validation_fraction, cfg.seed);
     let (train, validation) = (of_split(&scenarios, Split::Train), of_split(&scenarios, Split::Validation));
     for (name, part) in [("train", &train), ("validation", &validation)] {
@@ -210,10 +198,10 @@ pub async fn run(args: Args) -> Result<Finished> {
     crate::args::check_state_capture(&scenarios, &cfg.isolation)?;
     let server = args.server.connect_isolated(&cfg.isolation, Some(&logs)).await?;
     let tools = server.tools();
-    let system_prompt = server.system_prompt(args.system_prompt.as_deref())?;
+    let system_prompt = server.system_prompt(args.episode.system_prompt.as_deref())?;
     let python = PythonEnv::ensure()?;
     // What the report shows beside config.toml (no secrets: the server's description has none).
-    let run_info = serde_json::json!({"server": server.description, "dataset": args.dataset.display().to_string(), "version": env!("CARGO_PKG_VERSION")});
+    let run_info = serde_json::json!({"server": server.description, "dataset": args.scenarios.display().to_string(), "version": env!("CARGO_PKG_VERSION")});
     std::fs::write(out.join("run.json"), serde_json::to_vec_pretty(&run_info)?)?;
 
     // GPU placement: engine on the first GPU, trainer on the rest when there are several.

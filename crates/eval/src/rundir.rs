@@ -22,7 +22,7 @@ pub enum RunDirError {
     #[error("{path}:{line}: {message}")]
     Parse { path: PathBuf, line: usize, message: String },
     #[error(
-        "{0} holds no run, evaluation or rollout\nhint: point at a `train --output-dir` (metrics.jsonl), an `eval --out` (eval.json) or a `rollout --out` directory (trajectories.jsonl)"
+        "{0} holds no run, evaluation or rollout\nhint: point at a `train --out` (metrics.jsonl), an `eval --out` (eval.json) or a `rollout --out` directory (trajectories.jsonl)"
     )]
     Unknown(PathBuf),
 }
