@@ -93,6 +93,16 @@ def read_step_file(path: Path) -> tuple[int, list[Sample], dict]:
     return int(data["step"]), samples, options
 
 
+def read_validation_file(path: Path) -> tuple[int, dict[str, float]]:
+    """A validation file's step and metrics (`inbox/validation-000042.json`, written by the Rust
+    side, `ta_trainer::ValidationFile`): {"step": 42, "metrics": {"val_success": 0.5, ...}}, the
+    numbers Rust measured on the validation split at that step. Both keys are required."""
+    data = json.loads(Path(path).read_text())
+    if set(data) != {"step", "metrics"}:
+        raise ValueError(f"{path}: a validation file has exactly the keys step and metrics, got {sorted(data)}")
+    return int(data["step"]), {k: float(v) for k, v in data["metrics"].items()}
+
+
 def shard(samples: list[Sample], world_size: int) -> list[list[Sample]]:
     """Longest first, each to the rank with the fewest tokens so far (deterministic)."""
     shards: list[list[Sample]] = [[] for _ in range(world_size)]

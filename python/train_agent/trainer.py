@@ -42,6 +42,10 @@ Mailbox, under {output_dir}/trainer/:
                              rollout metrics, logged as rollout/<name> beside the trainer's)}.
                              The trainer takes the lowest step number above the
                              last one it trained (or resumed from), so numbering may start at 0 or 1.
+    inbox/validation-000042.json   written by Rust (atomically) after it validated at that step
+                             (0: before training): {step, metrics}. Rank 0 logs the metrics as
+                             validation/<name> at that step, after each step it trains and when it
+                             stops, each file once per process (Rust writes the final one before stop).
     inbox/stop               ends the process with exit code 0 once every step file present when it
                              appeared is trained. Rust removes a stale one before starting a trainer.
     outbox/step-000042.json  written by rank 0 (atomically) after the optimizer step and the
@@ -88,7 +92,7 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.strategies import DDPStrategy
 
-from .batches import plan_step, read_step_file
+from .batches import plan_step, read_step_file, read_validation_file
 from .loss import AGGREGATIONS, grpo_loss, linear_token_logprobs, sft_loss, token_logprobs
 from .models import ModelSource, cpu_has_fast_bf16, load_model, load_tokenizer, parse_dtype
 
@@ -398,6 +402,7 @@ class PolicyModule(pl.LightningModule):
         self.resume_state = None
         self.last_step = -1
         self.pending = None  # from training_step to on_train_batch_end
+        self.validations_logged: set[str] = set()  # inbox/validation-*.json names, by this process
         if cfg.resume_from:
             self.resume_state = torch.load(
                 Path(cfg.resume_from) / "trainer_state.pt", map_location="cpu", weights_only=False
@@ -564,7 +569,24 @@ class PolicyModule(pl.LightningModule):
             for logger in self.trainer.loggers:
                 logger.log_metrics(numbers, step=step)
                 logger.save()
+            self.log_validations()
         self.last_step, self.pending = step, None
+
+    def on_train_end(self):
+        """The validations written since the last step: the final one comes just before `stop`."""
+        if self.global_rank == 0:
+            self.log_validations()
+
+    def log_validations(self):
+        """Logs each validation file of the inbox not logged yet, as validation/<name> at its step."""
+        for path in sorted((self.cfg.trainer_dir / "inbox").glob("validation-*.json")):
+            if path.name in self.validations_logged:
+                continue
+            step, metrics = read_validation_file(path)
+            for logger in self.trainer.loggers:
+                logger.log_metrics({f"validation/{k}": v for k, v in metrics.items()}, step=step)
+                logger.save()
+            self.validations_logged.add(path.name)
 
     def clip_and_norm(self) -> float:
         max_norm = self.cfg.optim.max_grad_norm or float("inf")

@@ -75,11 +75,12 @@ pub struct Args {
     /// intervals; 0: greedy only).
     #[arg(long, value_name = "K")]
     eval_rollouts: Option<u32>,
-    /// Log rollout and trainer metrics to this Weights & Biases project (one run holds both;
-    /// needs `pip install wandb` in the Python environment and WANDB_API_KEY or `wandb login`).
+    /// Log rollout, validation and trainer metrics to this Weights & Biases project (one run
+    /// holds them all; needs `pip install wandb` in the Python environment and WANDB_API_KEY or
+    /// `wandb login`).
     #[arg(long, value_name = "NAME")]
     wandb_project: Option<String>,
-    /// Also log rollout and trainer metrics for TensorBoard (under DIR/trainer/tensorboard; needs
+    /// Also log rollout, validation and trainer metrics for TensorBoard (under DIR/trainer/tensorboard; needs
     /// `pip install tensorboard` in the Python environment).
     #[arg(long)]
     tensorboard: bool,

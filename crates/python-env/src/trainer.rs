@@ -115,9 +115,12 @@ impl Trainer {
     }
 }
 
+/// The step a mailbox file is of: `step-N.json` (a step file or its report) or
+/// `validation-N.json` (the validation metrics measured at step N).
 fn step_of(path: &Path) -> Option<u64> {
     let name = path.file_name()?.to_str()?;
-    name.strip_prefix("step-")?.strip_suffix(".json")?.parse().ok()
+    let rest = name.strip_prefix("step-").or_else(|| name.strip_prefix("validation-"))?;
+    rest.strip_suffix(".json")?.parse().ok()
 }
 
 #[cfg(test)]
@@ -129,5 +132,7 @@ mod tests {
         assert_eq!(step_of(Path::new("/x/step-000042.json")), Some(42));
         assert_eq!(step_of(Path::new("/x/.step-000042.tmp")), None);
         assert_eq!(step_of(Path::new("/x/stop")), None);
+        assert_eq!(step_of(Path::new("/x/validation-000007.json")), Some(7));
+        assert_eq!(step_of(Path::new("/x/.validation-000007.tmp")), None);
     }
 }

@@ -21,7 +21,7 @@ use ta_rollout::runner::{Job, Summary, group_jobs, play_resumable, run_jobs};
 use ta_rollout::{AgentConfig, ToolHost};
 use ta_trainer::checkpoint::{checkpoint_dir, copy_dir, last_complete_step, write_state};
 use ta_trainer::config::RunSpec;
-use ta_trainer::{LossConfig, StepFile, TrainerConfig, metrics};
+use ta_trainer::{LossConfig, StepFile, TrainerConfig, ValidationFile, metrics};
 use ta_types::trajectory::TrajectoryWriter;
 use ta_types::{Scenario, Trajectory};
 
@@ -221,6 +221,7 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
         if let Some(j) = judge_metrics(&rewarder, &mut reported) {
             merge(&mut row, j);
         }
+        send_validation(&trainer, 0, &row)?;
         append_metrics(&metrics_path, &row)?;
     }
     if let Some(stop) = budget_reached(resume) {
@@ -309,6 +310,7 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
             let Some(v) = select_or_stop(validate(ctx, &rewarder, &current_model, step, &multi), &mut shutdown).await? else {
                 return interrupted(step - 1);
             };
+            send_validation(&trainer, step, &v)?;
             merge(&mut row, v);
         }
         if let Some(j) = judge_metrics(&rewarder, &mut reported) {
@@ -337,6 +339,7 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
         if let Some(j) = judge_metrics(&rewarder, &mut reported) {
             merge(&mut v, j);
         }
+        send_validation(&trainer, total, &v)?;
         append_metrics(&metrics_path, &v)?;
     }
     trainer.stop().await?;
@@ -654,6 +657,14 @@ fn copy_previous_checkpoint(out: &Path, step: u64, init_adapter: Option<&str>) -
             copy_dir(Path::new(init), &adapter).map_err(io(&adapter))?;
         }
     }
+    Ok(())
+}
+
+/// Hands the `val_*` metrics measured at `step` to the trainer, which logs them to TensorBoard and
+/// W&B beside the rollout and trainer metrics (`metrics.jsonl` gets them from the caller).
+fn send_validation(trainer: &Trainer, step: u64, row: &Value) -> Result<(), RunError> {
+    let inbox = trainer.inbox();
+    ValidationFile::new(step, row).write(&inbox).map_err(io(&inbox))?;
     Ok(())
 }
 

@@ -6,7 +6,7 @@
 //! - [`settings`]: the user-facing `[lora]`, `[optim]`, `[loss]`, `[trainer]` tables, their
 //!   defaults, allowed values and validation;
 //! - [`config`]: the JSON config the trainer reads (every key sent, none defaulted in Python);
-//! - [`step_file`]: the step files of the trainer's inbox;
+//! - [`step_file`]: the trainer's inbox: step files and validation metrics;
 //! - [`checkpoint`]: the checkpoint layout (`checkpoints/step-N/`, `state.json`, the adapter);
 //! - [`metrics`]: `metrics.jsonl` and its `metrics.csv` table.
 
@@ -19,4 +19,4 @@ pub mod step_file;
 
 pub use config::{LossConfig, TrainerConfig};
 pub use settings::{Aggregation, LoraSettings, LossSettings, OptimSettings, Schedule, SettingsError, TrainerSettings};
-pub use step_file::{EvalRequest, StepFile};
+pub use step_file::{EvalRequest, StepFile, ValidationFile};

@@ -1,9 +1,11 @@
-//! The trainer's inbox: one file per optimizer step, `inbox/step-NNNNNN.json` (see
-//! `python/train_agent/batches.py`). GRPO and SFT send the same file; this is its only writer.
+//! The trainer's inbox (see `python/train_agent/batches.py`): one file per optimizer step,
+//! `inbox/step-NNNNNN.json`, which GRPO and SFT send alike, and the validation metrics measured
+//! at a step, `inbox/validation-NNNNNN.json`. This module is the only writer of both.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use ta_grpo::Sample;
 
 /// One optimizer step's data.
@@ -42,16 +44,51 @@ impl StepFile {
         self.samples.iter().map(|s| s.input_ids.len()).sum()
     }
 
-    /// Writes `inbox/step-NNNNNN.json` atomically: a temporary name that does not end in `.json`
-    /// (the trainer ignores it), then a rename, so the trainer never reads half a step.
+    /// Writes `inbox/step-NNNNNN.json` (see [`write_atomic`]).
     pub fn write(&self, inbox: &Path) -> std::io::Result<PathBuf> {
-        std::fs::create_dir_all(inbox)?;
-        let path = inbox.join(format!("step-{:06}.json", self.step));
-        let tmp = inbox.join(format!(".step-{:06}.tmp", self.step));
-        std::fs::write(&tmp, serde_json::to_vec(self).map_err(std::io::Error::other)?)?;
-        std::fs::rename(&tmp, &path)?;
-        Ok(path)
+        write_atomic(inbox, "step", self.step, self)
     }
+}
+
+/// The validation metrics measured at `step` (step 0: before training), for the trainer's
+/// loggers: it logs them as `validation/<name>` at that step, so TensorBoard and W&B show them
+/// beside the rollout and trainer metrics of the same run (`metrics.jsonl` holds them too).
+///
+/// A file of its own rather than a field of the next step file: validation runs after its
+/// step's file was sent, the final one has no next step at all, and a resumed run would have to
+/// rebuild what an interrupted one never sent. Rust writes it before `stop`, and the trainer logs
+/// every one it has not logged yet after each step and when it stops, so none is lost.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ValidationFile {
+    pub step: u64,
+    /// The finite numbers of the validation row (`val_success`, `val_ground_truth`, ...).
+    pub metrics: BTreeMap<String, f64>,
+}
+
+impl ValidationFile {
+    /// The numbers of a `metrics.jsonl` validation row (its model name and nulls are left out).
+    pub fn new(step: u64, row: &serde_json::Value) -> ValidationFile {
+        let numbers = row.as_object().into_iter().flatten().filter(|(k, _)| *k != "step");
+        let metrics = numbers.filter_map(|(k, v)| Some((k.clone(), v.as_f64().filter(|x| x.is_finite())?))).collect();
+        ValidationFile { step, metrics }
+    }
+
+    /// Writes `inbox/validation-NNNNNN.json` (see [`write_atomic`]).
+    pub fn write(&self, inbox: &Path) -> std::io::Result<PathBuf> {
+        write_atomic(inbox, "validation", self.step, self)
+    }
+}
+
+/// Writes `inbox/{kind}-NNNNNN.json` atomically: a temporary name that does not end in `.json`
+/// (the trainer ignores it), then a rename, so the trainer never reads half a file.
+fn write_atomic(inbox: &Path, kind: &str, step: u64, value: &impl Serialize) -> std::io::Result<PathBuf> {
+    std::fs::create_dir_all(inbox)?;
+    let path = inbox.join(format!("{kind}-{step:06}.json"));
+    let tmp = inbox.join(format!(".{kind}-{step:06}.tmp"));
+    std::fs::write(&tmp, serde_json::to_vec(value).map_err(std::io::Error::other)?)?;
+    std::fs::rename(&tmp, &path)?;
+    Ok(path)
 }
 
 #[cfg(test)]
@@ -75,6 +112,18 @@ mod tests {
             back,
             serde_json::json!({"step": 42, "samples": [{"input_ids": [1, 2], "loss_mask": [0, 1], "logprobs": [0.0, -0.5], "advantage": 1.0, "group_id": 0}]})
         );
+    }
+
+    #[test]
+    fn validation_files_keep_the_numbers_of_the_row() {
+        let dir = tempfile::tempdir().unwrap();
+        let row = serde_json::json!({"step": 3, "val_success": 0.5, "val_trajectories": 4, "val_model": "step-3", "val_judge": null});
+        let file = ValidationFile::new(3, &row);
+        let p = file.write(dir.path()).unwrap();
+        assert_eq!(p.file_name().unwrap(), "validation-000003.json");
+        let back: ValidationFile = serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap();
+        assert_eq!(back, file);
+        assert_eq!(back.metrics, BTreeMap::from([("val_success".to_string(), 0.5), ("val_trajectories".to_string(), 4.0)]));
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use ta_trainer::config::RunSpec;
-use ta_trainer::{LoraSettings, LossConfig, LossSettings, OptimSettings, TrainerConfig, TrainerSettings};
+use ta_trainer::{LoraSettings, LossConfig, LossSettings, OptimSettings, TrainerConfig, TrainerSettings, ValidationFile};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -23,20 +23,29 @@ fn configs() -> [(&'static str, serde_json::Value); 2] {
     [("grpo", serde_json::to_value(grpo).unwrap()), ("sft", serde_json::to_value(sft).unwrap())]
 }
 
-fn fixture(kind: &str) -> PathBuf {
-    repo().join(format!("python/tests/contract/trainer_config.{kind}.json"))
+fn fixture(name: &str) -> PathBuf {
+    repo().join("python/tests/contract").join(name)
+}
+
+/// `value` as committed in `python/tests/contract/{name}` (rewritten with TA_UPDATE_CONTRACT=1).
+fn check_fixture(name: &str, value: &impl serde::Serialize) {
+    let text = serde_json::to_string_pretty(value).unwrap() + "\n";
+    if std::env::var_os("TA_UPDATE_CONTRACT").is_some() {
+        std::fs::write(fixture(name), &text).unwrap();
+    }
+    let committed = std::fs::read_to_string(fixture(name)).unwrap_or_default();
+    assert_eq!(committed, text, "{} is stale\nhint: run this test with TA_UPDATE_CONTRACT=1 to rewrite it", fixture(name).display());
 }
 
 #[test]
 fn the_python_tests_start_from_what_rust_writes() {
     for (kind, config) in configs() {
-        let text = serde_json::to_string_pretty(&config).unwrap() + "\n";
-        if std::env::var_os("TA_UPDATE_CONTRACT").is_some() {
-            std::fs::write(fixture(kind), &text).unwrap();
-        }
-        let committed = std::fs::read_to_string(fixture(kind)).unwrap_or_default();
-        assert_eq!(committed, text, "{} is stale\nhint: run this test with TA_UPDATE_CONTRACT=1 to rewrite it", fixture(kind).display());
+        check_fixture(&format!("trainer_config.{kind}.json"), &config);
     }
+    // The validation metrics the trainer logs (python/tests/test_trainer_loggers.py writes its
+    // files from this one, and `read_validation_file` refuses any other key).
+    let row = serde_json::json!({"step": 42, "val_success": 0.5, "val_ground_truth": 0.75, "val_model": "step-42"});
+    check_fixture("validation_file.json", &ValidationFile::new(42, &row));
 }
 
 #[test]
