@@ -1,13 +1,15 @@
-"""The Python half of the trainer config contract: what Rust writes loads, and a key missing from it
-is named. (The Rust half, crates/trainer/tests/contract.rs, writes contract/ and checks that it
-matches TrainerConfig.)"""
+"""The Python half of the trainer contract: the config Rust writes loads, a key missing from it is
+named, and the step report the trainer writes has exactly the keys Rust reads. (The Rust half,
+crates/trainer/tests/contract.rs, writes contract/ and checks that it matches TrainerConfig and
+StepReport.)"""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-from rust_config import rust_config
+from rust_config import CONTRACT, rust_config
+from test_trainer import make_config, run, synthetic_samples
 
 from train_agent.trainer import load_config
 
@@ -29,3 +31,11 @@ def test_a_missing_key_is_named(section, key, tmp_path):
     where = f"config.{section}" if section else "config"
     with pytest.raises(ValueError, match=rf"{where}: missing key\(s\) {key}\nhint: "):
         load_config(path)
+
+
+@pytest.mark.parametrize("kind", ["grpo", "sft"])
+def test_the_step_report_has_the_keys_rust_reads(kind, tiny_model_dir, tmp_path):
+    cfg = make_config(tiny_model_dir, tmp_path, loss=dict(kind=kind))
+    report = run(cfg, {1: synthetic_samples(1)})[1]
+    rust_reads = json.loads((CONTRACT / "step_report.json").read_text())
+    assert list(report) == list(rust_reads), "the report's keys differ from ta_trainer::StepReport's"

@@ -1,5 +1,5 @@
 //! The trainer as a child process and its file mailbox (see `python/train_agent/trainer.py`):
-//! step batches go into `trainer/inbox/`, metrics come back in `trainer/outbox/`, a crash leaves
+//! step batches go into `trainer/inbox/`, reports come back in `trainer/outbox/`, a crash leaves
 //! `trainer/error.json`. Files work the same for one process, DDP and several nodes.
 
 use std::path::{Path, PathBuf};
@@ -72,8 +72,8 @@ impl Trainer {
         self.dir.join("inbox")
     }
 
-    /// Waits for step `step`'s metrics.
-    pub async fn wait(&mut self, step: u64) -> Result<serde_json::Value, TrainerError> {
+    /// Waits for step `step`'s report, read as `R` (`ta_trainer::StepReport`, which owns its keys).
+    pub async fn wait<R: serde::de::DeserializeOwned>(&mut self, step: u64) -> Result<R, TrainerError> {
         let out = self.dir.join("outbox").join(format!("step-{step:06}.json"));
         let error = self.dir.join("error.json");
         loop {
@@ -82,7 +82,7 @@ impl Trainer {
             if let Ok(bytes) = std::fs::read(&out) {
                 return serde_json::from_slice(&bytes).map_err(|e| TrainerError::Failed {
                     step,
-                    message: format!("its report {} is not valid JSON: {e}", out.display()),
+                    message: format!("its report {} does not parse: {e}", out.display()),
                     log: self.log.clone(),
                 });
             }

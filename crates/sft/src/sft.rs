@@ -24,7 +24,7 @@ use ta_grpo::Sample;
 use ta_python::{PythonEnv, Trainer};
 use ta_trainer::checkpoint::{checkpoint_dir, copy_dir, last_complete_step, write_state};
 use ta_trainer::config::RunSpec;
-use ta_trainer::{EvalRequest, LoraSettings, LossConfig, OptimSettings, StepFile, TrainerConfig, TrainerSettings, metrics};
+use ta_trainer::{EvalRequest, LoraSettings, LossConfig, OptimSettings, StepFile, StepReport, TrainerConfig, TrainerSettings, metrics};
 
 use crate::SftError;
 
@@ -280,31 +280,31 @@ pub async fn run(
             file.eval = Some(EvalRequest { eval_samples: eval_samples.clone(), eval_before, eval_after: evaluate });
         }
         file.write(&trainer.inbox()).map_err(|e| io(out, e))?;
-        let m = tokio::select! {
+        let m: StepReport = tokio::select! {
             m = trainer.wait(step) => m?,
             _ = shutdown.as_mut() => return Ok(SftFinished::Interrupted { checkpointed_step: last_complete_step(out) }),
         };
-        if let Some(b) = m["eval_loss_before"].as_f64() {
+        if let Some(b) = m.eval_loss_before {
             before = Some(b);
-            append_metrics(&metrics_path, &json!({"step": 0, "epoch": 0, "eval_loss": b, "eval_tokens": m["eval_tokens"]}))?;
+            append_metrics(&metrics_path, &json!({"step": 0, "epoch": 0, "eval_loss": b, "eval_tokens": m.eval_tokens}))?;
         }
-        let eval_loss = if evaluate { m["eval_loss"].as_f64() } else { None };
+        let eval_loss = if evaluate { m.eval_loss } else { None };
         if eval_loss.is_some() {
             after = eval_loss;
         }
         let row = json!({
             "step": step,
             "epoch": f64::from(epoch) + ((step - 1) % per_epoch + 1) as f64 / per_epoch as f64,
-            "train_loss": m["loss"], "eval_loss": eval_loss, "lr": m["lr"], "grad_norm": m["grad_norm"],
-            "tokens_per_s": m["tokens_per_s"], "tokens": m["tokens"], "trained_tokens": m["trained_tokens"],
-            "samples": m["samples"], "step_s": m["step_s"], "peak_memory_gb": m["peak_memory_gb"],
+            "train_loss": m.loss, "eval_loss": eval_loss, "lr": m.lr, "grad_norm": m.grad_norm,
+            "tokens_per_s": m.tokens_per_s, "tokens": m.tokens, "trained_tokens": m.trained_tokens,
+            "samples": m.samples, "step_s": m.step_s, "peak_memory_gb": m.peak_memory_gb,
         });
         append_metrics(&metrics_path, &row)?;
         if checkpoint {
             write_state(out, step, &json!({"step": step})).map_err(|e| io(&checkpoint_dir(out, step), e))?;
         }
         progress.set_position(step);
-        progress.set_message(format!("loss {:.4}{}", m["loss"].as_f64().unwrap_or(f64::NAN), eval_loss.map(|e| format!("  eval {e:.4}")).unwrap_or_default()));
+        progress.set_message(format!("loss {:.4}{}", m.loss.unwrap_or(f64::NAN), eval_loss.map(|e| format!("  eval {e:.4}")).unwrap_or_default()));
     }
     trainer.stop().await?;
     let final_dir = out.join("final");

@@ -21,7 +21,7 @@ use ta_rollout::runner::{Job, Summary, group_jobs, play_resumable, run_jobs};
 use ta_rollout::{AgentConfig, ToolHost};
 use ta_trainer::checkpoint::{checkpoint_dir, copy_dir, last_complete_step, write_state};
 use ta_trainer::config::RunSpec;
-use ta_trainer::{LossConfig, StepFile, TrainerConfig, ValidationFile, metrics};
+use ta_trainer::{LossConfig, StepFile, StepReport, TrainerConfig, ValidationFile, metrics};
 use ta_types::trajectory::TrajectoryWriter;
 use ta_types::{Scenario, Trajectory};
 
@@ -283,7 +283,7 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
             rollout["rollout_s"] = json!(rollout_s);
             rollout["reward_s"] = json!(reward_s);
             batch.rollout = Some(rollout);
-            train_step(ctx, &mut trainer, &batch, total, &multi).await?
+            json!(train_step(ctx, &mut trainer, &batch, total, &multi).await?)
         };
         let train_s = t0.elapsed().as_secs_f64();
 
@@ -357,7 +357,7 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
 /// Trains the step of `file`. A trainer process that ended without reporting an error (killed
 /// alone, out of memory) is started again from the previous step's checkpoint, as `--resume`
 /// would, and given the step again, once; a second loss stops the run with a `--resume` hint.
-async fn train_step<T: ToolHost>(ctx: &Context<'_, T>, trainer: &mut Trainer, file: &StepFile, total: u64, multi: &MultiProgress) -> Result<Value, RunError> {
+async fn train_step<T: ToolHost>(ctx: &Context<'_, T>, trainer: &mut Trainer, file: &StepFile, total: u64, multi: &MultiProgress) -> Result<StepReport, RunError> {
     let step = file.step;
     file.write(&trainer.inbox()).map_err(io(ctx.out))?;
     match trainer.wait(step).await {

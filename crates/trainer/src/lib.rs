@@ -7,6 +7,7 @@
 //!   defaults, allowed values and validation;
 //! - [`config`]: the JSON config the trainer reads (every key sent, none defaulted in Python);
 //! - [`step_file`]: the trainer's inbox: step files and validation metrics;
+//! - [`report`]: the trainer's outbox, one report per step;
 //! - [`checkpoint`]: the checkpoint layout (`checkpoints/step-N/`, `state.json`, the adapter);
 //! - [`metrics`]: `metrics.jsonl` and its `metrics.csv` table.
 
@@ -14,9 +15,11 @@ pub mod checkpoint;
 pub mod config;
 pub mod metrics;
 mod metrics_csv;
+pub mod report;
 pub mod settings;
 pub mod step_file;
 
 pub use config::{LossConfig, TrainerConfig};
+pub use report::StepReport;
 pub use settings::{Aggregation, LoraSettings, LossSettings, OptimSettings, Schedule, SettingsError, TrainerSettings};
 pub use step_file::{EvalRequest, StepFile, ValidationFile};

@@ -2,13 +2,15 @@
 //! SFT are loaded by the trainer's own parser (`train_agent.trainer.load_config`), which refuses
 //! any missing or unknown key, so a key added or renamed on one side only fails here. The same
 //! configs are committed under `python/tests/contract/`, where the Python tests build their
-//! configs from them instead of keeping defaults of their own.
+//! configs from them instead of keeping defaults of their own, with the shapes of the validation
+//! file Rust writes and of the step report Rust reads, which the Python tests check their side
+//! against.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use ta_trainer::config::RunSpec;
-use ta_trainer::{LoraSettings, LossConfig, LossSettings, OptimSettings, TrainerConfig, TrainerSettings, ValidationFile};
+use ta_trainer::{LoraSettings, LossConfig, LossSettings, OptimSettings, StepReport, TrainerConfig, TrainerSettings, ValidationFile};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -46,6 +48,9 @@ fn the_python_tests_start_from_what_rust_writes() {
     // files from this one, and `read_validation_file` refuses any other key).
     let row = serde_json::json!({"step": 42, "val_success": 0.5, "val_ground_truth": 0.75, "val_model": "step-42"});
     check_fixture("validation_file.json", &ValidationFile::new(42, &row));
+    // The keys of the trainer's per-step report, in order: python/tests/test_contract.py checks
+    // that a real report has exactly these, and `StepReport` refuses any other.
+    check_fixture("step_report.json", &StepReport::default());
 }
 
 #[test]
