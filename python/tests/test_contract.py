@@ -11,7 +11,8 @@ import pytest
 from rust_config import CONTRACT, rust_config
 from test_trainer import make_config, run, synthetic_samples
 
-from train_agent.trainer import load_config
+from train_agent.loss import AGGREGATIONS, token_weights
+from train_agent.trainer import POLICY_GRADIENT, SCHEDULES, OptimSettings, load_config, lr_multiplier
 
 
 @pytest.mark.parametrize("kind", ["grpo", "sft"])
@@ -39,3 +40,21 @@ def test_the_step_report_has_the_keys_rust_reads(kind, tiny_model_dir, tmp_path)
     report = run(cfg, {1: synthetic_samples(1)})[1]
     rust_reads = json.loads((CONTRACT / "step_report.json").read_text())
     assert list(report) == list(rust_reads), "the report's keys differ from ta_trainer::StepReport's"
+
+
+def test_the_dispatch_covers_exactly_the_values_rust_allows(tmp_path):
+    """Rust's enums own the allowed values (contract/allowed_values.json lists them); the trainer's
+    dispatch tables must name the same ones, and each of them must work."""
+    allowed = json.loads((CONTRACT / "allowed_values.json").read_text())
+    tables = {"loss.aggregation": AGGREGATIONS, "loss.kind": POLICY_GRADIENT, "optim.schedule": SCHEDULES}
+    assert {key: sorted(table) for key, table in tables.items()} == {key: sorted(v) for key, v in allowed.items()}
+    for aggregation in allowed["loss.aggregation"]:
+        assert len(token_weights([3, 1], aggregation, max_len_norm=8)) == 2
+    optim = rust_config("grpo")["optim"]
+    for schedule in allowed["optim.schedule"]:
+        o = OptimSettings(**{**optim, "schedule": schedule, "warmup_steps": 0, "total_steps": 4})
+        assert 0 <= lr_multiplier(2, o) <= 1
+    for kind in allowed["loss.kind"]:
+        path = tmp_path / f"{kind}.json"
+        path.write_text(json.dumps(rust_config(kind)))
+        assert load_config(path).loss.kind == kind

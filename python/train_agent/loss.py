@@ -23,22 +23,28 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-AGGREGATIONS = ("token-mean", "seq-mean-token-sum-norm", "seq-mean-token-mean")
+
+def _seq_mean_token_sum_norm(lengths: list[int], max_len_norm: float | None) -> list[float]:
+    if not max_len_norm:
+        raise ValueError("aggregation seq-mean-token-sum-norm needs max_len_norm (Dr. GRPO's constant)")
+    return [1.0 / (len(lengths) * max_len_norm)] * len(lengths)
+
+
+# The dispatch on `loss.aggregation`. Its names are Rust's (ta_trainer::Aggregation, which owns the
+# allowed values); tests/test_contract.py checks that these keys are exactly those.
+AGGREGATIONS = {
+    "token-mean": lambda lengths, _: [1.0 / max(sum(lengths), 1)] * len(lengths),
+    "seq-mean-token-sum-norm": _seq_mean_token_sum_norm,
+    "seq-mean-token-mean": lambda lengths, _: [1.0 / (len(lengths) * max(n, 1)) for n in lengths],
+}
 
 
 def token_weights(lengths: list[int], aggregation: str, max_len_norm: float | None = None) -> list[float]:
     """The weight of each trained token of each sequence, given every sequence's count of trained
     tokens in the step. Returns one weight per sequence (all its tokens share it)."""
-    n_seqs, n_tokens = len(lengths), sum(lengths)
-    if aggregation == "token-mean":
-        return [1.0 / max(n_tokens, 1)] * n_seqs
-    if aggregation == "seq-mean-token-sum-norm":
-        if not max_len_norm:
-            raise ValueError("aggregation seq-mean-token-sum-norm needs max_len_norm (Dr. GRPO's constant)")
-        return [1.0 / (n_seqs * max_len_norm)] * n_seqs
-    if aggregation == "seq-mean-token-mean":
-        return [1.0 / (n_seqs * max(n, 1)) for n in lengths]
-    raise ValueError(f"unknown aggregation {aggregation!r}; expected one of {', '.join(AGGREGATIONS)}")
+    if aggregation not in AGGREGATIONS:
+        raise ValueError(f"unknown aggregation {aggregation!r}; expected one of {', '.join(AGGREGATIONS)}")
+    return AGGREGATIONS[aggregation](lengths, max_len_norm)
 
 
 def token_logprobs(logits: torch.Tensor, targets: torch.Tensor):

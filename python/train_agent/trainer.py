@@ -10,18 +10,20 @@ step and takes its share (see batches.py).
 
 Config (JSON): every key below is required and no other is allowed. The values, defaults included,
 are decided on the Rust side, which owns this contract (crates/trainer: `TrainerConfig`); a
-missing or unknown key is an error that names it, so the two sides cannot drift apart.
+missing or unknown key is an error that names it, so the two sides cannot drift apart. The allowed
+values of enum keys are Rust's enums; the tables that dispatch on them here name the same ones
+(tests/test_contract.py checks it against contract/allowed_values.json).
 
     model                   spec for models.ModelSource.parse: hub id, directory, .gguf, packaged name
     output_dir              the run directory
     lora                    {r, alpha, dropout, target_modules: "all-linear" | [names], use_rslora,
                              init_adapter: null | PEFT dir to start from}
     optim                   {lr, weight_decay, betas: [b1, b2], eps, warmup_steps,
-                             schedule: "constant" | "cosine", total_steps, min_lr_ratio,
+                             schedule (SCHEDULES), total_steps, min_lr_ratio,
                              max_grad_norm (0 or null: no clipping)}
-    loss                    {kind: "grpo" | "sft", epsilon_low, epsilon_high,
+    loss                    {kind (POLICY_GRADIENT), epsilon_low, epsilon_high,
                              beta (KL coefficient, reference = the base model: adapter off),
-                             aggregation: "token-mean" | "seq-mean-token-sum-norm" | "seq-mean-token-mean",
+                             aggregation (loss.AGGREGATIONS),
                              max_len_norm: null | Dr. GRPO's constant (needed by seq-mean-token-sum-norm),
                              temperature (logprobs are of softmax(logits / temperature): 1 for the
                              engine's raw logprobs, the sampling temperature for processed_logprobs)}
@@ -177,8 +179,8 @@ class Config:
         def bad(what, value, allowed):
             raise ValueError(f"config: {what} = {value!r} is not one of {', '.join(map(repr, allowed))}")
 
-        if self.loss.kind not in ("grpo", "sft"):
-            bad("loss.kind", self.loss.kind, ("grpo", "sft"))
+        if self.loss.kind not in POLICY_GRADIENT:
+            bad("loss.kind", self.loss.kind, POLICY_GRADIENT)
         if self.loss.aggregation not in AGGREGATIONS:
             bad("loss.aggregation", self.loss.aggregation, AGGREGATIONS)
         if self.loss.aggregation == "seq-mean-token-sum-norm" and not self.loss.max_len_norm:
@@ -191,8 +193,8 @@ class Config:
                 f"config: loss.temperature = {self.loss.temperature!r} must be > 0\nhint: set it to the "
                 f"rollouts' sampling temperature (greedy rollouts carry no policy gradient)"
             )
-        if self.optim.schedule not in ("constant", "cosine"):
-            bad("optim.schedule", self.optim.schedule, ("constant", "cosine"))
+        if self.optim.schedule not in SCHEDULES:
+            bad("optim.schedule", self.optim.schedule, SCHEDULES)
         if self.precision not in ("auto", "bf16-mixed", "bf16-true", "32-true", "32"):
             bad("precision", self.precision, ("auto", "bf16-mixed", "bf16-true", "32-true"))
         if self.strategy == "fsdp":
@@ -355,15 +357,27 @@ def build_model(cfg: Config, dtype: torch.dtype):
     )
 
 
+# The dispatch on `loss.kind`: GRPO's clipped policy gradient (at the sampling temperature, with an
+# optional KL term) or SFT's token NLL. Its names are Rust's (ta_trainer's LossKind), checked by
+# tests/test_contract.py like the two tables below.
+POLICY_GRADIENT = {"grpo": True, "sft": False}
+
+# The dispatch on `optim.schedule`: the lr multiplier after warmup, from the progress through the
+# remaining steps (0 to 1) and min_lr_ratio. Its names are Rust's (ta_trainer::Schedule, which owns
+# the allowed values); tests/test_contract.py checks that these keys are exactly those.
+SCHEDULES = {
+    "constant": lambda progress, min_ratio: 1.0,
+    "cosine": lambda progress, min_ratio: min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * progress)),
+}
+
+
 def lr_multiplier(step: int, o: OptimSettings) -> float:
     """Linear warmup over `warmup_steps` optimizer steps (step 0 already gets 1/warmup of the lr),
     then constant or cosine decay to min_lr_ratio at total_steps."""
     if step < o.warmup_steps:
         return (step + 1) / o.warmup_steps
-    if o.schedule == "constant":
-        return 1.0
     progress = min(1.0, (step - o.warmup_steps) / max(1, o.total_steps - o.warmup_steps))
-    return o.min_lr_ratio + (1 - o.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+    return SCHEDULES[o.schedule](progress, o.min_lr_ratio)
 
 
 def trained_logprobs(model, mb: dict[str, torch.Tensor], temperature: float = 1.0):
@@ -434,12 +448,13 @@ class PolicyModule(pl.LightningModule):
         mask = mb["loss_mask"]
         weights = mb["weights"][mask]
         ref = None
-        temperature = lc.temperature if lc.kind == "grpo" else 1.0
-        if lc.kind == "grpo" and lc.beta > 0:
+        grpo = POLICY_GRADIENT[lc.kind]
+        temperature = lc.temperature if grpo else 1.0
+        if grpo and lc.beta > 0:
             with torch.no_grad(), self.model.disable_adapter():
                 ref, _ = trained_logprobs(self.model, mb, temperature)
         logp, entropy = trained_logprobs(self.model, mb, temperature)
-        if lc.kind == "sft":
+        if not grpo:
             loss, stats = sft_loss(logp, weights)
         else:
             loss, stats = grpo_loss(
@@ -531,7 +546,7 @@ class PolicyModule(pl.LightningModule):
         )
 
         n = max(s["trained_tokens"], 1)
-        grpo, lc = self.cfg.loss.kind == "grpo", self.cfg.loss
+        grpo, lc = POLICY_GRADIENT[self.cfg.loss.kind], self.cfg.loss
         metrics = dict(
             step=step,
             loss=s["loss"],

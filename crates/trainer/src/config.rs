@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::settings::{Aggregation, LoraSettings, LossSettings, OptimSettings, TrainerSettings};
 
@@ -63,7 +63,9 @@ pub struct OptimConfig {
     pub min_lr_ratio: f64,
 }
 
-#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+/// Which loss the trainer computes. `Deserialize` only lends its names to
+/// [`crate::settings::allowed_values`]: the trainer reads this, Rust only writes it.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum LossKind {
     Grpo,

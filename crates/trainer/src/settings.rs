@@ -53,6 +53,38 @@ impl LoraSettings {
     }
 }
 
+/// The names serde reads for the enum `T`: the very list its derived `Deserialize` checks
+/// against, so the allowed values of a setting are written once, as the enum. The contract test
+/// hands them to the Python trainer's tests, which check that its dispatch covers exactly these.
+pub fn allowed_values<T: serde::de::DeserializeOwned>() -> &'static [&'static str] {
+    use serde::de::{Error, Visitor, value};
+
+    /// A deserializer that only records the variant names a derived enum passes to it.
+    struct Names<'a>(&'a mut &'static [&'static str]);
+
+    impl<'de> serde::Deserializer<'de> for Names<'_> {
+        type Error = value::Error;
+
+        fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, value::Error> {
+            Err(value::Error::custom("not an enum"))
+        }
+
+        fn deserialize_enum<V: Visitor<'de>>(self, _: &'static str, variants: &'static [&'static str], _: V) -> Result<V::Value, value::Error> {
+            *self.0 = variants;
+            Err(value::Error::custom("names recorded"))
+        }
+
+        serde::forward_to_deserialize_any! {
+            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf option
+            unit unit_struct newtype_struct seq tuple tuple_struct map struct identifier ignored_any
+        }
+    }
+
+    let mut names: &'static [&'static str] = &[];
+    let _ = T::deserialize(Names(&mut names));
+    names
+}
+
 /// How the learning rate moves after warmup.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
@@ -235,6 +267,16 @@ mod tests {
         }
         let e = toml::from_str::<LossSettings>("aggregation = \"mean\"").unwrap_err().to_string();
         assert!(e.contains("token-mean"), "the error lists the allowed values: {e}");
+    }
+
+    #[test]
+    fn allowed_values_are_the_names_serde_reads() {
+        assert_eq!(allowed_values::<Schedule>(), ["constant", "cosine"]);
+        assert_eq!(allowed_values::<Aggregation>(), ["token-mean", "seq-mean-token-sum-norm", "seq-mean-token-mean"]);
+        for name in allowed_values::<Aggregation>() {
+            serde_json::from_value::<Aggregation>(serde_json::json!(name)).unwrap();
+        }
+        assert!(allowed_values::<u32>().is_empty(), "not an enum: no names");
     }
 
     #[test]

@@ -3,14 +3,15 @@
 //! any missing or unknown key, so a key added or renamed on one side only fails here. The same
 //! configs are committed under `python/tests/contract/`, where the Python tests build their
 //! configs from them instead of keeping defaults of their own, with the shapes of the validation
-//! file Rust writes and of the step report Rust reads, which the Python tests check their side
-//! against.
+//! file Rust writes, of the step report Rust reads and the allowed values of the config's enum
+//! keys, which the Python tests check their side against.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use ta_trainer::config::RunSpec;
-use ta_trainer::{LoraSettings, LossConfig, LossSettings, OptimSettings, StepReport, TrainerConfig, TrainerSettings, ValidationFile};
+use ta_trainer::config::{LossKind, RunSpec};
+use ta_trainer::settings::allowed_values;
+use ta_trainer::{Aggregation, LoraSettings, LossConfig, LossSettings, OptimSettings, Schedule, StepReport, TrainerConfig, TrainerSettings, ValidationFile};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -51,6 +52,14 @@ fn the_python_tests_start_from_what_rust_writes() {
     // The keys of the trainer's per-step report, in order: python/tests/test_contract.py checks
     // that a real report has exactly these, and `StepReport` refuses any other.
     check_fixture("step_report.json", &StepReport::default());
+    // The allowed values of the config's enum keys, from the enums themselves: the Python
+    // trainer dispatches on these names and test_contract.py checks that it covers exactly them.
+    let allowed = serde_json::json!({
+        "loss.aggregation": allowed_values::<Aggregation>(),
+        "loss.kind": allowed_values::<LossKind>(),
+        "optim.schedule": allowed_values::<Schedule>(),
+    });
+    check_fixture("allowed_values.json", &allowed);
 }
 
 #[test]
