@@ -1,13 +1,13 @@
-"""Architecture coverage (issue 18, item 6): Gemma 2, Gemma 3 (text) and Phi-3 on the fast path,
-GPT-2 and a longrope Phi-3 on the generic path, each a tiny random model checked against
-transformers' own forward of the same weights (float32 on CPU, so 1e-4 is rounding: the logits
-here spread over several nats).
+"""Architecture coverage (issue 18, item 6): Gemma 2, Gemma 3 (text), Phi-3 and a windowed Mistral
+on the fast path, GPT-2 and a longrope Phi-3 on the generic path, each a tiny random model checked
+against transformers' own forward of the same weights (float32 on CPU, so 1e-4 is rounding: the
+logits here spread over several nats).
 
 The reference runs transformers' eager attention: its SDPA and flash paths drop Gemma 2's attention
 soft-cap, and eager is the arithmetic the models were trained with. Windows are 6 tokens and
 prompts 20 to 40, and norm weights are random (not Gemma's zeros), so a decoder that ignored the
-window, the `1 + weight` norms or a soft-cap would fail; `test_the_checks_would_catch_an_ignored_window`
-shows the window matters at these lengths."""
+window, the `1 + weight` norms or a soft-cap would fail (each was tried: the tests fail);
+`test_the_checks_would_catch_an_ignored_window` shows the window matters at these lengths."""
 
 from __future__ import annotations
 
@@ -48,6 +48,8 @@ ARCHS = {
         query_pre_attn_scalar=24,
     ),
     "phi3": dict(SMALL, num_hidden_layers=2, sliding_window=WINDOW, partial_rotary_factor=0.5, pad_token_id=0),
+    # Mistral's window is a fast-path mask too (the decoder ignored it before)
+    "mistral": dict(SMALL, num_hidden_layers=2, sliding_window=WINDOW),
     # a Phi-3 with longrope: its tables switch with the sequence length, so only the generic path
     # serves it. (Past the switch, transformers' own forward over a whole sequence and its cached
     # decode disagree with each other; the sequences here stay below it.)
@@ -61,11 +63,12 @@ ARCHS = {
     ),
     "gpt2": dict(vocab_size=VOCAB, n_embd=64, n_layer=2, n_head=4, n_positions=256),
 }
-FAST = ("gemma2", "gemma3_text", "phi3")
+FAST = ("gemma2", "gemma3_text", "phi3", "mistral")
 LORA_TARGETS = {
     "gemma2": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
     "gemma3_text": ["q_proj", "v_proj", "o_proj", "down_proj"],
     "phi3": ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"],
+    "mistral": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
     "phi3-longrope": ["qkv_proj", "gate_up_proj"],
     "gpt2": ["c_attn", "c_proj", "c_fc"],
 }
@@ -184,7 +187,7 @@ def test_logits_and_logprobs_match_transformers(model_dirs, tmp_path, arch, with
 
 def test_the_checks_would_catch_an_ignored_window(model_dirs):
     """At these lengths the window changes the logits by far more than the tolerance."""
-    for arch in ("gemma2", "gemma3_text", "phi3"):
+    for arch in FAST:
         model = load(model_dirs[arch])
         ids = torch.tensor([tokens(1, 23)])
         with torch.no_grad():

@@ -240,11 +240,16 @@ def layer_windows(cfg) -> list[tuple[str, int | None]]:
     return [(t, window if t == "sliding_attention" else None) for t in types]
 
 
+def _activation(cfg) -> str:
+    """The MLP's gate activation: Gemma names it `hidden_activation`, the others `hidden_act`."""
+    return getattr(cfg, "hidden_activation", None) or getattr(cfg, "hidden_act", "silu")
+
+
 def fast_path_refusal(cfg) -> str | None:
     """Why the fast decoder cannot serve a model of config `cfg` exactly, or None when it can."""
     if cfg.model_type not in SUPPORTED_MODEL_TYPES:
         return f"model type {cfg.model_type!r} has no fast path (it has: {', '.join(SUPPORTED_MODEL_TYPES)})"
-    act = getattr(cfg, "hidden_activation", None) or getattr(cfg, "hidden_act", "silu")
+    act = _activation(cfg)
     if act not in ACTIVATIONS:
         return f"activation {act!r} has no fast path (it has: {', '.join(ACTIVATIONS)})"
     for params in _rope_parameters(cfg)[0].values():
@@ -377,7 +382,7 @@ class Decoder(SlotState):
         self.scale = (cfg.query_pre_attn_scalar if gemma else self.head_dim) ** -0.5
         self.softcap = getattr(cfg, "attn_logit_softcapping", None)
         self.final_softcap = getattr(cfg, "final_logit_softcapping", None)
-        self.gelu = ACTIVATIONS[getattr(cfg, "hidden_activation", None) or getattr(cfg, "hidden_act", "silu")]
+        self.gelu = ACTIVATIONS[_activation(cfg)]
 
         self.embed = inner.embed_tokens.weight
         # Gemma scales embeddings by sqrt(hidden), rounded to the model's dtype as its module does
@@ -392,8 +397,16 @@ class Decoder(SlotState):
         # head: 4 * vocab * hidden bytes (545 MB for Qwen2.5-0.5B), counted by plan_slots.
         self.lm_head = model.lm_head.weight.float()
         rope_sets, per_kind_rope = _rope_parameters(cfg)
+        # a window at least as long as the cache masks nothing (Mistral's 4096 under a 4k context): such
+        # layers stay global, which keeps SDPA's causal kernels for the prefill
         self.layers: list[Layer] = [
-            _layer(layer, kind, window, norm_weight, per_kind_rope)
+            _layer(
+                layer,
+                kind,
+                window if window is not None and window < self.cache_len else None,
+                norm_weight,
+                per_kind_rope,
+            )
             for layer, (kind, window) in zip(inner.layers, layer_windows(cfg))
         ]
         self.windows = sorted({L.window for L in self.layers}, key=lambda w: w or 0)
