@@ -27,8 +27,9 @@ import torch
 from aiohttp import web
 
 from train_agent.chat_format import RequestError, normalize_messages, parse_output, render_prompt, validate_tools
-from train_agent.decoder import Decoder, kv_bytes_per_token
+from train_agent.decoder import Decoder, SlotState, fast_path_refusal, kv_bytes_per_token
 from train_agent.generation import AdapterError, Generator, SamplingParams
+from train_agent.generic import GenericDecoder
 from train_agent.guided import Grammars, parse_response_format
 from train_agent.models import ModelSource, default_device, load_model, load_tokenizer, parse_dtype
 from train_agent.sampling import LOGPROBS_MODES
@@ -78,6 +79,38 @@ def plan_slots(
     return slots
 
 
+def build_decoder(
+    model,
+    *,
+    max_model_len: int,
+    max_num_seqs: int,
+    gpu_memory_utilization: float,
+    kv_cache_memory: int | None,
+    use_graphs: bool | None,
+    lookahead: int,
+    **kw,
+) -> SlotState:
+    """The fast decoder (decoder.py) where it serves the model exactly, else the generic path
+    (generic.py: transformers' own forward, one sequence at a time), saying which and why."""
+    cfg = model.config
+    refusal = fast_path_refusal(cfg)
+    if refusal is not None:
+        log.warning(
+            "serving %s on the generic path (transformers' own forward, one sequence at a time, no CUDA "
+            "graphs: slower): %s",
+            cfg.model_type,
+            refusal,
+        )
+        return GenericDecoder(model, num_slots=max_num_seqs, max_len=max_model_len, lookahead=lookahead, **kw)
+    device = next(model.parameters()).device
+    dtype = next(model.parameters()).dtype
+    slots = plan_slots(
+        cfg, dtype, device, max_model_len, max_num_seqs, lookahead, gpu_memory_utilization, kv_cache_memory
+    )
+    log.info("serving %s on the fast path (static KV cache for %d sequences)", cfg.model_type, slots)
+    return Decoder(model, num_slots=slots, max_len=max_model_len, use_graphs=use_graphs, lookahead=lookahead, **kw)
+
+
 class Engine:
     """A served base model (and its LoRA adapters) behind the OpenAI-compatible routes."""
 
@@ -105,18 +138,15 @@ class Engine:
         self.tokenizer = tokenizer
         self.name, self.root = served_model_name, root or served_model_name
         self.max_model_len = max_model_len or getattr(cfg, "max_position_embeddings", 4096)
-        device = next(model.parameters()).device
-        dtype = next(model.parameters()).dtype
-        slots = plan_slots(
-            cfg, dtype, device, self.max_model_len, max_num_seqs, lookahead, gpu_memory_utilization, kv_cache_memory
-        )
-        self.decoder = Decoder(
+        self.decoder = build_decoder(
             model,
-            num_slots=slots,
-            max_len=self.max_model_len,
+            max_model_len=self.max_model_len,
+            max_num_seqs=max_num_seqs,
             enable_lora=enable_lora,
             max_loras=max_loras,
             max_lora_rank=max_lora_rank,
+            gpu_memory_utilization=gpu_memory_utilization,
+            kv_cache_memory=kv_cache_memory,
             use_graphs=use_graphs,
             lookahead=lookahead,
             logprobs_mode=logprobs_mode,

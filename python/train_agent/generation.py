@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from train_agent.decoder import Decoder, pick_bucket, read_peft_adapter
+from train_agent.decoder import SlotState, pick_bucket
 from train_agent.guided import Grammars
 from train_agent.prefix_cache import PrefixCache, block_hashes, longest_prefix
 from train_agent.sampling import derive_seed
@@ -109,7 +109,7 @@ class AdapterError(Exception):
 class Generator:
     def __init__(
         self,
-        decoder: Decoder,
+        decoder: SlotState,
         eos_ids: set[int],
         *,
         seed: int = 0,
@@ -161,10 +161,7 @@ class Generator:
         """Reads the adapter here (caller's thread), installs it on the scheduler thread."""
         if not self.dec.lora_slots:
             raise AdapterError("LoRA is not enabled: start the engine with --enable-lora")
-        weights, scale, _ = read_peft_adapter(path, self.dec.lora_rank)
-        for (layer, _), _ in weights.items():
-            if layer >= len(self.dec.layers):
-                raise AdapterError(f"adapter {path} has layer {layer}; the model has {len(self.dec.layers)}")
+        adapter = self.dec.read_adapter(path)
 
         def install():
             used = {s for s, _ in self.adapters.values()}
@@ -176,7 +173,7 @@ class Generator:
                 )
             # copied to the device here, on the scheduler thread: no CUDA work may run on another
             # thread while a graph is being captured
-            self.dec.install_adapter(free[0], weights, scale)
+            self.dec.install_adapter(free[0], *adapter)
             self.installs += 1
             self.bank_keys[free[0]] = self.installs
             self.adapters[name] = (free[0], path)
