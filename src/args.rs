@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use ta_chat::HttpLimits;
-use ta_python::{Engine, EngineOptions, PythonEnv};
+use ta_python::{Engine, EngineOptions, EngineSource, PythonEnv};
 use ta_reward::{JudgeMode, RewardConfig, Rewarder};
 
 /// Which model server the agent talks to: an external OpenAI-compatible endpoint, an engine
@@ -141,12 +141,14 @@ impl ModelArgs {
         let Some(base_model) = &self.base_model else {
             bail!("no model given\nhint: pass --base-model smollm2-135m-instruct to start the embedded engine, or --base-url URL --model NAME for an existing server");
         };
-        let env = PythonEnv::ensure()?;
-        let opts = self.engine.options(base_model, BASE_NAME, log_dir.join("engine.log"));
-        eprintln!("starting the engine with {base_model} (log: {})", opts.log_path.display());
-        let engine = Engine::start(&env, &opts).await.context("the embedded engine did not start")?;
-        let client = engine.client().clone();
-        Ok(ModelEndpoint { chat: ta_chat::ChatClient::new(&client.base_url(), None, limits), model: BASE_NAME.to_string(), record_tokens: true, engine: Some(engine) })
+        let options = self.engine.options(base_model, BASE_NAME, log_dir.join("engine.log"));
+        let served = EngineSource::Start { python: PythonEnv::ensure()?, options }.open().await.context("the embedded engine did not start")?;
+        Ok(ModelEndpoint {
+            chat: ta_chat::ChatClient::new(&served.client.base_url(), None, limits),
+            model: served.base_name,
+            record_tokens: true,
+            engine: served.process,
+        })
     }
 }
 

@@ -3,8 +3,9 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
-use ta_python::{Engine, EngineClient, PythonEnv};
+use ta_python::{EngineSource, PythonEnv};
 use ta_train::TrainConfig;
+use ta_train::placement::Placement;
 use ta_train::run::Finished;
 use ta_trainer::checkpoint::last_complete_step;
 use ta_types::Split;
@@ -205,59 +206,34 @@ pub async fn run(args: Args) -> Result<Finished> {
     let run_info = serde_json::json!({"server": server.description, "dataset": args.scenarios.display().to_string(), "version": env!("CARGO_PKG_VERSION")});
     std::fs::write(out.join("run.json"), serde_json::to_vec_pretty(&run_info)?)?;
 
-    // GPU placement: engine on the first GPU, trainer on the rest when there are several.
-    let mut trainer_cfg = cfg.clone();
-    let mut engine_env: Vec<(String, String)> = Vec::new();
-    let mut trainer_env: Vec<(String, String)> = Vec::new();
-    if cfg.trainer.num_gpus > 1 {
-        engine_env.push(("CUDA_VISIBLE_DEVICES".into(), "0".into()));
-        let rest: Vec<String> = (1..cfg.trainer.num_gpus).map(|g| g.to_string()).collect();
-        trainer_env.push(("CUDA_VISIBLE_DEVICES".into(), rest.join(",")));
-        trainer_cfg.trainer.devices = (cfg.trainer.num_gpus - 1).into();
-        if trainer_cfg.trainer.strategy == "auto" && cfg.trainer.num_gpus > 2 {
-            trainer_cfg.trainer.strategy = "ddp".into();
-        }
-    }
-
-    let (engine, engine_client, base_name) = match &args.engine_url {
-        Some(url) => (None, EngineClient::new(url), args.engine_model.clone()),
+    let placement = Placement::of(&cfg);
+    let engine = match &args.engine_url {
+        Some(url) => EngineSource::Running { url: url.clone(), base_name: args.engine_model.clone() },
         None => {
-            let mut opts = args.engine.options(&cfg.base_model, BASE_NAME, logs.join("engine.log"));
-            opts.env = engine_env;
-            // An --init-adapter (an SFT run's final/, rank 32 by default) may be wider than [lora].
-            opts.max_lora_rank = Some(cfg.lora.r.max(adapter_rank(cfg.init_adapter.as_deref())?));
-            opts.max_loras = Some(2);
-            // Sharing one GPU with the trainer: the engine keeps to a third of it unless told.
-            if cfg.trainer.num_gpus <= 1 && opts.gpu_memory_utilization.is_none() {
-                opts.gpu_memory_utilization = Some(0.3);
-            }
-            eprintln!("starting the engine with {} (log: {})", cfg.base_model, opts.log_path.display());
-            let engine = Engine::start(&python, &opts).await.context("the embedded engine did not start")?;
-            let client = engine.client().clone();
-            (Some(engine), client, BASE_NAME.to_string())
+            let options = placement.engine_options(&cfg, args.engine.options(&cfg.base_model, BASE_NAME, logs.join("engine.log")))?;
+            EngineSource::Start { python: python.clone(), options }
         }
     };
-    let chat = ta_chat::ChatClient::new(&engine_client.base_url(), None, args.http.limits()?);
+    let engine = engine.open().await.context("the embedded engine did not start")?;
+    let chat = ta_chat::ChatClient::new(&engine.client.base_url(), None, args.http.limits()?);
     let ctx = ta_train::run::Context {
-        cfg: &trainer_cfg,
+        cfg: &placement.trainer_cfg,
         out,
         tools: &tools,
         system_prompt: &system_prompt,
         chat: &chat,
-        engine: &engine_client,
-        base_name: &base_name,
+        engine: &engine.client,
+        base_name: &engine.base_name,
         python: &python,
         train,
         validation,
-        trainer_env,
+        trainer_env: placement.trainer_env.clone(),
     };
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;
     };
     let finished = ta_train::run::train(&ctx, shutdown).await;
-    if let Some(engine) = engine {
-        engine.shutdown().await;
-    }
+    engine.shutdown().await;
     server.close().await;
     let finished = finished?;
     // The report, also for an interrupted run (it shows the steps so far).
@@ -297,15 +273,6 @@ pub async fn run(args: Args) -> Result<Finished> {
         }
     }
     Ok(finished)
-}
-
-/// The rank of a PEFT adapter directory (`r` in its adapter_config.json); 0 without one.
-fn adapter_rank(dir: Option<&str>) -> Result<u32> {
-    let Some(dir) = dir else { return Ok(0) };
-    let path = std::path::Path::new(dir).join("adapter_config.json");
-    let text = std::fs::read_to_string(&path).with_context(|| format!("--init-adapter {dir} is not a PEFT adapter directory (no {})", path.display()))?;
-    let v: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
-    Ok(v["r"].as_u64().unwrap_or(0) as u32)
 }
 
 #[cfg(test)]

@@ -1,8 +1,10 @@
-//! Evaluation and observability: the metrics people compare between a base model and a trained
-//! adapter (`metrics`), paired tests of two models on the same tasks (`paired`), reading run and
-//! evaluation directories (`rundir`), their terminal summary (`stats`), and the single-file HTML
-//! report (`report`).
+//! Evaluation and observability: `train-agent eval` itself (`evaluate`: the target, the engine,
+//! resumable play of each model, `eval.json`), the metrics people compare between a base model
+//! and a trained adapter (`metrics`), paired tests of two models on the same tasks (`paired`),
+//! reading run and evaluation directories (`rundir`), their terminal summary (`stats`), and the
+//! single-file HTML report (`report`).
 
+pub mod evaluate;
 pub mod metrics;
 pub mod paired;
 pub mod report;

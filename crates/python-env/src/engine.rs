@@ -168,6 +168,71 @@ impl Engine {
     }
 }
 
+/// Which engine a command talks to: one already running, or the embedded one it starts.
+pub enum EngineSource {
+    /// An engine already running at `url` (ours or `vllm serve --enable-lora`), serving the base
+    /// model as `base_name`.
+    Running { url: String, base_name: String },
+    /// The embedded engine, started with `options` in `python` and stopped with the command.
+    Start { python: PythonEnv, options: EngineOptions },
+}
+
+/// The engine a command uses: how to reach it, the name of its base model, and the process when
+/// the command started it (it dies with [`ServedEngine::shutdown`], or when dropped).
+pub struct ServedEngine {
+    pub client: EngineClient,
+    /// The name the engine serves the base model under.
+    pub base_name: String,
+    pub process: Option<Engine>,
+}
+
+impl EngineSource {
+    /// Reaches the running engine, or starts the embedded one and waits until it is healthy.
+    /// One place for every command (`rollout`, `collect`, `eval`, `train`, `scenarios generate`),
+    /// so they start it alike and say alike where its log is.
+    pub async fn open(self) -> Result<ServedEngine, EngineError> {
+        match self {
+            EngineSource::Running { url, base_name } => Ok(ServedEngine { client: EngineClient::new(&url), base_name, process: None }),
+            EngineSource::Start { python, options } => {
+                tracing::info!("starting the engine with {} (log: {})", options.model, options.log_path.display());
+                let engine = Engine::start(&python, &options).await?;
+                Ok(ServedEngine { client: engine.client().clone(), base_name: options.served_model_name, process: Some(engine) })
+            }
+        }
+    }
+}
+
+impl ServedEngine {
+    /// Stops the engine when this command started it; one already running is left alone.
+    pub async fn shutdown(self) {
+        if let Some(engine) = self.process {
+            engine.shutdown().await;
+        }
+    }
+}
+
+/// An adapter's `adapter_config.json` could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum AdapterError {
+    #[error("cannot read {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("{path} is not JSON: {source}")]
+    NotJson { path: PathBuf, source: serde_json::Error },
+}
+
+/// The `adapter_config.json` of the PEFT adapter in `dir`: its rank `r` sizes the engine's LoRA
+/// slots (`EngineOptions::max_lora_rank`), and `base_model_name_or_path` names its base model.
+pub fn adapter_config(dir: &Path) -> Result<serde_json::Value, AdapterError> {
+    let path = dir.join("adapter_config.json");
+    let bytes = std::fs::read(&path).map_err(|source| AdapterError::Read { path: path.clone(), source })?;
+    serde_json::from_slice(&bytes).map_err(|source| AdapterError::NotJson { path, source })
+}
+
+/// The LoRA rank in an adapter's config (`r`).
+pub fn adapter_rank(config: &serde_json::Value) -> Option<u32> {
+    config["r"].as_u64().map(|r| r as u32)
+}
+
 fn free_port() -> std::io::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
@@ -221,5 +286,30 @@ impl EngineClient {
         let status = resp.status();
         let text = resp.text().await.unwrap_or_default();
         Err(err(format!("{status}: {text}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An engine already running is reached, never started, and never stopped.
+    #[tokio::test]
+    async fn a_running_engine_is_only_reached() {
+        let served = EngineSource::Running { url: "http://127.0.0.1:9/v1/".into(), base_name: "served".into() }.open().await.unwrap();
+        assert_eq!((served.client.base_url().as_str(), served.base_name.as_str()), ("http://127.0.0.1:9/v1", "served"));
+        assert!(served.process.is_none());
+        served.shutdown().await;
+    }
+
+    #[test]
+    fn an_adapter_config_gives_its_rank_or_says_what_is_wrong() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(matches!(adapter_config(dir.path()), Err(AdapterError::Read { .. })));
+        std::fs::write(dir.path().join("adapter_config.json"), "{").unwrap();
+        assert!(matches!(adapter_config(dir.path()), Err(AdapterError::NotJson { .. })));
+        std::fs::write(dir.path().join("adapter_config.json"), r#"{"r": 16, "base_model_name_or_path": "m"}"#).unwrap();
+        assert_eq!(adapter_rank(&adapter_config(dir.path()).unwrap()), Some(16));
+        assert_eq!(adapter_rank(&serde_json::json!({})), None);
     }
 }

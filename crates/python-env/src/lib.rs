@@ -9,7 +9,7 @@ pub mod engine;
 pub mod env;
 pub mod trainer;
 
-pub use engine::{Engine, EngineClient, EngineError, EngineOptions};
+pub use engine::{AdapterError, Engine, EngineClient, EngineError, EngineOptions, EngineSource, ServedEngine, adapter_config, adapter_rank};
 pub use env::{EnvError, PythonEnv};
 pub use trainer::{Trainer, TrainerError};
 

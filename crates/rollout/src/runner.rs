@@ -112,6 +112,8 @@ pub struct ResumePlan {
     pub jobs: Vec<Job>,
     /// Errored episodes dropped from the file to be played again (`retry_failed`).
     pub replayed: usize,
+    /// The first kept episode that none of the jobs asked for (see [`ResumePlan::foreign`]).
+    foreign: Option<usize>,
 }
 
 impl ResumePlan {
@@ -121,9 +123,18 @@ impl ResumePlan {
     pub fn read(path: &Path, jobs: Vec<Job>, retry_failed: bool) -> std::io::Result<ResumePlan> {
         let earlier = if path.exists() { read_trajectories(path)? } else { Vec::new() };
         let (kept, failed): (Vec<Trajectory>, Vec<Trajectory>) = earlier.into_iter().partition(|t| !(retry_failed && t.outcome == Outcome::Error));
+        let wanted: HashSet<(&str, u32)> = jobs.iter().map(|j| (j.scenario.id.as_str(), j.group.index)).collect();
+        let foreign = kept.iter().position(|t| !wanted.contains(&(t.scenario_id.as_str(), t.group.index)));
         let done: HashSet<(&str, u32)> = kept.iter().map(|t| (t.scenario_id.as_str(), t.group.index)).collect();
         let jobs = jobs.into_iter().filter(|j| !done.contains(&(j.scenario.id.as_str(), j.group.index))).collect();
-        Ok(ResumePlan { replayed: failed.len(), kept, jobs })
+        Ok(ResumePlan { replayed: failed.len(), kept, jobs, foreign })
+    }
+
+    /// A kept episode that none of the jobs asked for: the file was written by a run with other
+    /// scenarios or rollouts. `rollout` keeps such episodes; `eval` refuses the file, as one
+    /// evaluation's numbers must come from its own scenarios only.
+    pub fn foreign(&self) -> Option<&Trajectory> {
+        self.foreign.map(|i| &self.kept[i])
     }
 
     /// Opens `path` for appending the new episodes; when errored ones are to be replayed, the
@@ -133,6 +144,30 @@ impl ResumePlan {
             write_trajectories(path, &self.kept)?;
         }
         TrajectoryWriter::append(path)
+    }
+
+    /// Plays the jobs left into `path` (see [`ResumePlan::writer`]), after the kept episodes:
+    /// the one way every command continues a trajectories file. A caller that checks the plan
+    /// first ([`ResumePlan::foreign`]) or reports it before playing reads it, then calls this.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn play<T: ToolHost>(
+        self,
+        chat: &ChatClient,
+        model: &str,
+        tools: &T,
+        system_prompt: &str,
+        cfg: &AgentConfig,
+        concurrency: usize,
+        path: &Path,
+        progress: &ProgressBar,
+        shutdown: impl Future<Output = ()>,
+    ) -> std::io::Result<Resumed> {
+        let mut writer = self.writer(path)?;
+        let ResumePlan { kept: mut trajectories, jobs, replayed, .. } = self;
+        let kept = trajectories.len();
+        let result = run_jobs(chat, model, tools, system_prompt, jobs, cfg, concurrency, &mut writer, progress, shutdown).await?;
+        trajectories.extend(result.trajectories);
+        Ok(Resumed { trajectories, kept, replayed, interrupted: result.interrupted })
     }
 }
 
@@ -153,13 +188,7 @@ pub async fn play_resumable<T: ToolHost>(
     progress: &ProgressBar,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<Resumed> {
-    let plan = ResumePlan::read(path, jobs, retry_failed)?;
-    let mut writer = plan.writer(path)?;
-    let ResumePlan { kept: mut trajectories, jobs, replayed } = plan;
-    let kept = trajectories.len();
-    let result = run_jobs(chat, model, tools, system_prompt, jobs, cfg, concurrency, &mut writer, progress, shutdown).await?;
-    trajectories.extend(result.trajectories);
-    Ok(Resumed { trajectories, kept, replayed, interrupted: result.interrupted })
+    ResumePlan::read(path, jobs, retry_failed)?.play(chat, model, tools, system_prompt, cfg, concurrency, path, progress, shutdown).await
 }
 
 /// Every episode of a run failed (the model server or MCP server, not the model): the run
@@ -232,5 +261,47 @@ impl std::fmt::Display for Summary {
         }
         let outcomes: Vec<String> = self.outcomes.iter().map(|(k, v)| format!("{k} {v}")).collect();
         write!(f, "outcomes          {}", outcomes.join(", "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scenarios(ids: &[&str]) -> Vec<Scenario> {
+        ids.iter().map(|id| serde_json::from_value(serde_json::json!({"id": id, "task": "t"})).expect("scenario")).collect()
+    }
+
+    fn episode(id: &str, index: u32, outcome: Outcome) -> Trajectory {
+        let mut t = Trajectory::start(id, GroupRef { step: 0, index }, "m", Vec::new());
+        t.outcome = outcome;
+        t
+    }
+
+    /// Kept episodes skip their jobs; with `retry_failed` errored ones are dropped and replayed.
+    #[test]
+    fn a_plan_keeps_finished_episodes_and_replays_errored_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        write_trajectories(&path, &[episode("a", 0, Outcome::Completed), episode("a", 1, Outcome::Error)]).unwrap();
+        let plan = ResumePlan::read(&path, group_jobs(&scenarios(&["a", "b"]), 2, 0), true).unwrap();
+        let left: Vec<_> = plan.jobs.iter().map(|j| (j.scenario.id.as_str(), j.group.index)).collect();
+        assert_eq!((plan.kept.len(), plan.replayed), (1, 1));
+        assert_eq!(left, [("a", 1), ("b", 0), ("b", 1)]);
+        assert!(plan.foreign().is_none());
+
+        let plan = ResumePlan::read(&path, group_jobs(&scenarios(&["a"]), 2, 0), false).unwrap();
+        assert_eq!((plan.kept.len(), plan.replayed, plan.jobs.len()), (2, 0, 0), "without retry_failed an error counts as finished");
+    }
+
+    /// An episode no job asked for (another scenario, a higher rollout index) is reported.
+    #[test]
+    fn a_plan_names_episodes_of_another_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        write_trajectories(&path, &[episode("a", 0, Outcome::Completed), episode("a", 1, Outcome::Completed)]).unwrap();
+        let plan = ResumePlan::read(&path, group_jobs(&scenarios(&["a"]), 1, 0), true).unwrap();
+        assert_eq!(plan.foreign().map(|t| (t.scenario_id.as_str(), t.group.index)), Some(("a", 1)));
+        assert!(ResumePlan::read(&dir.path().join("absent.jsonl"), Vec::new(), true).unwrap().foreign().is_none());
     }
 }

@@ -4,6 +4,7 @@
 
 pub mod config;
 pub mod data;
+pub mod placement;
 pub mod run;
 
 pub use config::TrainConfig;

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use indicatif::ProgressBar;
-use ta_python::{Engine, PythonEnv};
+use ta_python::{Engine, EngineSource, PythonEnv};
 use ta_rollout::AgentConfig;
 use ta_scenarios::generate::Spend;
 use ta_scenarios::{DiscoverOptions, GenerateOptions, PipelineOptions, SolveOptions, Surface, Teacher};
@@ -240,11 +240,8 @@ async fn start_engine(engine: &mut Option<Engine>, args: &EngineArgs, model: &st
             e.client().base_url()
         );
     }
-    let env = PythonEnv::ensure()?;
-    let opts = args.options(model, model, logs.join("engine.log"));
-    eprintln!("starting the engine with {model} (log: {})", opts.log_path.display());
-    let started = Engine::start(&env, &opts).await.context("the embedded engine did not start")?;
-    let url = started.client().base_url();
-    *engine = Some(started);
-    Ok(url)
+    let options = args.options(model, model, logs.join("engine.log"));
+    let served = EngineSource::Start { python: PythonEnv::ensure()?, options }.open().await.context("the embedded engine did not start")?;
+    *engine = served.process;
+    Ok(served.client.base_url())
 }
