@@ -238,9 +238,20 @@ pub struct EpisodeDefaults {
 }
 
 impl EpisodeDefaults {
-    /// The defaults every command shares unless it says otherwise.
-    pub const COMMON: EpisodeDefaults =
-        EpisodeDefaults { max_turns: 8, max_tokens: 512, temperature: None, top_p: 1.0, seed: None, tool_result_max_chars: 4000, concurrency: 8 };
+    /// The defaults every command shares unless it says otherwise: the agent's own
+    /// (`ta_rollout::AgentConfig::DEFAULT`, also `train`'s `[rollout]`), 8 episodes at once.
+    pub const COMMON: EpisodeDefaults = {
+        let agent = ta_rollout::AgentConfig::DEFAULT;
+        EpisodeDefaults {
+            max_turns: agent.max_turns,
+            max_tokens: agent.max_tokens,
+            temperature: None,
+            top_p: agent.top_p,
+            seed: agent.seed,
+            tool_result_max_chars: agent.tool_result_max_chars,
+            concurrency: 8,
+        }
+    };
 
     /// `arg` with this command's default, when it is one of [`EpisodeArgs`]'s flags and has one:
     /// clap then fills it in and `--help` shows it.
@@ -280,6 +291,15 @@ impl EpisodeArgs {
     /// `--concurrency`, else the command's default.
     pub fn concurrency(&self, defaults: &EpisodeDefaults) -> usize {
         self.concurrency.unwrap_or(defaults.concurrency)
+    }
+}
+
+/// The values a setting's enum allows, as help text lists them ("constant or cosine"): read from
+/// the enum itself (`ta_trainer::settings::allowed_values`), so the list is written once.
+pub fn one_of<T: serde::de::DeserializeOwned>() -> String {
+    match ta_trainer::settings::allowed_values::<T>() {
+        [rest @ .., last] if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        values => values.join(""),
     }
 }
 
@@ -545,7 +565,7 @@ pub fn check_rewards(reward: &RewardConfig) -> Result<()> {
 mod tests {
     use clap::{Args, CommandFactory, FromArgMatches, Parser};
 
-    use super::{EpisodeArgs, EpisodeDefaults};
+    use super::{EpisodeArgs, EpisodeDefaults, one_of};
 
     const SOME: EpisodeDefaults = EpisodeDefaults { temperature: Some(0.5), seed: Some(3), ..EpisodeDefaults::COMMON };
 
@@ -574,5 +594,12 @@ mod tests {
     fn flags_override_defaults() {
         let c = Cmd::parse_from(["cmd", "--temperature", "0", "--max-tokens", "7"]).episode.agent_config(&SOME, false);
         assert_eq!((c.temperature, c.max_tokens, c.record_tokens), (0.0, 7, false));
+    }
+
+    /// A flag's list of allowed values is the enum's.
+    #[test]
+    fn one_of_lists_the_enum() {
+        assert_eq!(one_of::<ta_trainer::Schedule>(), "constant or cosine");
+        assert_eq!(one_of::<ta_types::Split>(), "train or validation");
     }
 }

@@ -36,8 +36,7 @@ pub struct Args {
     /// Learning rate (overrides `[optim] lr`).
     #[arg(long)]
     lr: Option<f64>,
-    /// constant or cosine.
-    #[arg(long)]
+    #[arg(long, help = crate::args::one_of::<ta_trainer::Schedule>())]
     schedule: Option<ta_trainer::Schedule>,
     /// Steps of linear warmup (overrides `[optim] warmup_steps`).
     #[arg(long)]

@@ -27,9 +27,17 @@ pub struct AgentConfig {
     pub seed: Option<u64>,
 }
 
+impl AgentConfig {
+    /// The episode settings every command starts from, written once: `train`'s `[rollout]`
+    /// defaults and the sampling flags' of `rollout`, `collect` and `eval` take theirs from here,
+    /// changing only what differs for them (a rollout's temperature, a teacher's `max_tokens`).
+    pub const DEFAULT: AgentConfig =
+        AgentConfig { max_turns: 8, max_tokens: 512, temperature: 1.0, top_p: 1.0, tool_result_max_chars: 4000, record_tokens: true, seed: None };
+}
+
 impl Default for AgentConfig {
     fn default() -> Self {
-        AgentConfig { max_turns: 8, max_tokens: 512, temperature: 1.0, top_p: 1.0, tool_result_max_chars: 4000, record_tokens: true, seed: None }
+        AgentConfig::DEFAULT
     }
 }
 

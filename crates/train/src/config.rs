@@ -91,17 +91,19 @@ pub struct CurriculumSettings {
 
 impl Default for RolloutSettings {
     fn default() -> Self {
+        // One episode's settings are the agent's own defaults.
+        let episode = ta_rollout::AgentConfig::DEFAULT;
         RolloutSettings {
             rollouts_per_scenario: 8,
             scenarios_per_step: 8,
             epochs: 1,
             max_steps: 0,
-            max_turns: 8,
-            max_tokens: 512,
-            temperature: 1.0,
-            top_p: 1.0,
+            max_turns: episode.max_turns,
+            max_tokens: episode.max_tokens,
+            temperature: episode.temperature,
+            top_p: episode.top_p,
             concurrency: 32,
-            tool_result_max_chars: 4000,
+            tool_result_max_chars: episode.tool_result_max_chars,
             eval_every: 10,
             eval_temperature: 0.0,
             eval_rollouts: 4,
