@@ -142,7 +142,7 @@ impl ModelArgs {
             bail!("no model given\nhint: pass --base-model smollm2-135m-instruct to start the embedded engine, or --base-url URL --model NAME for an existing server");
         };
         let options = self.engine.options(base_model, BASE_NAME, log_dir.join("engine.log"));
-        let served = EngineSource::Start { python: PythonEnv::ensure()?, options }.open().await.context("the embedded engine did not start")?;
+        let served = EngineSource::Start { python: PythonEnv::ensure()?, options: Box::new(options) }.open().await.context("the embedded engine did not start")?;
         Ok(ModelEndpoint {
             chat: ta_chat::ChatClient::new(&served.client.base_url(), None, limits),
             model: served.base_name,

@@ -114,7 +114,7 @@ pub async fn run(args: Args) -> Result<()> {
     let system_prompt = server.system_prompt(args.episode.system_prompt.as_deref())?;
     let engine = match &args.engine_url {
         Some(url) => EngineSource::Running { url: url.clone(), base_name: args.engine_model.clone() },
-        None => EngineSource::Start { python: PythonEnv::ensure()?, options: args.engine.options(&target.base_model, BASE_NAME, logs.join("engine.log")) },
+        None => EngineSource::Start { python: PythonEnv::ensure()?, options: Box::new(args.engine.options(&target.base_model, BASE_NAME, logs.join("engine.log"))) },
     };
     let opts = EvalOptions {
         scenarios: &scenarios,

@@ -211,7 +211,7 @@ pub async fn run(args: Args) -> Result<Finished> {
         Some(url) => EngineSource::Running { url: url.clone(), base_name: args.engine_model.clone() },
         None => {
             let options = placement.engine_options(&cfg, args.engine.options(&cfg.base_model, BASE_NAME, logs.join("engine.log")))?;
-            EngineSource::Start { python: python.clone(), options }
+            EngineSource::Start { python: python.clone(), options: Box::new(options) }
         }
     };
     let engine = engine.open().await.context("the embedded engine did not start")?;

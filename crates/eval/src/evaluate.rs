@@ -145,7 +145,7 @@ pub struct EvalOptions<'a> {
 /// How an evaluation ended.
 pub enum Evaluated {
     /// Every model played every episode: `eval.json` and the report are written.
-    Done { summary: EvalSummary, report: PathBuf },
+    Done { summary: Box<EvalSummary>, report: PathBuf },
     /// `shutdown` fired: `kept` finished episodes are saved, and running again continues.
     Interrupted { kept: usize },
 }
@@ -194,7 +194,7 @@ pub async fn evaluate<T: ToolHost>(
         models.push(base);
     }
 
-    let chat = ChatClient::new(&client.base_url(), None, opts.http.clone());
+    let chat = ChatClient::new(&client.base_url(), None, opts.http);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let multi = MultiProgress::new();
     let runs = models.iter().map(|(m, served)| {
@@ -241,7 +241,7 @@ pub async fn evaluate<T: ToolHost>(
     );
     std::fs::write(opts.out.join("eval.json"), serde_json::to_vec_pretty(&summary)?)?;
     let report = crate::write_report(opts.out)?;
-    Ok(Evaluated::Done { summary, report })
+    Ok(Evaluated::Done { summary: Box::new(summary), report })
 }
 
 /// One model's episodes, continued from `trajectories/<label>.jsonl`, scored and written back

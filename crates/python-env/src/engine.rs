@@ -174,7 +174,7 @@ pub enum EngineSource {
     /// model as `base_name`.
     Running { url: String, base_name: String },
     /// The embedded engine, started with `options` in `python` and stopped with the command.
-    Start { python: PythonEnv, options: EngineOptions },
+    Start { python: PythonEnv, options: Box<EngineOptions> },
 }
 
 /// The engine a command uses: how to reach it, the name of its base model, and the process when

@@ -241,7 +241,7 @@ async fn start_engine(engine: &mut Option<Engine>, args: &EngineArgs, model: &st
         );
     }
     let options = args.options(model, model, logs.join("engine.log"));
-    let served = EngineSource::Start { python: PythonEnv::ensure()?, options }.open().await.context("the embedded engine did not start")?;
+    let served = EngineSource::Start { python: PythonEnv::ensure()?, options: Box::new(options) }.open().await.context("the embedded engine did not start")?;
     *engine = served.process;
     Ok(served.client.base_url())
 }
