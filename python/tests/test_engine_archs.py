@@ -78,17 +78,17 @@ def tokens(seed: int, n: int) -> list[int]:
     return torch.randint(3, 256, (n,), generator=torch.Generator().manual_seed(seed)).tolist()
 
 
-@pytest.fixture(scope="module")
-def model_dirs(tmp_path_factory, smollm2_gguf) -> dict:
-    """Each architecture saved once with the byte-level tokenizer: random weights of std 0.1 (so
-    logits spread over several nats) and random norm weights."""
+def save_models(root, archs) -> dict:
+    """Each architecture of `archs` (keys of ARCHS) saved under `root` with the byte-level tokenizer:
+    random weights of std 0.1 (so logits spread over several nats) and random norm weights."""
     import tiny_model
     from transformers import AutoConfig, AutoModelForCausalLM
 
     tok = load_tokenizer(ModelSource.parse(str(tiny_model.tiny_bytes_model_dir())))
-    root = tmp_path_factory.mktemp("archs")
     out = {}
     for i, (arch, kw) in enumerate(ARCHS.items()):
+        if arch not in archs:
+            continue
         model_type = arch.split("-")[0]
         cfg = AutoConfig.for_model(model_type, initializer_range=0.1, tie_word_embeddings=True, **kw)
         cfg.bos_token_id, cfg.eos_token_id = tok.bos_token_id, tok.eos_token_id
@@ -102,6 +102,12 @@ def model_dirs(tmp_path_factory, smollm2_gguf) -> dict:
         tok.save_pretrained(root / arch)
         out[arch] = root / arch
     return out
+
+
+@pytest.fixture(scope="module")
+def model_dirs(tmp_path_factory, smollm2_gguf) -> dict:
+    """Every architecture of ARCHS, saved once (save_models)."""
+    return save_models(tmp_path_factory.mktemp("archs"), ARCHS)
 
 
 def load(path, eager: bool = True):

@@ -11,6 +11,7 @@ import json
 import pytest
 import torch
 from rust_config import rust_config
+from test_engine_archs import LORA_TARGETS, save_models, tokens
 from test_engine_lora import make_adapter
 
 from train_agent.batches import Sample, collate
@@ -47,11 +48,11 @@ def engine(model_dir, dtype, adapter=None, logprobs_mode="raw_logprobs", device=
 
 
 def sampled(
-    gen: Generator, temperature: float, adapter: str | None = "sft"
+    gen: Generator, temperature: float, adapter: str | None = "sft", prompts: list[list[int]] = PROMPTS
 ) -> list[tuple[list[int], list[int], list[float]]]:
     """(prompt, completion, engine logprobs) for each prompt, 24 tokens sampled at `temperature`."""
     out = []
-    for i, p in enumerate(PROMPTS):
+    for i, p in enumerate(prompts):
         params = SamplingParams(max_tokens=24, temperature=temperature, seed=i + 1, ignore_eos=True)
         [c] = gen.submit(p, 1, params, adapter).result().completions
         out.append((p, c.token_ids, c.logprobs))
@@ -147,6 +148,97 @@ def test_rslora_adapter_logits_equal_peft(tiny_sft_model_dir, tmp_path):
     finally:
         gen.close()
     assert max_diff(runs, _plain_logprobs(merged, runs)) < 1e-4
+
+
+# The architectures whose numerics differ from Llama's in ways the trainer must follow: Gemma 2's
+# attention and final-logit soft-caps, Gemma 3's local (sliding-window) layers with their own RoPE,
+# Phi-3's fused projections, partial RoPE and window.
+PARITY_ARCHS = ("gemma2", "gemma3_text", "phi3")
+
+
+@pytest.fixture(scope="module")
+def arch_dirs(tmp_path_factory, smollm2_gguf) -> dict:
+    """test_engine_archs' tiny random models (windows of 6 tokens, random norm weights)."""
+    return save_models(tmp_path_factory.mktemp("archs"), PARITY_ARCHS)
+
+
+@pytest.mark.parametrize("arch", PARITY_ARCHS)
+def test_engine_logprobs_are_the_trainers_on_other_architectures(arch_dirs, tmp_path, arch):
+    """float32 on CPU, with a random LoRA adapter on both sides: the engine's fast-path logprobs of
+    sampled tokens are the trainer's (trained_logprobs, its chunked head) within rounding, raw at
+    T = 1 and processed at T = 0.7 (Gemma 2's final cap comes before the temperature). Then the
+    checks are shown to bite: the trainer without Gemma 2's final cap, with SDPA attention (which
+    drops its attention cap) or without the sliding window is off by far more than the tolerance.
+    Prompts (23 and 17 tokens) plus 24 sampled tokens are several windows long."""
+    path = arch_dirs[arch]
+    adapter = make_adapter(path, tmp_path / "adapter", seed=5, r=4, targets=LORA_TARGETS[arch])
+    model = trainer_model(path, adapter, tmp_path / "run", torch.float32)
+    lm = model.get_base_model()
+    # the attention soft-cap needs eager attention (models.attention_implementation)
+    assert lm.config._attn_implementation == ("eager" if arch == "gemma2" else "sdpa")
+    prompts = [tokens(1, 23), tokens(2, 17)]
+    runs = {}
+    for mode, temperature in (("raw_logprobs", 1.0), ("processed_logprobs", 0.7)):
+        gen = engine(path, torch.float32, adapter, mode)
+        try:
+            runs[temperature] = sampled(gen, temperature, prompts=prompts)
+        finally:
+            gen.close()
+        spread = max(abs(x) for _, _, lp in runs[temperature] for x in lp)
+        assert spread > 2, mode  # logprobs spread over nats: a wrong head or cap would show
+        diff = max_diff(runs[temperature], trainer_logprobs(model, runs[temperature], temperature))
+        print(f"{arch} {mode} T={temperature}: max |engine - trainer| {diff:.2e}")
+        assert diff < 1e-4, (arch, mode, diff)
+
+    def set_config(key: str, value):
+        """Sets a config key of the trainer's model; returns the value it had."""
+        if key == "attn_implementation":
+            before = lm.config._attn_implementation
+            lm.set_attn_implementation(value)
+        else:
+            before = getattr(lm.config, key)
+            setattr(lm.config, key, value)
+        return before
+
+    def off_by(key: str, value) -> float:
+        """max |engine - trainer| at T = 0.7 with one config key of the trainer changed for the call."""
+        before = set_config(key, value)
+        try:
+            return max_diff(runs[0.7], trainer_logprobs(model, runs[0.7], 0.7))
+        finally:
+            set_config(key, before)
+
+    checks = {"sliding_window": 10**6}
+    if arch == "gemma2":
+        checks.update(final_logit_softcapping=None, attn_implementation="sdpa")
+    for k, v in checks.items():
+        diff = off_by(k, v)
+        print(f"{arch} trainer with {k}={v}: max |engine - trainer| {diff:.2e}")
+        assert diff > 1e-3, (arch, k, diff)
+    assert max_diff(runs[0.7], trainer_logprobs(model, runs[0.7], 0.7)) < 1e-4  # restored
+
+
+def test_an_adapted_head_is_soft_capped_too(arch_dirs):
+    """With lm_head among the LoRA targets the trainer takes the unchunked head (token_logprobs); it
+    caps Gemma 2's logits before the temperature there too: both heads give transformers' own
+    forward (eager, capped) at T = 0.7. The adapter's B is zero, so the head is the base's."""
+    from peft import LoraConfig, get_peft_model
+
+    path = arch_dirs["gemma2"]
+    ids = tokens(1, 40)
+    mb = collate([Sample(ids, [0] * 10 + [1] * 30, [0.0] * 40, 0.0, 1.0)])
+    base = load_model(ModelSource.parse(str(path)), "cpu", torch.float32)
+    with torch.no_grad():
+        want = (base(torch.tensor([ids])).logits[0, 9:-1] / 0.7).log_softmax(-1)[torch.arange(30), ids[10:]]
+    for targets in (["q_proj"], ["q_proj", "lm_head"]):
+        model = get_peft_model(
+            load_model(ModelSource.parse(str(path)), "cpu", torch.float32), LoraConfig(r=4, target_modules=targets)
+        )
+        chunked = isinstance(model.get_base_model().get_output_embeddings(), torch.nn.Linear)
+        assert chunked == ("lm_head" not in targets)
+        with torch.no_grad():
+            logp, _ = trained_logprobs(model.eval(), mb, 0.7)
+        assert (logp - want).abs().max() < 1e-5, targets
 
 
 def _plain_logprobs(model, runs) -> list[list[float]]:

@@ -12,6 +12,7 @@ from train_agent.loss import (
     kl_k3,
     linear_token_logprobs,
     sft_loss,
+    softcap_logits,
     token_logprobs,
     token_weights,
 )
@@ -108,8 +109,12 @@ def test_log_ratio_is_clamped_so_a_near_impossible_token_cannot_overflow():
     assert abs(loss.item() - 0.5 * math.exp(LOG_RATIO_LIMIT) + 0.5 * 1.0) < 1e-3 * math.exp(LOG_RATIO_LIMIT)
 
 
-@pytest.mark.parametrize("temperature,bias", [(1.0, False), (0.7, True)])
-def test_chunked_head_matches_full_logits_in_values_and_gradients(temperature, bias):
+@pytest.mark.parametrize(
+    "temperature,bias,softcap", [(1.0, False, None), (0.7, True, None), (1.0, False, 4.0), (0.7, True, 2.5)]
+)
+def test_chunked_head_matches_full_logits_in_values_and_gradients(temperature, bias, softcap):
+    """Against autograd through the whole [M, V] logits, with and without Gemma 2's final-logit
+    soft-cap (`cap * tanh(z / cap)` before the temperature)."""
     torch.manual_seed(0)
     M, d, V = 37, 16, 50  # 37 rows in chunks of 8: the last chunk is partial
     h = torch.randn(M, d, requires_grad=True)
@@ -117,16 +122,51 @@ def test_chunked_head_matches_full_logits_in_values_and_gradients(temperature, b
     targets = torch.randint(0, V, (M,))
     upstream = torch.randn(M)  # a loss that weighs every token differently
 
-    ref_logp, ref_ent = token_logprobs(F.linear(h, w, b) / temperature, targets)
+    ref_logp, ref_ent = token_logprobs(softcap_logits(F.linear(h, w, b), softcap) / temperature, targets)
     (ref_logp * upstream).sum().backward()
     ref_grad, h.grad = h.grad.clone(), None
 
-    logp, ent = linear_token_logprobs(h, w, b, targets, temperature, chunk_rows=8)
+    logp, ent = linear_token_logprobs(h, w, b, targets, temperature, chunk_rows=8, softcap=softcap)
     (logp * upstream).sum().backward()
     assert torch.allclose(logp, ref_logp, atol=1e-5)
     assert torch.allclose(ent, ref_ent, atol=1e-5)
     assert torch.allclose(h.grad, ref_grad, atol=1e-5)
     assert h.grad.abs().max() > 0.1
+    if softcap is not None:  # the cap binds: logits of std ~4 against a cap of 4 or 2.5
+        uncapped, _ = linear_token_logprobs(h, w, b, targets, temperature, chunk_rows=8)
+        assert (uncapped - logp).abs().max() > 0.5
+
+
+@pytest.mark.parametrize("softcap", [None, 1.5])
+def test_chunked_head_gradient_passes_gradcheck_in_float64(softcap):
+    """Finite differences of the chunked head (in float64, where it computes in float64) against its
+    hand-derived Jacobian, soft-capped or not, at a temperature and with a bias."""
+    torch.manual_seed(1)
+    M, d, V = 5, 4, 7
+    h = torch.randn(M, d, dtype=torch.float64, requires_grad=True)
+    w, b = torch.randn(V, d, dtype=torch.float64), torch.randn(V, dtype=torch.float64)
+    targets = torch.randint(0, V, (M,))
+    f = lambda x: linear_token_logprobs(x, w, b, targets, 0.8, chunk_rows=2, softcap=softcap)[0]  # noqa: E731
+    assert f(h).dtype == torch.float64
+    assert torch.autograd.gradcheck(f, (h,), eps=1e-6, atol=1e-7)
+
+
+def test_chunked_head_without_a_cap_is_bit_identical_to_the_uncapped_formula():
+    """softcap=None takes exactly the arithmetic of the head before the cap existed: float32 logits,
+    temperature, log-softmax, and the Jacobian (W[t] - p @ W) / T."""
+    torch.manual_seed(2)
+    h = torch.randn(19, 16, requires_grad=True)
+    w, b = torch.randn(50, 16), torch.randn(50)
+    targets = torch.randint(0, 50, (19,))
+    logp, ent = linear_token_logprobs(h, w, b, targets, 0.7, chunk_rows=19)
+    logp.sum().backward()
+    logits = F.linear(h.detach(), w, b)
+    logits /= 0.7
+    logq = logits.sub_(logits.logsumexp(-1, keepdim=True))
+    p = logq.exp()
+    assert torch.equal(logp, logq.gather(-1, targets[:, None])[:, 0])
+    assert torch.equal(ent, -(p * logq).sum(-1))
+    assert torch.equal(h.grad, (w[targets] - p @ w) / 0.7)
 
 
 def test_chunked_head_keeps_a_bf16_hidden_states_gradient_in_bf16_and_refuses_a_trained_head():

@@ -47,6 +47,14 @@ def token_weights(lengths: list[int], aggregation: str, max_len_norm: float | No
     return AGGREGATIONS[aggregation](lengths, max_len_norm)
 
 
+def softcap_logits(logits: torch.Tensor, softcap: float | None) -> torch.Tensor:
+    """Gemma 2's final-logit soft-cap, `cap * tanh(logits / cap)` (before any temperature), in the
+    order of operations of transformers' head and the engine's (decoder.Decoder.logits); None: as is."""
+    if softcap is None:
+        return logits
+    return torch.tanh(logits / softcap) * softcap
+
+
 def token_logprobs(logits: torch.Tensor, targets: torch.Tensor):
     """Log-probability of each target token and the entropy of its distribution (no gradient).
     logits (M, V) are the rows that predict targets (M,); computed in float32."""
@@ -63,34 +71,44 @@ LOGIT_CHUNK_BYTES = 512 << 20
 
 
 class _LinearTokenLogprobs(torch.autograd.Function):
-    """`log_softmax(h @ W.T + b)[target]` chunked over rows, so no [M, V] tensor outlives a chunk.
+    """`log_softmax(cap(h @ W.T + b) / T)[target]` chunked over rows, so no [M, V] tensor outlives a
+    chunk (`cap` the optional final-logit soft-cap, y = c * tanh(z / c); without it, y = z).
 
     Each logprob depends on its own hidden row only, so its gradient is a per-row vector that the
-    forward pass can finish: d logp_i / d h_i = (W[t_i] - p_i @ W) / T, with p_i the row's softmax.
-    Forward stores that [M, d] Jacobian (small: d, not V, per token) and backward scales it by the
-    incoming per-token gradient. The matmul count equals autograd's (logits, then p @ W in place of
-    grad_logits @ W) with no recompute, unlike checkpointing the head (Liger's fused linear
-    cross-entropy does the same for its loss; here the loss is applied later, to the logprobs). The
-    head weight and bias are constants: the trainer's head is frozen (an adapted head takes
-    `token_logprobs`)."""
+    forward pass can finish. With z = W h_i + b, y = cap(z), p_i = softmax(y / T):
+
+        d logp_i / d y_v = (1[v = t_i] - p_iv) / T          d y_v / d z_v = s_v = 1 - tanh^2(z_v / c)
+        d logp_i / d h_i = sum_v (1[v = t_i] - p_iv) s_v W[v] / T = (s_t W[t_i] - (p_i * s) @ W) / T
+
+    and without the cap s = 1: (W[t_i] - p_i @ W) / T. Forward stores that [M, d] Jacobian (small: d,
+    not V, per token) and backward scales it by the incoming per-token gradient. The matmul count
+    equals autograd's (logits, then p @ W in place of grad_logits @ W) with no recompute, unlike
+    checkpointing the head (Liger's fused linear cross-entropy does the same for its loss; here the
+    loss is applied later, to the logprobs). The head weight and bias are constants: the trainer's
+    head is frozen (an adapted head takes `token_logprobs`). The arithmetic is float32 (float64 for
+    float64 inputs, which the gradient check uses)."""
 
     @staticmethod
-    def forward(ctx, h, weight, bias, targets, temperature, chunk_rows):
+    def forward(ctx, h, weight, bias, targets, temperature, chunk_rows, softcap=None):
         with torch.autocast(h.device.type, enabled=False):  # the head runs in float32 under bf16-mixed
-            return _LinearTokenLogprobs._forward(ctx, h, weight, bias, targets, temperature, chunk_rows)
+            return _LinearTokenLogprobs._forward(ctx, h, weight, bias, targets, temperature, chunk_rows, softcap)
 
     @staticmethod
-    def _forward(ctx, h, weight, bias, targets, temperature, chunk_rows):
-        w32 = weight.float()
-        b32 = None if bias is None else bias.float()
+    def _forward(ctx, h, weight, bias, targets, temperature, chunk_rows, softcap):
+        acc = torch.promote_types(h.dtype, torch.float32)
+        w32 = weight.to(acc)
+        b32 = None if bias is None else bias.to(acc)
         need_grad = ctx.needs_input_grad[0]
-        logp = torch.empty(h.shape[0], dtype=torch.float32, device=h.device)
+        logp = torch.empty(h.shape[0], dtype=acc, device=h.device)
         entropy = torch.empty_like(logp)
-        jac = torch.empty(h.shape, dtype=torch.float32, device=h.device) if need_grad else None
+        jac = torch.empty(h.shape, dtype=acc, device=h.device) if need_grad else None
         for start in range(0, h.shape[0], chunk_rows):
             rows = slice(start, start + chunk_rows)
             t = targets[rows]
-            logits = F.linear(h[rows].float(), w32, b32)
+            logits = F.linear(h[rows].to(acc), w32, b32)
+            if softcap is not None:
+                th = logits.div_(softcap).tanh_()  # in place: tanh(z / c), kept for the gradient
+                logits = th * softcap
             if temperature != 1.0:
                 logits /= temperature
             logq = logits.sub_(logits.logsumexp(-1, keepdim=True))  # in place: log-softmax
@@ -98,7 +116,13 @@ class _LinearTokenLogprobs(torch.autograd.Function):
             p = logq.exp()
             entropy[rows] = -(p * logq).sum(-1)
             if need_grad:
-                jac[rows] = (w32[t] - p @ w32) / temperature
+                if softcap is None:
+                    jac[rows] = (w32[t] - p @ w32) / temperature
+                else:
+                    del logits, logq  # free the log-softmax: the gradient needs only tanh and p
+                    s = th.square_().neg_().add_(1)  # in place: 1 - tanh^2(z / c) = dy/dz
+                    s_t = s.gather(-1, t[:, None])
+                    jac[rows] = (s_t * w32[t] - p.mul_(s) @ w32) / temperature
         ctx.save_for_backward(jac)
         ctx.h_dtype = h.dtype
         ctx.mark_non_differentiable(entropy)
@@ -107,7 +131,7 @@ class _LinearTokenLogprobs(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_logp, _grad_entropy):
         (jac,) = ctx.saved_tensors
-        return (jac * grad_logp[:, None]).to(ctx.h_dtype), None, None, None, None, None
+        return (jac * grad_logp[:, None]).to(ctx.h_dtype), None, None, None, None, None, None
 
 
 def linear_token_logprobs(
@@ -117,15 +141,18 @@ def linear_token_logprobs(
     targets: torch.Tensor,
     temperature: float = 1.0,
     chunk_rows: int | None = None,
+    softcap: float | None = None,
 ):
-    """`token_logprobs(F.linear(h, W, b).float() / temperature, targets)` without materializing the
-    [M, V] float32 logits (the trainer's memory peak over a 152k vocabulary): chunks of `chunk_rows`
-    rows (default: LOGIT_CHUNK_BYTES of logits). Gradients flow to `h` only."""
+    """`token_logprobs(softcap_logits(F.linear(h, W, b).float(), softcap) / temperature, targets)`
+    without materializing the [M, V] float32 logits (the trainer's memory peak over a 152k
+    vocabulary): chunks of `chunk_rows` rows (default: LOGIT_CHUNK_BYTES of logits). `softcap` is
+    the model's final-logit soft-cap (Gemma 2's `final_logit_softcapping`), applied before the
+    temperature as the engine applies it. Gradients flow to `h` only."""
     if torch.is_grad_enabled() and (weight.requires_grad or (bias is not None and bias.requires_grad)):
         raise ValueError("linear_token_logprobs treats the output head as a constant, but it requires grad")
     if chunk_rows is None:
         chunk_rows = max(1, LOGIT_CHUNK_BYTES // (4 * weight.shape[0]))
-    return _LinearTokenLogprobs.apply(h, weight, bias, targets, temperature, chunk_rows)
+    return _LinearTokenLogprobs.apply(h, weight, bias, targets, temperature, chunk_rows, softcap)
 
 
 def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:

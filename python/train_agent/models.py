@@ -125,10 +125,32 @@ def load_tokenizer(source: ModelSource):
     return tok
 
 
+def attention_implementation(config) -> str | None:
+    """The transformers attention a model of `config` must run with to compute what it was trained
+    with, or None for transformers' default (SDPA).
+
+    Gemma 2 soft-caps its attention scores (`attn_logit_softcapping`: cap * tanh(s / cap) before the
+    softmax). transformers' SDPA attention takes the cap as a keyword and silently drops it (its
+    kernels have no score hook), so under the default the trainer's logprobs would not be the
+    engine's (decoder.attention caps them). Eager attention applies it (gemma2's
+    `eager_attention_forward`); so would flex attention (a `score_mod`) and flash-attention 2, but
+    flex needs torch.compile to be efficient and flash a separate package, and eager is the
+    arithmetic the engine's fast path is checked against (tests/test_engine_archs.py). Its cost is
+    the materialized [batch, heads, T, T] score matrix."""
+    cfg = config.get_text_config() if hasattr(config, "get_text_config") else config
+    return "eager" if getattr(cfg, "attn_logit_softcapping", None) is not None else None
+
+
 def load_model(source: ModelSource, device: str, dtype: torch.dtype):
+    """The causal LM at `source`, on `device` in `dtype`, with the attention implementation that
+    honours its config (`attention_implementation`): the trainer, SFT, merges and the engine's
+    generic path all load through here."""
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(source.path, dtype=dtype, **source.kwargs())
+    attn = attention_implementation(model.config)
+    if attn is not None:
+        model.set_attn_implementation(attn)
     return model.to(device)
 
 

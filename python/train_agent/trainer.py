@@ -95,7 +95,7 @@ import torch
 from pytorch_lightning.strategies import DDPStrategy
 
 from .batches import plan_step, read_step_file, read_validation_file
-from .loss import AGGREGATIONS, grpo_loss, linear_token_logprobs, sft_loss, token_logprobs
+from .loss import AGGREGATIONS, grpo_loss, linear_token_logprobs, sft_loss, softcap_logits, token_logprobs
 from .models import ModelSource, cpu_has_fast_bf16, load_model, load_tokenizer, parse_dtype
 
 # ---------------------------------------------------------------------------------------- config
@@ -382,8 +382,10 @@ def lr_multiplier(step: int, o: OptimSettings) -> float:
 
 def trained_logprobs(model, mb: dict[str, torch.Tensor], temperature: float = 1.0):
     """Logprobs and entropies of the trained tokens (flat, row-major over the loss mask) under
-    softmax(logits / temperature): the decoder runs in the run's precision, the output head only on
-    trained positions and in float32 (the engine's head does the same, decoder.Decoder.logits)."""
+    softmax(cap(logits) / temperature): the decoder runs in the run's precision, the output head only
+    on trained positions and in float32 (the engine's head does the same, decoder.Decoder.logits),
+    soft-capped where the model caps its logits (Gemma 2's `final_logit_softcapping`; the decoder's
+    attention soft-cap is kept by loading such models with eager attention, models.load_model)."""
     lm = model.get_base_model()
     # No attention mask: rows are right-padded, so under causal attention no real token sees a pad,
     # and without a mask SDPA takes its fused kernels (on a 2-core CPU, 542 against 389 tok/s for a
@@ -393,11 +395,12 @@ def trained_logprobs(model, mb: dict[str, torch.Tensor], temperature: float = 1.
     h = hidden[:, :-1][sel]  # the position before each trained token predicts it
     head = lm.get_output_embeddings()
     targets = mb["input_ids"][:, 1:][sel]
+    softcap = getattr(lm.config, "final_logit_softcapping", None)
     if isinstance(head, torch.nn.Linear):
         # chunked: the [tokens, vocab] float32 logits never exist whole (loss.linear_token_logprobs)
-        return linear_token_logprobs(h, head.weight, head.bias, targets, temperature)
+        return linear_token_logprobs(h, head.weight, head.bias, targets, temperature, softcap=softcap)
     with torch.autocast(h.device.type, enabled=False):  # an adapted head (lm_head in target_modules)
-        logits = head(h).float()
+        logits = softcap_logits(head(h).float(), softcap)
         if temperature != 1.0:
             logits = logits / temperature
     return token_logprobs(logits, targets)
