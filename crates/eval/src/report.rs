@@ -509,8 +509,6 @@ pub fn render(data: &ReportData) -> Result<String, ReportError> {
 pub fn write_report(dir: &Path) -> Result<PathBuf, ReportError> {
     let html = render(&collect(dir)?)?;
     let path = dir.join("report.html");
-    let tmp = dir.join(".report.html.tmp");
-    std::fs::write(&tmp, html).map_err(|source| ReportError::Write { path: tmp.clone(), source })?;
-    std::fs::rename(&tmp, &path).map_err(|source| ReportError::Write { path: path.clone(), source })?;
+    ta_types::atomic::write_atomic(&path, |w| w.write_all(html.as_bytes())).map_err(|source| ReportError::Write { path: path.clone(), source })?;
     Ok(path)
 }

@@ -134,5 +134,8 @@ mod tests {
         assert_eq!(step_of(Path::new("/x/stop")), None);
         assert_eq!(step_of(Path::new("/x/validation-000007.json")), Some(7));
         assert_eq!(step_of(Path::new("/x/.validation-000007.tmp")), None);
+        // the temporary names ta_types::atomic::write_atomic gives the inbox files
+        assert_eq!(step_of(Path::new("/x/step-000042.json.tmp")), None);
+        assert_eq!(step_of(Path::new("/x/validation-000007.json.tmp")), None);
     }
 }

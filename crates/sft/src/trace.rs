@@ -5,7 +5,7 @@
 //! A trace is a [`Trajectory`] without the token-level record (SFT re-renders the conversation
 //! through the chat template) and with the tools as the model saw them.
 
-use std::io::{BufRead, Write};
+use std::io::BufRead;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -88,16 +88,7 @@ pub fn write_jsonl<T: Serialize>(path: &Path, rows: &[T]) -> std::io::Result<()>
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
-    let tmp = path.with_extension("jsonl.tmp");
-    {
-        let mut f = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
-        for r in rows {
-            serde_json::to_writer(&mut f, r).map_err(std::io::Error::other)?;
-            f.write_all(b"\n")?;
-        }
-        f.flush()?;
-    }
-    std::fs::rename(&tmp, path)
+    ta_types::atomic::write_atomic(path, |w| ta_types::jsonl::write_rows(w, rows))
 }
 
 /// Reads a traces file; errors name the file and line.

@@ -25,9 +25,7 @@ pub fn truncate(path: &Path, last_step: u64) -> std::io::Result<()> {
     if kept.len() == text.lines().count() {
         return Ok(());
     }
-    let tmp = path.with_extension("jsonl.tmp");
-    std::fs::write(&tmp, kept.iter().map(|l| format!("{l}\n")).collect::<String>())?;
-    std::fs::rename(&tmp, path)?;
+    ta_types::atomic::write_atomic(path, |w| kept.iter().try_for_each(|l| writeln!(w, "{l}")))?;
     write_csv(path, &path.with_extension("csv"))
 }
 

@@ -26,16 +26,15 @@ pub(crate) fn write_csv(jsonl: &Path, csv: &Path) -> std::io::Result<()> {
             }
         }
     }
-    let tmp = csv.with_extension("csv.tmp");
-    let mut w = csv::Writer::from_path(&tmp).map_err(std::io::Error::other)?;
-    w.write_record(&columns).map_err(std::io::Error::other)?;
-    for r in &rows {
-        let record = columns.iter().map(|c| r.iter().find(|(k, _)| k == c).map_or("", |(_, v)| v.as_str()));
-        w.write_record(record).map_err(std::io::Error::other)?;
-    }
-    w.flush()?;
-    drop(w);
-    std::fs::rename(&tmp, csv)
+    ta_types::atomic::write_atomic(csv, |out| {
+        let mut w = csv::Writer::from_writer(out);
+        w.write_record(&columns).map_err(std::io::Error::other)?;
+        for r in &rows {
+            let record = columns.iter().map(|c| r.iter().find(|(k, _)| k == c).map_or("", |(_, v)| v.as_str()));
+            w.write_record(record).map_err(std::io::Error::other)?;
+        }
+        w.flush()
+    })
 }
 
 fn flatten(prefix: &str, v: &Value, out: &mut Vec<(String, String)>) {

@@ -80,14 +80,12 @@ impl ValidationFile {
     }
 }
 
-/// Writes `inbox/{kind}-NNNNNN.json` atomically: a temporary name that does not end in `.json`
-/// (the trainer ignores it), then a rename, so the trainer never reads half a file.
+/// Writes `inbox/{kind}-NNNNNN.json` atomically ([`ta_types::atomic::write_atomic`]: its temporary
+/// name does not end in `.json`, so the trainer ignores it), so the trainer never reads half a file.
 fn write_atomic(inbox: &Path, kind: &str, step: u64, value: &impl Serialize) -> std::io::Result<PathBuf> {
     std::fs::create_dir_all(inbox)?;
     let path = inbox.join(format!("{kind}-{step:06}.json"));
-    let tmp = inbox.join(format!(".{kind}-{step:06}.tmp"));
-    std::fs::write(&tmp, serde_json::to_vec(value).map_err(std::io::Error::other)?)?;
-    std::fs::rename(&tmp, &path)?;
+    ta_types::atomic::write_atomic(&path, |w| serde_json::to_writer(w, value).map_err(std::io::Error::other))?;
     Ok(path)
 }
 

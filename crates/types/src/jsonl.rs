@@ -1,10 +1,20 @@
 //! Appending to JSONL files (trajectories, metrics, the judge cache) so that a crash mid-write
 //! costs at most the line being written: before a file is opened for appending, a torn last line
 //! (no trailing newline, or not JSON) is cut off with a warning. Without this, the next line
-//! would be glued onto the fragment and the file would stop parsing two runs later.
+//! would be glued onto the fragment and the file would stop parsing two runs later. Files rewritten
+//! whole go through `crate::atomic::write_atomic`, with [`write_rows`] for their lines.
 
-use std::io::{Read, Seek, SeekFrom};
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
+
+/// Writes `rows` to `w` as JSON lines (one object and a newline each).
+pub fn write_rows<T: serde::Serialize>(w: &mut dyn Write, rows: &[T]) -> std::io::Result<()> {
+    for r in rows {
+        serde_json::to_writer(&mut *w, r).map_err(std::io::Error::other)?;
+        w.write_all(b"\n")?;
+    }
+    Ok(())
+}
 
 /// Opens `path` for appending (creating it and its directory), after cutting a torn last line.
 /// Every JSONL appender goes through here.

@@ -10,6 +10,7 @@
 //! assert_eq!(scenarios[0].task, "How many tables?");
 //! ```
 
+pub mod atomic;
 pub mod chat;
 pub mod jsonl;
 pub mod redact;

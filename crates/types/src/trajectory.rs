@@ -194,13 +194,7 @@ pub fn count_trajectories(path: &Path) -> usize {
 /// Replaces `path` with `trajectories` atomically (a temporary file, then rename), so a crash
 /// leaves either the old file or the new one.
 pub fn write_trajectories(path: &Path, trajectories: &[Trajectory]) -> std::io::Result<()> {
-    let tmp = path.with_extension("jsonl.tmp");
-    let _ = std::fs::remove_file(&tmp);
-    let mut w = TrajectoryWriter::append(&tmp)?;
-    for t in trajectories {
-        w.write(t)?;
-    }
-    std::fs::rename(&tmp, path)
+    crate::atomic::write_atomic(path, |w| crate::jsonl::write_rows(w, trajectories))
 }
 
 /// Reads a trajectories file. A torn last line (a crash mid-write) is skipped; any other bad line
