@@ -11,8 +11,9 @@ import pytest
 from rust_config import CONTRACT, rust_config
 from test_trainer import make_config, run, synthetic_samples
 
+from train_agent.batches import PACKINGS
 from train_agent.loss import AGGREGATIONS, token_weights
-from train_agent.trainer import POLICY_GRADIENT, SCHEDULES, OptimSettings, load_config, lr_multiplier
+from train_agent.trainer import POLICY_GRADIENT, SCHEDULES, OptimSettings, load_config, lr_multiplier, resolved_packing
 
 
 @pytest.mark.parametrize("kind", ["grpo", "sft"])
@@ -46,7 +47,12 @@ def test_the_dispatch_covers_exactly_the_values_rust_allows(tmp_path):
     """Rust's enums own the allowed values (contract/allowed_values.json lists them); the trainer's
     dispatch tables must name the same ones, and each of them must work."""
     allowed = json.loads((CONTRACT / "allowed_values.json").read_text())
-    tables = {"loss.aggregation": AGGREGATIONS, "loss.kind": POLICY_GRADIENT, "optim.schedule": SCHEDULES}
+    tables = {
+        "loss.aggregation": AGGREGATIONS,
+        "loss.kind": POLICY_GRADIENT,
+        "optim.schedule": SCHEDULES,
+        "packing": {"auto", *PACKINGS},
+    }
     assert {key: sorted(table) for key, table in tables.items()} == {key: sorted(v) for key, v in allowed.items()}
     for aggregation in allowed["loss.aggregation"]:
         assert len(token_weights([3, 1], aggregation, max_len_norm=8)) == 2
@@ -58,3 +64,7 @@ def test_the_dispatch_covers_exactly_the_values_rust_allows(tmp_path):
         path = tmp_path / f"{kind}.json"
         path.write_text(json.dumps(rust_config(kind)))
         assert load_config(path).loss.kind == kind
+    for packing in allowed["packing"]:
+        path = tmp_path / f"{packing}.json"
+        path.write_text(json.dumps(dict(rust_config("grpo"), packing=packing)))
+        assert resolved_packing(load_config(path)) in PACKINGS

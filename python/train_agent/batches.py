@@ -13,12 +13,18 @@ this step), `eval_samples` with `eval_before` / `eval_after` (the token-mean los
 before / after this step's update, reported as `eval_loss_before` / `eval_loss`).
 
 `plan_step` gives every sample its per-token loss weight from the counts of the whole step (see
-loss.py), deals the samples to ranks balanced by tokens, packs each rank's share into micro-batches
-of at most `micro_batch_tokens` padded tokens, and pads every rank to the same number of
-micro-batches with zero-weight ones so collective ops line up.
+loss.py), deals the samples to ranks balanced by tokens, packs each rank's share into micro-batches,
+and pads every rank to the same number of micro-batches with zero-weight ones so collective ops line
+up. Two packings (PACKINGS; Rust's `ta_trainer::Packing` owns the names):
+
+- `rows`: micro-batches of at most `micro_batch_tokens` padded tokens (rows * longest row);
+- `prefix-tree`: micro-batches of at most `micro_batch_tokens` distinct tokens, in lexicographic
+  order so that samples sharing a prefix land together; each carries `tree`, the radix tree of its
+  rows (`radix_tree`), which the trainer runs one node at a time over its parent's KV cache. The
+  (rows, longest row) tensors are the same in both: they say which tokens are trained.
 
     >>> mbs = plan_step(samples, rank=0, world_size=1, micro_batch_tokens=4096,
-    ...                 aggregation="token-mean")
+    ...                 aggregation="token-mean", packing="rows")
     >>> mbs[0]["input_ids"].shape   # (rows, longest row)
 """
 
@@ -126,6 +132,70 @@ def pack(samples: list[Sample], micro_batch_tokens: int) -> list[list[Sample]]:
     return groups
 
 
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def pack_tree(samples: list[Sample], micro_batch_tokens: int) -> list[list[Sample]]:
+    """Groups samples in lexicographic order so that each group's distinct tokens (the size of its
+    radix tree) stay within micro_batch_tokens; a sample longer than the budget gets a micro-batch
+    of its own. In sorted order a sample's longest shared prefix with the group is the one with
+    the sample before it, so the tree grows by its length minus that prefix."""
+    groups: list[list[Sample]] = []
+    size = 0
+    for s in sorted(samples, key=lambda s: s.input_ids):
+        grow = len(s.input_ids) - (_common_prefix(groups[-1][-1].input_ids, s.input_ids) if groups else 0)
+        if groups and size + grow <= micro_batch_tokens:
+            groups[-1].append(s)
+            size += grow
+        else:
+            groups.append([s])
+            size = len(s.input_ids)
+    return groups
+
+
+@dataclass
+class Tree:
+    """The radix tree of a micro-batch's rows: node i is the token run `nodes[i]`, continuing its
+    parent `parents[i]` (-1: the root); nodes come parents first. Row r is the concatenation of the
+    nodes on `paths[r]`, so its hidden states are those of its nodes, in path order."""
+
+    nodes: list[torch.Tensor]
+    parents: list[int]
+    paths: list[list[int]]
+
+
+def radix_tree(rows: list[list[int]]) -> Tree:
+    """Every distinct prefix of `rows` once: a node ends where the rows passing through it diverge
+    (or one of them ends). Identical rows share their whole path."""
+    nodes: list[torch.Tensor] = []
+    parents: list[int] = []
+    paths: list[list[int]] = [[] for _ in rows]
+    todo = [(list(range(len(rows))), 0, -1)]  # (rows sharing [0, start), start, their node)
+    while todo:
+        members, start, parent = todo.pop()
+        first = rows[members[0]]
+        end = start + min(_common_prefix(first[start:], rows[r][start:]) for r in members)
+        node = parent
+        if end > start:
+            nodes.append(torch.tensor(first[start:end], dtype=torch.long))
+            parents.append(parent)
+            node = len(nodes) - 1
+            for r in members:
+                paths[r].append(node)
+        branches: dict[int, list[int]] = {}
+        for r in members:
+            if len(rows[r]) > end:
+                branches.setdefault(rows[r][end], []).append(r)
+        todo.extend((b, end, node) for b in branches.values())
+    return Tree(nodes, parents, paths)
+
+
 def collate(samples: list[Sample]) -> dict[str, torch.Tensor]:
     """Right-padded (B, T) tensors; per-sample numbers are broadcast over tokens. No attention mask:
     under causal attention a right pad is never seen by a real token."""
@@ -148,6 +218,17 @@ def collate(samples: list[Sample]) -> dict[str, torch.Tensor]:
     return out
 
 
+def collate_tree(samples: list[Sample]) -> dict:
+    """`collate` plus the rows' radix tree under `tree`."""
+    return dict(collate(samples), tree=radix_tree([s.input_ids for s in samples]))
+
+
+# The dispatch on `packing` (after `auto` is resolved: trainer.resolved_packing): how a rank's
+# samples are grouped and what a micro-batch holds. Its names are Rust's (ta_trainer::Packing),
+# checked by tests/test_contract.py.
+PACKINGS = {"rows": (pack, collate), "prefix-tree": (pack_tree, collate_tree)}
+
+
 def empty_micro_batch() -> dict[str, torch.Tensor]:
     """Zero weight, one trained token: touches every parameter, changes nothing."""
     return collate([Sample([0, 0], [0, 1], [0.0, 0.0], 0.0, 0.0)])
@@ -160,12 +241,14 @@ def plan_step(
     micro_batch_tokens: int,
     aggregation: str,
     max_len_norm: float | None = None,
-) -> list[dict[str, torch.Tensor]]:
+    packing: str = "rows",
+) -> list[dict]:
     """This rank's micro-batches for one step (the same count on every rank)."""
     weights = token_weights([s.n_trained for s in samples], aggregation, max_len_norm)
     for s, w in zip(samples, weights):
         s.weight = w
-    per_rank = [pack(share, micro_batch_tokens) for share in shard(samples, world_size)]
+    group, build = PACKINGS[packing]
+    per_rank = [group(share, micro_batch_tokens) for share in shard(samples, world_size)]
     n = max(len(groups) for groups in per_rank)
-    mine = [collate(g) for g in per_rank[rank]]
+    mine = [build(g) for g in per_rank[rank]]
     return mine + [empty_micro_batch() for _ in range(n - len(mine))]

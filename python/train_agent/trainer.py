@@ -27,8 +27,11 @@ values of enum keys are Rust's enums; the tables that dispatch on them here name
                              max_len_norm: null | Dr. GRPO's constant (needed by seq-mean-token-sum-norm),
                              temperature (logprobs are of softmax(logits / temperature): 1 for the
                              engine's raw logprobs, the sampling temperature for processed_logprobs)}
-    micro_batch_tokens      padded tokens (rows * longest row) per forward/backward
+    micro_batch_tokens      tokens per forward/backward: padded (rows * longest row) or distinct
+                            (prefix-tree)
     gradient_checkpointing  true | false
+    packing                 "auto" (prefix-tree on CPU, rows on GPU or with gradient checkpointing)
+                            | batches.PACKINGS
     precision               "auto" (bf16-mixed on GPU and on CPUs with native bf16, else 32-true) | "bf16-mixed" | "bf16-true" | "32-true"
     strategy                "auto" | "ddp" ("fsdp" is refused for now, with a hint)
     accelerator, devices, num_nodes      as in Lightning
@@ -77,6 +80,7 @@ what an uninterrupted one would without storing generator states.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import math
 import os
@@ -94,7 +98,7 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.strategies import DDPStrategy
 
-from .batches import plan_step, read_step_file, read_validation_file
+from .batches import PACKINGS, Tree, plan_step, read_step_file, read_validation_file
 from .loss import AGGREGATIONS, grpo_loss, linear_token_logprobs, sft_loss, softcap_logits, token_logprobs
 from .models import ModelSource, cpu_has_fast_bf16, load_model, load_tokenizer, parse_dtype
 
@@ -153,6 +157,7 @@ class Config:
     loss: LossSettings
     micro_batch_tokens: int
     gradient_checkpointing: bool
+    packing: str
     precision: str
     strategy: str
     accelerator: str
@@ -192,6 +197,14 @@ class Config:
             raise ValueError(
                 f"config: loss.temperature = {self.loss.temperature!r} must be > 0\nhint: set it to the "
                 f"rollouts' sampling temperature (greedy rollouts carry no policy gradient)"
+            )
+        if self.packing != "auto" and self.packing not in PACKINGS:
+            bad("packing", self.packing, ("auto", *PACKINGS))
+        if self.packing == "prefix-tree" and self.gradient_checkpointing:
+            raise ValueError(
+                "config: packing 'prefix-tree' cannot run with gradient_checkpointing (checkpointed "
+                "layers drop the KV cache the tree's branches continue)\nhint: use packing 'auto' or "
+                "'rows' with gradient checkpointing"
             )
         if self.optim.schedule not in SCHEDULES:
             bad("optim.schedule", self.optim.schedule, SCHEDULES)
@@ -238,6 +251,15 @@ def resolved_precision(cfg: Config) -> str:
     return "32-true" if cfg.precision == "32" else cfg.precision
 
 
+def resolved_packing(cfg: Config) -> str:
+    """`auto`: the prefix tree where compute is scarce and each distinct token counts (CPU), rows
+    where batched kernels pay (GPU); rows under gradient checkpointing, which drops KV caches."""
+    if cfg.packing != "auto":
+        return cfg.packing
+    gpu = torch.cuda.is_available() and cfg.accelerator in ("auto", "gpu", "cuda")
+    return "rows" if gpu or cfg.gradient_checkpointing else "prefix-tree"
+
+
 def base_dtype(precision: str) -> torch.dtype:
     """Frozen base weights in bf16 whenever compute is bf16 (LoRA weights stay float32 under
     bf16-mixed: PEFT keeps adapters in float32)."""
@@ -275,6 +297,7 @@ class Inbox(torch.utils.data.IterableDataset):
     def __init__(self, cfg: Config, after_step: int, rank: int, world_size: int):
         self.cfg, self.after_step, self.rank, self.world_size = cfg, after_step, rank, world_size
         self.dir = cfg.trainer_dir / "inbox"
+        self.packing = resolved_packing(cfg)
 
     def next_file(self, after: int) -> Path | None:
         while True:
@@ -302,12 +325,13 @@ class Inbox(torch.utils.data.IterableDataset):
             t1 = time.perf_counter()
             step, samples, opts = read_step_file(path)
             lc = self.cfg.loss
+            budget = self.cfg.micro_batch_tokens
             mbs = plan_step(
-                samples, self.rank, self.world_size, self.cfg.micro_batch_tokens, lc.aggregation, lc.max_len_norm
+                samples, self.rank, self.world_size, budget, lc.aggregation, lc.max_len_norm, self.packing
             )
             ev = opts["eval_samples"]
             eval_mbs = (
-                plan_step(ev, self.rank, self.world_size, self.cfg.micro_batch_tokens, "token-mean") if ev else []
+                plan_step(ev, self.rank, self.world_size, budget, "token-mean", packing=self.packing) if ev else []
             )
             yield dict(
                 step=step,
@@ -380,6 +404,48 @@ def lr_multiplier(step: int, o: OptimSettings) -> float:
     return SCHEDULES[o.schedule](progress, o.min_lr_ratio)
 
 
+def _fork(cache):
+    """A KV cache that continues `cache` and leaves it as it is: a layer's update rebinds its
+    tensors (`torch.cat`) rather than writing into them, so shallow copies of the layers suffice."""
+    fork = copy.copy(cache)
+    fork.layers = [copy.copy(layer) for layer in cache.layers]
+    return fork
+
+
+def tree_hidden(decoder, tree: Tree) -> torch.Tensor:
+    """The decoder's last hidden states of the tree's rows, right-padded `[rows, longest, hidden]`:
+    each node runs once, continuing its parent's KV cache (a parent's cache is dropped once its
+    last child has run), and a row's states are its nodes' in path order. A shared prefix is thus
+    computed once, and its gradient is the sum over the branches that attend to it: the same
+    values and gradients as one padded row per sample."""
+    children = [0] * len(tree.nodes)
+    for p in tree.parents:
+        if p >= 0:
+            children[p] += 1
+    caches, hidden = {}, []
+    for i, (ids, parent) in enumerate(zip(tree.nodes, tree.parents)):
+        past = _fork(caches[parent]) if parent >= 0 else None
+        out = decoder(input_ids=ids[None], past_key_values=past, use_cache=True)
+        hidden.append(out.last_hidden_state[0])
+        if children[i]:
+            caches[i] = out.past_key_values
+        if parent >= 0:
+            children[parent] -= 1
+            if not children[parent]:
+                del caches[parent]
+    rows = [torch.cat([hidden[n] for n in path]) for path in tree.paths]
+    return torch.nn.utils.rnn.pad_sequence(rows, batch_first=True)
+
+
+def micro_batch_to(mb: dict, device: torch.device) -> dict:
+    """The micro-batch's tensors, the tree's nodes included, on `device`."""
+    out = {k: v.to(device) for k, v in mb.items() if k != "tree"}
+    if "tree" in mb:
+        t = mb["tree"]
+        out["tree"] = Tree([n.to(device) for n in t.nodes], t.parents, t.paths)
+    return out
+
+
 def trained_logprobs(model, mb: dict[str, torch.Tensor], temperature: float = 1.0):
     """Logprobs and entropies of the trained tokens (flat, row-major over the loss mask) under
     softmax(cap(logits) / temperature): the decoder runs in the run's precision, the output head only
@@ -387,10 +453,14 @@ def trained_logprobs(model, mb: dict[str, torch.Tensor], temperature: float = 1.
     soft-capped where the model caps its logits (Gemma 2's `final_logit_softcapping`; the decoder's
     attention soft-cap is kept by loading such models with eager attention, models.load_model)."""
     lm = model.get_base_model()
-    # No attention mask: rows are right-padded, so under causal attention no real token sees a pad,
-    # and without a mask SDPA takes its fused kernels (on a 2-core CPU, 542 against 389 tok/s for a
-    # LoRA step of SmolLM2-135M, benches/cpu_bf16_bench.py; on CUDA the flash path). Pads' outputs are never read.
-    hidden = lm.get_decoder()(input_ids=mb["input_ids"]).last_hidden_state
+    if "tree" in mb:  # packing "prefix-tree"
+        hidden = tree_hidden(lm.get_decoder(), mb["tree"])
+    else:
+        # No attention mask: rows are right-padded, so under causal attention no real token sees a
+        # pad, and without a mask SDPA takes its fused kernels (on a 2-core CPU, 542 against 389
+        # tok/s for a LoRA step of SmolLM2-135M, benches/cpu_bf16_bench.py; on CUDA the flash
+        # path). Pads' outputs are never read.
+        hidden = lm.get_decoder()(input_ids=mb["input_ids"]).last_hidden_state
     sel = mb["loss_mask"][:, 1:]
     h = hidden[:, :-1][sel]  # the position before each trained token predicts it
     head = lm.get_output_embeddings()
@@ -482,7 +552,7 @@ class PolicyModule(pl.LightningModule):
         try:
             with self.trainer.precision_plugin.val_step_context():
                 for mb in mbs:
-                    mb = {k: v.to(self.device) for k, v in mb.items()}
+                    mb = micro_batch_to(mb, self.device)
                     mask = mb["loss_mask"]
                     logp, _ = trained_logprobs(self.model, mb)
                     real = mb["weights"][mask] > 0
@@ -513,7 +583,7 @@ class PolicyModule(pl.LightningModule):
         )
         for i, mb in enumerate(mbs):
             real = bool(mb["weights"].any())  # not a zero-weight filler
-            mb = {k: v.to(self.device) for k, v in mb.items()}
+            mb = micro_batch_to(mb, self.device)
             with nullcontext() if i == len(mbs) - 1 else no_sync():
                 loss, stats = self.micro_batch_loss(mb)
                 # weights are global; DDP averages gradients over ranks, so undo that

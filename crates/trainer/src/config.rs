@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::settings::{Aggregation, LoraSettings, LossSettings, OptimSettings, TrainerSettings};
+use crate::settings::{Aggregation, LoraSettings, LossSettings, OptimSettings, Packing, TrainerSettings};
 
 /// AdamW's moment decays and epsilon: PyTorch's defaults, not a user setting.
 const BETAS: [f64; 2] = [0.9, 0.999];
@@ -30,6 +30,7 @@ pub struct TrainerConfig {
     pub loss: LossConfig,
     pub micro_batch_tokens: u64,
     pub gradient_checkpointing: bool,
+    pub packing: Packing,
     pub precision: String,
     pub strategy: String,
     /// Lightning's accelerator; `auto` picks the GPU when there is one.
@@ -142,6 +143,7 @@ impl TrainerConfig {
             loss,
             micro_batch_tokens: trainer.micro_batch_tokens,
             gradient_checkpointing: trainer.gradient_checkpointing,
+            packing: trainer.packing,
             precision: trainer.precision.clone(),
             strategy: trainer.strategy.clone(),
             accelerator: "auto".into(),

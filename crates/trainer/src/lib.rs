@@ -21,5 +21,5 @@ pub mod step_file;
 
 pub use config::{LossConfig, TrainerConfig};
 pub use report::StepReport;
-pub use settings::{Aggregation, LoraSettings, LossSettings, OptimSettings, Schedule, SettingsError, TrainerSettings};
+pub use settings::{Aggregation, LoraSettings, LossSettings, OptimSettings, Packing, Schedule, SettingsError, TrainerSettings};
 pub use step_file::{EvalRequest, StepFile, ValidationFile};

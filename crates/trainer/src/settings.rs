@@ -196,11 +196,34 @@ impl LossSettings {
     }
 }
 
+/// How a step's samples become forward passes.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Packing {
+    /// `prefix-tree` on CPU, `rows` on GPU (and with gradient checkpointing, which cannot keep
+    /// the tree's KV cache).
+    #[default]
+    Auto,
+    /// Right-padded rows, one per sample: batched kernels, but a shared prompt is recomputed
+    /// for every sample and padding costs as much as tokens.
+    Rows,
+    /// A micro-batch is a radix tree of its samples: every distinct prefix runs once and its
+    /// KV cache serves the branches below it, so a group's system prompt and task, and the turns
+    /// an episode split into several samples shares, are computed once, with no padding. Exact
+    /// (gradients flow through the shared prefix once per branch, as in rows), but one forward
+    /// per tree node: a win where compute is scarce (CPU: a demo GRPO step's forward and
+    /// backward fell 3-4x, benches/RESULTS.md), not where batched kernels pay (GPU).
+    PrefixTree,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct TrainerSettings {
+    /// The budget of one forward and backward: padded tokens (`rows`) or distinct tokens
+    /// (`prefix-tree`).
     pub micro_batch_tokens: u64,
     pub gradient_checkpointing: bool,
+    pub packing: Packing,
     pub precision: String,
     pub strategy: String,
     pub devices: serde_json::Value,
@@ -216,6 +239,7 @@ impl Default for TrainerSettings {
         TrainerSettings {
             micro_batch_tokens: 8192,
             gradient_checkpointing: false,
+            packing: Packing::Auto,
             precision: "auto".into(),
             strategy: "auto".into(),
             devices: 1.into(),
@@ -273,6 +297,7 @@ mod tests {
     fn allowed_values_are_the_names_serde_reads() {
         assert_eq!(allowed_values::<Schedule>(), ["constant", "cosine"]);
         assert_eq!(allowed_values::<Aggregation>(), ["token-mean", "seq-mean-token-sum-norm", "seq-mean-token-mean"]);
+        assert_eq!(allowed_values::<Packing>(), ["auto", "rows", "prefix-tree"]);
         for name in allowed_values::<Aggregation>() {
             serde_json::from_value::<Aggregation>(serde_json::json!(name)).unwrap();
         }

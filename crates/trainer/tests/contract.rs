@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use ta_trainer::config::{LossKind, RunSpec};
-use ta_trainer::settings::allowed_values;
+use ta_trainer::settings::{Packing, allowed_values};
 use ta_trainer::{Aggregation, LoraSettings, LossConfig, LossSettings, OptimSettings, Schedule, StepReport, TrainerConfig, TrainerSettings, ValidationFile};
 
 fn repo() -> PathBuf {
@@ -58,6 +58,7 @@ fn the_python_tests_start_from_what_rust_writes() {
         "loss.aggregation": allowed_values::<Aggregation>(),
         "loss.kind": allowed_values::<LossKind>(),
         "optim.schedule": allowed_values::<Schedule>(),
+        "packing": allowed_values::<Packing>(),
     });
     check_fixture("allowed_values.json", &allowed);
 }
