@@ -23,7 +23,9 @@ replayed with a single launch:
 - LoRA as fixed-size banks (`A: [in, parts*slots*rank]`, `B: [parts*slots*rank, out]`) and a
   per-row adapter index, so rows of different adapters share one step and loading an adapter is an
   in-place copy that keeps the captured graphs valid (a punica-style batched LoRA in two matmuls);
-- small elementwise pieces (RMSNorm, RoPE, SiLU*up) compiled by torch.compile into one kernel each.
+- small elementwise pieces (RMSNorm, RoPE, SiLU*up) compiled by torch.compile into one kernel each;
+- decode attention in Triton (split_kv.py): a split-KV kernel that reads each row's own keys only
+  and writes the new k/v into the cache itself (SDPA, for q_len 1, cost ~18 µs a layer).
 
 On CPU the same code runs eagerly (no graphs, no compile); it matches the HF forward to fp32
 rounding, which the tests check.
@@ -31,6 +33,7 @@ rounding, which the tests check.
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -432,9 +435,12 @@ class Decoder(SlotState):
             self._make_lora_banks()
 
         self.graphs: dict[tuple, tuple] = {}
-        # "sdpa" (cuDNN/flash fused kernel) or "math" (two matmuls; not yet measured on GPU). Set it
-        # before the first step: captured graphs keep the choice.
-        self.decode_attention = "sdpa"
+        # "triton" (split_kv.py: split-KV kernels that also write the new k/v into the cache; the
+        # default on CUDA with Triton installed, for models without soft-capped scores), "sdpa"
+        # (cuDNN/flash fused kernel) or "math" (two matmuls). Set it before the first step:
+        # captured graphs keep the choice.
+        triton = cuda and self.softcap is None and importlib.util.find_spec("triton") is not None
+        self.decode_attention = "triton" if triton else "sdpa"
         self.pool = torch.cuda.graph_pool_handle() if self.use_graphs else None
         if do_compile:
             opts = dict(dynamic=True, fullgraph=True)
@@ -619,17 +625,28 @@ class Decoder(SlotState):
     def _decode(self, b: int, L: int) -> torch.Tensor:
         pos, rows = self.pos[:b], self.rows[:b]
         H, K, D = self.n_heads, self.n_kv, self.head_dim
-        # additive masks, built once per step rather than in every layer
-        masks = self._masks(pos[:, None], L)
-        math = self.decode_attention == "math"  # two small matmuls beat a fused kernel at q_len 1
+        if self.decode_attention == "triton":
+            if self.softcap is not None:
+                raise ValueError("decode_attention 'triton' has no soft-capped scores; use 'sdpa'")
+            from train_agent.split_kv import split_kv_attention
 
-        def attend(i, q, k, v):
-            self.k_cache[i][rows, :, pos] = k
-            self.v_cache[i][rows, :, pos] = v
-            q = q.view(b, K, H // K, D)  # grouped heads as the "query length": no repeat of k/v
-            keys, values = self.k_cache[i][:b, :, :L], self.v_cache[i][:b, :, :L]
-            o = attention(q, keys, values, masks[self.layers[i].window], self.scale, self.softcap, math)
-            return o.reshape(b, H * D)
+            def attend(i, q, k, v):
+                o = split_kv_attention(
+                    q, k, v, self.k_cache[i], self.v_cache[i], pos, L, self.layers[i].window, self.scale
+                )
+                return o.view(b, H * D)
+        else:
+            # additive masks, built once per step rather than in every layer
+            masks = self._masks(pos[:, None], L)
+            math = self.decode_attention == "math"  # two small matmuls beat a fused kernel at q_len 1
+
+            def attend(i, q, k, v):
+                self.k_cache[i][rows, :, pos] = k
+                self.v_cache[i][rows, :, pos] = v
+                q = q.view(b, K, H // K, D)  # grouped heads as the "query length": no repeat of k/v
+                keys, values = self.k_cache[i][:b, :, :L], self.v_cache[i][:b, :, :L]
+                o = attention(q, keys, values, masks[self.layers[i].window], self.scale, self.softcap, math)
+                return o.reshape(b, H * D)
 
         lora_idx = self.lora[:b] if self.lora_slots else None
         h = self._forward(self.tok[:b], pos, lora_idx, attend)
