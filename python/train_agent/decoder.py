@@ -23,7 +23,8 @@ replayed with a single launch:
 - LoRA as fixed-size banks (`A: [in, parts*slots*rank]`, `B: [parts*slots*rank, out]`) and a
   per-row adapter index, so rows of different adapters share one step and loading an adapter is an
   in-place copy that keeps the captured graphs valid (a punica-style batched LoRA in two matmuls);
-- small elementwise pieces (RMSNorm, RoPE, SiLU*up) compiled by torch.compile into one kernel each;
+- small elementwise pieces (RMSNorm, RoPE, SiLU*up) compiled by torch.compile into one kernel each,
+  and the sampler compiled too;
 - decode attention in Triton (split_kv.py): a split-KV kernel that reads each row's own keys only
   and writes the new k/v into the cache itself (SDPA, for q_len 1, cost ~18 µs a layer).
 
@@ -284,6 +285,8 @@ class SlotState:
     advances every row in `[0, b)` by one token."""
 
     use_graphs = False
+    # sampling.sample, or (Decoder on CUDA) its torch.compile'd version
+    _sample = staticmethod(sample)
 
     def _init_slots(self, num_slots: int, max_len: int, lookahead: int, vocab: int, device, logprobs_mode: str) -> None:
         if logprobs_mode not in LOGPROBS_MODES:
@@ -316,7 +319,7 @@ class SlotState:
     def sample(self, logits: torch.Tensor, rows: torch.Tensor | slice, use_top_p: bool, guided: bool):
         """Draws the next token of `rows` from their logits with each slot's settings (and, when
         `guided`, its grammar bitmask). Returns sampling.sample's (tok, logprob, lse, inv_t)."""
-        return sample(
+        return self._sample(
             logits,
             self.temp[rows],
             self.top_p[rows],
@@ -448,6 +451,9 @@ class Decoder(SlotState):
             self._add_rms = torch.compile(add_rms_norm, **opts)
             self._qkv_rope = torch.compile(qkv_rope, **opts)
             self._act_mul = torch.compile(act_mul, **opts)
+            # eagerly the sampler is ~50 kernels a step (a dozen integer ops for the uniform alone,
+            # several passes over the vocabulary at batch 64); compiled, far fewer
+            self._sample = torch.compile(sample, **opts)
         else:
             self._rms, self._add_rms, self._qkv_rope, self._act_mul = rms_norm, add_rms_norm, qkv_rope, act_mul
 
