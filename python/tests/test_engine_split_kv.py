@@ -125,4 +125,6 @@ def test_decode_steps_match_sdpa(arch):
     (tok_a, logits_a, cache_a), (tok_b, logits_b, cache_b) = runs
     assert [t[:3].tolist() for t in tok_a] == [t[:3].tolist() for t in tok_b]
     assert max((a - b).abs().max() for a, b in zip(logits_a, logits_b)) < 1e-4
-    assert torch.equal(cache_a[:3], cache_b[:3])  # the idle row's scratch position may differ
+    # layer 0's new keys depend on the tokens only, so they match exactly (the idle row's scratch
+    # position is written by the SDPA path only)
+    assert torch.equal(cache_a[:3], cache_b[:3])
