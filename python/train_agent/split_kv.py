@@ -12,7 +12,8 @@ about a quarter of the step. Here:
   with a long context still fills the GPU;
 - the split size depends on `L` alone, never on the batch, so a row's output does not change with
   what it is batched with;
-- no mask tensor and no separate index writes: two fewer kernels a layer, and no masks to build.
+- the new k/v are stored by the kernel that reads the block they land in (in place of two index
+  writes a layer), and the window is a key range (no additive masks to build each step).
 
 The grid is fixed by (b, L), positions are read on the device, and nothing syncs with the host,
 so the two kernels live inside the decoder's captured CUDA graphs. With `TRITON_INTERPRET=1` set
@@ -191,6 +192,8 @@ def split_kv_attention(
     queries `q` `[b, H, D]` over cache positions [0, L) that are at most the row's position and, with
     a `window`, within it: `[b, H, D]`, what decoder.attention gives under Decoder._masks.
     A row whose position is L or more (an idle slot) writes nothing."""
+    if any(t.stride(-1) != 1 for t in (q, k, v, k_cache, v_cache)):
+        raise ValueError("split_kv_attention reads the head dimension as contiguous; a tensor here is strided")
     b, H, D = q.shape
     K = k.shape[1]
     G = H // K
