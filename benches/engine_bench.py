@@ -92,6 +92,7 @@ def step_ms(gen: Generator, b: int, pos: int, steps: int = 50) -> float:
     back to back on the scheduler thread while it is idle. The steps write KV into those rows, so
     the prefix cache forgets what it held there."""
     dec = gen.dec
+    steps = min(steps, dec.max_len - pos)
 
     def timed() -> float:
         L = pick_bucket(dec.len_buckets, pos + steps + 1)
