@@ -10,8 +10,8 @@ about a quarter of the step. Here:
   context bucket `L`;
 - the keys are cut into splits processed in parallel and combined by a second kernel, so one row
   with a long context still fills the GPU;
-- the split size depends on `L` alone, never on the batch, so a row's output does not change with
-  what it is batched with;
+- the split size depends on `L` alone, not on the batch size: a row's arithmetic is the same
+  whichever rows share its step, under the same context bucket;
 - the new k/v are stored by the kernel that reads the block they land in (in place of two index
   writes a layer), and the window is a key range (no additive masks to build each step).
 
