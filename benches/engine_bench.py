@@ -2,11 +2,16 @@
 random-weight models with the Qwen2.5-0.5B and Qwen3-4B architectures.
 
     PYTHONPATH=python python benches/engine_bench.py [--archs qwen2.5-0.5b,qwen3-4b] [--out results.json]
+        [--decode-attention sdpa,triton]
 
 For each batch size: b requests of a 512-token prompt, 256 sampled tokens each (temperature 1,
 EOS ignored), all submitted at once. Reported: end-to-end generated tok/s (prefill included),
-decode-only tok/s (after the last first token), mean time to first token, peak GPU memory.
-A warm-up pass first captures the CUDA graphs and compiles the kernels.
+decode-only tok/s (after the last first token), mean time to first token, peak GPU memory, and
+the GPU time of one decode step alone (the captured graph replayed back to back, the rows halfway
+through their generated tokens), which leaves out the scheduler's host work between windows.
+A warm-up pass first captures the CUDA graphs and compiles the kernels. `--decode-attention`
+measures each listed implementation of the decoder's `decode_attention` in turn, on the same model
+(default: the decoder's own choice).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 
-from train_agent.decoder import Decoder  # noqa: E402
+from train_agent.decoder import Decoder, pick_bucket  # noqa: E402
 from train_agent.generation import Generator, SamplingParams  # noqa: E402
 
 
@@ -82,6 +87,31 @@ def run_batch(gen: Generator, b: int, prompt_len: int, new_tokens: int, adapter:
     }
 
 
+def step_ms(gen: Generator, b: int, pos: int, steps: int = 50) -> float:
+    """Mean GPU time of one decode step of rows [0, b) starting at position `pos`, the graph replayed
+    back to back on the scheduler thread while it is idle. The steps write KV into those rows, so
+    the prefix cache forgets what it held there."""
+    dec = gen.dec
+    steps = min(steps, dec.max_len - pos)
+
+    def timed() -> float:
+        L = pick_bucket(dec.len_buckets, pos + steps + 1)
+        dec.pos[:b] = pos
+        dec.step(b, L, False)  # captures the graph if no run used this bucket
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            dec.step(b, L, False)
+        torch.cuda.synchronize()
+        dt = time.perf_counter() - t0
+        dec.pos[:b] = dec.idle_pos
+        for slot in range(b):
+            gen.cache.keep(slot, 0)
+        return 1000 * dt / steps
+
+    return gen._command(timed).result()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--archs", default="qwen2.5-0.5b,qwen3-4b")
@@ -89,17 +119,22 @@ def main() -> None:
     ap.add_argument("--prompt-len", type=int, default=512)
     ap.add_argument("--new-tokens", type=int, default=256)
     ap.add_argument("--lora", default="qwen2.5-0.5b", help="archs also measured with a rank-16 LoRA on all projections")
+    ap.add_argument("--decode-attention", default="",
+                    help="decode attention implementations to compare, e.g. sdpa,triton (default: the decoder's)")
     ap.add_argument("--out")
     args = ap.parse_args()
     batches = [int(b) for b in args.batches.split(",")]
+    impls = args.decode_attention.split(",") if args.decode_attention else [None]
     rows = []
     for arch in args.archs.split(","):
         model = build(arch)
-        for lora in ([False, True] if arch in args.lora.split(",") else [False]):
+        for lora, impl in [(lora, impl) for lora in ([False, True] if arch in args.lora.split(",") else [False])
+                           for impl in impls]:
             torch.cuda.reset_peak_memory_stats()
             t = time.perf_counter()
             dec = Decoder(model, num_slots=max(batches), max_len=args.prompt_len + args.new_tokens + 16,
                           enable_lora=lora, max_loras=1, max_lora_rank=16)
+            dec.decode_attention = impl or dec.decode_attention
             gen = Generator(dec, eos_ids=set())
             adapter = None
             if lora:
@@ -110,22 +145,24 @@ def main() -> None:
             for b in batches:  # warm-up: compile kernels, capture graphs for this bucket
                 run_batch(gen, b, args.prompt_len, 16, adapter)
             warm = time.perf_counter() - t
-            for b in batches:
-                row = {"arch": arch, "lora": lora, **run_batch(gen, b, args.prompt_len, args.new_tokens, adapter),
-                       "peak_mem_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2),
-                       "warmup_s": round(warm, 1)}
+            measured = [{"arch": arch, "lora": lora, "attention": dec.decode_attention,
+                         **run_batch(gen, b, args.prompt_len, args.new_tokens, adapter),
+                         "peak_mem_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2),
+                         "warmup_s": round(warm, 1)} for b in batches]
+            for row in measured:  # after the runs: these steps overwrite cached rows
+                row["step_ms"] = round(step_ms(gen, row["batch"], args.prompt_len + args.new_tokens // 2), 3)
                 print(json.dumps(row), flush=True)
-                rows.append(row)
+            rows += measured
             gen.close()
             del gen, dec
         del model
         torch.cuda.empty_cache()
     print(f"\n{torch.cuda.get_device_name()}, torch {torch.__version__}")
-    print("| arch | LoRA | batch | tok/s (e2e) | decode tok/s | TTFT ms | peak GiB |")
-    print("|---|---|---|---|---|---|---|")
+    print("| arch | LoRA | attention | batch | tok/s (e2e) | decode tok/s | step ms | TTFT ms | peak GiB |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['arch']} | {'r16' if r['lora'] else '-'} | {r['batch']} | {r['tok_s']} | {r['decode_tok_s']} "
-              f"| {r['ttft_ms']} | {r['peak_mem_gib']} |")
+        print(f"| {r['arch']} | {'r16' if r['lora'] else '-'} | {r['attention']} | {r['batch']} | {r['tok_s']} "
+              f"| {r['decode_tok_s']} | {r['step_ms']} | {r['ttft_ms']} | {r['peak_mem_gib']} |")
     if args.out:
         Path(args.out).write_text(json.dumps(rows, indent=1))
 

@@ -23,7 +23,10 @@ replayed with a single launch:
 - LoRA as fixed-size banks (`A: [in, parts*slots*rank]`, `B: [parts*slots*rank, out]`) and a
   per-row adapter index, so rows of different adapters share one step and loading an adapter is an
   in-place copy that keeps the captured graphs valid (a punica-style batched LoRA in two matmuls);
-- small elementwise pieces (RMSNorm, RoPE, SiLU*up) compiled by torch.compile into one kernel each.
+- small elementwise pieces (RMSNorm, RoPE, SiLU*up) compiled by torch.compile into one kernel each,
+  and the sampler compiled too;
+- decode attention in Triton (split_kv.py): a split-KV kernel that reads each row's own keys only
+  and writes the new k/v into the cache itself (SDPA, for q_len 1, cost ~18 µs a layer).
 
 On CPU the same code runs eagerly (no graphs, no compile); it matches the HF forward to fp32
 rounding, which the tests check.
@@ -31,6 +34,7 @@ rounding, which the tests check.
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -281,6 +285,8 @@ class SlotState:
     advances every row in `[0, b)` by one token."""
 
     use_graphs = False
+    # sampling.sample, or (Decoder on CUDA) its torch.compile'd version
+    _sample = staticmethod(sample)
 
     def _init_slots(self, num_slots: int, max_len: int, lookahead: int, vocab: int, device, logprobs_mode: str) -> None:
         if logprobs_mode not in LOGPROBS_MODES:
@@ -313,7 +319,7 @@ class SlotState:
     def sample(self, logits: torch.Tensor, rows: torch.Tensor | slice, use_top_p: bool, guided: bool):
         """Draws the next token of `rows` from their logits with each slot's settings (and, when
         `guided`, its grammar bitmask). Returns sampling.sample's (tok, logprob, lse, inv_t)."""
-        return sample(
+        return self._sample(
             logits,
             self.temp[rows],
             self.top_p[rows],
@@ -393,9 +399,14 @@ class Decoder(SlotState):
         self.norm = norm_weight(inner.norm.weight)
         # The output head runs in float32, as the trainer's does (trainer.trained_logprobs), so the
         # sampler's logprobs and the trainer's agree to float32 rounding of the same bf16 hidden
-        # states, and the first update's importance ratio is 1 (issue 15). One float32 copy of the
-        # head: 4 * vocab * hidden bytes (545 MB for Qwen2.5-0.5B), counted by plan_slots.
-        self.lm_head = model.lm_head.weight.float()
+        # states, and the first update's importance ratio is 1 (issue 15). A product of two bf16
+        # (or fp16) numbers is exact in float32, so on CUDA the model's own 16-bit head with float32
+        # accumulation and output (`logits`) is that arithmetic up to the order of the sums, on
+        # tensor cores and reading half the bytes (at batch 64, a float32 matmul over Qwen2.5's 152k
+        # vocabulary is 17 GFLOP for CUDA cores: ~0.3 ms a step at an H100's 67 TFLOPS). Elsewhere
+        # (CPU, float32 models): one float32 copy.
+        half = cuda and self.dtype in (torch.bfloat16, torch.float16)
+        self.lm_head = model.lm_head.weight if half else model.lm_head.weight.float()
         rope_sets, per_kind_rope = _rope_parameters(cfg)
         # a window at least as long as the cache masks nothing (Mistral's 4096 under a 4k context): such
         # layers stay global, which keeps SDPA's causal kernels for the prefill
@@ -432,9 +443,12 @@ class Decoder(SlotState):
             self._make_lora_banks()
 
         self.graphs: dict[tuple, tuple] = {}
-        # "sdpa" (cuDNN/flash fused kernel) or "math" (two matmuls; not yet measured on GPU). Set it
-        # before the first step: captured graphs keep the choice.
-        self.decode_attention = "sdpa"
+        # "triton" (split_kv.py: split-KV kernels that also write the new k/v into the cache; the
+        # default on CUDA with Triton installed, for models without soft-capped scores), "sdpa"
+        # (cuDNN/flash fused kernel) or "math" (two matmuls). Set it before the first step:
+        # captured graphs keep the choice.
+        triton = cuda and self.softcap is None and importlib.util.find_spec("triton") is not None
+        self.decode_attention = "triton" if triton else "sdpa"
         self.pool = torch.cuda.graph_pool_handle() if self.use_graphs else None
         if do_compile:
             opts = dict(dynamic=True, fullgraph=True)
@@ -442,6 +456,9 @@ class Decoder(SlotState):
             self._add_rms = torch.compile(add_rms_norm, **opts)
             self._qkv_rope = torch.compile(qkv_rope, **opts)
             self._act_mul = torch.compile(act_mul, **opts)
+            # eagerly the sampler is ~50 kernels a step (a dozen integer ops for the uniform alone,
+            # several passes over the vocabulary at batch 64); compiled, far fewer
+            self._sample = torch.compile(sample, **opts)
         else:
             self._rms, self._add_rms, self._qkv_rope, self._act_mul = rms_norm, add_rms_norm, qkv_rope, act_mul
 
@@ -532,7 +549,10 @@ class Decoder(SlotState):
     def logits(self, h: torch.Tensor) -> torch.Tensor:
         """float32 logits of final hidden states (kept in the model's dtype, as the trainer's are),
         soft-capped where the model caps them (Gemma 2)."""
-        logits = F.linear(h.float(), self.lm_head)
+        if self.lm_head.dtype == torch.float32:
+            logits = F.linear(h.float(), self.lm_head)
+        else:
+            logits = torch.mm(h, self.lm_head.t(), out_dtype=torch.float32)
         if self.final_softcap is not None:
             logits = torch.tanh(logits / self.final_softcap) * self.final_softcap
         return logits
@@ -619,17 +639,28 @@ class Decoder(SlotState):
     def _decode(self, b: int, L: int) -> torch.Tensor:
         pos, rows = self.pos[:b], self.rows[:b]
         H, K, D = self.n_heads, self.n_kv, self.head_dim
-        # additive masks, built once per step rather than in every layer
-        masks = self._masks(pos[:, None], L)
-        math = self.decode_attention == "math"  # two small matmuls beat a fused kernel at q_len 1
+        if self.decode_attention == "triton":
+            if self.softcap is not None:
+                raise ValueError("decode_attention 'triton' has no soft-capped scores; use 'sdpa'")
+            from train_agent.split_kv import split_kv_attention
 
-        def attend(i, q, k, v):
-            self.k_cache[i][rows, :, pos] = k
-            self.v_cache[i][rows, :, pos] = v
-            q = q.view(b, K, H // K, D)  # grouped heads as the "query length": no repeat of k/v
-            keys, values = self.k_cache[i][:b, :, :L], self.v_cache[i][:b, :, :L]
-            o = attention(q, keys, values, masks[self.layers[i].window], self.scale, self.softcap, math)
-            return o.reshape(b, H * D)
+            def attend(i, q, k, v):
+                o = split_kv_attention(
+                    q, k, v, self.k_cache[i], self.v_cache[i], pos, L, self.layers[i].window, self.scale
+                )
+                return o.view(b, H * D)
+        else:
+            # additive masks, built once per step rather than in every layer
+            masks = self._masks(pos[:, None], L)
+            math = self.decode_attention == "math"  # two small matmuls beat a fused kernel at q_len 1
+
+            def attend(i, q, k, v):
+                self.k_cache[i][rows, :, pos] = k
+                self.v_cache[i][rows, :, pos] = v
+                q = q.view(b, K, H // K, D)  # grouped heads as the "query length": no repeat of k/v
+                keys, values = self.k_cache[i][:b, :, :L], self.v_cache[i][:b, :, :L]
+                o = attention(q, keys, values, masks[self.layers[i].window], self.scale, self.softcap, math)
+                return o.reshape(b, H * D)
 
         lora_idx = self.lora[:b] if self.lora_slots else None
         h = self._forward(self.tok[:b], pos, lora_idx, attend)

@@ -50,15 +50,13 @@ def plan_slots(
 ) -> int:
     """How many sequences fit in the KV budget: `--kv-cache-memory` bytes if given, else on CUDA
     `gpu_memory_utilization * total` minus what this process already holds and a reserve for
-    activations and the float32 output head (so a trainer can share the GPU), else 2 GiB on CPU."""
+    activations and logits (so a trainer can share the GPU), else 2 GiB on CPU."""
     per_slot = kv_bytes_per_token(config, dtype) * (max_model_len + lookahead)
     if kv_cache_memory is not None:
         budget = kv_cache_memory
     elif device.type == "cuda":
         free, total = torch.cuda.mem_get_info(device)
         reserve = (1 << 30) + 8 * max_num_seqs * config.vocab_size * 4  # prefill activations, logits
-        if dtype != torch.float32:  # the decoder's float32 copy of the output head
-            reserve += config.vocab_size * config.hidden_size * 4
         budget = min(gpu_memory_utilization * total - torch.cuda.memory_reserved(device), free) - reserve
     else:
         budget = 2 << 30
