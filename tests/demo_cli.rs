@@ -47,14 +47,20 @@ fn shortened_demo_runs_every_stage_and_continues_when_run_again() {
     assert!(run.status.success(), "{stdout}\n{stderr}");
 
     // Each stage is shown with the command that repeats it.
-    for stage in ["[1/4]", "train-agent collect", "[2/4]", "train-agent curate", "[3/4]", "train-agent sft", "[4/4]", "train-agent train"] {
+    let stages =
+        ["[1/5]", "train-agent scenarios synth", "[2/5]", "train-agent collect", "[3/5]", "train-agent curate", "[4/5]", "train-agent sft", "[5/5]", "train-agent train"];
+    for stage in stages {
         assert!(stderr.contains(stage), "{stage} missing from:\n{stderr}");
     }
-    // Traces of the train split only, checked by ground truth.
+    // The CPU profile's tasks: synthesized counting tasks, the first 6 train and 2 validation ones.
+    let tasks = jsonl(&out.join("scenarios.jsonl"));
+    assert_eq!(tasks.len(), 8);
+    assert!(tasks.iter().all(|t| t["template"].as_str().is_some_and(|n| n.starts_with("count_"))), "{tasks:?}");
+    // Traces of the first 45% of the train split only (3 of 6), checked by ground truth.
     let traces = jsonl(&out.join("traces/traces.jsonl"));
-    assert_eq!(traces.len(), 6);
+    assert_eq!(traces.len(), 3);
     assert!(traces.iter().all(|t| t["split"] == "train" && t["reward_parts"]["ground_truth"] == 1.0));
-    assert_eq!(jsonl(&out.join("dataset/train.jsonl")).len(), 6);
+    assert_eq!(jsonl(&out.join("dataset/train.jsonl")).len(), 3);
 
     // SFT: an eval loss before and after, and a PEFT adapter.
     let sft_rows = jsonl(&out.join("sft/metrics.jsonl"));
@@ -106,6 +112,6 @@ fn shortened_demo_runs_every_stage_and_continues_when_run_again() {
     let again = demo(&model, &out);
     let stderr2 = String::from_utf8_lossy(&again.stderr);
     assert!(again.status.success(), "{stderr2}");
-    assert!(!stderr2.contains("[3/4]") && !stderr2.contains("[4/4]"), "finished stages are not run again:\n{stderr2}");
+    assert!(!stderr2.contains("[4/5]") && !stderr2.contains("[5/5]"), "finished stages are not run again:\n{stderr2}");
     assert!(String::from_utf8_lossy(&again.stdout).contains("SFT+GRPO"));
 }

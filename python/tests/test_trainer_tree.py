@@ -96,9 +96,7 @@ def arch_dirs(tmp_path_factory, smollm2_gguf) -> dict:
 def test_tree_logprobs_and_gradients_equal_rows(arch_dirs, tmp_path, arch):
     path = arch_dirs[arch]
     adapter = make_adapter(path, tmp_path / "adapter", seed=3, r=4, targets=LORA_TARGETS[arch])
-    cfg = Config.from_dict(
-        rust_config(model=str(path), output_dir=str(tmp_path), lora={"init_adapter": str(adapter)})
-    )
+    cfg = Config.from_dict(rust_config(model=str(path), output_dir=str(tmp_path), lora={"init_adapter": str(adapter)}))
     model = build_model(cfg, torch.float32)
     samples = group_samples(ARCHS_SEED[arch])
     tree_mb, rows_mb = collate_tree(samples), collate(samples)
@@ -117,4 +115,3 @@ def test_tree_logprobs_and_gradients_equal_rows(arch_dirs, tmp_path, arch):
     assert torch.allclose(ent_t, ent_r, atol=1e-5)
     worst = max(((grad_t[n] - grad_r[n]).abs().max() / grad_r[n].abs().max().clamp(min=1e-12)).item() for n in grad_r)
     assert worst < 1e-4, f"largest relative gradient difference {worst}"
-

@@ -326,9 +326,7 @@ class Inbox(torch.utils.data.IterableDataset):
             step, samples, opts = read_step_file(path)
             lc = self.cfg.loss
             budget = self.cfg.micro_batch_tokens
-            mbs = plan_step(
-                samples, self.rank, self.world_size, budget, lc.aggregation, lc.max_len_norm, self.packing
-            )
+            mbs = plan_step(samples, self.rank, self.world_size, budget, lc.aggregation, lc.max_len_norm, self.packing)
             ev = opts["eval_samples"]
             eval_mbs = (
                 plan_step(ev, self.rank, self.world_size, budget, "token-mean", packing=self.packing) if ev else []
