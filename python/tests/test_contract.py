@@ -13,7 +13,7 @@ from test_trainer import make_config, run, synthetic_samples
 
 from train_agent.batches import PACKINGS
 from train_agent.loss import AGGREGATIONS, token_weights
-from train_agent.trainer import POLICY_GRADIENT, SCHEDULES, OptimSettings, load_config, lr_multiplier, resolved_packing
+from train_agent.trainer import POLICY_GRADIENT, SCHEDULES, OptimSettings, load_config, lr_multiplier
 
 
 @pytest.mark.parametrize("kind", ["grpo", "sft"])
@@ -51,7 +51,7 @@ def test_the_dispatch_covers_exactly_the_values_rust_allows(tmp_path):
         "loss.aggregation": AGGREGATIONS,
         "loss.kind": POLICY_GRADIENT,
         "optim.schedule": SCHEDULES,
-        "packing": {"auto", *PACKINGS},
+        "packing": PACKINGS,
     }
     assert {key: sorted(table) for key, table in tables.items()} == {key: sorted(v) for key, v in allowed.items()}
     for aggregation in allowed["loss.aggregation"]:
@@ -67,4 +67,4 @@ def test_the_dispatch_covers_exactly_the_values_rust_allows(tmp_path):
     for packing in allowed["packing"]:
         path = tmp_path / f"{packing}.json"
         path.write_text(json.dumps(dict(rust_config("grpo"), packing=packing)))
-        assert resolved_packing(load_config(path)) in PACKINGS
+        assert load_config(path).packing == packing

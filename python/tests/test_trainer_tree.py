@@ -17,7 +17,7 @@ from test_engine_archs import ARCHS, LORA_TARGETS, save_models, tokens
 from test_engine_lora import make_adapter
 
 from train_agent.batches import Sample, collate, collate_tree, pack_tree, plan_step, radix_tree
-from train_agent.trainer import Config, build_model, resolved_packing, trained_logprobs
+from train_agent.trainer import Config, build_model, trained_logprobs
 
 ARCHS_SEED = {arch: i + 1 for i, arch in enumerate(ARCHS)}
 
@@ -53,13 +53,12 @@ def test_plan_step_builds_the_tree_only_when_asked():
     assert torch.equal(tree_mb["loss_mask"], rows_mb["loss_mask"])
 
 
-def test_auto_packing_is_the_tree_on_cpu_and_rows_with_checkpointing(tmp_path):
+def test_rows_by_default_and_no_tree_with_checkpointing(tmp_path):
     def cfg(**kw):
         return Config.from_dict(rust_config(model="m", output_dir=str(tmp_path), **kw))
 
-    assert cfg().packing == "auto"
-    assert resolved_packing(cfg()) == ("rows" if torch.cuda.is_available() else "prefix-tree")
-    assert resolved_packing(cfg(gradient_checkpointing=True)) == "rows"
+    assert cfg().packing == "rows"
+    assert cfg(packing="prefix-tree").packing == "prefix-tree"
     with pytest.raises(ValueError, match="prefix-tree' cannot run with gradient_checkpointing"):
         cfg(gradient_checkpointing=True, packing="prefix-tree")
     with pytest.raises(ValueError, match="packing = 'trie' is not one of"):

@@ -30,8 +30,7 @@ values of enum keys are Rust's enums; the tables that dispatch on them here name
     micro_batch_tokens      tokens per forward/backward: padded (rows * longest row) or distinct
                             (prefix-tree)
     gradient_checkpointing  true | false
-    packing                 "auto" (prefix-tree on CPU, rows on GPU or with gradient checkpointing)
-                            | batches.PACKINGS
+    packing                 batches.PACKINGS: "rows" | "prefix-tree" (not with gradient checkpointing)
     precision               "auto" (bf16-mixed on GPU and on CPUs with native bf16, else 32-true) | "bf16-mixed" | "bf16-true" | "32-true"
     strategy                "auto" | "ddp" ("fsdp" is refused for now, with a hint)
     accelerator, devices, num_nodes      as in Lightning
@@ -198,13 +197,13 @@ class Config:
                 f"config: loss.temperature = {self.loss.temperature!r} must be > 0\nhint: set it to the "
                 f"rollouts' sampling temperature (greedy rollouts carry no policy gradient)"
             )
-        if self.packing != "auto" and self.packing not in PACKINGS:
-            bad("packing", self.packing, ("auto", *PACKINGS))
+        if self.packing not in PACKINGS:
+            bad("packing", self.packing, PACKINGS)
         if self.packing == "prefix-tree" and self.gradient_checkpointing:
             raise ValueError(
                 "config: packing 'prefix-tree' cannot run with gradient_checkpointing (checkpointed "
-                "layers drop the KV cache the tree's branches continue)\nhint: use packing 'auto' or "
-                "'rows' with gradient checkpointing"
+                "layers drop the KV cache the tree's branches continue)\nhint: use packing 'rows' "
+                "with gradient checkpointing"
             )
         if self.optim.schedule not in SCHEDULES:
             bad("optim.schedule", self.optim.schedule, SCHEDULES)
@@ -251,15 +250,6 @@ def resolved_precision(cfg: Config) -> str:
     return "32-true" if cfg.precision == "32" else cfg.precision
 
 
-def resolved_packing(cfg: Config) -> str:
-    """`auto`: the prefix tree where compute is scarce and each distinct token counts (CPU), rows
-    where batched kernels pay (GPU); rows under gradient checkpointing, which drops KV caches."""
-    if cfg.packing != "auto":
-        return cfg.packing
-    gpu = torch.cuda.is_available() and cfg.accelerator in ("auto", "gpu", "cuda")
-    return "rows" if gpu or cfg.gradient_checkpointing else "prefix-tree"
-
-
 def base_dtype(precision: str) -> torch.dtype:
     """Frozen base weights in bf16 whenever compute is bf16 (LoRA weights stay float32 under
     bf16-mixed: PEFT keeps adapters in float32)."""
@@ -297,7 +287,6 @@ class Inbox(torch.utils.data.IterableDataset):
     def __init__(self, cfg: Config, after_step: int, rank: int, world_size: int):
         self.cfg, self.after_step, self.rank, self.world_size = cfg, after_step, rank, world_size
         self.dir = cfg.trainer_dir / "inbox"
-        self.packing = resolved_packing(cfg)
 
     def next_file(self, after: int) -> Path | None:
         while True:
@@ -326,10 +315,12 @@ class Inbox(torch.utils.data.IterableDataset):
             step, samples, opts = read_step_file(path)
             lc = self.cfg.loss
             budget = self.cfg.micro_batch_tokens
-            mbs = plan_step(samples, self.rank, self.world_size, budget, lc.aggregation, lc.max_len_norm, self.packing)
+            mbs = plan_step(
+                samples, self.rank, self.world_size, budget, lc.aggregation, lc.max_len_norm, self.cfg.packing
+            )
             ev = opts["eval_samples"]
             eval_mbs = (
-                plan_step(ev, self.rank, self.world_size, budget, "token-mean", packing=self.packing) if ev else []
+                plan_step(ev, self.rank, self.world_size, budget, "token-mean", packing=self.cfg.packing) if ev else []
             )
             yield dict(
                 step=step,

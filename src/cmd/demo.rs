@@ -19,6 +19,7 @@ use ta_eval::rundir::RunDir;
 use ta_python::PythonEnv;
 use ta_sft::sft::SftConfig;
 use ta_train::TrainConfig;
+use ta_trainer::Packing;
 use ta_trainer::checkpoint::last_complete_step;
 
 use crate::cmd::{collect, curate, eval, scenarios, sft, train};
@@ -160,12 +161,16 @@ fn profile(gpu: bool, model: &str, steps: Option<u64>, train_limit: Option<usize
         // CPU demo's claim.
         grpo.rollout.eval_rollouts = 0;
         sft.epochs = 1;
-        // Eight traces a step share one system prompt: with the prefix-tree packing (the CPU's
-        // default) a step's forward runs it once, so larger steps cost fewer tokens per trace.
+        // Eight traces a step share one system prompt: as a prefix tree (below) a step's forward
+        // runs it once, so larger steps cost fewer tokens per trace.
         sft.batch_size = 8;
         sft.optim.lr = 5e-4;
         sft.lora.r = 16;
         sft.max_seq_len = 3072;
+        // A real model on a CPU: prefix trees (docs/training.md, "Packing"), of up to 8,192
+        // distinct tokens, so that a GRPO step's samples share one tree.
+        sft.trainer.packing = Packing::PrefixTree;
+        grpo.trainer.packing = Packing::PrefixTree;
         sft.trainer.micro_batch_tokens = 8192;
         grpo.trainer.micro_batch_tokens = 8192;
         grpo.rollout.max_steps = steps.unwrap_or(2);
@@ -468,6 +473,7 @@ mod tests {
         assert_eq!((cpu.train_limit, cpu.validation_limit), (None, Some(20)));
         assert_eq!(cpu.synth.templates, Some(CPU_TEMPLATES), "the CPU demo keeps the counting tasks");
         assert!(!cpu.check_set, "no check set on CPU: it would double the demo's time");
+        assert_eq!((cpu.sft.trainer.packing, cpu.grpo.trainer.packing), (Packing::PrefixTree, Packing::PrefixTree));
         assert_eq!((cpu.sft_share, cpu.grpo.rollout.eval_rollouts), (CPU_SFT_SHARE, 0));
         assert!(!cpu.grpo.rollout.dynamic_sampling, "the CPU demo does not oversample its slowest phase");
         assert_eq!(profile(false, "small", None, Some(6), Some(2), None).validation_limit, Some(2), "--validation-limit wins");
@@ -477,6 +483,7 @@ mod tests {
         assert_eq!((gpu.train_limit, gpu.validation_limit), (None, None), "all scenarios on a GPU");
         assert_eq!(gpu.synth, Synth { n: SYNTH_N, seed: 1, templates: None }, "the GPU demo trains on all synthesized tasks");
         assert!(gpu.check_set);
+        assert_eq!(gpu.grpo.trainer.packing, Packing::Rows, "batched rows on a GPU");
         assert!(gpu.sft_share < 0.5, "SFT on a part of the train split: {}", gpu.sft_share);
         assert!(gpu.grpo.rollout.eval_rollouts >= 2, "sampled validation gives pass@1 with an interval");
         assert!(gpu.grpo.rollout.dynamic_sampling, "from an SFT start most first-round groups are flat");

@@ -200,19 +200,18 @@ impl LossSettings {
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
 #[serde(rename_all = "kebab-case")]
 pub enum Packing {
-    /// `prefix-tree` on CPU, `rows` on GPU (and with gradient checkpointing, which cannot keep
-    /// the tree's KV cache).
-    #[default]
-    Auto,
     /// Right-padded rows, one per sample: batched kernels, but a shared prompt is recomputed
     /// for every sample and padding costs as much as tokens.
+    #[default]
     Rows,
     /// A micro-batch is a radix tree of its samples: every distinct prefix runs once and its
     /// KV cache serves the branches below it, so a group's system prompt and task, and the turns
     /// an episode split into several samples shares, are computed once, with no padding. Exact
     /// (gradients flow through the shared prefix once per branch, as in rows), but one forward
-    /// per tree node: a win where compute is scarce (CPU: a demo GRPO step's forward and
-    /// backward fell 3-4x, benches/RESULTS.md), not where batched kernels pay (GPU).
+    /// per tree node: a win for a real model on a CPU (the CPU demo's GRPO step: forward and
+    /// backward 176-197 s as rows, 81 s as trees, benches/RESULTS.md), a loss on a GPU (2.1 s
+    /// as rows, 17.7 s as trees) and for tiny models, whose forwards are all overhead. Not
+    /// with gradient checkpointing, which drops the KV cache the branches continue.
     PrefixTree,
 }
 
@@ -239,7 +238,7 @@ impl Default for TrainerSettings {
         TrainerSettings {
             micro_batch_tokens: 8192,
             gradient_checkpointing: false,
-            packing: Packing::Auto,
+            packing: Packing::Rows,
             precision: "auto".into(),
             strategy: "auto".into(),
             devices: 1.into(),
@@ -297,7 +296,7 @@ mod tests {
     fn allowed_values_are_the_names_serde_reads() {
         assert_eq!(allowed_values::<Schedule>(), ["constant", "cosine"]);
         assert_eq!(allowed_values::<Aggregation>(), ["token-mean", "seq-mean-token-sum-norm", "seq-mean-token-mean"]);
-        assert_eq!(allowed_values::<Packing>(), ["auto", "rows", "prefix-tree"]);
+        assert_eq!(allowed_values::<Packing>(), ["rows", "prefix-tree"]);
         for name in allowed_values::<Aggregation>() {
             serde_json::from_value::<Aggregation>(serde_json::json!(name)).unwrap();
         }
