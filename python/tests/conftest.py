@@ -13,7 +13,15 @@ import zipfile
 from pathlib import Path
 
 import pytest
-import tiny_model
+import torch
+
+# Without CUDA, Triton kernels (split_kv.py) run in Triton's interpreter on CPU tensors. Triton
+# reads this when a kernel is defined, that is when train_agent.split_kv is first imported, which
+# any engine test may do: so it is set here, before any test module is collected.
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import tiny_model  # noqa: E402
 
 from train_agent.models import PACKAGED, ModelSource, cache_dir, fetch_packaged, load_tokenizer
 

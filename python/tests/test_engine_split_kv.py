@@ -5,20 +5,17 @@ idle row, and the new k/v written into the cache; then whole decode steps of tin
 windowed and global layers, the Triton path against SDPA.
 
 Without CUDA the kernels run in Triton's interpreter on CPU tensors (TRITON_INTERPRET=1, which
-Triton reads when the kernels are defined, so it is set before split_kv is imported). The
+Triton reads when the kernels are defined: conftest.py sets it before any module imports split_kv). The
 interpreter's bf16 matmul is wrong (it multiplies the raw bits), so bf16 is checked on CUDA only."""
 
 from __future__ import annotations
 
-import os
 from types import SimpleNamespace
 
 import pytest
 import torch
 
 CUDA = torch.cuda.is_available()
-if not CUDA:
-    os.environ.setdefault("TRITON_INTERPRET", "1")
 pytest.importorskip("triton")
 
 from test_engine_archs import ARCHS  # noqa: E402
