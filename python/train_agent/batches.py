@@ -223,9 +223,8 @@ def collate_tree(samples: list[Sample]) -> dict:
     return dict(collate(samples), tree=radix_tree([s.input_ids for s in samples]))
 
 
-# The dispatch on the trainer config's `packing`: how a rank's
-# samples are grouped and what a micro-batch holds. Its names are Rust's (ta_trainer::Packing),
-# checked by tests/test_contract.py.
+# The dispatch on the trainer config's `packing`: how a rank's samples are grouped and what a
+# micro-batch holds. Its names are Rust's (ta_trainer::Packing), checked by tests/test_contract.py.
 PACKINGS = {"rows": (pack, collate), "prefix-tree": (pack_tree, collate_tree)}
 
 

@@ -83,8 +83,9 @@ fn shell_words(argv: &[String]) -> String {
 /// a GPU (measured: `benches/RESULTS.md`, "The demo").
 struct Profile {
     model: String,
-    /// The training and validation tasks: `scenarios synth` on the demo database.
-    synth: Synth,
+    /// The training and validation tasks (`scenarios synth` on the demo database) keep only those
+    /// of these templates (`None`: all).
+    templates: Option<&'static [&'static str]>,
     /// Evaluate base, SFT and SFT+GRPO on the 88 hand-written questions, a check set from another
     /// distribution (hand-written wording, harder joins).
     check_set: bool,
@@ -100,17 +101,9 @@ struct Profile {
     grpo: TrainConfig,
 }
 
-/// `scenarios synth` settings.
-#[derive(Debug, PartialEq)]
-struct Synth {
-    n: usize,
-    seed: u64,
-    /// Keep only the tasks of these templates (`None`: all).
-    templates: Option<&'static [&'static str]>,
-}
-
 /// 1,500 candidates give >= 1,000 train and >= 200 validation tasks on the demo database.
 const SYNTH_N: usize = 1500;
+const SYNTH_SEED: u64 = 1;
 /// The CPU profile's tasks: counts over one table with at most one condition (difficulty 1; 106
 /// train and 20 validation tasks of the 1,500 candidates). After one epoch on 96 difficulty-1
 /// traces SmolLM2-135M answered 5 of 18 held-out counts and none of the one-row lookups of the
@@ -120,7 +113,7 @@ const CPU_TEMPLATES: &[&str] = &["count_rows", "count_distinct", "count_where"];
 /// cores affords.
 const CPU_SFT_SHARE: f64 = 0.45;
 
-fn profile(gpu: bool, model: &str, steps: Option<u64>, train_limit: Option<usize>, validation_limit: Option<usize>, sft_share: Option<f64>) -> Profile {
+fn profile(gpu: bool, model: &str, steps: Option<u64>, train_limit: Option<usize>, mut validation_limit: Option<usize>, sft_share: Option<f64>) -> Profile {
     let model = match model {
         "small" => "smollm2-135m-instruct",
         "qwen0.5b" => "qwen2.5-coder-0.5b-instruct",
@@ -129,10 +122,9 @@ fn profile(gpu: bool, model: &str, steps: Option<u64>, train_limit: Option<usize
     let mut sft = SftConfig { base_model: model.into(), ..SftConfig::default() };
     let mut grpo = TrainConfig { base_model: model.into(), ..TrainConfig::default() };
     grpo.rollout.eval_every = 0;
-    let (train_limit, mut validation_limit) = (train_limit, validation_limit);
-    let (synth, default_share);
+    let (templates, default_share);
     if gpu {
-        synth = Synth { n: SYNTH_N, seed: 1, templates: None };
+        templates = None;
         // About 120 traces: enough to learn the tool-calling workflow, few enough to leave most
         // train tasks unsolved at GRPO's start. To be tuned by measurement (docs/demo.md).
         default_share = 0.1;
@@ -154,7 +146,7 @@ fn profile(gpu: bool, model: &str, steps: Option<u64>, train_limit: Option<usize
     } else {
         // Counting tasks: what SmolLM2-135M learns from a few dozen traces on 2 cores, so the
         // table can show a rise in correct answers rather than only in reward.
-        synth = Synth { n: SYNTH_N, seed: 1, templates: Some(CPU_TEMPLATES) };
+        templates = Some(CPU_TEMPLATES);
         default_share = CPU_SFT_SHARE;
         validation_limit = validation_limit.or(Some(20));
         // Sampled validation would multiply the CPU's slowest phase; the greedy table is the
@@ -187,7 +179,7 @@ fn profile(gpu: bool, model: &str, steps: Option<u64>, train_limit: Option<usize
         grpo.rollout.dynamic_sampling = false;
         grpo.optim.lr = 5e-5;
     }
-    Profile { model: model.into(), synth, check_set: gpu, train_limit, validation_limit, sft_share: sft_share.unwrap_or(default_share), sft, grpo }
+    Profile { model: model.into(), templates, check_set: gpu, train_limit, validation_limit, sft_share: sft_share.unwrap_or(default_share), sft, grpo }
 }
 
 /// Epochs of `train` scenarios that `steps` steps of `per_step` scenarios need, so `--steps`
@@ -206,7 +198,7 @@ pub async fn run(args: Args) -> Result<()> {
         None => python.has_cuda().await,
     };
     let model = args.model.clone().unwrap_or_else(|| if gpu { "qwen0.5b" } else { "small" }.into());
-    let Profile { model, synth, check_set, train_limit, validation_limit, sft_share, mut sft, mut grpo } =
+    let Profile { model, templates, check_set, train_limit, validation_limit, sft_share, mut sft, mut grpo } =
         profile(gpu, &model, args.steps, args.train_limit, args.validation_limit, args.sft_share);
     anyhow::ensure!(
         sft_share > 0.0 && sft_share <= 1.0,
@@ -229,11 +221,11 @@ pub async fn run(args: Args) -> Result<()> {
     let written = synth_dir.join("scenarios.jsonl");
     let stage_n = n();
     if !synth_dir.join("summary.json").exists() {
-        let argv = ["--server", SERVER, "--n", &synth.n.to_string(), "--seed", &synth.seed.to_string(), "--out", &path(synth_dir.clone())].map(String::from);
+        let argv = ["--server", SERVER, "--n", &SYNTH_N.to_string(), "--seed", &SYNTH_SEED.to_string(), "--out", &path(synth_dir.clone())].map(String::from);
         scenarios::synth::run(stage(stage_n, "scenarios synth", "tasks with checked answers, written from the demo database", &argv)?).await?;
     }
     let source = std::fs::read_to_string(&written).with_context(|| format!("cannot read {}", written.display()))?;
-    let source = of_templates(&source, synth.templates);
+    let source = of_templates(&source, templates);
     let scenarios = out.join("scenarios.jsonl");
     let kept = limit_splits(&source, train_limit, validation_limit);
     std::fs::write(&scenarios, &kept)?;
@@ -471,7 +463,7 @@ mod tests {
         assert_eq!(cpu.model, "smollm2-135m-instruct");
         assert_eq!((cpu.grpo.rollout.max_steps, cpu.sft.epochs), (2, 1));
         assert_eq!((cpu.train_limit, cpu.validation_limit), (None, Some(20)));
-        assert_eq!(cpu.synth.templates, Some(CPU_TEMPLATES), "the CPU demo keeps the counting tasks");
+        assert_eq!(cpu.templates, Some(CPU_TEMPLATES), "the CPU demo keeps the counting tasks");
         assert!(!cpu.check_set, "no check set on CPU: it would double the demo's time");
         assert_eq!((cpu.sft.trainer.packing, cpu.grpo.trainer.packing), (Packing::PrefixTree, Packing::PrefixTree));
         assert_eq!((cpu.sft_share, cpu.grpo.rollout.eval_rollouts), (CPU_SFT_SHARE, 0));
@@ -481,7 +473,7 @@ mod tests {
         assert_eq!(gpu.model, "qwen2.5-coder-0.5b-instruct");
         assert_eq!(gpu.grpo.rollout.max_steps, 3, "--steps wins");
         assert_eq!((gpu.train_limit, gpu.validation_limit), (None, None), "all scenarios on a GPU");
-        assert_eq!(gpu.synth, Synth { n: SYNTH_N, seed: 1, templates: None }, "the GPU demo trains on all synthesized tasks");
+        assert_eq!(gpu.templates, None, "the GPU demo trains on all synthesized tasks");
         assert!(gpu.check_set);
         assert_eq!(gpu.grpo.trainer.packing, Packing::Rows, "batched rows on a GPU");
         assert!(gpu.sft_share < 0.5, "SFT on a part of the train split: {}", gpu.sft_share);
