@@ -231,3 +231,18 @@ def test_more_concurrent_requests_than_sequence_slots_queue_instead_of_failing(t
         engine.generator.close()
     assert [s for s, _ in results] == [200] * 6, results
     assert status == 200 and len(r["choices"]) == 2
+
+
+def test_the_cpu_kv_budget_is_a_quarter_of_the_available_memory(tiny_model_dir):
+    from train_agent.decoder import kv_bytes_per_token
+    from train_agent.engine import available_memory, plan_slots
+
+    with open("/proc/meminfo") as f:
+        total = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemTotal:"))
+    avail = available_memory()
+    assert 0 < avail <= total
+    config = load_model(ModelSource.parse(str(tiny_model_dir)), "cpu", torch.float32).config
+    per_slot = kv_bytes_per_token(config, torch.float32) * (4096 + 8)
+    slots = plan_slots(config, torch.float32, torch.device("cpu"), 4096, 10**6, 8, 0.9, None)
+    assert slots * per_slot <= max(2 << 30, avail // 4) < (slots + 1) * per_slot * 1.01
+    assert plan_slots(config, torch.float32, torch.device("cpu"), 4096, 10**6, 8, 0.9, per_slot * 3) == 3

@@ -10,7 +10,7 @@ from test_engine_api import call, reference_logprobs
 from test_engine_lora import make_adapter, peft_reference
 
 from train_agent.decoder import Decoder
-from train_agent.engine import BackgroundServer, Engine, parse_args
+from train_agent.engine import BackgroundServer, Engine, parse_args, prefix_caching_on
 from train_agent.generation import Generator, SamplingParams
 from train_agent.models import ModelSource, load_model, load_tokenizer
 from train_agent.prefix_cache import BLOCK_SIZE, PrefixCache, block_hashes
@@ -181,9 +181,15 @@ def test_metrics_route_and_the_flags(tiny_model_dir, monkeypatch):
     queries = int(metrics['vllm:prefix_cache_queries_total{model_name="tiny"}'])
     hits = int(metrics['vllm:prefix_cache_hits_total{model_name="tiny"}'])
     assert queries > 60 and hits == queries // 2 - 1
-    assert parse_args(["--model", "m"]).enable_prefix_caching
-    assert not parse_args(["--model", "m", "--no-prefix-caching"]).enable_prefix_caching
-    assert not parse_args(["--model", "m", "--no-enable-prefix-caching"]).enable_prefix_caching
+
+    def on(*flags: str, device: str = "cpu") -> bool:
+        return prefix_caching_on(parse_args(["--model", "m", *flags]).enable_prefix_caching, device)
+
+    monkeypatch.delenv("TRAIN_AGENT_PREFIX_CACHING", raising=False)
+    assert on() and not on(device="cuda") and not on(device="cuda:1"), "by default on CPU only"
+    assert not on("--no-prefix-caching") and not on("--no-enable-prefix-caching")
+    assert on("--enable-prefix-caching", device="cuda")
     monkeypatch.setenv("TRAIN_AGENT_PREFIX_CACHING", "0")
-    assert not parse_args(["--model", "m"]).enable_prefix_caching
-    assert parse_args(["--model", "m", "--enable-prefix-caching"]).enable_prefix_caching
+    assert not on() and on("--enable-prefix-caching")
+    monkeypatch.setenv("TRAIN_AGENT_PREFIX_CACHING", "1")
+    assert on(device="cuda") and not on("--no-prefix-caching", device="cuda")

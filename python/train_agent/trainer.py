@@ -31,7 +31,7 @@ values of enum keys are Rust's enums; the tables that dispatch on them here name
                             (prefix-tree)
     gradient_checkpointing  true | false
     packing                 batches.PACKINGS: "rows" | "prefix-tree" (not with gradient checkpointing)
-    precision               "auto" (bf16-mixed on GPU and on CPUs with native bf16, else 32-true) | "bf16-mixed" | "bf16-true" | "32-true"
+    precision               "auto" (bf16-mixed on GPU and on CPUs with AMX, else 32-true) | "bf16-mixed" | "bf16-true" | "32-true"
     strategy                "auto" | "ddp" ("fsdp" is refused for now, with a hint)
     accelerator, devices, num_nodes      as in Lightning
     loggers                 {csv, tensorboard, wandb_project: null | name}
@@ -355,19 +355,37 @@ def build_model(cfg: Config, dtype: torch.dtype):
         base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     start = Path(cfg.resume_from) / "adapter" if cfg.resume_from else cfg.lora.init_adapter
     if start:
-        return PeftModel.from_pretrained(base, str(start), is_trainable=True)
-    lc = cfg.lora
-    return get_peft_model(
-        base,
-        LoraConfig(
-            r=lc.r,
-            lora_alpha=lc.alpha,
-            lora_dropout=lc.dropout,
-            target_modules=lc.target_modules,
-            use_rslora=lc.use_rslora,
-            task_type="CAUSAL_LM",
-        ),
-    )
+        model = PeftModel.from_pretrained(base, str(start), is_trainable=True)
+    else:
+        lc = cfg.lora
+        model = get_peft_model(
+            base,
+            LoraConfig(
+                r=lc.r,
+                lora_alpha=lc.alpha,
+                lora_dropout=lc.dropout,
+                target_modules=lc.target_modules,
+                use_rslora=lc.use_rslora,
+                task_type="CAUSAL_LM",
+            ),
+        )
+    if resolved_precision(cfg) == "bf16-mixed":
+        keep_lora_inputs_bf16(model)
+    return model
+
+
+def keep_lora_inputs_bf16(model) -> None:
+    """Under bf16 autocast, stops PEFT from casting each adapted layer's bf16 input to the adapter's
+    float32 before its LoRA matmuls. Autocast casts it straight back to bf16 for those matmuls (an
+    exact round trip, so values and gradients are unchanged), and that second bf16 copy is what the
+    backward pass keeps: one more input-sized tensor per adapted layer, where without the cast the
+    LoRA matmul keeps the very tensor its base layer keeps. With LoRA on every linear layer of
+    Qwen2.5-0.5B that is 20 KB per token and layer (test_trainer.py checks values and memory)."""
+    from peft.tuners.tuners_utils import BaseTunerLayer
+
+    for module in model.modules():
+        if isinstance(module, BaseTunerLayer):
+            module.cast_input_dtype_enabled = False
 
 
 # The dispatch on `loss.kind`: GRPO's clipped policy gradient (at the sampling temperature, with an
@@ -785,6 +803,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m train_agent.trainer")
     p.add_argument("--config", required=True, help="JSON config written by train-agent")
     a = p.parse_args(argv)
+    # Micro-batches of every shape come and go: growable segments keep the memory CUDA holds near
+    # what is allocated (before the first CUDA allocation; a user's own setting wins).
+    os.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
     raw = json.loads(Path(a.config).read_text())
     try:
         train(Config.from_dict(raw))
