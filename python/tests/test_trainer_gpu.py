@@ -45,3 +45,43 @@ def multi_gpu_matches_one(tiny_model_dir, tmp_path, strategy):
 @two_gpus
 def test_ddp_on_two_gpus_matches_one(tiny_model_dir, tmp_path):
     multi_gpu_matches_one(tiny_model_dir, tmp_path, "ddp")
+
+
+def test_liger_kernels_keep_logprobs_and_gradients(tiny_model_dir, tmp_path, monkeypatch):
+    """On CUDA the trainer runs Liger's RMSNorm and SwiGLU kernels (trainer.use_liger_kernels): the
+    same logprobs and gradients as transformers' own layers, up to bf16 rounding, and models built
+    afterwards in the same process keep transformers' layers."""
+    from transformers.models.llama import modeling_llama
+
+    from train_agent.batches import Sample, collate
+    from train_agent.trainer import Config, build_model, trained_logprobs
+
+    cfg = Config.from_dict(make_config(tiny_model_dir, tmp_path, accelerator="gpu", precision="bf16-mixed"))
+    samples = [
+        Sample(list(range(10 + i, 60 + 3 * i)), [0] * 20 + [1] * (30 + 2 * i), [0.0] * (50 + 2 * i), 1.0, 1.0)
+        for i in range(3)
+    ]
+    mb = {k: v.cuda() for k, v in collate(samples).items()}
+
+    def run(liger: str):
+        monkeypatch.setenv("TRAIN_AGENT_LIGER", liger)
+        torch.manual_seed(0)
+        model = build_model(cfg, torch.bfloat16).cuda()
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                torch.nn.init.normal_(p, std=0.02)
+        names = {m._get_name() for m in model.modules()}
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            logp, _ = trained_logprobs(model, mb)
+        (logp * torch.linspace(-1, 1, len(logp), device="cuda")).sum().backward()
+        grads = {n: p.grad.float() for n, p in model.named_parameters() if p.requires_grad}
+        return names, logp.detach().float(), grads
+
+    plain_mlp = modeling_llama.LlamaMLP
+    plain_names, plain, plain_grads = run("0")
+    names, logp, grads = run("1")
+    assert "LigerSwiGLUMLP" in names and "LigerSwiGLUMLP" not in plain_names
+    assert modeling_llama.LlamaMLP is plain_mlp
+    assert torch.allclose(logp, plain, atol=0.05), (logp - plain).abs().max()
+    worst = max(((grads[n] - plain_grads[n]).norm() / plain_grads[n].norm().clamp(min=1e-12)).item() for n in grads)
+    assert worst < 0.05, f"largest relative gradient difference {worst}"

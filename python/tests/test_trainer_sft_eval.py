@@ -7,12 +7,22 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 from test_trainer import make_config, outbox, synthetic_samples
 
+from train_agent import trainer
 from train_agent.trainer import Config, train
 
 
-def test_eval_loss_before_and_after_and_steps_without_checkpoint(tiny_model_dir, tmp_path):
+def test_eval_loss_before_and_after_and_steps_without_checkpoint(tiny_model_dir, tmp_path, monkeypatch):
+    grad_enabled = []  # per trained_logprobs call: evaluations build no autograd graph
+
+    def recording(*args, **kwargs):
+        grad_enabled.append(torch.is_grad_enabled())
+        return plain(*args, **kwargs)
+
+    plain = trainer.trained_logprobs
+    monkeypatch.setattr(trainer, "trained_logprobs", recording)
     cfg = make_config(tiny_model_dir, tmp_path, loss=dict(kind="sft"), optim=dict(lr=1e-2))
     samples = [{k: v for k, v in s.items() if k != "logprobs"} for s in synthetic_samples(3, 4)]
     inbox = Path(tmp_path) / "trainer" / "inbox"
@@ -33,3 +43,5 @@ def test_eval_loss_before_and_after_and_steps_without_checkpoint(tiny_model_dir,
     assert m[1]["checkpoint"] is None and not (tmp_path / "checkpoints" / "step-000001").exists()
     assert m[2]["checkpoint"] and (tmp_path / "checkpoints" / "step-000002" / "adapter").exists()
     assert m[2]["eval_loss"] is None and m[2]["eval_loss_before"] is None
+    # micro-batches of 48 tokens: two evaluations and two training passes over the same samples
+    assert grad_enabled.count(False) == grad_enabled.count(True) > 0

@@ -95,7 +95,9 @@ def arch_dirs(tmp_path_factory, smollm2_gguf) -> dict:
 def test_tree_logprobs_and_gradients_equal_rows(arch_dirs, tmp_path, arch):
     path = arch_dirs[arch]
     adapter = make_adapter(path, tmp_path / "adapter", seed=3, r=4, targets=LORA_TARGETS[arch])
-    cfg = Config.from_dict(rust_config(model=str(path), output_dir=str(tmp_path), lora={"init_adapter": str(adapter)}))
+    cfg = Config.from_dict(
+        rust_config(model=str(path), output_dir=str(tmp_path), accelerator="cpu", lora={"init_adapter": str(adapter)})
+    )
     model = build_model(cfg, torch.float32)
     samples = group_samples(ARCHS_SEED[arch])
     tree_mb, rows_mb = collate_tree(samples), collate(samples)
