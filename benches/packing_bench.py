@@ -60,10 +60,12 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--warmup", action="store_true", help="one unmeasured run of each packing first")
     ap.add_argument("--packings", default=",".join(PACKINGS), help="in this order, comma-separated")
+    ap.add_argument("--precision", default="auto", help="the trainer's: auto, 32-true, bf16-mixed")
     ap.add_argument("--out")
     args = ap.parse_args()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     cfg = config(args.model, "/tmp/packing-bench")
+    cfg.precision = args.precision
     precision = resolved_precision(cfg)
     model = build_model(cfg, base_dtype(precision)).to(device)
     model.train()

@@ -160,10 +160,10 @@ fn profile(gpu: bool, model: &str, steps: Option<u64>, train_limit: Option<usize
         sft.lora.r = 16;
         sft.max_seq_len = 3072;
         // A real model on a CPU: prefix trees (docs/training.md, "Packing") of up to 4,096
-        // distinct tokens. In float32 a tree holds ~2 MB of activations per token: an SFT step's
-        // 5.4k-token tree peaked at 12.9 GB of RSS, as two trees of 3.7k and 2.6k at 9.1 GB in
-        // the same time (42.6 against 44.2 s), and a GRPO step's one tree was killed for memory
-        // beside the engine on a 24 GB VM.
+        // distinct tokens. In float32 a tree holds ~2 MB of activations per token: at 8,192 the
+        // SFT trainer peaked at 20.3 GB of RSS (12.7 GB at 4,096), and a GRPO step's one tree
+        // was killed for memory beside the engine on a 24 GB VM. A step takes the same time
+        // either way (42.6 against 44.2 s, benches/RESULTS.md).
         sft.trainer.packing = Packing::PrefixTree;
         grpo.trainer.packing = Packing::PrefixTree;
         sft.trainer.micro_batch_tokens = 4096;
