@@ -589,8 +589,7 @@ class PolicyModule(pl.LightningModule):
         sums = torch.zeros(2, dtype=torch.float64, device=self.device)
         self.model.eval()
         try:
-            # no graph: with one, `sums` held every micro-batch's activations to the end (a CPU SFT
-            # run peaked at 12.7 GB of RSS where its training steps needed 9)
+            # no graph: with one, `sums` kept every micro-batch's activations alive to the end
             with torch.no_grad(), self.trainer.precision_plugin.val_step_context():
                 for mb in mbs:
                     mb = micro_batch_to(mb, self.device)
