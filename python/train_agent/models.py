@@ -92,8 +92,8 @@ def cpu_has_fast_bf16() -> bool:
     """Whether this CPU multiplies bf16 matrices faster than float32: only with AMX (1.80 against
     0.37 TFLOPS on a 2-core Sapphire Rapids VM: benches/cpu_bf16_bench.py). AVX512-BF16 alone is
     not enough: on a 2-core Xeon VM with it but without AMX, bf16 was the slower dtype (matmul 168
-    against 269 GFLOPS, engine prefill 450 against 775 tok/s, a LoRA step 60 against 51 s), so
-    float32 stays the default there and everywhere else."""
+    against 269 GFLOPS, engine prefill 450 against 775 tok/s, a demo SFT step 56.5 against
+    51.4 s), so float32 stays the default there and everywhere else."""
     caps = torch.cpu.get_capabilities() if hasattr(torch.cpu, "get_capabilities") else {}
     return bool(caps.get("amx_bf16"))
 
