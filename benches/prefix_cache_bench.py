@@ -20,6 +20,7 @@ share of them the cache served.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -46,7 +47,7 @@ def load(args):
     return load_model(ModelSource.parse(args.model), device, parse_dtype(args.dtype, device))
 
 
-def rollouts(gen: Generator, args, vocab: int, seed: int) -> dict:
+def rollouts(gen: Generator, args, vocab: int, seed: int, adapter: str | None) -> dict:
     g = torch.Generator().manual_seed(seed)
     rand = lambda n: torch.randint(0, vocab, (n,), generator=g).tolist()  # noqa: E731
     system = rand(args.system_len)
@@ -61,7 +62,7 @@ def rollouts(gen: Generator, args, vocab: int, seed: int) -> dict:
             sent[0] += len(conv)
             params = SamplingParams(max_tokens=args.turn_tokens, temperature=1.0, ignore_eos=True,
                                     seed=seed * 100_000 + e * 100 + t)
-            out = gen.submit(conv, 1, params).result().completions[0].token_ids
+            out = gen.submit(conv, 1, params, adapter).result().completions[0].token_ids
             conv = conv + out + tools[(e, t)]
         return turns
 
@@ -72,8 +73,10 @@ def rollouts(gen: Generator, args, vocab: int, seed: int) -> dict:
         torch.cuda.synchronize()
     wall = time.perf_counter() - t0
     c = gen.cache
+    stats = {k: round(v, 3) if isinstance(v, float) else v for k, v in dataclasses.asdict(gen.stats).items()}
     return {"wall_s": round(wall, 2), "requests": turns, "prompt_tokens": sent[0],
-            "reused_tokens": c.hits if c else 0, "hit_rate": round(c.hits / max(c.queries, 1), 3) if c else 0.0}
+            "reused_tokens": c.hits if c else 0, "hit_rate": round(c.hits / max(c.queries, 1), 3) if c else 0.0,
+            "scheduler": stats}
 
 
 def main() -> None:
@@ -89,21 +92,31 @@ def main() -> None:
     ap.add_argument("--task-len", type=int, default=60)
     ap.add_argument("--turn-tokens", type=int, default=64)
     ap.add_argument("--tool-len", type=int, default=40)
+    ap.add_argument("--lora", action="store_true", help="sample under a random rank-16 LoRA on every projection "
+                    "(the demo's rollouts run its SFT adapter)")
     ap.add_argument("--no-warmup", action="store_true", help="skip the first (unmeasured) off/on pair")
     ap.add_argument("--out")
     args = ap.parse_args()
     model = load(args)
     episodes = args.groups * args.rollouts
     max_len = args.system_len + args.task_len + args.turns * (args.turn_tokens + args.tool_len) + 16
-    dec = Decoder(model, num_slots=episodes, max_len=max_len)
+    dec = Decoder(model, num_slots=episodes, max_len=max_len, enable_lora=args.lora, max_loras=1, max_lora_rank=16)
     vocab = min(dec.vocab, 32000)
     rows = []
     # a warm-up pair (CUDA graph capture, kernel compilation), then the measured pair; each pair
     # replays the same token ids
     for caching in (False, True) if args.no_warmup else (False, True, False, True):
         gen = Generator(dec, eos_ids=set(), prefix_caching=caching)
+        adapter = None
+        if args.lora:
+            from engine_bench import random_lora
+
+            weights = random_lora(dec, 16)
+            gen._command(lambda: dec.install_adapter(0, weights, 2.0)).result()
+            gen.adapters["bench"] = (0, "<random>")
+            adapter = "bench"
         try:
-            row = {"prefix_caching": caching, **rollouts(gen, args, vocab, seed=1 + len(rows) // 2)}
+            row = {"prefix_caching": caching, **rollouts(gen, args, vocab, 1 + len(rows) // 2, adapter)}
         finally:
             gen.close()
         print(json.dumps(row), flush=True)
@@ -118,6 +131,13 @@ def main() -> None:
         print(f"| {'on' if r['prefix_caching'] else 'off'} | {r['wall_s']} | {r['requests']} | {r['prompt_tokens']} "
               f"| {100 * r['hit_rate']:.1f}% |")
     print(f"\nspeed-up: {off['wall_s'] / on['wall_s']:.2f}x")
+    print("\nscheduler thread (s): | caching | idle | admit (prefill) | decode windows | prefills | tokens computed "
+          "(padded) | decode steps | mean width |")
+    for r in (off, on):
+        st = r["scheduler"]
+        print(f"| {'on' if r['prefix_caching'] else 'off'} | {st['idle_s']} | {st['admit_s']} ({st['prefill_s']}) "
+              f"| {st['window_s']} | {st['prefills']} | {st['prefill_tokens']} ({st['prefill_padded']}) "
+              f"| {st['decode_steps']} | {st['decode_rows'] / max(st['decode_steps'], 1):.1f} |")
     if args.out:
         Path(args.out).write_text(json.dumps({"args": vars(args), "rows": rows}, indent=1))
 

@@ -125,3 +125,55 @@ def test_decode_steps_match_sdpa(arch):
     # layer 0's new keys depend on the tokens only, so they match exactly (the idle row's scratch
     # position is written by the SDPA path only)
     assert torch.equal(cache_a[:3], cache_b[:3])
+
+
+@pytest.mark.parametrize("arch", ["mistral", "gemma3_text"])
+def test_extend_prefill_matches_the_batched_prefill(arch):
+    """Decoder.prefill of short suffixes as an extend step (one kernel row per token, each reading
+    its own slot) against the batched SDPA prefill: two prompts prefilled whole, then their
+    continuations on top of the cached rows beside a new prompt, under a LoRA adapter for one of
+    them and the base model for the others. The same logits and the same KV cache rows; the step's
+    pad rows (21 tokens in a 32-row bucket) change nothing."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from train_agent.decoder import LORA_TARGETS
+
+    cfg = AutoConfig.for_model(arch, initializer_range=0.1, tie_word_embeddings=True, **ARCHS[arch])
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(cfg).to(DEVICE)
+    dec = Decoder(model, num_slots=4, max_len=100, use_graphs=False, compile=False, enable_lora=True, max_lora_rank=4)
+    g = torch.Generator().manual_seed(1)
+    weights = {}
+    for i, layer in enumerate(dec.layers):
+        outs = dict(zip(("q_proj", "k_proj", "v_proj"), layer.qkv.parts))
+        outs |= {"o_proj": layer.o.parts[0], "gate_proj": layer.gate_up.parts[0], "up_proj": layer.gate_up.parts[1]}
+        outs["down_proj"] = layer.down.parts[0]
+        ins = {"o_proj": layer.o.weight.shape[1], "down_proj": layer.down.weight.shape[1]}
+        for name in LORA_TARGETS:
+            d_in = ins.get(name, layer.qkv.weight.shape[1])
+            weights[(i, name)] = (
+                torch.randn(4, d_in, generator=g) * 0.1,
+                torch.randn(outs[name], 4, generator=g) * 0.1,
+            )
+    dec.install_adapter(0, weights, 2.0)
+    rand = lambda n, seed: torch.randint(3, 256, (n,), generator=torch.Generator().manual_seed(seed)).tolist()  # noqa: E731
+    first = [rand(23, 1), rand(40, 2)]
+    second = [first[0] + rand(9, 3), first[1] + rand(5, 4), rand(7, 5)]
+    runs = []
+    with torch.inference_mode():
+        for impl in ("sdpa", "triton"):
+            for c in (*dec.k_cache, *dec.v_cache):
+                c.zero_()
+            dec.decode_attention = impl
+            a = dec.prefill(first, [0, 1], [0, -1])
+            b = dec.prefill(second, [0, 1, 2], [0, -1, -1], [23, 40, 0])
+            # each slot's prompt so far (the batched prefill also writes its pads' k/v past them)
+            rows = [
+                torch.cat([c[s, :, :n] for s, n in enumerate((32, 45, 7))], 1) for c in (*dec.k_cache, *dec.v_cache)
+            ]
+            runs.append((a, b, rows))
+    (a0, b0, cache0), (a1, b1, cache1) = runs
+    assert (a0 - a1).abs().max() < 1e-4
+    assert (b0 - b1).abs().max() < 1e-4
+    assert max((x - y).abs().max() for x, y in zip(cache0, cache1)) < 1e-5
+    assert all(c.abs().sum(-1).gt(0).all() for c in cache1)  # every position was written

@@ -61,6 +61,14 @@ LORA_TARGETS = {
     "up_proj": ("gate_up", 1),
     "down_proj": ("down", 0),
 }
+# A prefill of at most this many tokens (all prompts' uncached suffixes together) runs as an extend
+# step (Decoder._extend): the later turns of a multi-turn rollout under prefix caching, whose
+# suffixes are a tool result and a few template tokens. Its attention reads each row's prefix once
+# per row, so longer prefills (first turns, no cache) stay on the batched SDPA path.
+EXTEND_TOKENS = 1024
+# the extend step's key splits: its rows already fill the GPU, and fewer splits keep the partial
+# sums of a 1024-row step small (1024 x heads x splits x head dim floats)
+EXTEND_SPLITS = 8
 # checkpoints that fuse q/k/v and gate/up themselves (Phi-3): one LoRA per fused module
 FUSED_LORA_TARGETS = {
     "qkv_proj": ("qkv", 0),
@@ -443,6 +451,9 @@ class Decoder(SlotState):
             self._make_lora_banks()
 
         self.graphs: dict[tuple, tuple] = {}
+        # extend steps (`_extend`): token, position, slot and LoRA slot of each row, staged in one copy
+        self.extend_buckets = _buckets(EXTEND_TOKENS, 32)
+        self.ext = torch.zeros(4, EXTEND_TOKENS, dtype=torch.long, device=self.device)
         # "triton" (split_kv.py: split-KV kernels that also write the new k/v into the cache; the
         # default on CUDA with Triton installed, for models without soft-capped scores), "sdpa"
         # (cuDNN/flash fused kernel) or "math" (two matmuls). Set it before the first step:
@@ -585,6 +596,8 @@ class Decoder(SlotState):
         B = len(prompts)
         cached = cached or [0] * B
         suffixes = [p[c:] for p, c in zip(prompts, cached)]
+        if self.decode_attention == "triton" and sum(map(len, suffixes)) <= EXTEND_TOKENS:
+            return self._extend(suffixes, cached, slots, lora)
         T = max(len(p) for p in suffixes)
         ids = torch.zeros(B, T, dtype=torch.long)
         for i, p in enumerate(suffixes):
@@ -629,6 +642,60 @@ class Decoder(SlotState):
         last = h.view(B, T, -1)[torch.arange(B, device=self.device), lens - 1]
         return self.logits(last)
 
+    def _extend(self, suffixes: list[list[int]], cached: list[int], slots: list[int], lora: list[int]) -> torch.Tensor:
+        """`prefill` of short suffixes as one step of one row per token (split_kv.py's kernels read
+        each row's slot up to the row's position), replayed from a CUDA graph per (tokens, context)
+        bucket. An eager prefill is hundreds of small kernels launched from Python: tens of ms of
+        host time whatever its size, where the suffixes the prefix cache leaves are tens of tokens."""
+        lens = [len(p) for p in suffixes]
+        N = sum(lens)
+        n = pick_bucket(self.extend_buckets, N)
+        L = pick_bucket(self.len_buckets, max(c + t for c, t in zip(cached, lens)))
+        # pads sit at position -1: they attend to nothing, and their k/v land on the idle position
+        host = torch.tensor([[0], [-1], [0], [-1]]).repeat(1, n)
+        host[0, :N] = torch.tensor([t for p in suffixes for t in p])
+        host[1, :N] = torch.cat([torch.arange(c, c + t) for c, t in zip(cached, lens)])
+        host[2, :N] = torch.tensor(slots).repeat_interleave(torch.tensor(lens))
+        host[3, :N] = torch.tensor(lora).repeat_interleave(torch.tensor(lens))
+        self.ext[:, :n].copy_(host)
+        if self.use_graphs:
+            key = ("extend", n, L)
+            if key not in self.graphs:
+                self.graphs[key] = self._capture(lambda: self._extend_forward(n, L))
+            graph, h = self.graphs[key]
+            graph.replay()
+        else:
+            h = self._extend_forward(n, L)
+        last = torch.tensor(lens).cumsum(0).sub_(1).to(self.device)
+        return self.logits(h[last])
+
+    def _extend_forward(self, n: int, L: int) -> torch.Tensor:
+        from train_agent.split_kv import split_kv_attention
+
+        tok, pos, slot, lora = self.ext[:, :n]
+
+        def attend(i, q, k, v):
+            # the step's k/v first: a row reads the rows of its slot before it
+            self.k_cache[i][slot, :, pos] = k
+            self.v_cache[i][slot, :, pos] = v
+            o = split_kv_attention(
+                q,
+                k,
+                v,
+                self.k_cache[i],
+                self.v_cache[i],
+                pos,
+                L,
+                self.layers[i].window,
+                self.scale,
+                slot,
+                write=False,
+                max_splits=EXTEND_SPLITS,
+            )
+            return o.view(n, -1)
+
+        return self._forward(tok, pos, lora if self.lora_slots else None, attend)
+
     def copy_slot(self, src: int, dsts: list[int], length: int) -> None:
         """Prefix sharing: the n samples of a prompt reuse one prefill's KV cache, and a prompt whose
         prefix another row holds copies it (prefix_cache.py)."""
@@ -646,7 +713,7 @@ class Decoder(SlotState):
 
             def attend(i, q, k, v):
                 o = split_kv_attention(
-                    q, k, v, self.k_cache[i], self.v_cache[i], pos, L, self.layers[i].window, self.scale
+                    q, k, v, self.k_cache[i], self.v_cache[i], pos, L, self.layers[i].window, self.scale, rows
                 )
                 return o.view(b, H * D)
         else:
@@ -673,24 +740,29 @@ class Decoder(SlotState):
             return self._step(b, L, use_top_p, guided)
         key = (b, L, use_top_p, guided)
         if key not in self.graphs:
-            self.graphs[key] = self._capture(key)
+            state = [t.clone() for t in (self.tok, self.pos)]
+
+            def reset():  # the warm-up steps advanced the rows
+                self.tok.copy_(state[0])
+                self.pos.copy_(state[1])
+
+            self.graphs[key] = self._capture(lambda: self._step(*key), reset)
         graph, out = self.graphs[key]
         graph.replay()
         return out
 
-    def _capture(self, key: tuple):
-        state = [t.clone() for t in (self.tok, self.pos)]
+    def _capture(self, run: Callable[[], object], reset: Callable[[], None] = lambda: None):
+        """(graph, outputs) of `run` captured after two warm-up runs, each followed by `reset`."""
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):  # warm up (compiles kernels, sets up cuBLAS workspaces)
             for _ in range(2):
-                self._step(*key)
-                self.tok.copy_(state[0])
-                self.pos.copy_(state[1])
+                run()
+                reset()
         torch.cuda.current_stream().wait_stream(stream)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, pool=self.pool):
-            out = self._step(*key)
+            out = run()
         return graph, out
 
 

@@ -530,7 +530,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action=argparse.BooleanOptionalAction,
         default=None,
         help="reuse the KV of prompt prefixes computed before (default: TRAIN_AGENT_PREFIX_CACHING=1 "
-        "or 0 if set, else on on CPU and off on GPU)",
+        "or 0 if set, else on)",
     )
     p.add_argument(
         "--no-prefix-caching",
@@ -571,22 +571,19 @@ def build_engine(args: argparse.Namespace) -> Engine:
         seed=args.seed,
         use_graphs=False if args.enforce_eager else None,
         logprobs_mode=args.logprobs_mode,
-        prefix_caching=prefix_caching_on(args.enable_prefix_caching, device),
+        prefix_caching=prefix_caching_on(args.enable_prefix_caching),
     )
 
 
-def prefix_caching_on(flag: bool | None, device: str) -> bool:
-    """The command line's choice, else TRAIN_AGENT_PREFIX_CACHING's (0 or 1), else on where prefill
-    is what a multi-turn rollout waits for: the CPU (its rollout phase 2.66x faster with the cache).
-    On a GPU the prefill of a 0.5B model is a small part of the phase and the cache's own work is
-    not: a real demo step's rollouts took 6.15/6.02 s with it against 4.80/5.17 s without on an
-    H200 (benches/RESULTS.md)."""
+def prefix_caching_on(flag: bool | None) -> bool:
+    """The command line's choice, else TRAIN_AGENT_PREFIX_CACHING's (0 or 1), else on: multi-turn
+    rollouts re-send whole conversations, and with the cache their rollout phase ran 2.66x faster on
+    a CPU and 2.2x faster on an H200, where the suffixes left run as extend steps in CUDA graphs
+    (benches/RESULTS.md)."""
     if flag is not None:
         return flag
     env = os.environ.get("TRAIN_AGENT_PREFIX_CACHING")
-    if env is not None:
-        return env != "0"
-    return not device.startswith("cuda")
+    return env != "0" if env is not None else True
 
 
 async def serve(engine: Engine, host: str, port: int) -> None:

@@ -15,7 +15,8 @@ With prefix caching on (the default), a prompt whose leading blocks some slot's 
 (an earlier turn of the same conversation, or a sibling rollout with the same system prompt and
 task) reuses them and prefills only the rest (prefix_cache.py). Slots are handed out lowest first,
 so the decode batch (every row below the highest busy slot) stays narrow; a request whose prefix sits
-in a free slot takes that slot instead.
+in a free slot inside that width takes that slot instead, and one past it has the prefix copied down.
+Every phase's time is counted in `SchedulerStats` (logged every 256 requests).
 """
 
 from __future__ import annotations
@@ -100,6 +101,24 @@ class _Seq:
         return len(self.req.prompt) + len(self.out.token_ids)
 
 
+@dataclass
+class SchedulerStats:
+    """Where the scheduler thread's time went since it started, for `/metrics` and the benches.
+    Every phase ends in a host sync (the first tokens' or the window's copy to the host), so wall
+    time around it is the device's time too."""
+
+    idle_s: float = 0.0  # waiting for requests
+    admit_s: float = 0.0  # admitting requests: cache lookups, placement, and their prefills
+    prefill_s: float = 0.0  # the prefills alone: row copies, the forward, the first tokens' draw
+    prefills: int = 0
+    prefill_tokens: int = 0  # prompt tokens computed (not served from the prefix cache)
+    prefill_padded: int = 0  # the same, with the padding of each prefill's batch
+    window_s: float = 0.0  # decode windows, their host sync and bookkeeping included
+    windows: int = 0
+    decode_steps: int = 0
+    decode_rows: int = 0  # summed over steps: the batch width each step ran (a bucket)
+
+
 class AdapterError(Exception):
     def __init__(self, message: str, status: int = 400):
         super().__init__(message)
@@ -133,6 +152,7 @@ class Generator:
         self.installs = 0
         self.cache = PrefixCache(decoder.num_slots) if prefix_caching else None
         self.admitted = 0
+        self.stats = SchedulerStats()
         self.cv = threading.Condition()
         self.stopping = False
         self.thread = threading.Thread(target=self._run, name="engine-scheduler", daemon=True)
@@ -207,8 +227,10 @@ class Generator:
         with torch.inference_mode():
             while True:
                 with self.cv:
+                    t0 = time.perf_counter()
                     while not (self.pending or self.active or self.commands or self.stopping):
                         self.cv.wait()
+                    self.stats.idle_s += time.perf_counter() - t0
                     if self.stopping:
                         return
                     commands, self.commands = self.commands, []
@@ -224,9 +246,13 @@ class Generator:
                         fut.set_exception(e)
                 try:
                     if admitted:
+                        t0 = time.perf_counter()
                         self._admit(admitted)
+                        self.stats.admit_s += time.perf_counter() - t0
                     if self.active:
+                        t0 = time.perf_counter()
                         self._window()
+                        self.stats.window_s += time.perf_counter() - t0
                 except Exception as e:
                     log.exception("generation failed; failing the running requests")
                     self._fail_all(e)
@@ -252,26 +278,47 @@ class Generator:
             coming.update(dict.fromkeys(req.hashes))
         if chunk:
             self._prefill(chunk)
-        if self.cache is not None and self.admitted // 256 != (self.admitted + len(reqs)) // 256:
-            c = self.cache
+        if self.admitted // 256 != (self.admitted + len(reqs)) // 256:
+            self._log_stats()
+        self.admitted += len(reqs)
+
+    def _log_stats(self) -> None:
+        st, c = self.stats, self.cache
+        if c is not None:
             log.info(
                 "prefix cache: %d of %d prompt tokens reused (%.1f%%)",
                 c.hits,
                 c.queries,
                 100 * c.hits / max(c.queries, 1),
             )
-        self.admitted += len(reqs)
+        log.info(
+            "scheduler: idle %.1f s, admitting %.1f s (%d prefills of %d tokens, %d padded: %.1f s), "
+            "decoding %.1f s (%d windows, %d steps of mean width %.1f)",
+            st.idle_s,
+            st.admit_s,
+            st.prefills,
+            st.prefill_tokens,
+            st.prefill_padded,
+            st.prefill_s,
+            st.window_s,
+            st.windows,
+            st.decode_steps,
+            st.decode_rows / max(st.decode_steps, 1),
+        )
 
     def _place(self, req: _Request) -> None:
         """Gives the request's sequences their slots: the first takes a free slot that holds the
-        prompt's longest cached prefix if there is one, else (as every other sequence) the lowest
-        free slot, whose cached blocks are dropped."""
+        prompt's longest cached prefix if there is one inside the decode batch's width, else (as
+        every other sequence) the lowest free slot, whose cached blocks are dropped."""
         n, holders = self.cache.longest(req.hashes) if self.cache is not None else (0, set())
         # the holder with the longest match past the last common block; free ones first (no copy)
         best = max(
             sorted(holders), default=-1, key=lambda h: (self.cache.reusable(h, req.prompt, n), h in self.free_slots)
         )
-        in_place = best >= 0 and best in self.free_slots
+        # every decode step runs rows [0, highest busy slot]: a free holder past that width would
+        # widen every step until it retires, so its rows are copied down to the lowest free slot
+        width = pick_bucket(self.dec.batch_buckets, max(self.active) + 1) if self.active else 0
+        in_place = best >= 0 and best in self.free_slots and (best < width or best <= self.free_slots[0])
         req.cached = min(self.cache.reusable(best, req.prompt, n), len(req.prompt) - 1) if best >= 0 else 0
         req.copy_from = best if best >= 0 and not in_place else -1
         for i in range(req.n):
@@ -291,6 +338,7 @@ class Generator:
             self.cache.count(len(req.prompt), req.cached)
 
     def _prefill(self, reqs: list[_Request]) -> None:
+        t0 = time.perf_counter()
         dec = self.dec
         for r in reqs:
             if r.copy_from >= 0:
@@ -331,6 +379,11 @@ class Generator:
             self.active[s.slot] = s
             self._append(s, t, logprob, top[i] if top else None)
         self._fill_masks([s for s in guided if s.out.finish_reason is None])
+        st = self.stats
+        st.prefill_s += time.perf_counter() - t0
+        st.prefills += 1
+        st.prefill_tokens += sum(len(r.prompt) - r.cached for r in reqs)
+        st.prefill_padded += len(reqs) * max(len(r.prompt) - r.cached for r in reqs)
 
     def _top(self, logits: torch.Tensor, lse: torch.Tensor, inv_t: torch.Tensor, seqs: list[_Seq]) -> list | None:
         k = max(s.req.params.top_logprobs for s in seqs)
@@ -378,6 +431,9 @@ class Generator:
                 top = list(zip(tops_h[j][1][s.slot], tops_h[j][0][s.slot])) if tops_h else None
                 self._append(s, toks_h[s.slot][j], lps_h[s.slot][j], top)
         self._fill_masks([s for s in guided if s.out.finish_reason is None])
+        self.stats.windows += 1
+        self.stats.decode_steps += k
+        self.stats.decode_rows += k * b
 
     def _append(self, s: _Seq, tok: int, lp: float, top: list | None) -> None:
         p = s.req.params

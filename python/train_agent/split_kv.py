@@ -1,6 +1,8 @@
 """Decode attention in Triton: one query token per row over the decoder's slot KV cache, split
 along the keys ("flash-decoding"), with the new token's k/v written into the cache by the same
-kernel.
+kernel. Each row names the cache row (slot) it reads, so the same kernels also run the decoder's
+extend steps (`Decoder.prefill` of short suffixes): every token of a prompt's uncached suffix is a
+row of its slot, at its own position, after all of the suffix's k/v have been written.
 
 Why not SDPA at decode: a decode step has q_len 1, so a fused kernel tiled for long queries wastes
 most of its work; cuDNN's took ~18 µs a layer for Qwen2.5-0.5B on an H100 (benches/RESULTS.md),
@@ -52,6 +54,7 @@ def _split_kernel(
     kc_ptr,
     vc_ptr,
     pos_ptr,
+    slot_ptr,
     acc_ptr,
     m_ptr,
     l_ptr,
@@ -76,9 +79,11 @@ def _split_kernel(
     BLOCKS: tl.constexpr,
     WINDOW: tl.constexpr,
     PRECISION: tl.constexpr,
+    WRITE: tl.constexpr,
 ):
     """One (row, KV head, split): the unnormalised attention of the G query heads of this KV head
-    over the split's keys, with its running max (log2 units) and sum, for _combine_kernel."""
+    over the split's keys of the row's slot, with its running max (log2 units) and sum, for
+    _combine_kernel."""
     row = tl.program_id(0).to(tl.int64)
     kvh = tl.program_id(1)
     s = tl.program_id(2)
@@ -92,12 +97,13 @@ def _split_kernel(
     d_ok = offs_d < D
     k_new = tl.load(k_ptr + row * sk_b + kvh * sk_h + offs_d, mask=d_ok, other=0.0)
     v_new = tl.load(v_ptr + row * sv_b + kvh * sv_h + offs_d, mask=d_ok, other=0.0)
-    cache_row = row * sc_b + kvh * sc_h
-    # the one program whose split holds the row's position writes the new k/v there; it uses them
-    # from registers below, so no program ever reads that cache entry
-    owner = (pos >= s0) & (pos < s0 + split_len) & (pos < L)
-    tl.store(kc_ptr + cache_row + pos * sc_t + offs_d, k_new, mask=d_ok & owner)
-    tl.store(vc_ptr + cache_row + pos * sc_t + offs_d, v_new, mask=d_ok & owner)
+    cache_row = tl.load(slot_ptr + row).to(tl.int64) * sc_b + kvh * sc_h
+    if WRITE:
+        # the one program whose split holds the row's position writes the new k/v there; it uses
+        # them from registers below, so no program ever reads that cache entry
+        owner = (pos >= s0) & (pos < s0 + split_len) & (pos < L)
+        tl.store(kc_ptr + cache_row + pos * sc_t + offs_d, k_new, mask=d_ok & owner)
+        tl.store(vc_ptr + cache_row + pos * sc_t + offs_d, v_new, mask=d_ok & owner)
 
     if start < end:
         offs_g = tl.arange(0, G_PAD)
@@ -186,19 +192,29 @@ def split_kv_attention(
     L: int,
     window: int | None,
     scale: float,
+    slots: torch.Tensor | None = None,
+    write: bool = True,
+    max_splits: int = MAX_SPLITS,
 ) -> torch.Tensor:
     """Writes the new keys and values `k`, `v` `[b, K, D]` of rows [0, b) at their positions `pos`
     `[b]` into `k_cache`, `v_cache` `[slots, K, cache_len, D]`, and returns the attention of the
     queries `q` `[b, H, D]` over cache positions [0, L) that are at most the row's position and, with
     a `window`, within it: `[b, H, D]`, what decoder.attention gives under Decoder._masks.
-    A row whose position is L or more (an idle slot) writes nothing."""
+    A row whose position is L or more (an idle slot) writes nothing; one at position -1 (a pad)
+    attends to nothing and gets zeros.
+
+    Row i reads and writes cache row `slots[i]` (default: i). Rows that share a slot must not write
+    (`write=False`, their k/v stored beforehand): one row's write would race another's read. The
+    keys are cut into at most `max_splits` splits, a number that depends on `L` alone."""
     if any(t.stride(-1) != 1 for t in (q, k, v, k_cache, v_cache)):
         raise ValueError("split_kv_attention reads the head dimension as contiguous; a tensor here is strided")
     b, H, D = q.shape
     K = k.shape[1]
     G = H // K
+    if slots is None:
+        slots = torch.arange(b, device=q.device)
     block_n = 64 if D <= 128 else 32
-    blocks = triton.cdiv(triton.cdiv(L, block_n), MAX_SPLITS)  # per split
+    blocks = triton.cdiv(triton.cdiv(L, block_n), max_splits)  # per split
     split_len = block_n * blocks
     n_splits = triton.cdiv(L, split_len)
     f32 = dict(device=q.device, dtype=torch.float32)
@@ -217,6 +233,7 @@ def split_kv_attention(
         k_cache,
         v_cache,
         pos,
+        slots,
         acc,
         m,
         l_sum,
@@ -241,6 +258,7 @@ def split_kv_attention(
         BLOCKS=blocks,
         WINDOW=window,
         PRECISION="ieee" if q.dtype == torch.float32 else "tf32",  # fp32 models stay fp32
+        WRITE=write,
         num_warps=warps,
         num_stages=2,
     )
