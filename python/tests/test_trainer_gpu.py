@@ -50,7 +50,7 @@ def test_ddp_on_two_gpus_matches_one(tiny_model_dir, tmp_path):
 def test_liger_kernels_keep_logprobs_and_gradients(tiny_model_dir, tmp_path, monkeypatch):
     """On CUDA the trainer runs Liger's RMSNorm and SwiGLU kernels (trainer.use_liger_kernels): the
     same logprobs and gradients as transformers' own layers, up to bf16 rounding, and models built
-    afterwards in the same process keep transformers' layers."""
+    afterwards in the same process keep transformers' layers. SDPA's cuDNN kernels are off."""
     from transformers.models.llama import modeling_llama
 
     from train_agent.batches import Sample, collate
@@ -81,6 +81,7 @@ def test_liger_kernels_keep_logprobs_and_gradients(tiny_model_dir, tmp_path, mon
     plain_names, plain, plain_grads = run("0")
     names, logp, grads = run("1")
     assert "LigerSwiGLUMLP" in names and "LigerSwiGLUMLP" not in plain_names
+    assert not torch.backends.cuda.cudnn_sdp_enabled(), "the trainer takes SDPA's flash kernels on CUDA"
     assert modeling_llama.LlamaMLP is plain_mlp
     assert torch.allclose(logp, plain, atol=0.05), (logp - plain).abs().max()
     worst = max(((grads[n] - plain_grads[n]).norm() / plain_grads[n].norm().clamp(min=1e-12)).item() for n in grads)
