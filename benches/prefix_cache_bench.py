@@ -1,8 +1,9 @@
 """The rollout phase of a demo-like GRPO step, replayed on the engine's generation path with prefix
 caching off and on, side by side in one run (issue 18).
 
-    # GPU (H100): random weights of the Qwen2.5-0.5B architecture, 8 groups x 8 rollouts
-    PYTHONPATH=python python benches/prefix_cache_bench.py --random qwen2.5-0.5b --out prefix.json
+    # GPU (H100): random weights of the Qwen2.5-0.5B architecture, 8 groups x 8 rollouts, sampled
+    # under a random rank-16 LoRA adapter as the demo's rollouts are
+    PYTHONPATH=python python benches/prefix_cache_bench.py --random qwen2.5-0.5b --lora --out prefix.json
     # CPU: the real SmolLM2-135M (fp32 without AMX), a smaller step
     PYTHONPATH=python python benches/prefix_cache_bench.py --model smollm2-135m-instruct \\
         --groups 2 --rollouts 4 --turns 4 --turn-tokens 32
@@ -13,8 +14,8 @@ shared `--system-len`-token system prompt (tools and instructions) and its group
 the conversation grows by them and a `--tool-len`-token tool result, and is re-sent whole. Episode
 i of a group ends after 2 + (i mod (turns - 1)) turns, so the rollouts of a group fall out of
 step, as real ones do. All episodes run at once, each sending its next turn as soon as its last
-one returns. Reported per mode: the rollout phase's wall time, the prompt tokens sent, and the
-share of them the cache served.
+one returns. Reported per mode: the rollout phase's wall time, the prompt tokens sent, the share
+of them the cache served, and where the scheduler thread's time went (generation.SchedulerStats).
 """
 
 from __future__ import annotations

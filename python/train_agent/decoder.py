@@ -26,7 +26,9 @@ replayed with a single launch:
 - small elementwise pieces (RMSNorm, RoPE, SiLU*up) compiled by torch.compile into one kernel each,
   and the sampler compiled too;
 - decode attention in Triton (split_kv.py): a split-KV kernel that reads each row's own keys only
-  and writes the new k/v into the cache itself (SDPA, for q_len 1, cost ~18 µs a layer).
+  and writes the new k/v into the cache itself (SDPA, for q_len 1, cost ~18 µs a layer);
+- short prefills (the suffixes prefix caching leaves) as extend steps: one such kernel row per
+  token, captured per (tokens bucket, context bucket) like the decode step (`_extend`).
 
 On CPU the same code runs eagerly (no graphs, no compile); it matches the HF forward to fp32
 rounding, which the tests check.
