@@ -69,6 +69,11 @@ def test_same_tokens_and_logprobs_with_and_without_the_cache_and_reuse_across_tu
     first_turn = [0, 89, 70, 89]
     assert c.queries == sum(len(p) for p, _, _ in got)
     assert c.hits == sum(first_turn) + sum(len(p) - 9 - 1 for p, _, _ in got[4:])
+    # the scheduler's counts: every prompt token computed without the cache, only the misses with it
+    assert cold.stats.prefill_tokens == c.queries and warm.stats.prefill_tokens == c.queries - c.hits
+    for st in (cold.stats, warm.stats):
+        assert st.decode_steps >= 11 and st.windows >= 1 and 0 < st.prefill_s <= st.admit_s
+        assert st.prefill_tokens <= st.prefill_padded and 1 <= st.prefills <= 12
 
 
 def test_eviction_when_slots_run_out_keeps_outputs_exact(tiny_model_dir):

@@ -103,7 +103,7 @@ class _Seq:
 
 @dataclass
 class SchedulerStats:
-    """Where the scheduler thread's time went since it started, for `/metrics` and the benches.
+    """Where the scheduler thread's time went since it started, for the engine's log and the benches.
     Every phase ends in a host sync (the first tokens' or the window's copy to the host), so wall
     time around it is the device's time too."""
 
