@@ -112,7 +112,7 @@ class SchedulerStats:
     prefill_s: float = 0.0  # the prefills alone: row copies, the forward, the first tokens' draw
     prefills: int = 0
     prefill_tokens: int = 0  # prompt tokens computed (not served from the prefix cache)
-    prefill_padded: int = 0  # the same, with the padding of each prefill's batch
+    prefill_padded: int = 0  # the same as right-padded batches (requests x longest suffix, per prefill)
     window_s: float = 0.0  # decode windows, their host sync and bookkeeping included
     windows: int = 0
     decode_steps: int = 0
