@@ -67,6 +67,14 @@ def random_lora(dec: Decoder, rank: int) -> dict:
     return weights
 
 
+def serve_random_lora(gen: Generator, weights: dict) -> str:
+    """Installs `weights` (random_lora's) in bank slot 0 on the scheduler thread, as a loaded
+    adapter named "bench", without a PEFT directory to read. Returns the name."""
+    gen._command(lambda: gen.dec.install_adapter(0, weights, 2.0)).result()
+    gen.adapters["bench"] = (0, "<random>")
+    return "bench"
+
+
 def run_batch(gen: Generator, b: int, prompt_len: int, new_tokens: int, adapter: str | None) -> dict:
     g = torch.Generator().manual_seed(b)
     prompts = [torch.randint(0, 150000, (prompt_len,), generator=g).tolist() for _ in range(b)]
@@ -136,12 +144,7 @@ def main() -> None:
                           enable_lora=lora, max_loras=1, max_lora_rank=16)
             dec.decode_attention = impl or dec.decode_attention
             gen = Generator(dec, eos_ids=set())
-            adapter = None
-            if lora:
-                weights = random_lora(dec, 16)
-                gen._command(lambda: dec.install_adapter(0, weights, 2.0)).result()
-                gen.adapters["bench"] = (0, "<random>")
-                adapter = "bench"
+            adapter = serve_random_lora(gen, random_lora(dec, 16)) if lora else None
             for b in batches:  # warm-up: compile kernels, capture graphs for this bucket
                 run_batch(gen, b, args.prompt_len, 16, adapter)
             warm = time.perf_counter() - t

@@ -33,14 +33,13 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from engine_bench import build, random_lora, serve_random_lora  # noqa: E402
 from train_agent.decoder import Decoder  # noqa: E402
 from train_agent.generation import Generator, SamplingParams  # noqa: E402
 
 
 def load(args):
     if args.random:
-        from engine_bench import build
-
         return build(args.random)
     from train_agent.models import ModelSource, default_device, load_model, parse_dtype
 
@@ -103,19 +102,13 @@ def main() -> None:
     max_len = args.system_len + args.task_len + args.turns * (args.turn_tokens + args.tool_len) + 16
     dec = Decoder(model, num_slots=episodes, max_len=max_len, enable_lora=args.lora, max_loras=1, max_lora_rank=16)
     vocab = min(dec.vocab, 32000)
+    weights = random_lora(dec, 16) if args.lora else None
     rows = []
     # a warm-up pair (CUDA graph capture, kernel compilation), then the measured pair; each pair
     # replays the same token ids
     for caching in (False, True) if args.no_warmup else (False, True, False, True):
         gen = Generator(dec, eos_ids=set(), prefix_caching=caching)
-        adapter = None
-        if args.lora:
-            from engine_bench import random_lora
-
-            weights = random_lora(dec, 16)
-            gen._command(lambda: dec.install_adapter(0, weights, 2.0)).result()
-            gen.adapters["bench"] = (0, "<random>")
-            adapter = "bench"
+        adapter = serve_random_lora(gen, weights) if args.lora else None
         try:
             row = {"prefix_caching": caching, **rollouts(gen, args, vocab, 1 + len(rows) // 2, adapter)}
         finally:

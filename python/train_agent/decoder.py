@@ -650,6 +650,7 @@ class Decoder(SlotState):
         bucket. An eager prefill is hundreds of small kernels launched from Python: tens of ms of
         host time whatever its size, where the suffixes the prefix cache leaves are tens of tokens."""
         lens = [len(p) for p in suffixes]
+        lens_t = torch.tensor(lens)
         N = sum(lens)
         n = pick_bucket(self.extend_buckets, N)
         L = pick_bucket(self.len_buckets, max(c + t for c, t in zip(cached, lens)))
@@ -657,8 +658,8 @@ class Decoder(SlotState):
         host = torch.tensor([[0], [-1], [0], [-1]]).repeat(1, n)
         host[0, :N] = torch.tensor([t for p in suffixes for t in p])
         host[1, :N] = torch.cat([torch.arange(c, c + t) for c, t in zip(cached, lens)])
-        host[2, :N] = torch.tensor(slots).repeat_interleave(torch.tensor(lens))
-        host[3, :N] = torch.tensor(lora).repeat_interleave(torch.tensor(lens))
+        host[2, :N] = torch.tensor(slots).repeat_interleave(lens_t)
+        host[3, :N] = torch.tensor(lora).repeat_interleave(lens_t)
         self.ext[:, :n].copy_(host)
         if self.use_graphs:
             key = ("extend", n, L)
@@ -668,7 +669,7 @@ class Decoder(SlotState):
             graph.replay()
         else:
             h = self._extend_forward(n, L)
-        last = torch.tensor(lens).cumsum(0).sub_(1).to(self.device)
+        last = lens_t.cumsum(0).sub_(1).to(self.device)
         return self.logits(h[last])
 
     def _extend_forward(self, n: int, L: int) -> torch.Tensor:

@@ -315,10 +315,9 @@ class Generator:
         best = max(
             sorted(holders), default=-1, key=lambda h: (self.cache.reusable(h, req.prompt, n), h in self.free_slots)
         )
-        # every decode step runs rows [0, highest busy slot]: a free holder past that width would
-        # widen every step until it retires, so its rows are copied down to the lowest free slot
-        width = pick_bucket(self.dec.batch_buckets, max(self.active) + 1) if self.active else 0
-        in_place = best >= 0 and best in self.free_slots and (best < width or best <= self.free_slots[0])
+        # a free holder past the decode batch's width would widen every step until it retires, so
+        # its rows are copied down to the lowest free slot
+        in_place = best >= 0 and best in self.free_slots and (best <= self.free_slots[0] or best < self._width())
         req.cached = min(self.cache.reusable(best, req.prompt, n), len(req.prompt) - 1) if best >= 0 else 0
         req.copy_from = best if best >= 0 and not in_place else -1
         for i in range(req.n):
@@ -405,7 +404,7 @@ class Generator:
     def _window(self) -> None:
         dec = self.dec
         seqs = list(self.active.values())
-        b = pick_bucket(dec.batch_buckets, max(self.active) + 1)
+        b = self._width()
         left = max(min(s.req.params.max_tokens - len(s.out.token_ids), dec.max_len - s.length) for s in seqs)
         guided = [s for s in seqs if s.matcher is not None]
         # a grammar's next mask depends on the token just drawn: guided batches sync every token
@@ -434,6 +433,10 @@ class Generator:
         self.stats.windows += 1
         self.stats.decode_steps += k
         self.stats.decode_rows += k * b
+
+    def _width(self) -> int:
+        """The rows a decode step runs: [0, highest busy slot], rounded up to a batch bucket (0: none)."""
+        return pick_bucket(self.dec.batch_buckets, max(self.active) + 1) if self.active else 0
 
     def _append(self, s: _Seq, tok: int, lp: float, top: list | None) -> None:
         p = s.req.params

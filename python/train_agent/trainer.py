@@ -354,9 +354,9 @@ def build_model(cfg: Config, dtype: torch.dtype):
 
     base = load_model(ModelSource.parse(cfg.model), "cpu", dtype)
     base.config.use_cache = False
-    if on_gpu(cfg) and os.environ.get("TRAIN_AGENT_LIGER", "1") != "0":
-        use_liger_kernels(base)
     if on_gpu(cfg):
+        if os.environ.get("TRAIN_AGENT_LIGER", "1") != "0":
+            use_liger_kernels(base)
         # SDPA's flash kernels rather than cuDNN's, which PyTorch 2.11 picked on an H200: a GRPO
         # step's micro-batches have a new padded length every step, and the real multi-turn step's
         # train phase took 3.50 s with flash against 5.02 s with cuDNN (benches/RESULTS.md)
