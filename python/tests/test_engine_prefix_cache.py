@@ -16,26 +16,29 @@ from train_agent.models import ModelSource, load_model, load_tokenizer
 from train_agent.prefix_cache import BLOCK_SIZE, PrefixCache, block_hashes
 
 
-def generator(model_dir, caching: bool, slots: int = 8, lora: bool = False) -> Generator:
+def generator(model_dir, caching: bool, slots: int = 8, lora: bool = False, overlap: bool = False) -> Generator:
     model = load_model(ModelSource.parse(str(model_dir)), "cpu", torch.float32)
     dec = Decoder(model, num_slots=slots, max_len=512, enable_lora=lora, max_loras=1, max_lora_rank=8)
-    return Generator(dec, eos_ids=set(), prefix_caching=caching)
+    return Generator(dec, eos_ids=set(), prefix_caching=caching, overlap=overlap)
 
 
 def tokens(seed: int, n: int) -> list[int]:
     return torch.randint(100, 30000, (n,), generator=torch.Generator().manual_seed(seed)).tolist()
 
 
-def conversations(gen: Generator, turns: int = 3) -> list[tuple[list[int], list[int], list[float]]]:
+def conversations(
+    gen: Generator, turns: int = 3, lengths: tuple[int, ...] = (12,) * 4
+) -> list[tuple[list[int], list[int], list[float]]]:
     """Four conversations of a "group": one 70-token system prompt, two tasks (two rollouts each),
-    every turn re-sending the whole conversation plus a 9-token "tool result". Greedy and seeded
-    sampling alternate. Returns (prompt, tokens, logprobs) of every turn of every conversation."""
+    every turn re-sending the whole conversation plus a 9-token "tool result", and sampling
+    `lengths` tokens. Greedy and seeded sampling alternate. Returns (prompt, tokens, logprobs) of
+    every turn of every conversation."""
     system = tokens(0, 70)
     convs = [system + tokens(1 + i // 2, 20) for i in range(4)]
     out = []
     for turn in range(turns):
         params = [
-            SamplingParams(max_tokens=12, temperature=0.0 if (i + turn) % 2 else 1.0, seed=100 * turn + i)
+            SamplingParams(max_tokens=lengths[i], temperature=0.0 if (i + turn) % 2 else 1.0, seed=100 * turn + i)
             for i in range(4)
         ]
         futs = [gen.submit(c, 1, p) for c, p in zip(convs, params)]  # arrive together, as a group does
@@ -74,6 +77,25 @@ def test_same_tokens_and_logprobs_with_and_without_the_cache_and_reuse_across_tu
     for st in (cold.stats, warm.stats):
         assert st.decode_steps >= 11 and st.windows >= 1 and 0 < st.prefill_s <= st.admit_s
         assert st.prefill_tokens <= st.prefill_padded and 1 <= st.prefills <= 12
+
+
+def test_windows_launched_ahead_change_no_token_and_no_reuse(tiny_model_dir):
+    """The scheduler launching each decode window before reading the previous one (its default
+    with CUDA graphs), here on the CPU: rows that finish inside a window run one more, writing past
+    the tokens their slot keeps for the next turn. The same tokens, logprobs and cache hits as
+    window by window."""
+    plain, ahead = generator(tiny_model_dir, True), generator(tiny_model_dir, True, overlap=True)
+    lengths = (12, 4, 9, 2)  # rows finish in different windows
+    try:
+        expected, got = conversations(plain, lengths=lengths), conversations(ahead, lengths=lengths)
+    finally:
+        plain.close()
+        ahead.close()
+    assert [t for _, t, _ in got] == [t for _, t, _ in expected]
+    for (_, _, a), (_, _, b) in zip(got, expected):
+        assert torch.allclose(torch.tensor(a), torch.tensor(b), atol=1e-4)
+    assert ahead.cache.hits == plain.cache.hits and ahead.cache.queries == plain.cache.queries
+    assert ahead.stats.windows_ahead >= 3 * (12 - 2 - 1) and plain.stats.windows_ahead == 0
 
 
 def test_eviction_when_slots_run_out_keeps_outputs_exact(tiny_model_dir):

@@ -460,8 +460,8 @@ class Decoder(SlotState):
         # default on CUDA with Triton installed, for models without soft-capped scores), "sdpa"
         # (cuDNN/flash fused kernel) or "math" (two matmuls). Set it before the first step:
         # captured graphs keep the choice.
-        triton = cuda and self.softcap is None and importlib.util.find_spec("triton") is not None
-        self.decode_attention = "triton" if triton else "sdpa"
+        triton = cuda and importlib.util.find_spec("triton") is not None
+        self.decode_attention = "triton" if triton and self.softcap is None else "sdpa"
         self.pool = torch.cuda.graph_pool_handle() if self.use_graphs else None
         if do_compile:
             opts = dict(dynamic=True, fullgraph=True)
@@ -474,6 +474,10 @@ class Decoder(SlotState):
             self._sample = torch.compile(sample, **opts)
         else:
             self._rms, self._add_rms, self._qkv_rope, self._act_mul = rms_norm, add_rms_norm, qkv_rope, act_mul
+        if triton:  # a vocabulary-wide pass that fills the GPU at any batch size (fused_sampling.py)
+            from train_agent.fused_sampling import with_chunked_sampling
+
+            self._sample = with_chunked_sampling(self._sample)
 
     # ---- LoRA banks ---------------------------------------------------------------------------
 

@@ -115,8 +115,22 @@ class SchedulerStats:
     prefill_padded: int = 0  # the same as right-padded batches (requests x longest suffix, per prefill)
     window_s: float = 0.0  # decode windows, their host sync and bookkeeping included
     windows: int = 0
+    windows_ahead: int = 0  # launched before the previous window's tokens were read
     decode_steps: int = 0
     decode_rows: int = 0  # summed over steps: the batch width each step ran (a bucket)
+
+
+@dataclass
+class _Window:
+    """A launched decode window: the rows it ran, its step count, whether a grammar guided it, and
+    its tokens, logprobs (and top logprobs) `[rows, k]` on their way to the host, there once
+    `event` (CUDA) has passed."""
+
+    seqs: list[_Seq]
+    k: int
+    guided: bool
+    out: list[torch.Tensor]
+    event: torch.cuda.Event | None
 
 
 class AdapterError(Exception):
@@ -135,8 +149,11 @@ class Generator:
         max_prefill_tokens: int = 16384,
         grammars: Grammars | None = None,
         prefix_caching: bool = True,
+        overlap: bool | None = None,
     ):
         self.dec = decoder
+        # launch the next decode window before reading this one's tokens (default: with CUDA graphs)
+        self.overlap = decoder.use_graphs if overlap is None else overlap
         self.grammars = grammars
         self.eos_ids = eos_ids
         self.rng = random.Random(seed)
@@ -224,6 +241,7 @@ class Generator:
     # ---- scheduler thread ---------------------------------------------------------------------
 
     def _run(self) -> None:
+        inflight: _Window | None = None  # launched ahead, its tokens not yet read
         with torch.inference_mode():
             while True:
                 with self.cv:
@@ -251,10 +269,15 @@ class Generator:
                         self.stats.admit_s += time.perf_counter() - t0
                     if self.active:
                         t0 = time.perf_counter()
-                        self._window()
+                        window = inflight or self._launch(None)
+                        inflight = self._launch(window) if self._may_overlap(window) else None
+                        self._collect(window)
+                        if not self.active:  # every row it runs has finished
+                            inflight = None
                         self.stats.window_s += time.perf_counter() - t0
                 except Exception as e:
                     log.exception("generation failed; failing the running requests")
+                    inflight = None
                     self._fail_all(e)
 
     def _admit(self, reqs: list[_Request]) -> None:
@@ -293,7 +316,7 @@ class Generator:
             )
         log.info(
             "scheduler: idle %.1f s, admitting %.1f s (%d prefills of %d tokens, %d padded: %.1f s), "
-            "decoding %.1f s (%d windows, %d steps of mean width %.1f)",
+            "decoding %.1f s (%d windows, %d launched ahead, %d steps of mean width %.1f)",
             st.idle_s,
             st.admit_s,
             st.prefills,
@@ -302,6 +325,7 @@ class Generator:
             st.prefill_s,
             st.window_s,
             st.windows,
+            st.windows_ahead,
             st.decode_steps,
             st.decode_rows / max(st.decode_steps, 1),
         )
@@ -401,38 +425,72 @@ class Generator:
             s.matcher.fill_next_token_bitmask(mask, i)
         self.dec.bitmask[torch.tensor([s.slot for s in seqs], device=self.dec.device)] = mask.to(self.dec.device)
 
-    def _window(self) -> None:
+    def _may_overlap(self, window: _Window) -> bool:
+        """Whether to launch the next window before reading `window`: not while requests wait for
+        slots or commands for the thread (they come first), nor under a grammar (its next mask
+        depends on the token just drawn)."""
+        return self.overlap and not window.guided and not self.pending and not self.commands
+
+    def _launch(self, ahead: _Window | None) -> _Window | None:
+        """Enqueues a decode window over the active rows, and the copy of its tokens to the host;
+        nothing waits for the device. With `ahead` (a window launched, not yet read) the rows are
+        that window's tokens further on; None if none of them has room left.
+
+        Launching ahead is safe because one stream orders everything: rows that finish inside
+        `ahead` run one more window, writing past the tokens their slot keeps (dropped, like the
+        tail of a window); requests admitted meanwhile prefill after it."""
         dec = self.dec
         seqs = list(self.active.values())
+        ran = {id(s) for s in ahead.seqs} if ahead is not None else set()
+        done = {id(s): ahead.k if id(s) in ran else 0 for s in seqs}  # tokens on the device, not yet read
+        left = max(
+            min(s.req.params.max_tokens - len(s.out.token_ids), dec.max_len - s.length) - done[id(s)] for s in seqs
+        )
+        if ahead is not None and left <= 0:
+            return None
         b = self._width()
-        left = max(min(s.req.params.max_tokens - len(s.out.token_ids), dec.max_len - s.length) for s in seqs)
-        guided = [s for s in seqs if s.matcher is not None]
+        guided = any(s.matcher is not None for s in seqs)
         # a grammar's next mask depends on the token just drawn: guided batches sync every token
         k = 1 if guided else max(1, min(dec.lookahead if dec.use_graphs else 1, left))
-        L = pick_bucket(dec.len_buckets, max(s.length for s in seqs) + k)
+        # rows past the cache have finished (they are clamped to the idle position)
+        L = pick_bucket(dec.len_buckets, min(max(s.length + done[id(s)] for s in seqs) + k, dec.cache_len))
         use_top_p = any(s.req.params.top_p < 1 for s in seqs)
         want_top = max(s.req.params.top_logprobs for s in seqs)
-        toks, lps, tops = [], [], []
+        toks, lps, vals, ids = [], [], [], []
         for _ in range(k):
-            tok, lp, logits, lse, inv_t = dec.step(b, L, use_top_p, bool(guided))
+            tok, lp, logits, lse, inv_t = dec.step(b, L, use_top_p, guided)
             toks.append(tok.clone())
             lps.append(lp.clone())
             if want_top:
-                vals, ids = logits.topk(want_top, dim=-1)
-                tops.append((vals * inv_t[:, None] - lse[:, None], ids))
-        toks_h = torch.stack(toks, 1).tolist()  # the one host sync of the window
-        lps_h = torch.stack(lps, 1).tolist()
-        tops_h = [(v.tolist(), i.tolist()) for v, i in tops]
-        for s in seqs:
-            for j in range(k):
-                if s.out.finish_reason is not None:
-                    break
-                top = list(zip(tops_h[j][1][s.slot], tops_h[j][0][s.slot])) if tops_h else None
-                self._append(s, toks_h[s.slot][j], lps_h[s.slot][j], top)
-        self._fill_masks([s for s in guided if s.out.finish_reason is None])
+                v, i = logits.topk(want_top, dim=-1)
+                vals.append(v * inv_t[:, None] - lse[:, None])
+                ids.append(i)
+        out = [torch.stack(toks, 1), torch.stack(lps, 1)]
+        if want_top:
+            out += [torch.stack(vals, 1), torch.stack(ids, 1)]
+        event = None
+        if dec.device.type == "cuda":
+            out = [t.to("cpu", non_blocking=True) for t in out]  # pinned by the copy: no sync
+            event = torch.cuda.Event()
+            event.record()
         self.stats.windows += 1
+        self.stats.windows_ahead += ahead is not None
         self.stats.decode_steps += k
         self.stats.decode_rows += k * b
+        return _Window(seqs, k, guided, out, event)
+
+    def _collect(self, window: _Window) -> None:
+        """Reads a launched window's tokens (the one host sync of a window) and appends them."""
+        if window.event is not None:
+            window.event.synchronize()
+        toks_h, lps_h, *tops = (t.tolist() for t in window.out)
+        for s in window.seqs:
+            for j in range(window.k):
+                if s.out.finish_reason is not None:
+                    break
+                top = list(zip(tops[1][s.slot][j], tops[0][s.slot][j])) if tops else None
+                self._append(s, toks_h[s.slot][j], lps_h[s.slot][j], top)
+        self._fill_masks([s for s in window.seqs if s.matcher is not None and s.out.finish_reason is None])
 
     def _width(self) -> int:
         """The rows a decode step runs: [0, highest busy slot], rounded up to a batch bucket (0: none)."""
