@@ -11,7 +11,8 @@ the GPU time of one decode step alone (the captured graph replayed back to back,
 through their generated tokens), which leaves out the scheduler's host work between windows.
 A warm-up pass first captures the CUDA graphs and compiles the kernels. `--decode-attention`
 measures each listed implementation of the decoder's `decode_attention` in turn, on the same model
-(default: the decoder's own choice).
+(default: the decoder's own choice); `--overlap on,off` the scheduler with and without decode
+windows launched ahead (generation.Generator's `overlap`; default: its own choice, on).
 """
 
 from __future__ import annotations
@@ -129,26 +130,29 @@ def main() -> None:
     ap.add_argument("--lora", default="qwen2.5-0.5b", help="archs also measured with a rank-16 LoRA on all projections")
     ap.add_argument("--decode-attention", default="",
                     help="decode attention implementations to compare, e.g. sdpa,triton (default: the decoder's)")
+    ap.add_argument("--overlap", default="", help="scheduler modes to compare: on,off (default: the scheduler's)")
     ap.add_argument("--out")
     args = ap.parse_args()
     batches = [int(b) for b in args.batches.split(",")]
     impls = args.decode_attention.split(",") if args.decode_attention else [None]
+    overlaps = [{"on": True, "off": False}[o] for o in args.overlap.split(",")] if args.overlap else [None]
     rows = []
     for arch in args.archs.split(","):
         model = build(arch)
-        for lora, impl in [(lora, impl) for lora in ([False, True] if arch in args.lora.split(",") else [False])
-                           for impl in impls]:
+        for lora, impl, overlap in [(lora, impl, overlap)
+                                    for lora in ([False, True] if arch in args.lora.split(",") else [False])
+                                    for impl in impls for overlap in overlaps]:
             torch.cuda.reset_peak_memory_stats()
             t = time.perf_counter()
             dec = Decoder(model, num_slots=max(batches), max_len=args.prompt_len + args.new_tokens + 16,
                           enable_lora=lora, max_loras=1, max_lora_rank=16)
             dec.decode_attention = impl or dec.decode_attention
-            gen = Generator(dec, eos_ids=set())
+            gen = Generator(dec, eos_ids=set(), overlap=overlap)
             adapter = serve_random_lora(gen, random_lora(dec, 16)) if lora else None
             for b in batches:  # warm-up: compile kernels, capture graphs for this bucket
                 run_batch(gen, b, args.prompt_len, 16, adapter)
             warm = time.perf_counter() - t
-            measured = [{"arch": arch, "lora": lora, "attention": dec.decode_attention,
+            measured = [{"arch": arch, "lora": lora, "attention": dec.decode_attention, "overlap": gen.overlap,
                          **run_batch(gen, b, args.prompt_len, args.new_tokens, adapter),
                          "peak_mem_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2),
                          "warmup_s": round(warm, 1)} for b in batches]
@@ -161,10 +165,11 @@ def main() -> None:
         del model
         torch.cuda.empty_cache()
     print(f"\n{torch.cuda.get_device_name()}, torch {torch.__version__}")
-    print("| arch | LoRA | attention | batch | tok/s (e2e) | decode tok/s | step ms | TTFT ms | peak GiB |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| arch | LoRA | attention | overlap | batch | tok/s (e2e) | decode tok/s | step ms | TTFT ms | peak GiB |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['arch']} | {'r16' if r['lora'] else '-'} | {r['attention']} | {r['batch']} | {r['tok_s']} "
+        print(f"| {r['arch']} | {'r16' if r['lora'] else '-'} | {r['attention']} | {'on' if r['overlap'] else 'off'} "
+              f"| {r['batch']} | {r['tok_s']} "
               f"| {r['decode_tok_s']} | {r['step_ms']} | {r['ttft_ms']} | {r['peak_mem_gib']} |")
     if args.out:
         Path(args.out).write_text(json.dumps(rows, indent=1))
