@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -321,10 +322,15 @@ class SlotState:
         self.positions = torch.arange(self.cache_len, **kw)
         self.batch_buckets = _buckets(num_slots, 1)
         self.len_buckets = _buckets(self.cache_len, 128)
+        self.captured, self.capture_s = 0, 0.0  # CUDA graphs captured, and the time it took
 
     def _decode(self, b: int, L: int) -> torch.Tensor:
         """float32 logits `[b, vocab]` of the next token of rows [0, b), attending to positions [0, L)."""
         raise NotImplementedError
+
+    def capture_extend_steps(self) -> int:
+        """Captures the CUDA graphs of the extend steps ahead of serving; none on this path."""
+        return 0
 
     def sample(self, logits: torch.Tensor, rows: torch.Tensor | slice, use_top_p: bool, guided: bool):
         """Draws the next token of `rows` from their logits with each slot's settings (and, when
@@ -666,15 +672,33 @@ class Decoder(SlotState):
         host[3, :N] = torch.tensor(lora).repeat_interleave(lens_t)
         self.ext[:, :n].copy_(host)
         if self.use_graphs:
-            key = ("extend", n, L)
-            if key not in self.graphs:
-                self.graphs[key] = self._capture(lambda: self._extend_forward(n, L))
-            graph, h = self.graphs[key]
+            graph, h = self._extend_graph(n, L)
             graph.replay()
         else:
             h = self._extend_forward(n, L)
         last = lens_t.cumsum(0).sub_(1).to(self.device)
         return self.logits(h[last])
+
+    def _extend_graph(self, n: int, L: int):
+        key = ("extend", n, L)
+        if key not in self.graphs:
+            self.graphs[key] = self._capture(lambda: self._extend_forward(n, L))
+        return self.graphs[key]
+
+    def capture_extend_steps(self) -> int:
+        """Captures the extend step of every (tokens, context) bucket ahead of serving, on pad rows
+        only (position -1: they read nothing and write the idle position). Left to first use, a new
+        bucket costs its first prefill ~0.1-0.5 s, paid by whichever rollout step meets it first:
+        the steady state of a multi-turn GRPO run keeps meeting new ones (benches/RESULTS.md).
+        The graphs hold `[tokens, hidden]` outputs only. Returns how many were captured."""
+        if not (self.use_graphs and self.decode_attention == "triton"):
+            return 0
+        before = self.captured
+        self.ext[:, :] = torch.tensor([[0], [-1], [0], [-1]], device=self.device)
+        for L in self.len_buckets:
+            for n in self.extend_buckets:
+                self._extend_graph(n, L)
+        return self.captured - before
 
     def _extend_forward(self, n: int, L: int) -> torch.Tensor:
         from train_agent.split_kv import split_kv_attention
@@ -760,6 +784,7 @@ class Decoder(SlotState):
 
     def _capture(self, run: Callable[[], object], reset: Callable[[], None] = lambda: None):
         """(graph, outputs) of `run` captured after two warm-up runs, each followed by `reset`."""
+        t0 = time.perf_counter()
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):  # warm up (compiles kernels, sets up cuBLAS workspaces)
@@ -770,6 +795,9 @@ class Decoder(SlotState):
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, pool=self.pool):
             out = run()
+        torch.cuda.synchronize()
+        self.captured += 1
+        self.capture_s += time.perf_counter() - t0
         return graph, out
 
 

@@ -319,7 +319,8 @@ class Generator:
             )
         log.info(
             "scheduler: idle %.1f s, admitting %.1f s (%d prefills of %d tokens, %d padded: %.1f s), "
-            "decoding %.1f s (%d windows, %d launched ahead, %d steps of mean width %.1f)",
+            "decoding %.1f s (%d windows, %d launched ahead, %d steps of mean width %.1f); "
+            "CUDA graphs captured so far: %d (%.1f s)",
             st.idle_s,
             st.admit_s,
             st.prefills,
@@ -331,6 +332,8 @@ class Generator:
             st.windows_ahead,
             st.decode_steps,
             st.decode_rows / max(st.decode_steps, 1),
+            self.dec.captured,
+            self.dec.capture_s,
         )
 
     def _place(self, req: _Request) -> None:
