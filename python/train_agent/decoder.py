@@ -328,10 +328,6 @@ class SlotState:
         """float32 logits `[b, vocab]` of the next token of rows [0, b), attending to positions [0, L)."""
         raise NotImplementedError
 
-    def capture_extend_steps(self) -> int:
-        """Captures the CUDA graphs of the extend steps ahead of serving; none on this path."""
-        return 0
-
     def sample(self, logits: torch.Tensor, rows: torch.Tensor | slice, use_top_p: bool, guided: bool):
         """Draws the next token of `rows` from their logits with each slot's settings (and, when
         `guided`, its grammar bitmask). Returns sampling.sample's (tok, logprob, lse, inv_t)."""
@@ -672,33 +668,15 @@ class Decoder(SlotState):
         host[3, :N] = torch.tensor(lora).repeat_interleave(lens_t)
         self.ext[:, :n].copy_(host)
         if self.use_graphs:
-            graph, h = self._extend_graph(n, L)
+            key = ("extend", n, L)
+            if key not in self.graphs:
+                self.graphs[key] = self._capture(lambda: self._extend_forward(n, L))
+            graph, h = self.graphs[key]
             graph.replay()
         else:
             h = self._extend_forward(n, L)
         last = lens_t.cumsum(0).sub_(1).to(self.device)
         return self.logits(h[last])
-
-    def _extend_graph(self, n: int, L: int):
-        key = ("extend", n, L)
-        if key not in self.graphs:
-            self.graphs[key] = self._capture(lambda: self._extend_forward(n, L))
-        return self.graphs[key]
-
-    def capture_extend_steps(self) -> int:
-        """Captures the extend step of every (tokens, context) bucket ahead of serving, on pad rows
-        only (position -1: they read nothing and write the idle position). Left to first use, a new
-        bucket costs its first prefill ~0.1-0.5 s, paid by whichever rollout step meets it first:
-        the steady state of a multi-turn GRPO run keeps meeting new ones (benches/RESULTS.md).
-        The graphs hold `[tokens, hidden]` outputs only. Returns how many were captured."""
-        if not (self.use_graphs and self.decode_attention == "triton"):
-            return 0
-        before = self.captured
-        self.ext[:, :] = torch.tensor([[0], [-1], [0], [-1]], device=self.device)
-        for L in self.len_buckets:
-            for n in self.extend_buckets:
-                self._extend_graph(n, L)
-        return self.captured - before
 
     def _extend_forward(self, n: int, L: int) -> torch.Tensor:
         from train_agent.split_kv import split_kv_attention

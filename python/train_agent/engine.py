@@ -171,9 +171,6 @@ class Engine:
             lookahead=lookahead,
             logprobs_mode=logprobs_mode,
         )
-        captured = self.decoder.capture_extend_steps()
-        if captured:
-            log.info("captured %d extend-step CUDA graphs in %.1f s", captured, self.decoder.capture_s)
         self.generator = Generator(
             self.decoder, self._eos_ids(model, tokenizer), seed=seed, prefix_caching=prefix_caching
         )
