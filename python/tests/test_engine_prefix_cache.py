@@ -49,6 +49,13 @@ def conversations(
     return out
 
 
+def assert_same_turns(got, expected, atol: float = 1e-4) -> None:
+    """`conversations` twice: the same tokens in every turn, and logprobs within `atol`."""
+    assert [t for _, t, _ in got] == [t for _, t, _ in expected]
+    for (_, _, a), (_, _, b) in zip(got, expected):
+        assert torch.allclose(torch.tensor(a), torch.tensor(b), atol=atol)
+
+
 def test_same_tokens_and_logprobs_with_and_without_the_cache_and_reuse_across_turns(tiny_model_dir):
     cold, warm = generator(tiny_model_dir, False), generator(tiny_model_dir, True)
     try:
@@ -56,9 +63,7 @@ def test_same_tokens_and_logprobs_with_and_without_the_cache_and_reuse_across_tu
     finally:
         cold.close()
         warm.close()
-    assert [t for _, t, _ in got] == [t for _, t, _ in expected]
-    for (_, _, a), (_, _, b) in zip(got, expected):
-        assert torch.allclose(torch.tensor(a), torch.tensor(b), atol=1e-4)
+    assert_same_turns(got, expected)
     # and against the model itself, for the last turn (its prompt is most of it reused KV)
     model = load_model(ModelSource.parse(str(tiny_model_dir)), "cpu", torch.float32)
     prompt, toks, lps = got[-1]
@@ -91,9 +96,7 @@ def test_windows_launched_ahead_change_no_token_and_no_reuse(tiny_model_dir):
     finally:
         plain.close()
         ahead.close()
-    assert [t for _, t, _ in got] == [t for _, t, _ in expected]
-    for (_, _, a), (_, _, b) in zip(got, expected):
-        assert torch.allclose(torch.tensor(a), torch.tensor(b), atol=1e-4)
+    assert_same_turns(got, expected)
     assert ahead.cache.hits == plain.cache.hits and ahead.cache.queries == plain.cache.queries
     assert ahead.stats.windows_ahead >= 3 * (12 - 2 - 1) and plain.stats.windows_ahead == 0
 
