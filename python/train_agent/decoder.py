@@ -480,6 +480,14 @@ class Decoder(SlotState):
             from train_agent.fused_sampling import with_chunked_sampling
 
             self._sample = with_chunked_sampling(self._sample)
+        # one kernel for q and k's RoPE where no q/k norms and no partial rotary need the compiled one
+        self._fused_rope = None
+        full_rotary = all(cos.shape[-1] == self.head_dim for cos, _ in self.rope.values())
+        power_of_two = self.head_dim & (self.head_dim - 1) == 0
+        if triton and full_rotary and power_of_two and all(L.q_norm is None for L in self.layers):
+            from train_agent.fused_rope import fused_qkv_rope
+
+            self._fused_rope = fused_qkv_rope
 
     # ---- LoRA banks ---------------------------------------------------------------------------
 
@@ -541,7 +549,8 @@ class Decoder(SlotState):
         stores k/v in the cache and returns the attention output `[n, heads*head_dim]`. Returns the
         final hidden states `[n, d]`."""
         masks = self.lora_masks(lora_idx) if lora_idx is not None else None
-        rope = {kind: (cos[pos], sin[pos]) for kind, (cos, sin) in self.rope.items()}
+        # the fused kernel reads the tables by position itself
+        rope = self.rope if self._fused_rope else {kind: (cos[pos], sin[pos]) for kind, (cos, sin) in self.rope.items()}
         x = F.embedding(tokens, self.embed)
         if self.embed_scale is not None:
             x = x * self.embed_scale
@@ -552,9 +561,12 @@ class Decoder(SlotState):
             else:
                 h, residual = self._add_rms(x, residual, L.ln1, self.eps)
             cos, sin = rope[L.rope]
-            q, k, v = self._qkv_rope(
-                L.qkv(h, masks), cos, sin, self.n_heads, self.n_kv, self.head_dim, L.q_norm, L.k_norm, self.eps
-            )
+            if self._fused_rope:
+                q, k, v = self._fused_rope(L.qkv(h, masks), cos, sin, pos, self.n_heads, self.n_kv, self.head_dim)
+            else:
+                q, k, v = self._qkv_rope(
+                    L.qkv(h, masks), cos, sin, self.n_heads, self.n_kv, self.head_dim, L.q_norm, L.k_norm, self.eps
+                )
             x = L.o(attend(i, q, k, v), masks)
             if L.post_attn is not None:
                 x = self._rms(x, L.post_attn, self.eps)
