@@ -23,8 +23,11 @@ replayed with a single launch:
 - LoRA as fixed-size banks (`A: [in, parts*slots*rank]`, `B: [parts*slots*rank, out]`) and a
   per-row adapter index, so rows of different adapters share one step and loading an adapter is an
   in-place copy that keeps the captured graphs valid (a punica-style batched LoRA in two matmuls);
-- small elementwise pieces (RMSNorm, RoPE, SiLU*up) compiled by torch.compile into one kernel each,
-  and the sampler compiled too;
+- small elementwise pieces (RMSNorm, RoPE, SiLU*up) compiled by torch.compile into one kernel each;
+  RoPE of q and k in one Triton kernel where no q/k norms or partial rotary dims need that one
+  (fused_rope.py);
+- the sampler in two Triton kernels over vocabulary chunks (fused_sampling.py; steps with top-p
+  keep the compiled torch sampler);
 - decode attention in Triton (split_kv.py): a split-KV kernel that reads each row's own keys only
   and writes the new k/v into the cache itself (SDPA, for q_len 1, cost ~18 µs a layer);
 - short prefills (the suffixes prefix caching leaves) as extend steps: one such kernel row per

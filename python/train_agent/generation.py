@@ -449,10 +449,11 @@ class Generator:
         tail of a window); requests admitted meanwhile prefill after it."""
         dec = self.dec
         seqs = list(self.active.values())
-        ran = {id(s) for s in ahead.seqs} if ahead is not None else set()
-        done = {id(s): ahead.k if id(s) in ran else 0 for s in seqs}  # tokens on the device, not yet read
+        # tokens a row has on the device, not yet read (rows admitted since `ahead` have none)
+        unread = {id(s): ahead.k for s in ahead.seqs} if ahead is not None else {}
         left = max(
-            min(s.req.params.max_tokens - len(s.out.token_ids), dec.max_len - s.length) - done[id(s)] for s in seqs
+            min(s.req.params.max_tokens - len(s.out.token_ids), dec.max_len - s.length) - unread.get(id(s), 0)
+            for s in seqs
         )
         if ahead is not None and left <= 0:
             return None
@@ -461,7 +462,7 @@ class Generator:
         # a grammar's next mask depends on the token just drawn: guided batches sync every token
         k = 1 if guided else max(1, min(dec.lookahead if dec.use_graphs else 1, left))
         # rows past the cache have finished (they are clamped to the idle position)
-        L = pick_bucket(dec.len_buckets, min(max(s.length + done[id(s)] for s in seqs) + k, dec.cache_len))
+        L = pick_bucket(dec.len_buckets, min(max(s.length + unread.get(id(s), 0) for s in seqs) + k, dec.cache_len))
         use_top_p = any(s.req.params.top_p < 1 for s in seqs)
         want_top = max(s.req.params.top_logprobs for s in seqs)
         toks, lps, vals, ids = [], [], [], []
