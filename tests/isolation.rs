@@ -9,6 +9,7 @@
 mod common;
 
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -92,9 +93,15 @@ fn scenarios() -> Vec<Scenario> {
     ta_types::scenario::parse_scenarios(&text, "t").unwrap()
 }
 
-/// server-memory with its graph in `{workdir}`; `mark` tags the processes (see [`marked`]).
-fn memory_server(mark: &str) -> ServerSpec {
-    ServerSpec::parse(&format!("env TA_ISOLATION_MARK={mark} MEMORY_FILE_PATH={{workdir}}/memory.jsonl mcp-server-memory")).unwrap()
+/// server-memory's program, installed on first use into the test cache (`None`: skipped).
+fn memory_program(test: &str) -> Option<PathBuf> {
+    ta_testkit::SERVER_MEMORY.path(test)
+}
+
+/// server-memory at `program` with its graph in `{workdir}`; `mark` tags the processes (see
+/// [`marked`]).
+fn memory_server(program: &Path, mark: &str) -> ServerSpec {
+    ServerSpec::parse(&format!("env TA_ISOLATION_MARK={mark} MEMORY_FILE_PATH={{workdir}}/memory.jsonl {}", program.display())).unwrap()
 }
 
 fn settings(isolate: Isolate, pool: usize) -> IsolationSettings {
@@ -102,11 +109,11 @@ fn settings(isolate: Isolate, pool: usize) -> IsolationSettings {
 }
 
 /// Plays `jobs` in that order against server-memory isolated by `isolate`.
-async fn play(isolate: Isolate, jobs: Vec<Job>, concurrency: usize, lockstep: bool) -> Vec<Trajectory> {
+async fn play(memory: &Path, isolate: Isolate, jobs: Vec<Job>, concurrency: usize, lockstep: bool) -> Vec<Trajectory> {
     let model = ByTask::new(vec![(ADMIN, record_alice("admin")), (VIEWER, record_alice("viewer"))], lockstep);
     let url = model.serve().await;
     let chat = ChatClient::new(&url, None, HttpLimits::DEFAULT.with_request(Duration::from_secs(30)));
-    let (iso, discovery) = Isolation::connect(&settings(isolate, 2), memory_server("play"), ClientOptions::default()).await.unwrap();
+    let (iso, discovery) = Isolation::connect(&settings(isolate, 2), memory_server(memory, "play"), ClientOptions::default()).await.unwrap();
     assert_eq!(iso.mode(), isolate);
     let iso = Arc::new(iso);
     let tools = McpTools::isolated(iso.clone(), ToolCatalog::from_discovery(&discovery));
@@ -140,8 +147,9 @@ fn own_and_other(t: &Trajectory) -> (&'static str, &'static str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_episodes_never_see_each_others_writes_and_none_shows_the_leak() {
+    let Some(memory) = memory_program("concurrent_episodes_never_see_each_others_writes") else { return };
     // Both episodes create Alice (with conflicting roles) before either reads the graph.
-    let isolated = play(Isolate::Episode, jobs(&["admin", "viewer"]), 2, true).await;
+    let isolated = play(&memory, Isolate::Episode, jobs(&["admin", "viewer"]), 2, true).await;
     for t in &isolated {
         let (own, other) = own_and_other(t);
         assert!(graph_seen(t).contains(own) && !graph_seen(t).contains(other), "{}: {}", t.scenario_id, graph_seen(t));
@@ -150,7 +158,7 @@ async fn concurrent_episodes_never_see_each_others_writes_and_none_shows_the_lea
         assert_eq!(t.reward_parts.state, Some(1.0));
     }
 
-    let shared = play(Isolate::None, jobs(&["admin", "viewer"]), 2, true).await;
+    let shared = play(&memory, Isolate::None, jobs(&["admin", "viewer"]), 2, true).await;
     // One server: server-memory keeps the first Alice and ignores the second (or, when the two
     // writes race, keeps both), so some episode reads the other's write.
     let seen: Vec<&str> = shared.iter().map(graph_seen).collect();
@@ -159,14 +167,15 @@ async fn concurrent_episodes_never_see_each_others_writes_and_none_shows_the_lea
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_order_of_episodes_changes_no_reward_unless_they_share_the_server() {
+    let Some(memory) = memory_program("the_order_of_episodes_changes_no_reward") else { return };
     let rewards = |ts: &[Trajectory]| ts.iter().map(|t| (t.scenario_id.clone(), t.reward.unwrap())).collect::<Vec<_>>();
-    let forward = play(Isolate::Episode, jobs(&["admin", "viewer"]), 1, false).await;
-    let backward = play(Isolate::Episode, jobs(&["viewer", "admin"]), 1, false).await;
+    let forward = play(&memory, Isolate::Episode, jobs(&["admin", "viewer"]), 1, false).await;
+    let backward = play(&memory, Isolate::Episode, jobs(&["viewer", "admin"]), 1, false).await;
     assert_eq!(rewards(&forward), rewards(&backward));
     assert!(forward.iter().all(|t| t.reward_parts.state == Some(1.0)));
 
-    let forward = play(Isolate::None, jobs(&["admin", "viewer"]), 1, false).await;
-    let backward = play(Isolate::None, jobs(&["viewer", "admin"]), 1, false).await;
+    let forward = play(&memory, Isolate::None, jobs(&["admin", "viewer"]), 1, false).await;
+    let backward = play(&memory, Isolate::None, jobs(&["viewer", "admin"]), 1, false).await;
     assert_ne!(rewards(&forward), rewards(&backward), "sharing one server makes the rewards depend on the order");
     let state = |ts: &[Trajectory], id: &str| ts.iter().find(|t| t.scenario_id == id).unwrap().reward_parts.state;
     assert_eq!((state(&forward, "admin"), state(&forward, "viewer")), (Some(1.0), Some(0.0)), "the first to write wins");
@@ -197,9 +206,10 @@ async fn wait_for(what: &str, timeout: Duration, mut done: impl FnMut() -> bool)
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_warm_pool_is_bounded_and_leaves_no_process_behind() {
+    let Some(memory) = memory_program("the_warm_pool_is_bounded_and_leaves_no_process_behind") else { return };
     for how in ["shutdown", "drop"] {
         let mark = format!("pool-{how}-{}", std::process::id());
-        let (iso, _) = Isolation::connect(&settings(Isolate::Episode, 3), memory_server(&mark), ClientOptions::default()).await.unwrap();
+        let (iso, _) = Isolation::connect(&settings(Isolate::Episode, 3), memory_server(&memory, &mark), ClientOptions::default()).await.unwrap();
         // The shared server plus a full pool of 3, and no more.
         wait_for("the pool to fill", Duration::from_secs(60), || marked(&mark).len() == 4).await;
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -215,22 +225,26 @@ async fn the_warm_pool_is_bounded_and_leaves_no_process_behind() {
 const SEED_DB: &str = "CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT NOT NULL); INSERT INTO customers (name) VALUES ('Alice'), ('Bob');";
 const ADD_CAROL: &str = "Add a customer named Carol.";
 
-/// `train-agent rollout` on mcp-server-sqlite, each episode on its own copy of `shop.db`, the
-/// reward from `expected_state` against `sqlite3 .dump`-like output. Returns the trajectory.
-async fn rollout_add_carol(script: Vec<Reply>) -> Trajectory {
+/// Prints the customers' names in `shop.db`, one a line: the state the reward is checked against
+/// (Python's `sqlite3` module, so no `sqlite3` shell is needed).
+const CAPTURE_NAMES: &str =
+    "python3 -c \"import sqlite3; print(*(r[0] for r in sqlite3.connect('shop.db').execute('SELECT name FROM customers ORDER BY name')), sep=chr(10))\"";
+
+/// `train-agent rollout` on mcp-server-sqlite (`server`), each episode on its own copy of
+/// `shop.db`, the reward from `expected_state` against the names in it. Returns the trajectory.
+async fn rollout_add_carol(server: &Path, script: Vec<Reply>) -> Trajectory {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("shop.db");
-    let made = std::process::Command::new("sqlite3").arg(&db).arg(SEED_DB).status().unwrap();
-    assert!(made.success());
+    rusqlite::Connection::open(&db).unwrap().execute_batch(SEED_DB).unwrap();
     let scenarios = dir.path().join("s.jsonl");
     std::fs::write(&scenarios, format!(r#"{{"id": "carol", "task": "{ADD_CAROL}", "expected_state": {{"regex": "(?m)^Carol$"}}}}"#)).unwrap();
     let model = ByTask::new(vec![(ADD_CAROL, script)], false);
     let url = model.serve().await;
     let out = dir.path().join("out");
     let run = tokio::process::Command::new(bin())
-        .args(["rollout", "--server", "mcp-server-sqlite --db-path {workdir}/shop.db", "--server-state"])
+        .args(["rollout", "--server", &format!("{} --db-path {{workdir}}/shop.db", server.display()), "--server-state"])
         .arg(&db)
-        .args(["--capture-state", "sqlite3 shop.db 'SELECT name FROM customers ORDER BY name'", "--base-url", &url, "--model", "m", "--scenarios"])
+        .args(["--capture-state", CAPTURE_NAMES, "--base-url", &url, "--model", "m", "--scenarios"])
         .arg(&scenarios)
         .arg("--out")
         .arg(&out)
@@ -243,19 +257,23 @@ async fn rollout_add_carol(script: Vec<Reply>) -> Trajectory {
         stderr.contains("isolation: episode (tools that do not declare readOnlyHint may change state: read_query, write_query"),
         "the choice and its reason are logged: {stderr}"
     );
-    let seed = std::process::Command::new("sqlite3").arg(&db).arg("SELECT count(*) FROM customers").output().unwrap();
-    assert_eq!(String::from_utf8_lossy(&seed.stdout).trim(), "2", "the episode wrote to its copy, never to --server-state");
+    let seed: i64 = rusqlite::Connection::open(&db).unwrap().query_row("SELECT count(*) FROM customers", [], |r| r.get(0)).unwrap();
+    assert_eq!(seed, 2, "the episode wrote to its copy, never to --server-state");
     ta_types::trajectory::read_trajectories(&out.join("trajectories.jsonl")).unwrap().remove(0)
 }
 
 #[tokio::test]
 async fn a_state_changing_task_is_rewarded_for_the_change_not_the_claim() {
-    let worker = rollout_add_carol(vec![
-        tool_calls(&[("write_query", r#"{"query": "INSERT INTO customers (name) VALUES ('Carol')"}"#)]),
-        tool_calls(&[("complete_task", r#"{"summary": "Added Carol."}"#)]),
-    ])
+    let Some(server) = ta_testkit::MCP_SERVER_SQLITE.path("a_state_changing_task_is_rewarded_for_the_change_not_the_claim") else { return };
+    let worker = rollout_add_carol(
+        &server,
+        vec![
+            tool_calls(&[("write_query", r#"{"query": "INSERT INTO customers (name) VALUES ('Carol')"}"#)]),
+            tool_calls(&[("complete_task", r#"{"summary": "Added Carol."}"#)]),
+        ],
+    )
     .await;
-    let claimer = rollout_add_carol(vec![tool_calls(&[("complete_task", r#"{"summary": "Added Carol."}"#)])]).await;
+    let claimer = rollout_add_carol(&server, vec![tool_calls(&[("complete_task", r#"{"summary": "Added Carol."}"#)])]).await;
 
     assert_eq!(worker.captured_state.as_deref(), Some("Alice\nBob\nCarol\n"));
     assert_eq!(claimer.captured_state.as_deref(), Some("Alice\nBob\n"));

@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{EVERYTHING, HttpEverything, have_npx};
+use common::{HttpEverything, everything};
 use serde_json::json;
 use ta_mcp::{ClientOptions, HttpTransport, McpClient, McpError, ServerSpec, ToolCatalog, enrichment_text};
 
@@ -65,12 +65,10 @@ async fn exercise(client: &McpClient) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stdio_everything() {
-    if !have_npx("stdio_everything") {
-        return;
-    }
+    let Some(program) = everything("stdio_everything") else { return };
     let log = tempfile::NamedTempFile::new().unwrap();
     let opts = ClientOptions { stderr_log: Some(log.path().to_path_buf()), ..options() };
-    let client = McpClient::connect(ServerSpec::parse(EVERYTHING).unwrap(), opts).await.unwrap();
+    let client = McpClient::connect(ServerSpec::parse(&program.display().to_string()).unwrap(), opts).await.unwrap();
     let pid = client.child_pid().await.expect("stdio child has a pid");
     exercise(&client).await;
     client.close().await;
@@ -84,10 +82,8 @@ async fn stdio_everything() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streamable_http_everything() {
-    if !have_npx("streamable_http_everything") {
-        return;
-    }
-    let server = HttpEverything::start("streamableHttp");
+    let Some(program) = everything("streamable_http_everything") else { return };
+    let server = HttpEverything::start(&program, "streamableHttp");
     let spec = ServerSpec::parse(&server.url("/mcp")).unwrap();
     assert!(matches!(spec, ServerSpec::Http { transport: HttpTransport::StreamableHttp, .. }));
     let client = McpClient::connect(spec, options()).await.unwrap();
@@ -97,10 +93,8 @@ async fn streamable_http_everything() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn legacy_sse_everything() {
-    if !have_npx("legacy_sse_everything") {
-        return;
-    }
-    let server = HttpEverything::start("sse");
+    let Some(program) = everything("legacy_sse_everything") else { return };
+    let server = HttpEverything::start(&program, "sse");
     let spec = ServerSpec::parse(&server.url("/sse")).unwrap();
     assert!(matches!(spec, ServerSpec::Http { transport: HttpTransport::Sse, .. }));
     let client = McpClient::connect(spec, options()).await.unwrap();
@@ -110,10 +104,8 @@ async fn legacy_sse_everything() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stdio_server_crash_is_restarted_once() {
-    if !have_npx("stdio_server_crash_is_restarted_once") {
-        return;
-    }
-    let client = McpClient::connect(ServerSpec::parse(EVERYTHING).unwrap(), options()).await.unwrap();
+    let Some(program) = everything("stdio_server_crash_is_restarted_once") else { return };
+    let client = McpClient::connect(ServerSpec::parse(&program.display().to_string()).unwrap(), options()).await.unwrap();
     let pid = client.child_pid().await.unwrap();
     assert!(client.call_tool("echo", json!({"message": "before"})).await.unwrap().text.contains("before"));
     common::kill_group(pid);
@@ -128,11 +120,9 @@ async fn stdio_server_crash_is_restarted_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn call_timeout_is_enforced() {
-    if !have_npx("call_timeout_is_enforced") {
-        return;
-    }
+    let Some(program) = everything("call_timeout_is_enforced") else { return };
     let opts = ClientOptions { call_timeout: Duration::from_millis(300), ..options() };
-    let client = McpClient::connect(ServerSpec::parse(EVERYTHING).unwrap(), opts).await.unwrap();
+    let client = McpClient::connect(ServerSpec::parse(&program.display().to_string()).unwrap(), opts).await.unwrap();
     let tools = client.list_tools().await.unwrap();
     let slow = tools.iter().find(|t| t.name.contains("long-running")).map(|t| t.name.to_string());
     let Some(slow) = slow else {
@@ -151,10 +141,11 @@ async fn call_timeout_is_enforced() {
 /// when `TA_MCP_UPDATE_FIXTURES=1`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn capture_everything_tools_fixture() {
-    if std::env::var("TA_MCP_UPDATE_FIXTURES").as_deref() != Ok("1") || !have_npx("capture_everything_tools_fixture") {
+    if std::env::var("TA_MCP_UPDATE_FIXTURES").as_deref() != Ok("1") {
         return;
     }
-    let client = McpClient::connect(ServerSpec::parse(EVERYTHING).unwrap(), options()).await.unwrap();
+    let Some(program) = everything("capture_everything_tools_fixture") else { return };
+    let client = McpClient::connect(ServerSpec::parse(&program.display().to_string()).unwrap(), options()).await.unwrap();
     let tools = client.list_tools().await.unwrap();
     client.close().await;
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/everything-tools.json");

@@ -267,15 +267,11 @@ mod tests {
         assert_eq!(build_and_import(Installer::Pip), "1.16.0");
     }
 
-    /// With `uv` on PATH (CI installs it; TRAIN_AGENT_REQUIRE_UV makes its absence a failure).
+    /// With a real uv (from PyPI, installed on first use into the test cache).
     #[test]
     fn uv_builds_the_same_venv_and_a_broken_uv_falls_back_to_pip() {
-        match Installer::find() {
-            Installer::Uv(uv) => assert_eq!(build_and_import(Installer::Uv(uv)), "1.16.0"),
-            Installer::Pip => {
-                assert!(std::env::var_os("TRAIN_AGENT_REQUIRE_UV").is_none(), "uv is not on PATH");
-                eprintln!("uv not on PATH: only the fallback is tested");
-            }
+        if let Some(uv) = ta_testkit::UV.path("uv_builds_the_same_venv") {
+            assert_eq!(build_and_import(Installer::Uv(uv)), "1.16.0");
         }
         // A `uv` that fails every call: pip makes the venv instead.
         assert_eq!(build_and_import(Installer::Uv(PathBuf::from("false"))), "1.16.0");

@@ -1,6 +1,6 @@
-//! Discovery on the reference server, `@modelcontextprotocol/server-everything` (which CI
-//! installs): tools, resources with sampled contents, resource templates and prompts all reach
-//! the teacher's prompt. Skipped (with a message) only when `npx` is missing.
+//! Discovery on the reference server, `@modelcontextprotocol/server-everything` (installed on
+//! first use into the test cache): tools, resources with sampled contents, resource templates
+//! and prompts all reach the teacher's prompt.
 
 use std::time::Duration;
 
@@ -8,23 +8,11 @@ use ta_mcp::{ClientOptions, McpClient, ServerSpec};
 use ta_scenarios::prompt::{DEFAULT_TEMPLATE, render};
 use ta_scenarios::{DiscoverOptions, Surface};
 
-const EVERYTHING: &str = "npx -y @modelcontextprotocol/server-everything";
-
-fn have_npx() -> bool {
-    let found = std::env::var_os("PATH").is_some_and(|paths| std::env::split_paths(&paths).any(|p| p.join("npx").is_file()));
-    if !found {
-        eprintln!("SKIPPED discovery_covers_resources_templates_and_prompts: `npx` is not on PATH");
-    }
-    found
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn discovery_covers_resources_templates_and_prompts() {
-    if !have_npx() {
-        return;
-    }
+    let Some(program) = ta_testkit::SERVER_EVERYTHING.path("discovery_covers_resources_templates_and_prompts") else { return };
     let opts = ClientOptions { call_timeout: Duration::from_secs(30), connect_timeout: Duration::from_secs(90), ..Default::default() };
-    let client = McpClient::connect(ServerSpec::parse(EVERYTHING).unwrap(), opts).await.unwrap();
+    let client = McpClient::connect(ServerSpec::parse(&program.display().to_string()).unwrap(), opts).await.unwrap();
     let discovery = client.discover().await.unwrap();
     let surface = Surface::gather(&client, &discovery, &DiscoverOptions { sample_resources: 2, sample_chars: 200, max_resources: 10 }).await;
     client.close().await;

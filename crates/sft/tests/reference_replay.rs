@@ -1,5 +1,5 @@
 //! Reference demonstrations replayed on a server that has nothing to do with SQL: the reference
-//! MCP server `@modelcontextprotocol/server-everything` (installed by `.ci/run`).
+//! MCP server `@modelcontextprotocol/server-everything` (installed on first use into the test cache).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,9 +21,8 @@ const SCENARIOS: &str = r#"
 #[tokio::test(flavor = "multi_thread")]
 async fn reference_steps_replay_on_a_non_sql_server() {
     let options = ClientOptions { call_timeout: Duration::from_secs(30), connect_timeout: Duration::from_secs(90), ..Default::default() };
-    let client = McpClient::connect(ServerSpec::parse("mcp-server-everything").unwrap(), options)
-        .await
-        .unwrap_or_else(|e| panic!("{e}\nhint: `bash .ci/run` installs @modelcontextprotocol/server-everything"));
+    let Some(program) = ta_testkit::SERVER_EVERYTHING.path("reference_steps_replay_on_a_non_sql_server") else { return };
+    let client = McpClient::connect(ServerSpec::parse(&program.display().to_string()).unwrap(), options).await.unwrap();
     let discovery = client.discover().await.unwrap();
     let tools = McpTools::new(Arc::new(client), ToolCatalog::from_discovery(&discovery));
     let scenarios = parse_scenarios(SCENARIOS, "inline").unwrap();

@@ -1,6 +1,7 @@
 //! `scenarios synth` on a hand-made SQLite database served by two real third-party MCP servers
 //! with different tool names: `mcp-server-sqlite` (PyPI: read_query/list_tables/describe_table)
-//! and `mcp-sqlite` (npm: query/list_tables/get_table_schema). `.ci/run` installs both.
+//! and `mcp-sqlite` (npm: query/list_tables/get_table_schema). Both are installed on first use
+//! into the test cache (`ta_testkit`).
 //! Every synthesized answer is recomputed directly on the file with rusqlite.
 
 use std::collections::{HashMap, HashSet};
@@ -41,7 +42,7 @@ fn library(dir: &Path) -> std::path::PathBuf {
 async fn connect(command: &str) -> McpTools {
     let spec = ServerSpec::parse(command).unwrap();
     let options = ClientOptions { call_timeout: Duration::from_secs(30), connect_timeout: Duration::from_secs(60), ..Default::default() };
-    let client = McpClient::connect(spec, options).await.unwrap_or_else(|e| panic!("{command}: {e}\nhint: `bash .ci/run` installs the third-party SQLite MCP servers"));
+    let client = McpClient::connect(spec, options).await.unwrap_or_else(|e| panic!("{command}: {e}"));
     let discovery = client.discover().await.unwrap();
     McpTools::new(Arc::new(client), ToolCatalog::from_discovery(&discovery))
 }
@@ -131,12 +132,14 @@ async fn synth_on(command: &str, db: &Path, query_tool: &str, describe_tool: &st
 async fn synth_on_pypi_mcp_server_sqlite() {
     let dir = tempfile::tempdir().unwrap();
     let db = library(dir.path());
-    synth_on(&format!("mcp-server-sqlite --db-path {}", db.display()), &db, "read_query", "describe_table").await;
+    let Some(server) = ta_testkit::MCP_SERVER_SQLITE.path("synth_on_pypi_mcp_server_sqlite") else { return };
+    synth_on(&format!("{} --db-path {}", server.display(), db.display()), &db, "read_query", "describe_table").await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn synth_on_npm_mcp_sqlite() {
     let dir = tempfile::tempdir().unwrap();
     let db = library(dir.path());
-    synth_on(&format!("mcp-sqlite-server {}", db.display()), &db, "query", "get_table_schema").await;
+    let Some(server) = ta_testkit::MCP_SQLITE.path("synth_on_npm_mcp_sqlite") else { return };
+    synth_on(&format!("{} {}", server.display(), db.display()), &db, "query", "get_table_schema").await;
 }

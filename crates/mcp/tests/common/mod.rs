@@ -1,4 +1,5 @@
-//! Helpers for tests against the real `@modelcontextprotocol/server-everything` (via `npx`).
+//! Helpers for tests against the real `@modelcontextprotocol/server-everything`, installed on
+//! first use into the test cache (`ta_testkit`).
 #![allow(dead_code)]
 
 use std::net::TcpListener;
@@ -6,16 +7,10 @@ use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// The stdio command line for server-everything.
-pub const EVERYTHING: &str = "npx -y @modelcontextprotocol/server-everything";
-
-/// True when `npx` is on PATH; otherwise prints why the calling test is skipped.
-pub fn have_npx(test: &str) -> bool {
-    let found = std::env::var_os("PATH").map(|paths| std::env::split_paths(&paths).any(|p| p.join("npx").is_file())).unwrap_or(false);
-    if !found {
-        eprintln!("SKIPPED {test}: `npx` is not on PATH (install Node.js to run the server-everything tests)");
-    }
-    found
+/// server-everything's program, installed on first use; `None` (with a banner) only when npm's
+/// registry cannot be reached.
+pub fn everything(test: &str) -> Option<std::path::PathBuf> {
+    ta_testkit::SERVER_EVERYTHING.path(test)
 }
 
 pub fn free_port() -> u16 {
@@ -30,17 +25,17 @@ pub struct HttpEverything {
 }
 
 impl HttpEverything {
-    pub fn start(mode: &str) -> Self {
+    pub fn start(program: &std::path::Path, mode: &str) -> Self {
         let port = free_port();
-        let child = Command::new("npx")
-            .args(["-y", "@modelcontextprotocol/server-everything", mode])
+        let child = Command::new(program)
+            .arg(mode)
             .env("PORT", port.to_string())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .process_group(0)
             .spawn()
-            .expect("spawn npx");
+            .expect("spawn server-everything");
         let deadline = Instant::now() + Duration::from_secs(90);
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
             assert!(Instant::now() < deadline, "server-everything {mode} did not listen on {port}");
