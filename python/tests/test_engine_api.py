@@ -3,6 +3,7 @@ checked against a plain Hugging Face forward pass of the same weights."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import urllib.error
 import urllib.request
@@ -12,7 +13,7 @@ import pytest
 import torch
 from tiny_model import WEATHER
 
-from train_agent.engine import BackgroundServer, Engine
+from train_agent.engine import BackgroundServer, Engine, resolve_api_keys
 from train_agent.models import ModelSource, load_model, load_tokenizer
 
 
@@ -246,3 +247,85 @@ def test_the_cpu_kv_budget_is_a_quarter_of_the_available_memory(tiny_model_dir):
     slots = plan_slots(config, torch.float32, torch.device("cpu"), 4096, 10**6, 8, 0.9, None)
     assert slots * per_slot <= max(2 << 30, avail // 4) < (slots + 1) * per_slot * 1.01
     assert plan_slots(config, torch.float32, torch.device("cpu"), 4096, 10**6, 8, 0.9, per_slot * 3) == 3
+
+
+def send(url: str, method: str, path: str, body: bytes | None, headers: dict[str, str]) -> tuple[int, dict | str]:
+    """One request with exactly these headers (urllib adds a Content-Type to every POST, and a Host
+    header of its own): what a browser or another process could send."""
+    conn = http.client.HTTPConnection(url.removeprefix("http://"), timeout=120)
+    try:
+        conn.putrequest(method, path, skip_host="Host" in headers, skip_accept_encoding=True)
+        for k, v in {**headers, "Content-Length": str(len(body or b""))}.items():
+            conn.putheader(k, v)
+        conn.endheaders(body)
+        r = conn.getresponse()
+        status, text = r.status, r.read().decode()
+    finally:
+        conn.close()
+    try:
+        return status, json.loads(text)
+    except json.JSONDecodeError:
+        return status, text
+
+
+def test_a_web_page_cannot_drive_the_engine(tiny):
+    """Issue 29: a POST with `Content-Type: text/plain` (which a page may send anywhere without a
+    CORS preflight) unloaded adapters, and a page whose name resolved to 127.0.0.1 (DNS rebinding)
+    could do anything: the Host header was not checked."""
+    url, _, _ = tiny
+    port = url.rsplit(":", 1)[1]
+    unload = json.dumps({"lora_name": "x"}).encode()
+    evil = {"Origin": "http://evil.example"}
+    for ctype in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=b", None):
+        headers = {**evil, **({"Content-Type": ctype} if ctype else {})}
+        s, b = send(url, "POST", "/v1/unload_lora_adapter", unload, headers)
+        assert_error(s, b, 415, "Content-Type must be application/json", repr(ctype or "none"))
+    body = json.dumps({"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}).encode()
+    s, b = send(url, "POST", "/v1/chat/completions", body, {"Content-Type": "Application/JSON; charset=utf-8"})
+    assert s == 200, b
+    s, b = send(url, "POST", "/v1/unload_lora_adapter", unload, {"Content-Type": "application/json"})
+    assert_error(s, b, 404, "'x' cannot be found")  # read and acted on, unlike the bodies above
+
+    json_headers = {"Content-Type": "application/json"}
+    for host in ("evil.example", f"evil.example:{port}", "127.0.0.2", f"[::2]:{port}", "", "a b"):
+        for method, path, data in (("POST", "/v1/chat/completions", body), ("GET", "/v1/models", None)):
+            s, b = send(url, method, path, data, {**json_headers, "Host": host})
+            assert_error(s, b, 421, f"Host {host!r} does not name this server", "127.0.0.1")
+        s, b = send(url, "GET", "/health", None, {"Host": host})
+        assert s == 421, b
+    # any port: a tunnel or port forward (ssh -L 9000:127.0.0.1:PORT) arrives with its own
+    for host in (f"127.0.0.1:{port}", f"localhost:{port}", f"LOCALHOST:{port}", f"[::1]:{port}", "127.0.0.1:9000"):
+        s, b = send(url, "POST", "/v1/chat/completions", body, {**json_headers, "Host": host})
+        assert s == 200, (host, b)
+
+
+def test_an_api_key_guards_every_v1_route(tiny_model_dir, monkeypatch):
+    """As `vllm serve --api-key` (or VLLM_API_KEY): /v1 routes need `Authorization: Bearer KEY`
+    and answer 401 with an OpenAI error object otherwise; /health stays open."""
+    monkeypatch.setenv("VLLM_API_KEY", "env-key")
+    assert resolve_api_keys(None) == ["env-key"] and resolve_api_keys(["a", "b"]) == ["a", "b"]
+    monkeypatch.setenv("VLLM_API_KEY", "")
+    assert resolve_api_keys(None) == []
+    src = ModelSource.parse(str(tiny_model_dir))
+    engine = Engine(
+        load_model(src, "cpu", torch.float32), load_tokenizer(src), served_model_name="tiny", max_num_seqs=2
+    )
+    body = json.dumps({"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}).encode()
+    json_headers = {"Content-Type": "application/json"}
+    try:
+        with BackgroundServer(engine, api_keys=["k-one", "k-two"]) as url:
+            for auth in (None, "Bearer", "Bearer k-three", "Basic k-one", "k-one", "Bearer  k-one"):
+                headers = {**json_headers, **({"Authorization": auth} if auth else {})}
+                s, b = send(url, "POST", "/v1/chat/completions", body, headers)
+                assert assert_error(s, b, 401, "Unauthorized", "Bearer")["type"] == "AuthenticationError"
+                assert "k-one" not in b["error"]["message"]
+                s, b = send(url, "GET", "/v1/models", None, headers)
+                assert s == 401, b
+            assert send(url, "GET", "/health", None, {})[0] == 200
+            for key in ("k-one", "k-two"):
+                headers = {**json_headers, "Authorization": f"bearer {key}"}
+                s, b = send(url, "POST", "/v1/chat/completions", body, headers)
+                assert s == 200, b
+                assert send(url, "GET", "/v1/models", None, headers)[0] == 200
+    finally:
+        engine.generator.close()

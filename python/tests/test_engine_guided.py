@@ -5,6 +5,8 @@ greedy and sampled, with a LoRA adapter, and logprobs stay the model's own."""
 from __future__ import annotations
 
 import json
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
@@ -115,8 +117,6 @@ def test_json_object_and_adapter(served):
 
 def test_guided_and_free_requests_share_a_batch(served):
     url, _, _, _ = served
-    from concurrent.futures import ThreadPoolExecutor
-
     with ThreadPoolExecutor(4) as pool:
         guided = [pool.submit(ask, url, response_format=FORMAT, seed=s) for s in range(2)]
         free = [pool.submit(ask, url, seed=s, max_tokens=30, ignore_eos=True) for s in range(2)]
@@ -145,3 +145,60 @@ def test_bad_response_format_is_a_400(served):
     assert_error(status, r, 400, "needs an object 'json_schema'")
     status, r = call(url, "/v1/chat/completions", {**body, "response_format": {"type": "text"}})
     assert status == 200, r
+
+
+def schema_format(schema: dict) -> dict:
+    return {"type": "json_schema", "json_schema": {"name": "bad", "schema": schema}}
+
+
+def beside_a_plain_request(url: str, bad: dict) -> tuple[tuple[int, dict], tuple[int, dict]]:
+    """Sends a plain request of 400 tokens, then, once the engine has admitted it (its prefix cache
+    counted the prompt) and while it decodes, `bad`; returns both answers."""
+    plain = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 400, "ignore_eos": True}
+
+    def admitted() -> float:
+        return float(call(url, "/metrics")[1].split("vllm:prefix_cache_queries_total")[-1].split()[1])
+
+    before = admitted()
+    with ThreadPoolExecutor(2) as pool:
+        first = pool.submit(call, url, "/v1/chat/completions", {**plain, "return_token_ids": True})
+        while admitted() == before:
+            time.sleep(0.005)
+        second = pool.submit(call, url, "/v1/chat/completions", bad)
+        return first.result(), second.result()
+
+
+def test_a_schema_that_is_only_a_ref_to_itself_is_a_400_and_its_neighbour_is_served(served):
+    """Issue 29: a recursive $ref sent while a plain request ran failed both with 500 "grammar
+    rejected token". xgrammar compiles such a schema into a grammar that allows no first token: it
+    is refused at admission, before it reaches the scheduler."""
+    url, _, _, _ = served
+    body = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 20}
+    for schema in (
+        {"$ref": "#"},
+        {"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"},
+    ):
+        (s1, plain), (s2, bad) = beside_a_plain_request(url, {**body, "response_format": schema_format(schema)})
+        assert s1 == 200 and len(plain["choices"][0]["token_ids"]) == 400, plain
+        assert_error(s2, bad, 400, "JSON schema admits no value", "hint:")
+        assert bad["error"]["param"] == "response_format"
+
+
+def test_a_grammar_that_dead_ends_mid_answer_fails_only_its_own_request(served):
+    """A schema whose property is a $ref to itself passes admission (its grammar allows `{"a": `)
+    and then allows no token: the scheduler fails that request alone (400, both of its n rows),
+    frees its rows, and the request decoding beside it finishes."""
+    url, _, _, _ = served
+    dead_end = {
+        "type": "object",
+        "properties": {"a": {"$ref": "#/$defs/x"}},
+        "required": ["a"],
+        "$defs": {"x": {"$ref": "#/$defs/x"}},
+    }
+    body = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 20, "n": 2}
+    (s1, plain), (s2, bad) = beside_a_plain_request(url, {**body, "response_format": schema_format(dead_end)})
+    assert s1 == 200 and len(plain["choices"][0]["token_ids"]) == 400, plain
+    assert_error(s2, bad, 400, "the grammar allowed no token at completion token", "finite JSON value")
+    # its rows were freed: a request for every slot of the engine runs
+    r = ask(url, n=8, max_tokens=4, ignore_eos=True)
+    assert [len(c["token_ids"]) for c in r["choices"]] == [4] * 8

@@ -8,12 +8,18 @@ Endpoints: POST /v1/chat/completions, GET /v1/models, GET /health, GET /metrics 
 the prefix cache's counters), POST /v1/load_lora_adapter, POST /v1/unload_lora_adapter. This module is the HTTP and text layer only: prompts are rendered
 and outputs parsed in `chat_format`, tokens come from the scheduler in `generation`, which drives
 the fast forward pass in `decoder`.
+
+Who may drive it: every request must name this server in its `Host` header (a loopback name or
+`--host`), every POST must carry `Content-Type: application/json`, and with
+`--api-key` (or `VLLM_API_KEY`) every /v1 route needs `Authorization: Bearer <key>`, as vLLM's.
+See `_guard` for why.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import logging
 import os
@@ -25,6 +31,7 @@ import time
 from pathlib import Path
 
 import torch
+import yarl
 from aiohttp import web
 
 from train_agent.chat_format import RequestError, normalize_messages, parse_output, render_prompt, validate_tools
@@ -195,8 +202,10 @@ class Engine:
 
     # ---- routes -------------------------------------------------------------------------------
 
-    def app(self) -> web.Application:
-        app = web.Application(client_max_size=64 << 20, middlewares=[_errors])
+    def app(self, host: str = "127.0.0.1", api_keys: list[str] | None = None) -> web.Application:
+        """The routes, served on `host` (the address bound, for the Host check), requiring one of
+        `api_keys` on /v1 routes if any is given."""
+        app = web.Application(client_max_size=64 << 20, middlewares=[_errors, _guard(host, api_keys or [])])
         app.add_routes(
             [
                 web.post("/v1/chat/completions", self.chat_completions),
@@ -456,6 +465,17 @@ def _tool_choice(choice, tools: list[dict] | None):
 
 
 async def _json(request: web.Request) -> dict:
+    """The body of a POST as a JSON object. Only a JSON content type is read: a web page can send
+    text/plain, form-encoded or untyped bodies to any address without asking first, but a JSON one
+    only after a CORS preflight, which this server never grants."""
+    ctype = request.content_type
+    if ctype != "application/json" and not (ctype.startswith("application/") and ctype.endswith("+json")):
+        raise RequestError(
+            f"Content-Type must be application/json, got {request.headers.get('Content-Type', 'none')!r}"
+            "\nhint: send the body as JSON with the header 'Content-Type: application/json'",
+            status=415,
+            type="UnsupportedMediaType",
+        )
     try:
         body = await request.json()
     except json.JSONDecodeError as e:
@@ -469,6 +489,57 @@ def _error(status: int, message: str, type: str, param: str | None = None) -> we
     return web.json_response(
         {"error": {"message": message, "type": type, "param": param, "code": status}}, status=status
     )
+
+
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::"})
+
+
+def _guard(bind_host: str, api_keys: list[str]):
+    """The middleware that decides who may drive the engine, before any route runs.
+
+    Host: a page on another site that gets its name resolved to 127.0.0.1 (DNS rebinding) is
+    same-origin with the engine for the browser, so it could send JSON and read the answers; but
+    its requests still say `Host: its.name`, which names no address the engine is bound to. So the
+    Host header must name a loopback address or `--host`, else 421 (Misdirected Request). The port
+    is not checked: a page cannot fake the name, and a tunnel or port forward (`ssh -L 9000:...`)
+    reaches the engine on a port other than its own. Bound to a wildcard address, the engine serves
+    whatever names the machine has on the network, which it cannot know: the check is off, and
+    `--api-key` is the protection (a warning says so at startup).
+
+    Key: as vLLM's `--api-key`: every /v1 route needs `Authorization: Bearer <one of the keys>`
+    (compared as SHA-256 digests in constant time); /health and /metrics stay open."""
+    names = LOOPBACK_NAMES | {bind_host.strip("[]").lower()}
+    digests = [hashlib.sha256(k.encode()).digest() for k in api_keys]
+
+    @web.middleware
+    async def guard(request: web.Request, handler):
+        if bind_host not in WILDCARD_HOSTS:
+            host = request.headers.get("Host", "")
+            try:
+                name = yarl.URL(f"http://{host}").host or ""
+            except ValueError:
+                name = ""
+            if name.lower() not in names:
+                raise RequestError(
+                    f"Host {host!r} does not name this server (bound to {bind_host})\nhint: connect "
+                    "through http://127.0.0.1:PORT or http://localhost:PORT",
+                    status=421,
+                    type="MisdirectedRequest",
+                )
+        if digests and request.path.startswith("/v1"):
+            scheme, _, key = request.headers.get("Authorization", "").partition(" ")
+            digest = hashlib.sha256(key.encode()).digest()
+            if scheme.lower() != "bearer" or not any([secrets.compare_digest(digest, d) for d in digests]):
+                raise RequestError(
+                    "Unauthorized: this engine requires 'Authorization: Bearer <key>' with the key "
+                    "it was started with (--api-key or VLLM_API_KEY)",
+                    status=401,
+                    type="AuthenticationError",
+                )
+        return await handler(request)
+
+    return guard
 
 
 @web.middleware
@@ -504,6 +575,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--model", required=True, help="hub id, local directory, .gguf file or packaged model name")
     p.add_argument("--served-model-name", help="name clients use for the base model (default: --model)")
     p.add_argument("--host", default="127.0.0.1")
+    p.add_argument(
+        "--api-key",
+        nargs="+",
+        help="as vLLM's: every /v1 route needs 'Authorization: Bearer KEY' with one of these keys "
+        "(default: VLLM_API_KEY if set, else none needed)",
+    )
     p.add_argument("--port", type=int, default=8000)
     p.add_argument(
         "--dtype",
@@ -586,8 +663,20 @@ def prefix_caching_on(flag: bool | None) -> bool:
     return env != "0" if env is not None else True
 
 
-async def serve(engine: Engine, host: str, port: int) -> None:
-    runner = web.AppRunner(engine.app(), access_log=None)
+def resolve_api_keys(flag: list[str] | None) -> list[str]:
+    """The keys of `--api-key`, else VLLM_API_KEY's (as `vllm serve` reads them): a launcher passes
+    the key in the environment, where other users cannot read it, unlike a command line."""
+    return [k for k in flag or [os.environ.get("VLLM_API_KEY", "")] if k]
+
+
+async def serve(engine: Engine, host: str, port: int, keys: list[str]) -> None:
+    if host in WILDCARD_HOSTS and not keys:
+        log.warning(
+            "serving on every address (--host %r) with no --api-key: anyone who can reach this "
+            "machine can generate and load adapters",
+            host,
+        )
+    runner = web.AppRunner(engine.app(host, keys), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
@@ -606,8 +695,8 @@ class BackgroundServer:
 
     with BackgroundServer(engine) as url: requests.post(url + "/v1/chat/completions", ...)"""
 
-    def __init__(self, engine: Engine, host: str = "127.0.0.1"):
-        self.engine, self.host = engine, host
+    def __init__(self, engine: Engine, host: str = "127.0.0.1", api_keys: list[str] | None = None):
+        self.engine, self.host, self.api_keys = engine, host, api_keys
         self.loop = asyncio.new_event_loop()
         self.url = ""
 
@@ -617,7 +706,7 @@ class BackgroundServer:
         ready = threading.Event()
 
         async def start():
-            self.runner = web.AppRunner(self.engine.app(), access_log=None)
+            self.runner = web.AppRunner(self.engine.app(self.host, self.api_keys), access_log=None)
             await self.runner.setup()
             site = web.TCPSite(self.runner, self.host, 0)
             await site.start()
@@ -645,7 +734,7 @@ def main(argv: list[str] | None = None) -> None:
 
     hf_logging.disable_progress_bar()  # logs go to a file under the run directory: no tqdm bars
     engine = build_engine(args)
-    asyncio.run(serve(engine, args.host, args.port))
+    asyncio.run(serve(engine, args.host, args.port, resolve_api_keys(args.api_key)))
 
 
 if __name__ == "__main__":

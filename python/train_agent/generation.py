@@ -136,6 +136,17 @@ class _Window:
     event: torch.cuda.Event | None
 
 
+class GrammarError(ValueError):
+    """A request's grammar refused the token drawn under its own mask: a 400 for that request."""
+
+    def __init__(self, index: int, token: int):
+        super().__init__(
+            f"response_format: the grammar allowed no token at completion token {index} (drew "
+            f"{token} under its mask)\nhint: the schema must admit a finite JSON value: a required "
+            "property or $ref that leads back to itself admits none"
+        )
+
+
 class AdapterError(Exception):
     def __init__(self, message: str, status: int = 400):
         super().__init__(message)
@@ -405,8 +416,9 @@ class Generator:
         for r in reqs:
             r.t_first = now
         for i, (s, t, logprob) in enumerate(zip(seqs, tok.tolist(), lp.tolist())):
-            self.active[s.slot] = s
-            self._append(s, t, logprob, top[i] if top else None)
+            if s.out.finish_reason is None:  # else a sibling's grammar failure ended its request
+                self.active[s.slot] = s
+                self._append(s, t, logprob, top[i] if top else None)
         self._fill_masks([s for s in guided if s.out.finish_reason is None])
         st = self.stats
         st.prefill_s += time.perf_counter() - t0
@@ -510,7 +522,9 @@ class Generator:
         s.out.token_ids.append(tok)
         s.out.logprobs.append(lp)
         if s.matcher is not None and not s.matcher.accept_token(tok):
-            raise RuntimeError(f"the grammar rejected token {tok}, drawn under its own mask")
+            # the mask allowed nothing (the schema has a dead end), or xgrammar disagrees with itself
+            self._fail(s.req, GrammarError(len(s.out.token_ids) - 1, tok))
+            return
         if p.top_logprobs and top is not None:
             s.out.top_logprobs.append(top[: p.top_logprobs])
         if tok in self.eos_ids and not p.ignore_eos:
@@ -523,17 +537,11 @@ class Generator:
             self._retire(s)
 
     def _retire(self, s: _Seq) -> None:
-        del self.active[s.slot]
-        dec = self.dec
         if self.cache is not None:  # the row keeps every token but the last (never fed back)
             tokens = s.req.prompt + s.out.token_ids[:-1]
             self.cache.hold(s.slot, tokens, block_hashes(tokens, s.req.key, s.req.hashes))
-        dec.temp[s.slot] = 0.0  # idle rows decode greedily at the idle position, harmlessly
-        dec.pos[s.slot] = dec.idle_pos
-        dec.lora[s.slot] = -1
-        dec.bitmask[s.slot] = -1
+        self._release(s.slot)
         with self.cv:
-            heapq.heappush(self.free_slots, s.slot)
             req = s.req
             req.done += 1
             if req.done == req.n:
@@ -541,6 +549,29 @@ class Generator:
                     self.bank_refs[req.adapter_slot] -= 1
                 res = Result([q.out for q in req.seqs], len(req.prompt), req.t_submit, req.t_first, time.perf_counter())
                 req.future.set_result(res)
+
+    def _release(self, slot: int) -> None:
+        """Frees a slot: idle rows decode greedily at the idle position, harmlessly."""
+        self.active.pop(slot, None)  # a row whose request failed during its prefill never ran
+        dec = self.dec
+        dec.temp[slot] = 0.0
+        dec.pos[slot] = dec.idle_pos
+        dec.lora[slot] = -1
+        dec.bitmask[slot] = -1
+        with self.cv:
+            heapq.heappush(self.free_slots, slot)
+
+    def _fail(self, req: _Request, err: Exception) -> None:
+        """Ends one request with `err` and frees its rows; the rest of the batch goes on (issue 29:
+        one request's grammar failure used to fail every request decoding beside it)."""
+        for s in req.seqs:
+            if s.out.finish_reason is None:
+                s.out.finish_reason = "error"
+                self._release(s.slot)  # the prefix cache keeps its prompt, computed as any other
+        with self.cv:
+            if req.adapter_slot >= 0:
+                self.bank_refs[req.adapter_slot] -= 1
+        req.future.set_exception(err)
 
     def _fail_all(self, err: Exception) -> None:
         reqs = {id(s.req): s.req for s in self.active.values()}

@@ -70,13 +70,26 @@ class Grammars:
         try:
             # no free whitespace (vLLM's disable_any_whitespace): a weak model offered whitespace
             # can spend the whole token budget on it, a known failure of JSON mode
-            return self.compiler.compile_json_schema(schema, any_whitespace=False)
+            compiled = self.compiler.compile_json_schema(schema, any_whitespace=False)
         except Exception as e:  # xgrammar raises RuntimeError/ValueError with the reason
             raise RequestError(
                 f"invalid JSON schema in response_format: {e}\nhint: the schema must be a valid "
                 f"JSON Schema (draft 2020-12) using types xgrammar supports",
                 "response_format",
             ) from e
+        # xgrammar compiles a schema that is only a $ref to itself (directly or through other
+        # $defs) into a grammar that allows no first token; in the batch, the token drawn under that
+        # empty mask used to fail every request beside it. Refused here, to its sender alone.
+        mask = self.bitmask(1)
+        self.matcher(compiled).fill_next_token_bitmask(mask, 0)
+        if not mask.any():
+            raise RequestError(
+                "response_format's JSON schema admits no value: its grammar allows no first token"
+                "\nhint: a $ref that leads only back to itself (or to $defs that refer to each "
+                "other) describes nothing; give it a type or properties",
+                "response_format",
+            )
+        return compiled
 
     def matcher(self, compiled):
         return self.xgr.GrammarMatcher(compiled)

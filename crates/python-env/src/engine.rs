@@ -98,6 +98,15 @@ impl EngineOptions {
         }
         a
     }
+
+    /// The engine's command line and environment. The engine reads `VLLM_API_KEY` as `vllm serve`
+    /// does; one in the user's environment (meant for another server) would lock out the clients
+    /// of this engine, which send no key, so it is removed (`env` may still set one).
+    fn command(&self, python: &PythonEnv, port: u16) -> tokio::process::Command {
+        let mut cmd = python.module_command("train_agent.engine");
+        cmd.args(self.args(port)).env_remove("VLLM_API_KEY").envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        cmd
+    }
 }
 
 /// A running engine child process; killed when dropped.
@@ -118,13 +127,8 @@ impl Engine {
             std::fs::create_dir_all(dir).map_err(EngineError::Spawn)?;
         }
         let log = std::fs::File::create(&opts.log_path).map_err(EngineError::Spawn)?;
-        let mut cmd = env.module_command("train_agent.engine");
-        cmd.args(opts.args(port))
-            .envs(opts.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().map_err(EngineError::Spawn)?)
-            .stderr(log)
-            .kill_on_drop(true);
+        let mut cmd = opts.command(env, port);
+        cmd.stdin(Stdio::null()).stdout(log.try_clone().map_err(EngineError::Spawn)?).stderr(log).kill_on_drop(true);
         crate::die_with_parent(&mut cmd);
         let child = cmd.spawn().map_err(EngineError::Spawn)?;
         let mut engine = Engine { child, client: EngineClient::new(&format!("http://127.0.0.1:{port}")), log_path: opts.log_path.clone() };
@@ -300,6 +304,18 @@ mod tests {
         assert_eq!((served.client.base_url().as_str(), served.base_name.as_str()), ("http://127.0.0.1:9/v1", "served"));
         assert!(served.process.is_none());
         served.shutdown().await;
+    }
+
+    /// The engine reads `VLLM_API_KEY`: one exported for another server must not reach it, or it
+    /// refuses (401) every request of this process's clients, which send no key.
+    #[test]
+    fn the_engine_never_inherits_a_vllm_api_key() {
+        let python = PythonEnv { python: "python3".into(), package_root: "/pkg".into() };
+        let mut opts = EngineOptions::new("m", "m", "engine.log".into());
+        let removed = |opts: &EngineOptions| opts.command(&python, 8000).as_std().get_envs().any(|(k, v)| k == "VLLM_API_KEY" && v.is_none());
+        assert!(removed(&opts));
+        opts.env.push(("VLLM_API_KEY".into(), "chosen".into()));
+        assert!(!removed(&opts));
     }
 
     #[test]
