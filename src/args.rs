@@ -328,7 +328,8 @@ pub struct ServerArgs {
     /// Environment variable holding a bearer token for HTTP servers (never printed or written).
     #[arg(long, value_name = "NAME", default_value = "MCP_BEARER_TOKEN")]
     pub bearer_token_env: String,
-    /// Seconds one MCP tool call may take.
+    /// Seconds one MCP tool call may take, and starting the server through `initialize`. A
+    /// stdio server that does not answer in time is stopped.
     #[arg(long, default_value_t = 60)]
     pub mcp_timeout: u64,
 }
@@ -446,6 +447,7 @@ impl ServerArgs {
         }
         let options = ta_mcp::ClientOptions {
             call_timeout: Duration::from_secs(self.mcp_timeout),
+            connect_timeout: Duration::from_secs(self.mcp_timeout),
             bearer_token: ta_mcp::Secret::from_env(&self.bearer_token_env),
             stderr_log: log_dir.map(|d| d.join("mcp-stderr.log")),
             ..Default::default()

@@ -99,7 +99,8 @@ fn main() -> std::process::ExitCode {
             std::process::ExitCode::from(130)
         }
         Err(e) => {
-            eprintln!("error: {e:#}");
+            // Errors may quote what a server said (a JSON-RPC error message, a tool name).
+            eprintln!("error: {}", ta_types::terminal::terminal_safe(&format!("{e:#}")));
             std::process::ExitCode::FAILURE
         }
     }

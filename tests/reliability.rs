@@ -8,7 +8,9 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::faults::{Fault, FaultServer, Gate, McpFault, arguments_object, content_parts, mcp_fault_command, tool_calls_null};
+use common::faults::{
+    Fault, FaultServer, Gate, McpFault, ScriptedMcp, arguments_object, content_parts, mcp_fault_command, pids_alive, scripted_mcp_command, tool_calls_null,
+};
 use common::{bin, text, tool_calls};
 use serde_json::json;
 use ta_chat::{ChatClient, ChatError, ChatRequest, HttpLimits};
@@ -275,6 +277,86 @@ async fn an_mcp_server_writing_garbage_ends_the_episode_with_an_error_not_a_hang
     assert!(tool_error || t.outcome == Outcome::Error, "{t:?}\n{}", stderr(&out));
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hanging_mcp_server_is_bounded_by_the_mcp_timeout_and_does_not_outlive_the_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = FaultServer::start(vec![Fault::ok(complete())]).await;
+    let cases = [
+        (ScriptedMcp::HangToolsList, "tools", "tools/list on MCP server"),
+        (ScriptedMcp::HangInitialize, "tools", "did not finish `initialize` within 2s"),
+        (ScriptedMcp::HangToolsList, "rollout", "tools/list on MCP server"),
+        (ScriptedMcp::HangInitialize, "rollout", "did not finish `initialize` within 2s"),
+    ];
+    for (i, (mode, command, says)) in cases.into_iter().enumerate() {
+        let pids = dir.path().join(format!("pids-{i}"));
+        let server = scripted_mcp_command(mode, &pids);
+        let mut cmd = if command == "tools" {
+            let mut c = tokio::process::Command::new(bin());
+            c.args(["tools", "--server", &server, "--mcp-timeout", "2"]).kill_on_drop(true);
+            c
+        } else {
+            rollout_command(&model.url(), &server, &scenarios(&dir, 1), &dir.path().join(format!("o-{i}")), &["--mcp-timeout", "2"])
+        };
+        let t0 = Instant::now();
+        let out = tokio::time::timeout(Duration::from_secs(40), cmd.output()).await.unwrap_or_else(|_| panic!("{command} {mode:?} ran past 40 s")).unwrap();
+        let err = stderr(&out);
+        assert!(!out.status.success(), "{command} {mode:?}: {err}");
+        assert!(t0.elapsed() < Duration::from_secs(20), "{command} {mode:?} took {:?}", t0.elapsed());
+        assert!(err.contains(says) && err.contains("within 2s"), "{command} {mode:?}: {err}");
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while !pids_alive(&pids).is_empty() {
+            assert!(Instant::now() < deadline, "{command} {mode:?}: server processes {:?} outlived the command", pids_alive(&pids));
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tool_result_over_the_message_limit_is_a_tool_error_at_once_not_a_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let pids = dir.path().join("pids");
+    let model = FaultServer::start(vec![Fault::ok(tool_calls(&[("fetch_all", "{}")])), Fault::ok(complete())]).await;
+    let server = scripted_mcp_command(ScriptedMcp::BigResult { bytes: 17 * 1024 * 1024 }, &pids);
+    let t0 = Instant::now();
+    let out = rollout(&model.url(), &server, &scenarios(&dir, 1), &dir.path().join("o"), &["--mcp-timeout", "40"]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(t0.elapsed() < Duration::from_secs(30), "the call waited for the timeout: {:?}", t0.elapsed());
+    let t = &trajectories(&dir.path().join("o"))[0];
+    assert_eq!(t.outcome, Outcome::Completed, "{:?}", t.error);
+    let tool = t.messages.iter().find(|m| m.role == Role::Tool).unwrap().content.clone().unwrap();
+    assert!(tool.contains("too large") && tool.contains("16 MiB"), "{tool}");
+}
+
+// ---- server text on the terminal ---------------------------------------------------------------
+
+/// Escape sequences in what a server sends (its name, tool names and descriptions, error
+/// messages) reach the terminal neutralised: in `tools`, in errors and in the isolation line.
+#[tokio::test(flavor = "multi_thread")]
+async fn server_text_reaches_the_terminal_without_escape_sequences() {
+    let dir = tempfile::tempdir().unwrap();
+    let pids = dir.path().join("pids");
+    let raw = |text: &str| text.contains('\u{1b}') || text.contains('\u{7}');
+    let escapes = scripted_mcp_command(ScriptedMcp::Escapes, &pids);
+    let out = tokio::process::Command::new(bin()).args(["tools", "--server", &escapes]).output().await.unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout.contains("scripted\u{fffd}") && stdout.contains("fetch_all\u{fffd}") && stdout.contains("\u{fffd}Fetches everything."), "{stdout}");
+    assert!(!raw(&stdout) && !raw(&stderr(&out)), "{stdout:?}");
+
+    let failing = scripted_mcp_command(ScriptedMcp::EscapesInError, &pids);
+    let out = tokio::process::Command::new(bin()).args(["tools", "--server", &failing]).output().await.unwrap();
+    let err = stderr(&out);
+    assert!(!out.status.success() && err.contains("listing failed\u{fffd}\u{fffd}"), "{err}");
+    assert!(!raw(&err), "{err:?}");
+
+    let model = FaultServer::start(vec![Fault::ok(complete())]).await;
+    let out = rollout(&model.url(), &escapes, &scenarios(&dir, 1), &dir.path().join("o"), &[]).await;
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("isolation: episode") && err.contains("fetch_all\u{fffd}"), "{err}");
+    assert!(!raw(&err) && !raw(&String::from_utf8_lossy(&out.stdout)), "{err:?}");
+}
+
 // ---- item 7: credentials in URLs -------------------------------------------------------------
 
 const SECRET: &str = "s3cret-value-42";
@@ -313,6 +395,29 @@ async fn url_credentials_never_reach_output_logs_or_trajectories() {
     let seen = format!("{:?} {:?}", t.error, t.messages);
     assert!(seen.contains("token=***"), "the failure names the server: {seen}");
     assert_no_secret(&out, &dir.path().join("m"));
+}
+
+/// Credentials under other names than `token` (`passwd`, `jwt`, `bearer`, `hmac`, an OAuth
+/// fragment) in an MCP URL whose server goes away mid-run.
+#[tokio::test(flavor = "multi_thread")]
+async fn url_credentials_by_any_name_never_reach_output_logs_or_trajectories() {
+    let dir = tempfile::tempdir().unwrap();
+    let (addr, server) = demo_http().await;
+    let gate = Gate::default();
+    let model = FaultServer::start(vec![Fault::Gated(gate.clone(), Box::new(Fault::ok(tool_calls(&[("list_tables", "{}")])))), Fault::ok(complete())]).await;
+    let mcp_url = format!("http://{addr}/mcp?passwd=P{SECRET}&jwt=J{SECRET}&bearer=B{SECRET}&hmac=H{SECRET}&page=2#token=T{SECRET}&id_token=I{SECRET}");
+    let run = tokio::spawn(rollout_command(&model.url(), &mcp_url, &scenarios(&dir, 1), &dir.path().join("m"), &["--mcp-timeout", "3"]).output());
+    wait_until(|| !model.requests().is_empty()).await;
+    server.abort();
+    gate.open();
+    let out = run.await.unwrap().unwrap();
+    let t = &trajectories(&dir.path().join("m"))[0];
+    let seen = format!("{:?} {:?}", t.error, t.messages);
+    assert!(seen.contains("passwd=***&jwt=***&bearer=***&hmac=***&page=2#token=***&id_token=***"), "the failure names the server: {seen}");
+    assert_no_secret(&out, &dir.path().join("m"));
+    let report = tokio::process::Command::new(bin()).arg("report").arg(dir.path().join("m")).output().await.unwrap();
+    assert!(report.status.success(), "{}", stderr(&report));
+    assert_no_secret(&report, &dir.path().join("m"));
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -1,6 +1,7 @@
 //! `train-agent tools`: what the model will be offered.
 
 use anyhow::Result;
+use ta_types::terminal::terminal_safe;
 
 use crate::args::ServerArgs;
 
@@ -21,8 +22,9 @@ pub async fn run(args: Args) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(specs)?);
     } else {
         let d = &server.discovery;
-        let name = d.server_name.as_deref().unwrap_or("(unnamed)");
-        println!("{name} {} — {}", d.server_version.as_deref().unwrap_or(""), server.description);
+        // Names, versions and descriptions are the server's words: printed terminal-safe.
+        let name = terminal_safe(d.server_name.as_deref().unwrap_or("(unnamed)"));
+        println!("{name} {} — {}", terminal_safe(d.server_version.as_deref().unwrap_or("")), terminal_safe(&server.description));
         println!("{} tools + complete_task, {} resources{}\n", d.tools.len(), d.resources.len(), if d.instructions.is_some() { ", instructions" } else { "" });
         print!("{}", render_table(specs));
     }
@@ -31,7 +33,7 @@ pub async fn run(args: Args) -> Result<()> {
 }
 
 /// One row per tool: name, arguments (`*` marks required ones) and the first line of its
-/// description.
+/// description, each made terminal-safe.
 pub fn render_table(specs: &[ta_types::ToolSpec]) -> String {
     let rows: Vec<(String, String, String)> = specs
         .iter()
@@ -42,8 +44,8 @@ pub fn render_table(specs: &[ta_types::ToolSpec]) -> String {
                 .as_object()
                 .map(|p| p.keys().map(|k| if required.contains(&k.as_str()) { format!("{k}*") } else { k.clone() }).collect())
                 .unwrap_or_default();
-            let desc = t.function.description.as_deref().unwrap_or("").lines().next().unwrap_or("").to_string();
-            (t.function.name.clone(), args.join(", "), desc)
+            let desc = t.function.description.as_deref().unwrap_or("").lines().next().unwrap_or("");
+            (terminal_safe(&t.function.name).into_owned(), terminal_safe(&args.join(", ")).into_owned(), terminal_safe(desc).into_owned())
         })
         .collect();
     let w0 = rows.iter().map(|r| r.0.len()).max().unwrap_or(4).max(4);

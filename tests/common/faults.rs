@@ -26,6 +26,14 @@
 //! (`tests/common/mcp_fault_proxy.py`) which forwards messages both ways and, after the server
 //! has sent N messages, kills it ([`McpFault::Kill`], or for good: [`McpFault::Crash`]), stops forwarding its output
 //! ([`McpFault::Stall`]), or writes a line that is not JSON-RPC ([`McpFault::Corrupt`]).
+//!
+//! # A scripted MCP server: [`scripted_mcp_command`]
+//! For faults the demo server cannot be made to show: a small stdio server
+//! (`tests/common/mcp_scripted_server.py`) that hangs in `initialize` or `tools/list`, puts
+//! terminal escape sequences in the names and messages it sends, or answers a call with one
+//! message over the size limit ([`ScriptedMcp`]). It writes its PIDs (its own and a child's,
+//! as an `npx` wrapper has) to a file, so a test can check that none outlives the client
+//! ([`pids_alive`]).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -266,4 +274,41 @@ pub fn mcp_fault_command(fault: McpFault) -> String {
     let marker = std::env::temp_dir().join(format!("mcp-fault-{}-{n}", std::process::id()));
     let _ = std::fs::remove_file(&marker);
     format!("python3 {proxy} {mode} {after} {} {} demo-server", marker.display(), super::bin())
+}
+
+/// How the scripted MCP server misbehaves.
+#[derive(Debug, Clone, Copy)]
+pub enum ScriptedMcp {
+    /// Never answers `initialize`.
+    HangInitialize,
+    /// Answers `initialize`, never `tools/list`.
+    HangToolsList,
+    /// Escape sequences (clear screen, set title) in its name, its tool's name and description.
+    Escapes,
+    /// Answers `tools/list` with a JSON-RPC error whose message holds escape sequences.
+    EscapesInError,
+    /// Its one tool, `fetch_all`, returns a text of `bytes` bytes.
+    BigResult { bytes: usize },
+}
+
+/// A `--server` command line for the scripted server; it writes its PIDs to `pid_file`.
+pub fn scripted_mcp_command(mode: ScriptedMcp, pid_file: &std::path::Path) -> String {
+    let (mode, bytes) = match mode {
+        ScriptedMcp::HangInitialize => ("hang-initialize", 0),
+        ScriptedMcp::HangToolsList => ("hang-tools-list", 0),
+        ScriptedMcp::Escapes => ("escapes", 0),
+        ScriptedMcp::EscapesInError => ("escapes-error", 0),
+        ScriptedMcp::BigResult { bytes } => ("big-result", bytes),
+    };
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/common/mcp_scripted_server.py");
+    format!("python3 {script} {mode} {} {bytes}", pid_file.display())
+}
+
+/// The PIDs the scripted server wrote that still run (zombies count as gone).
+pub fn pids_alive(pid_file: &std::path::Path) -> Vec<u32> {
+    let text = std::fs::read_to_string(pid_file).unwrap_or_else(|e| panic!("{}: {e}", pid_file.display()));
+    text.lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .filter(|pid: &u32| std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z ")))
+        .collect()
 }

@@ -12,14 +12,13 @@ use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use process_wrap::tokio::{CommandWrap, ProcessGroup};
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, Prompt, ReadResourceRequestParams, Resource, ResourceTemplate, ServerPeerInfo, Tool,
 };
 use rmcp::service::RunningService;
+use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{Peer, RoleClient, ServiceError, ServiceExt};
 use tokio::sync::RwLock;
 
@@ -28,16 +27,19 @@ use crate::discovery::Discovery;
 use crate::secret::Secret;
 use crate::spec::{HttpTransport, ServerSpec};
 use crate::sse::SseClientTransport;
+use crate::stdio::{StdioProcess, TOO_LARGE_DATA_KEY, human_bytes};
 
 /// How to connect and how long to wait.
 #[derive(Debug, Clone)]
 pub struct ClientOptions {
-    /// Limit for one `tools/call` (and one discovery request). Default 60 s.
+    /// Limit for one `tools/call` (and one discovery request). Default 60 s. A stdio server
+    /// that does not answer in time is killed; the next call starts it again.
     pub call_timeout: Duration,
     /// Limit for starting the server and finishing `initialize`. Default 60 s (a first `npx`
     /// run may download the package).
     pub connect_timeout: Duration,
-    /// Sent as `Authorization: Bearer ...` to HTTP and SSE servers; ignored for stdio.
+    /// Sent as `Authorization: Bearer ...` to HTTP and SSE servers; ignored for stdio. Refused
+    /// together with `user:password@` in the URL, which would take the same header.
     pub bearer_token: Option<Secret>,
     /// Where a stdio server's stderr is appended (e.g. `RUN/logs/mcp-stderr.log`). `None`
     /// discards it: it must never reach our stdout, which may carry progress or JSON.
@@ -78,6 +80,14 @@ pub enum McpError {
     ConnectTimeout { server: String, after: Duration },
     #[error("{what} on MCP server {server} did not answer within {after:?}")]
     Timeout { server: String, what: String, after: Duration },
+    /// The answer was over the size limit of one message and was dropped; the connection is
+    /// fine. The agent loop shows this to the model, which may ask for less.
+    #[error("the answer to {what} from MCP server {server} was too large: over {}, the most one MCP message may hold\nhint: ask for less (a narrower query, a LIMIT, fewer fields)", human_bytes(*limit))]
+    TooLarge { server: String, what: String, limit: usize },
+    #[error(
+        "MCP server {server} has `user:password@` in its URL and a bearer token is set; both go in the one Authorization header, so the server would get only one of them\nhint: use one: remove `user:password@` from the URL, or unset the bearer token variable (the one --bearer-token-env names, MCP_BEARER_TOKEN by default)"
+    )]
+    TwoAuthorizations { server: String },
     #[error("lost the connection to MCP server {server} during {what}: {reason}")]
     Transport { server: String, what: String, reason: String },
     /// The server answered with a JSON-RPC error (e.g. -32602 invalid params, unknown tool).
@@ -90,12 +100,45 @@ pub enum McpError {
     Closed { server: String },
 }
 
-/// What to do about a server that wants (or refused) a bearer token.
-fn auth_hint(has_token: bool) -> &'static str {
-    if has_token {
-        "the server refused the bearer token; check the variable --bearer-token-env names (default MCP_BEARER_TOKEN)"
-    } else {
-        "the server wants a bearer token: export MCP_BEARER_TOKEN=<token> (or name another variable with --bearer-token-env)"
+/// What went in the `Authorization` header of an HTTP server's requests, so that the hint for
+/// a 401 names what the server actually refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SentAuth {
+    Nothing,
+    Bearer,
+    /// `user:password@` in the URL, which reqwest sends as Basic auth.
+    UrlUserinfo,
+    /// An `Authorization` header from the `--mcp-config` entry.
+    ConfigHeader,
+}
+
+impl SentAuth {
+    /// The bearer token wins over a config header ([`header_map`]); it and URL userinfo
+    /// together are refused before anything is sent ([`McpError::TwoAuthorizations`]).
+    fn of(url: &str, headers: &BTreeMap<String, Secret>, options: &ClientOptions) -> SentAuth {
+        if options.bearer_token.is_some() {
+            SentAuth::Bearer
+        } else if ta_types::redact::has_userinfo(url) {
+            SentAuth::UrlUserinfo
+        } else if headers.keys().any(|k| k.eq_ignore_ascii_case("authorization")) {
+            SentAuth::ConfigHeader
+        } else {
+            SentAuth::Nothing
+        }
+    }
+
+    /// What to do about a server that refused what was sent (or wants something).
+    fn hint(self) -> &'static str {
+        match self {
+            SentAuth::Bearer => "the server refused the bearer token; check the variable --bearer-token-env names (default MCP_BEARER_TOKEN)",
+            SentAuth::UrlUserinfo => {
+                "the server refused the `user:password@` of the URL (sent as HTTP Basic auth); check them, or if the server wants a bearer token, remove them from the URL and export MCP_BEARER_TOKEN=<token>"
+            }
+            SentAuth::ConfigHeader => {
+                "the server refused the Authorization header of the --mcp-config entry; check its value (or export MCP_BEARER_TOKEN=<token>, which replaces that header)"
+            }
+            SentAuth::Nothing => "the server wants a bearer token: export MCP_BEARER_TOKEN=<token> (or name another variable with --bearer-token-env)",
+        }
     }
 }
 
@@ -108,7 +151,8 @@ fn plain_reason(e: &impl std::fmt::Display) -> String {
         let Some(end) = text[start..].find("] error: ") else { break };
         text.replace_range(start..start + end + "] error: ".len(), "");
     }
-    ta_types::redact::redact_urls_in(&text)
+    // rmcp quotes what the server sent (an HTTP error body, a bad message).
+    ta_types::terminal::terminal_safe(&ta_types::redact::redact_urls_in(&text)).into_owned()
 }
 
 fn spawn_hint(command: &str, source: &std::io::Error) -> String {
@@ -119,10 +163,11 @@ fn spawn_hint(command: &str, source: &std::io::Error) -> String {
     }
 }
 
-/// One live connection; replaced wholesale on reconnect.
+/// One live connection; replaced wholesale on reconnect. Dropping it kills a stdio server
+/// ([`StdioProcess`]); [`shutdown`] stops it gracefully.
 struct Conn {
     service: RunningService<RoleClient, ClientConfig>,
-    pid: Option<u32>,
+    process: Option<StdioProcess>,
     generation: u64,
 }
 
@@ -164,7 +209,7 @@ impl McpClient {
 
     /// The stdio server's process id (also its process group id), if any.
     pub async fn child_pid(&self) -> Option<u32> {
-        self.conn.read().await.as_ref().and_then(|c| c.pid)
+        self.conn.read().await.as_ref().and_then(|c| c.process.as_ref()?.id())
     }
 
     /// What the server said about itself in `initialize`.
@@ -288,6 +333,7 @@ impl McpClient {
             let (peer, generation) = self.peer().await?;
             let err = match tokio::time::timeout(self.options.call_timeout, request(peer)).await {
                 Err(_) => {
+                    self.kill_hung(generation, what).await;
                     return Err(McpError::Timeout { server: self.spec.describe(), what: what.to_string(), after: self.options.call_timeout });
                 }
                 Ok(Ok(value)) => return Ok(value),
@@ -325,6 +371,17 @@ impl McpClient {
         Ok(())
     }
 
+    /// Kills a stdio server that let a request time out: it is stuck, and would otherwise hold
+    /// its process (and whatever it spawned) until the run ends. The next call starts it again.
+    /// An HTTP server is not ours to stop; its connection stays.
+    async fn kill_hung(&self, generation: u64, what: &str) {
+        let mut guard = self.conn.write().await;
+        if guard.as_ref().is_some_and(|c| c.generation == generation && c.process.is_some()) {
+            tracing::warn!(server = %self.spec, %what, "MCP server did not answer in time; killing it (the next call starts it again)");
+            drop(guard.take());
+        }
+    }
+
     fn closed_error(&self) -> McpError {
         McpError::Closed { server: self.spec.describe() }
     }
@@ -333,7 +390,11 @@ impl McpClient {
         let server = self.spec.describe();
         let what = what.to_string();
         match err {
-            ServiceError::McpError(e) => McpError::Protocol { server, what, code: e.code.0, message: e.message.to_string() },
+            ServiceError::McpError(e) => match e.data.as_ref().and_then(|d| d.get(TOO_LARGE_DATA_KEY)).and_then(|v| v.as_u64()) {
+                Some(limit) => McpError::TooLarge { server, what, limit: limit as usize },
+                // The server's words: they reach the terminal, logs and the model.
+                None => McpError::Protocol { server, what, code: e.code.0, message: ta_types::terminal::terminal_safe(&e.message).into_owned() },
+            },
             ServiceError::Timeout { timeout } => McpError::Timeout { server, what, after: timeout },
             ServiceError::TransportClosed | ServiceError::TransportSend(_) => McpError::Transport { server, what, reason: plain_reason(&err) },
             other => McpError::Protocol { server, what, code: 0, message: plain_reason(&other) },
@@ -341,11 +402,15 @@ impl McpClient {
     }
 }
 
+/// Closes the session (for stdio: closes the server's stdin), then stops a stdio server.
 async fn shutdown(mut conn: Conn) {
     match conn.service.close_with_timeout(Duration::from_secs(10)).await {
         Ok(Some(_)) => {}
         Ok(None) => tracing::warn!("MCP session did not close within 10 s"),
         Err(e) => tracing::warn!(error = %e, "MCP session task failed while closing"),
+    }
+    if let Some(process) = conn.process.take() {
+        process.stop().await;
     }
 }
 
@@ -376,17 +441,16 @@ async fn open(spec: &ServerSpec, options: &ClientOptions, generation: u64) -> Re
                 cmd.current_dir(dir);
             }
             let stderr = stderr_target(options.stderr_log.as_deref())?;
-            // Own process group: `npx`/`uvx` wrappers spawn the real server as a grandchild,
-            // and killing the group is the only way to stop both.
-            let mut wrapped = CommandWrap::from(cmd);
-            wrapped.wrap(ProcessGroup::leader());
-            let (child, _) = TokioChildProcess::builder(wrapped).stderr(stderr).spawn().map_err(|source| McpError::Spawn { command: command.clone(), source })?;
-            let pid = child.id();
-            let service = tokio::time::timeout(timeout, info.serve(child))
+            // On every early return below, dropping `process` kills the server.
+            let (process, transport) = StdioProcess::spawn(cmd, stderr).map_err(|source| McpError::Spawn { command: command.clone(), source })?;
+            let service = tokio::time::timeout(timeout, info.serve(transport))
                 .await
                 .map_err(|_| timed_out())?
                 .map_err(|e| init_failed(e, "the process exited or wrote something other than JSON-RPC to stdout; its stderr log says why"))?;
-            Ok(Conn { service, pid, generation })
+            Ok(Conn { service, process: Some(process), generation })
+        }
+        ServerSpec::Http { url, .. } if options.bearer_token.is_some() && ta_types::redact::has_userinfo(url) => {
+            Err(McpError::TwoAuthorizations { server: server.clone() })
         }
         ServerSpec::Http { url, transport: HttpTransport::StreamableHttp, headers } => {
             let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
@@ -398,26 +462,26 @@ async fn open(spec: &ServerSpec, options: &ClientOptions, generation: u64) -> Re
             let transport = StreamableHttpClientTransport::from_config(config);
             let service = tokio::time::timeout(timeout, info.serve(transport)).await.map_err(|_| timed_out())?.map_err(|e| {
                 if e.is_authorization_required() || e.auth_challenge().is_some() {
-                    let hint = auth_hint(options.bearer_token.is_some());
+                    let hint = SentAuth::of(url, headers, options).hint();
                     McpError::Connect { server: server.clone(), reason: "the server requires authorization (HTTP 401/403)".into(), hint: hint.into() }
                 } else {
                     init_failed(e, "check the URL (streamable HTTP servers usually listen on /mcp; legacy SSE ones on /sse)")
                 }
             })?;
-            Ok(Conn { service, pid: None, generation })
+            Ok(Conn { service, process: None, generation })
         }
-        ServerSpec::Http { url, transport: HttpTransport::Sse, headers } => {
+        ServerSpec::Http { url, transport: HttpTransport::Sse, headers: headers_given } => {
             let http = reqwest::Client::builder().build().map_err(|e| McpError::Connect {
                 server: server.clone(),
                 reason: e.to_string(),
                 hint: "the TLS backend failed to initialize".into(),
             })?;
-            let headers = header_map(&server, headers, options.bearer_token.is_some())?;
+            let headers = header_map(&server, headers_given, options.bearer_token.is_some())?;
             let transport = SseClientTransport::connect(http, url, options.bearer_token.clone(), headers, timeout).await.map_err(|e| {
                 let unauthorized = matches!(&e, crate::sse::SseError::ConnectStatus { status, .. }
                         if *status == reqwest::StatusCode::UNAUTHORIZED || *status == reqwest::StatusCode::FORBIDDEN);
                 let hint = if unauthorized {
-                    auth_hint(options.bearer_token.is_some())
+                    SentAuth::of(url, headers_given, options).hint()
                 } else {
                     "legacy SSE servers stream events from GET /sse; for streamable HTTP use the /mcp URL"
                 };
@@ -427,7 +491,7 @@ async fn open(spec: &ServerSpec, options: &ClientOptions, generation: u64) -> Re
                 .await
                 .map_err(|_| timed_out())?
                 .map_err(|e| init_failed(e, "the SSE session opened but initialize failed"))?;
-            Ok(Conn { service, pid: None, generation })
+            Ok(Conn { service, process: None, generation })
         }
     }
 }

@@ -4,7 +4,8 @@
 //! ([`ToolCatalog`]).
 //!
 //! Built on the official Rust SDK, `rmcp`; the legacy SSE client is a small shim ([`sse`])
-//! because rmcp no longer ships one.
+//! because rmcp no longer ships one, and the stdio transport ([`stdio`]) is ours so that a
+//! server never outlives its client and an oversized answer fails its call.
 
 pub mod catalog;
 pub mod client;
@@ -14,6 +15,7 @@ pub mod schema;
 pub mod secret;
 pub mod spec;
 pub mod sse;
+pub mod stdio;
 pub mod template;
 
 pub use catalog::{CallError, ToolCatalog, writing_tools};

@@ -107,3 +107,29 @@ async fn demo_server_accepts_only_the_right_token() {
     assert!(!err.contains(TOKEN) && !err.contains("wrong-token"), "{err}");
     server.abort();
 }
+
+/// `user:password@` in the URL goes out as Basic auth in the same `Authorization` header as
+/// the bearer token, so only one of them could reach the server: both at once are refused
+/// before anything is sent, and a 401 hint names what was actually sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn url_userinfo_and_a_bearer_token_are_refused_and_a_401_names_what_was_sent() {
+    const PASSWORD: &str = "pw-71c2-secret";
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = tokio::spawn(ta_demo_server::serve_http(listener, Some(TOKEN.to_string())));
+    let spec = ServerSpec::parse(&format!("http://user:{PASSWORD}@127.0.0.1:{port}/mcp")).unwrap();
+
+    let err = McpClient::connect(spec.clone(), options()).await.unwrap_err();
+    assert!(matches!(err, ta_mcp::McpError::TwoAuthorizations { .. }), "{err}");
+    let message = err.to_string();
+    assert!(message.contains("hint: use one") && message.contains("MCP_BEARER_TOKEN"), "{message}");
+    assert!(!message.contains(TOKEN) && !message.contains(PASSWORD) && message.contains("***@127.0.0.1"), "{message}");
+
+    // Only the URL's credentials: the server refuses them, and the hint says so rather than
+    // asking for a bearer token as if nothing had been sent.
+    let no_token = ClientOptions { bearer_token: None, ..options() };
+    let message = McpClient::connect(spec, no_token).await.unwrap_err().to_string();
+    assert!(message.contains("requires authorization") && message.contains("refused the `user:password@` of the URL (sent as HTTP Basic auth)"), "{message}");
+    assert!(!message.contains(PASSWORD), "{message}");
+    server.abort();
+}

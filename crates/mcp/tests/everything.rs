@@ -132,8 +132,9 @@ async fn call_timeout_is_enforced() {
     let err = client.call_tool(&slow, json!({"duration": 5, "steps": 2})).await.unwrap_err();
     assert!(matches!(err, McpError::Timeout { .. }), "{err}");
     assert!(err.to_string().contains("did not answer within"), "{err}");
-    // The connection survives a timed-out call.
+    // A timed-out call kills the stuck server; the next call starts it again.
     assert!(client.call_tool("echo", json!({"message": "ok"})).await.unwrap().text.contains("ok"));
+    assert_eq!(client.restarts(), 1);
     client.close().await;
 }
 

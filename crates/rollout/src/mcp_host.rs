@@ -55,8 +55,9 @@ impl ToolHost for McpTools {
             // The server refused the request (bad params, unknown tool) but the connection is
             // fine: the model sees the message and may fix its call.
             Err(McpError::Protocol { message, .. }) => Ok(ToolResult { text: redact_urls_in(&message), is_error: true }),
-            // A timeout of one call is the model's problem to route around, not the run's.
-            Err(e @ McpError::Timeout { .. }) => Ok(ToolResult { text: redact_urls_in(&e.to_string()), is_error: true }),
+            // A timeout of one call, or an answer too large to take, is the model's problem to
+            // route around (ask for less), not the run's.
+            Err(e @ (McpError::Timeout { .. } | McpError::TooLarge { .. })) => Ok(ToolResult { text: redact_urls_in(&e.to_string()), is_error: true }),
             Err(e) => Err(redact_urls_in(&e.to_string())),
         }
     }

@@ -15,6 +15,7 @@ pub mod chat;
 pub mod jsonl;
 pub mod redact;
 pub mod scenario;
+pub mod terminal;
 pub mod trajectory;
 
 pub use chat::{FunctionCall, Message, Role, ToolCall, ToolSpec};

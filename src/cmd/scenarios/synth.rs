@@ -64,8 +64,15 @@ pub async fn run(args: Args) -> Result<()> {
     std::fs::write(args.out.join("schema.json"), serde_json::to_vec_pretty(&out.schema)?)?;
 
     let s = &out.summary;
-    println!("query tool        {} (list: {}, describe: {})", s.query_tool, s.list_tool.as_deref().unwrap_or("-"), s.describe_tool.as_deref().unwrap_or("-"));
-    println!("tables            {}", s.tables.join(", "));
+    // Tool and table names come from the server.
+    let safe = |t: &str| ta_types::terminal::terminal_safe(t).into_owned();
+    println!(
+        "query tool        {} (list: {}, describe: {})",
+        safe(&s.query_tool),
+        safe(s.list_tool.as_deref().unwrap_or("-")),
+        safe(s.describe_tool.as_deref().unwrap_or("-"))
+    );
+    println!("tables            {}", safe(&s.tables.join(", ")));
     println!("candidates        {} questions, {} run through the server", s.candidates, s.checked);
     for (reason, n) in &s.dropped {
         println!("  dropped {n:>5}   {reason}");

@@ -146,6 +146,8 @@ pub fn choose(requested: Option<Isolate>, spec: &ServerSpec, discovery: &Discove
     if writers.is_empty() {
         return Ok(Choice { mode: Isolate::None, reason: "every tool declares readOnlyHint, so episodes cannot change the server's state".into() });
     }
+    // The reason is logged and printed, and the server chose these names.
+    let writers: Vec<String> = writers.iter().map(|w| ta_types::terminal::terminal_safe(w).into_owned()).collect();
     let shown = if writers.len() > 5 { format!("{} and {} more", writers[..5].join(", "), writers.len() - 5) } else { writers.join(", ") };
     let why = format!("tools that do not declare readOnlyHint may change state: {shown}");
     if spec.is_stdio() || has_reset {
