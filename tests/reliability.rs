@@ -129,6 +129,21 @@ async fn an_episode_completes_through_unusual_shapes() {
     assert_eq!(t.tool_errors, 0);
 }
 
+#[tokio::test]
+async fn a_600_mb_chunked_reply_is_cut_off_at_the_cap_and_not_retried() {
+    let server = FaultServer::start(vec![Fault::Chunked { bytes: 600 << 20 }]).await;
+    let chat = ChatClient::new(
+        &server.url(),
+        None,
+        HttpLimits { request: Duration::from_secs(60), stall: Duration::from_secs(60), deadline: Duration::from_secs(60), ..limits() },
+    );
+    let err = chat.complete(&request()).await.unwrap_err();
+    assert!(matches!(err, ChatError::TooLarge { .. }), "{err}");
+    assert!(err.to_string().contains(&format!("a response body over {} MiB; reading stopped there", ta_chat::MAX_BODY_BYTES >> 20)), "{err}");
+    assert!(err.to_string().contains("hint:"), "{err}");
+    assert_eq!(server.requests().len(), 1, "a body over the cap is not asked for again");
+}
+
 // ---- item 2: failed episodes, exit codes ------------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread")]
