@@ -226,6 +226,36 @@ async fn a_torn_last_line_is_cut_before_the_next_run_appends() {
     assert_eq!(text.lines().count(), 3);
 }
 
+// ---- two runs into one directory ---------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_second_run_into_a_busy_out_fails_at_once_naming_the_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, out_dir) = (scenarios(&dir, 3), dir.path().join("o"));
+    let gate = Gate::default();
+    let model = FaultServer::start(vec![Fault::Gated(gate.clone(), Box::new(Fault::ok(complete())))]).await;
+    let first = rollout_command(&model.url(), DEMO, &s, &out_dir, &[]).spawn().unwrap();
+    let first_pid = first.id().unwrap();
+    wait_until(|| !model.requests().is_empty()).await;
+
+    let second = tokio::time::timeout(Duration::from_secs(30), rollout(&model.url(), DEMO, &s, &out_dir, &[])).await.expect("the second run fails at once");
+    assert!(!second.status.success());
+    let err = stderr(&second);
+    assert!(err.contains(&format!("is being written by another train-agent process (PID {first_pid}: ")), "{err}");
+    assert!(err.contains(&format!("kill {first_pid}")) && err.contains("hint:"), "{err}");
+    assert_eq!(model.requests().len(), 1, "the second run asked the model nothing");
+
+    gate.open();
+    let first = tokio::time::timeout(Duration::from_secs(60), first.wait_with_output()).await.unwrap().unwrap();
+    assert!(first.status.success(), "{}", stderr(&first));
+    let all = trajectories(&out_dir);
+    assert_eq!(all.len(), 3, "no trajectory lost");
+    assert!(all.iter().all(|t| t.outcome == Outcome::Completed), "{all:?}");
+    // The first run's lock ended with it.
+    let again = rollout(&model.url(), DEMO, &s, &out_dir, &[]).await;
+    assert!(again.status.success(), "{}", stderr(&again));
+}
+
 // ---- MCP servers that fail ---------------------------------------------------------------------
 
 /// The demo server answers `initialize` and `tools/list` before the first tool call.

@@ -42,6 +42,7 @@ pub async fn run(args: Args) -> Result<()> {
         args.validation_fraction
     );
     let started = Instant::now();
+    let _lock = ta_eval::rundir::RunLock::acquire(&args.out)?;
     let logs = args.out.join("logs");
     std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
     let server = args.server.connect(Some(&logs)).await?;
