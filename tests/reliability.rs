@@ -131,6 +131,21 @@ async fn an_episode_completes_through_unusual_shapes() {
     assert_eq!(t.tool_errors, 0);
 }
 
+#[tokio::test]
+async fn a_600_mb_chunked_reply_is_cut_off_at_the_cap_and_not_retried() {
+    let server = FaultServer::start(vec![Fault::Chunked { bytes: 600 << 20 }]).await;
+    let chat = ChatClient::new(
+        &server.url(),
+        None,
+        HttpLimits { request: Duration::from_secs(60), stall: Duration::from_secs(60), deadline: Duration::from_secs(60), ..limits() },
+    );
+    let err = chat.complete(&request()).await.unwrap_err();
+    assert!(matches!(err, ChatError::TooLarge { .. }), "{err}");
+    assert!(err.to_string().contains(&format!("a response body over {} MiB; reading stopped there", ta_chat::MAX_BODY_BYTES >> 20)), "{err}");
+    assert!(err.to_string().contains("hint:"), "{err}");
+    assert_eq!(server.requests().len(), 1, "a body over the cap is not asked for again");
+}
+
 // ---- item 2: failed episodes, exit codes ------------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread")]
@@ -211,6 +226,36 @@ async fn a_torn_last_line_is_cut_before_the_next_run_appends() {
         serde_json::from_str::<Trajectory>(line).unwrap_or_else(|e| panic!("line {}: {e}: {line}", i + 1));
     }
     assert_eq!(text.lines().count(), 3);
+}
+
+// ---- two runs into one directory ---------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_second_run_into_a_busy_out_fails_at_once_naming_the_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, out_dir) = (scenarios(&dir, 3), dir.path().join("o"));
+    let gate = Gate::default();
+    let model = FaultServer::start(vec![Fault::Gated(gate.clone(), Box::new(Fault::ok(complete())))]).await;
+    let first = rollout_command(&model.url(), DEMO, &s, &out_dir, &[]).spawn().unwrap();
+    let first_pid = first.id().unwrap();
+    wait_until(|| !model.requests().is_empty()).await;
+
+    let second = tokio::time::timeout(Duration::from_secs(30), rollout(&model.url(), DEMO, &s, &out_dir, &[])).await.expect("the second run fails at once");
+    assert!(!second.status.success());
+    let err = stderr(&second);
+    assert!(err.contains(&format!("is being written by another train-agent process (PID {first_pid}: ")), "{err}");
+    assert!(err.contains(&format!("kill {first_pid}")) && err.contains("hint:"), "{err}");
+    assert_eq!(model.requests().len(), 1, "the second run asked the model nothing");
+
+    gate.open();
+    let first = tokio::time::timeout(Duration::from_secs(60), first.wait_with_output()).await.unwrap().unwrap();
+    assert!(first.status.success(), "{}", stderr(&first));
+    let all = trajectories(&out_dir);
+    assert_eq!(all.len(), 3, "no trajectory lost");
+    assert!(all.iter().all(|t| t.outcome == Outcome::Completed), "{all:?}");
+    // The first run's lock ended with it.
+    let again = rollout(&model.url(), DEMO, &s, &out_dir, &[]).await;
+    assert!(again.status.success(), "{}", stderr(&again));
 }
 
 // ---- MCP servers that fail ---------------------------------------------------------------------

@@ -38,6 +38,9 @@ fn synth_on_the_demo_server_then_reference_traces() {
         let steps: Vec<&str> = s["reference"].as_array().unwrap().iter().map(|r| r["tool"].as_str().unwrap()).collect();
         assert_eq!((steps[0], steps[steps.len() - 1]), ("list_tables", "run_query"), "{s}");
         let (sql, split) = (s["sql"].as_str().unwrap(), s["split"].as_str().unwrap());
+        for table in s["tags"].as_array().unwrap().iter().skip(1).filter_map(Value::as_str) {
+            assert!(sql.contains(&format!("FROM \"{table}\"")) || sql.contains(&format!("JOIN \"{table}\"")), "{table} is not quoted in {sql}");
+        }
         assert_eq!(*split_of_sql.entry(sql).or_insert(split), split, "paraphrases of {sql} cross the split");
     }
     let summary: Value = serde_json::from_str(&std::fs::read_to_string(out_dir.join("summary.json")).unwrap()).unwrap();

@@ -64,6 +64,7 @@ pub async fn run(args: Args) -> Result<()> {
         "no scenarios left in {} after --split/--limit\nhint: scenarios need a \"split\" field to be picked by --split; pass --all-splits to use every scenario",
         args.scenarios.scenarios.display()
     );
+    let _lock = ta_eval::rundir::RunLock::acquire(&args.out)?;
     let logs = args.out.join("logs");
     std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
     let isolation = args.isolation.settings();

@@ -60,7 +60,7 @@ pub async fn run(args: Args) -> Result<()> {
     let curated = curate(traces, &opts);
     println!("{curated}");
     anyhow::ensure!(!curated.kept.is_empty(), "no trace was kept\nhint: look at the reasons above; collect more (higher --n) or relax --min-reward/--min-ground-truth");
-    std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
+    let _lock = ta_eval::rundir::RunLock::acquire(&args.out)?;
     std::fs::write(args.out.join("curate.json"), serde_json::to_vec_pretty(&curated)?)?;
     let written = export(&curated.kept, &args.out, &ExportOptions { unroll: args.unroll, parquet: !args.no_parquet }).await?;
     for p in written {

@@ -194,7 +194,7 @@ fn epochs_for(steps: u64, per_step: usize, train: usize) -> u32 {
 
 pub async fn run(args: Args) -> Result<()> {
     let out = &args.out;
-    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
+    let _lock = ta_eval::rundir::RunLock::acquire(out)?;
     let python = PythonEnv::ensure()?;
     let gpu = match args.profile.as_deref() {
         Some(p) => p == "gpu",

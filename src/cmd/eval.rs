@@ -104,6 +104,7 @@ pub async fn run(args: Args) -> Result<()> {
         args.scenarios.scenarios.display()
     );
     anyhow::ensure!(args.rollouts >= 1, "--rollouts must be at least 1");
+    let _lock = ta_eval::rundir::RunLock::acquire(&args.out)?;
     let logs = args.out.join("logs");
     std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
 

@@ -118,6 +118,7 @@ fn resolve_config(args: &Args) -> Result<SftConfig> {
 }
 
 pub async fn run(args: Args) -> Result<()> {
+    let _lock = ta_eval::rundir::RunLock::acquire(&args.out)?;
     let cfg = resolve_config(&args)?;
     let out = &args.out;
     std::fs::create_dir_all(out.join("logs")).with_context(|| format!("cannot create {}", out.display()))?;

@@ -179,6 +179,7 @@ fn redacted(c: &TrainConfig) -> TrainConfig {
 
 /// Runs training; returns how it ended (`Interrupted` and `BudgetReached` are not errors).
 pub async fn run(args: Args) -> Result<Finished> {
+    let _lock = ta_eval::rundir::RunLock::acquire(&args.out)?;
     let cfg = resolve_config(&args)?;
     crate::args::check_rewards(&cfg.reward)?;
     let out = &args.out;

@@ -16,6 +16,7 @@
 //!
 //! Faults: [`Fault::Hang`] (reads the request, never answers), [`Fault::Drip`] (headers, then
 //! the body one byte per interval), [`Fault::Close`] (reads the request, closes the connection),
+//! [`Fault::Chunked`] (a chunked body of any size, without `Content-Length`),
 //! `Fault::Reply` with any status (429 with `Retry-After` via [`Fault::rate_limited`], 500,
 //! 401 via [`Fault::status`]) and the legal-but-unusual shapes servers send
 //! ([`tool_calls_null`], [`content_parts`], [`arguments_object`]). [`Fault::Gated`] holds any
@@ -58,6 +59,9 @@ pub enum Fault {
     Drip { body: Value, every: Duration },
     /// Read the request, then close the connection without a word.
     Close,
+    /// A 200 answer of `bytes` bytes with no `Content-Length` (`Transfer-Encoding: chunked`), in
+    /// 1 MiB chunks, sent until the client stops reading: a completion whose content never ends.
+    Chunked { bytes: usize },
     /// Wait until the gate is opened ([`Gate::open`]), then do the inner fault.
     Gated(Gate, Box<Fault>),
 }
@@ -183,6 +187,26 @@ fn act(mut stream: TcpStream, fault: Fault) -> std::pin::Pin<Box<dyn std::future
                 }
             }
             Fault::Close => drop(stream),
+            Fault::Chunked { bytes } => {
+                let head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n";
+                if stream.write_all(head.as_bytes()).await.is_err() {
+                    return;
+                }
+                let opening = br#"{"id": "chatcmpl-fault", "object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant", "content": ""#;
+                let mut chunk = opening.to_vec();
+                chunk.resize(1 << 20, b'a');
+                let mut sent = 0;
+                while sent < bytes {
+                    let part = &chunk[..chunk.len().min(bytes - sent)];
+                    let framed = [format!("{:x}\r\n", part.len()).as_bytes(), part, b"\r\n"].concat();
+                    if stream.write_all(&framed).await.is_err() {
+                        return;
+                    }
+                    sent += part.len();
+                    chunk[..opening.len()].fill(b'a');
+                }
+                let _ = stream.write_all(b"0\r\n\r\n").await;
+            }
             Fault::Gated(gate, inner) => {
                 gate.wait().await;
                 act(stream, *inner).await;

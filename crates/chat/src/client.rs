@@ -22,12 +22,23 @@ pub enum ChatError {
     Unreachable { url: String, message: String },
     #[error("{url} returned a body that is not a chat completion: {message}")]
     Decode { url: String, message: String },
+    /// The response body passed [`MAX_BODY_BYTES`]; reading stopped there.
+    #[error(
+        "{url} sent a response body over {} MiB; reading stopped there\nhint: a chat completion is far smaller; check that --base-url points at an OpenAI-compatible server and that its replies are bounded (--max-tokens)",
+        MAX_BODY_BYTES >> 20
+    )]
+    TooLarge { url: String },
     /// The call's overall deadline (all attempts and waits together) went by.
     #[error(
         "no answer from {url} within the {seconds:.0} s deadline for one call (retries included); last error: {last}\nhint: check that the server is up and answering; for a slow one raise the deadline (--model-deadline, and --model-timeout per attempt, for model servers)"
     )]
     Deadline { url: String, seconds: f64, last: String },
 }
+
+/// The largest response body read: a reply is read as a stream and dropped past this, so a
+/// misbehaving server cannot make the client hold gigabytes (a 600 MB reply once took 1.25 GB).
+/// A chat completion is kilobytes; even logprobs of thousands of tokens stay far below.
+pub const MAX_BODY_BYTES: usize = 64 << 20;
 
 /// How long a call to a model server may wait, at each stage. One owner for the defaults; the
 /// CLI exposes each as a flag (`--model-connect-timeout` ...).
@@ -81,7 +92,7 @@ impl ChatError {
         match self {
             ChatError::Status { status, .. } => *status == 429 || *status >= 500,
             ChatError::Unreachable { .. } => true,
-            ChatError::ContextExceeded(_) | ChatError::Decode { .. } | ChatError::Deadline { .. } => false,
+            ChatError::ContextExceeded(_) | ChatError::Decode { .. } | ChatError::Deadline { .. } | ChatError::TooLarge { .. } => false,
         }
     }
 }
@@ -178,8 +189,10 @@ async fn post_once(
         .and_then(|s| s.trim().parse::<f64>().ok())
         .filter(|s| s.is_finite() && *s >= 0.0)
         .map(|s| Duration::from_secs_f64(s.min(1e9)));
-    let text = match tokio::time::timeout(limits.stall, resp.text()).await {
-        Ok(t) => t.map_err(unreachable)?,
+    let text = match tokio::time::timeout(limits.stall, read_capped(resp)).await {
+        Ok(Ok(Some(body))) => String::from_utf8_lossy(&body).into_owned(),
+        Ok(Ok(None)) => return Err((ChatError::TooLarge { url: shown }, None)),
+        Ok(Err(e)) => return Err(unreachable(e)),
         Err(_) => {
             let message = format!("the response body did not arrive within {:.1} s of its headers (--model-stall-timeout)", limits.stall.as_secs_f64());
             return Err((ChatError::Unreachable { url: shown, message }, None));
@@ -193,6 +206,22 @@ async fn post_once(
         return Err((ChatError::Status { url: shown, status: status.as_u16(), message: redact_urls_in(&message) }, retry_after));
     }
     Ok(text)
+}
+
+/// The body of `resp`, read chunk by chunk; `None` once it passes [`MAX_BODY_BYTES`] (announced
+/// by `Content-Length` or not, as with a chunked body).
+async fn read_capped(mut resp: reqwest::Response) -> Result<Option<Vec<u8>>, reqwest::Error> {
+    if resp.content_length().is_some_and(|n| n > MAX_BODY_BYTES as u64) {
+        return Ok(None);
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = resp.chunk().await? {
+        if body.len() + chunk.len() > MAX_BODY_BYTES {
+            return Ok(None);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(Some(body))
 }
 
 /// A reqwest error with its sources ("error sending request: ... operation timed out"), URL

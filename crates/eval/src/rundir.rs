@@ -5,7 +5,10 @@
 //!   `eval/step-N.sampled.jsonl` (sampled validation, `rollout.eval_rollouts` episodes per task);
 //! - an evaluation: `eval.json` and `trajectories/<model>.jsonl` (`base`, `trained`);
 //! - a rollout: `trajectories.jsonl` and `summary.json`.
+//!
+//! Every command that writes such a directory holds its [`RunLock`] while it does.
 
+use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -25,6 +28,72 @@ pub enum RunDirError {
         "{0} holds no run, evaluation or rollout\nhint: point at a `train --out` (metrics.jsonl), an `eval --out` (eval.json) or a `rollout --out` directory (trajectories.jsonl)"
     )]
     Unknown(PathBuf),
+    #[error(
+        "{} is being written by another train-agent process ({holder})\nhint: wait for it to finish, stop it{}, or write to another --out directory; the lock ends with that process",
+        path.display(),
+        holder.pid.map(|pid| format!(" (kill {pid})")).unwrap_or_default()
+    )]
+    Locked { path: PathBuf, holder: LockHolder },
+}
+
+/// The lock file of a run directory (see [`RunLock`]).
+pub const LOCK_FILE: &str = ".lock";
+
+/// Who holds a [`RunLock`], as its `.lock` file says.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LockHolder {
+    pub pid: Option<u32>,
+    pub command: Option<String>,
+}
+
+impl std::fmt::Display for LockHolder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.pid, &self.command) {
+            (Some(pid), Some(command)) => write!(f, "PID {pid}: {command}"),
+            (Some(pid), None) => write!(f, "PID {pid}"),
+            _ => write!(f, "its PID not written yet"),
+        }
+    }
+}
+
+/// An exclusive claim on a run directory for as long as a command writes it. Two commands
+/// writing one `--out` at once lose results silently (two rollouts each reported 10
+/// trajectories; the file held the first one's 10), so the second one fails at once instead.
+///
+/// The claim is an advisory lock (`flock`) on `.lock`, which holds the owner's PID and command
+/// line for the other's message. The kernel drops the lock when the process ends, however it
+/// ends, so a `.lock` left behind by a killed run never blocks the next one; the file is left in
+/// place, since removing it would let a third process lock a fresh file while a second still
+/// holds the old one.
+#[derive(Debug)]
+pub struct RunLock {
+    _file: std::fs::File,
+}
+
+impl RunLock {
+    /// Creates `dir` if needed and claims it, or fails naming the process that holds it.
+    pub fn acquire(dir: &Path) -> Result<RunLock, RunDirError> {
+        std::fs::create_dir_all(dir).map_err(io(dir))?;
+        let path = dir.join(LOCK_FILE);
+        let mut file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).map_err(io(&path))?;
+        match fs4::FileExt::try_lock(&file) {
+            Ok(()) => {}
+            Err(fs4::TryLockError::WouldBlock) => {
+                let mut text = String::new();
+                // Best effort: the holder may be between taking the lock and writing its PID.
+                let _ = file.read_to_string(&mut text);
+                let holder = serde_json::from_str(&text).unwrap_or_default();
+                return Err(RunDirError::Locked { path: dir.to_path_buf(), holder });
+            }
+            Err(fs4::TryLockError::Error(source)) => return Err(RunDirError::Io { path, source }),
+        }
+        // URL credentials in the command line (`--base-url http://user:pass@...`) stay out of it.
+        let command = ta_types::redact::redact_urls_in(&std::env::args().collect::<Vec<_>>().join(" "));
+        let holder = LockHolder { pid: Some(std::process::id()), command: Some(command) };
+        let text = serde_json::to_string(&holder).expect("a holder is JSON");
+        file.set_len(0).and_then(|()| file.rewind()).and_then(|()| file.write_all(text.as_bytes())).map_err(io(&path))?;
+        Ok(RunLock { _file: file })
+    }
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> RunDirError + '_ {
@@ -307,4 +376,29 @@ fn step_files_ending(dir: &Path, ending: &str) -> Vec<(u64, PathBuf)> {
         .collect();
     out.sort();
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_locked_directory_names_its_holder_and_a_released_or_stale_lock_does_not_block() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        let first = RunLock::acquire(&out).unwrap();
+        let err = RunLock::acquire(&out).unwrap_err();
+        let pid = std::process::id();
+        assert!(matches!(&err, RunDirError::Locked { holder, .. } if holder.pid == Some(pid)), "{err}");
+        let message = err.to_string();
+        assert!(message.contains(&format!("PID {pid}: ")) && message.contains(&format!("kill {pid}")) && message.contains("hint:"), "{message}");
+        drop(first);
+        // A lock file left behind (its process gone) holds no lock.
+        let again = RunLock::acquire(&out).unwrap();
+        drop(again);
+        std::fs::write(out.join(LOCK_FILE), r#"{"pid": 999999999, "command": "train-agent rollout"}"#).unwrap();
+        let _held = RunLock::acquire(&out).unwrap();
+        let holder: LockHolder = serde_json::from_str(&std::fs::read_to_string(out.join(LOCK_FILE)).unwrap()).unwrap();
+        assert_eq!(holder.pid, Some(pid));
+    }
 }

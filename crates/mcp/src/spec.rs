@@ -136,7 +136,7 @@ impl ServerSpec {
 
     /// [`ServerSpec::from_mcp_config`] on text already read; `path` is only used in messages.
     pub fn from_mcp_config_str(text: &str, path: &Path, server_name: Option<&str>) -> Result<Self, SpecError> {
-        let file: ConfigFile = serde_json::from_str(text).map_err(|source| SpecError::ConfigParse { path: path.to_path_buf(), source })?;
+        let file: ConfigFile = serde_json::from_str(ta_types::jsonl::strip_bom(text)).map_err(|source| SpecError::ConfigParse { path: path.to_path_buf(), source })?;
         let servers = file.mcp_servers.or(file.servers).unwrap_or_default();
         let known: Vec<String> = servers.keys().cloned().collect();
         let (name, entry) = match server_name {
@@ -374,6 +374,9 @@ mod tests {
         assert!(matches!(legacy, ServerSpec::Http { transport: HttpTransport::Sse, .. }));
         let guessed = ServerSpec::from_mcp_config_str(CONFIG, p, Some("guessed")).unwrap();
         assert!(matches!(guessed, ServerSpec::Http { transport: HttpTransport::Sse, .. }));
+        // A file saved with a byte-order mark (Windows editors) reads the same.
+        let with_bom = format!("\u{feff}{CONFIG}");
+        assert!(matches!(ServerSpec::from_mcp_config_str(&with_bom, p, Some("legacy")).unwrap(), ServerSpec::Http { transport: HttpTransport::Sse, .. }));
     }
 
     #[test]

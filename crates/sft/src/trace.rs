@@ -97,11 +97,12 @@ pub fn read_traces(path: &Path) -> std::io::Result<Vec<Trace>> {
     let mut out = Vec::new();
     for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
         let line = line?;
+        let line = if i == 0 { ta_types::jsonl::strip_bom(&line) } else { &line };
         if line.trim().is_empty() {
             continue;
         }
         let t =
-            serde_json::from_str(&line).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{}:{}: invalid trace: {e}", path.display(), i + 1)))?;
+            serde_json::from_str(line).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{}:{}: invalid trace: {e}", path.display(), i + 1)))?;
         out.push(t);
     }
     Ok(out)
@@ -123,9 +124,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.jsonl");
         write_traces(&path, std::slice::from_ref(&trace)).unwrap();
-        assert_eq!(read_traces(&path).unwrap(), vec![trace]);
-        let v: serde_json::Value = serde_json::from_str(std::fs::read_to_string(&path).unwrap().trim()).unwrap();
+        assert_eq!(read_traces(&path).unwrap(), vec![trace.clone()]);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let v: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
         assert_eq!(v["tools"][0]["function"]["name"], "list_tables");
         assert_eq!(v["source"], "teacher");
+        // A copy saved by an editor that starts files with a byte-order mark reads the same.
+        std::fs::write(&path, format!("\u{feff}{text}")).unwrap();
+        assert_eq!(read_traces(&path).unwrap(), vec![trace]);
     }
 }

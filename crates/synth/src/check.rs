@@ -7,6 +7,7 @@ use ta_types::scenario::ExpectedRule;
 
 use crate::SynthError;
 use crate::exec::Sql;
+use crate::schema::ident;
 use crate::templates::{Candidate, MAX_LIST, Shape};
 
 /// A candidate that passed: its rows and the answer they give.
@@ -19,16 +20,7 @@ pub struct Checked {
 /// Runs `c.sql` (and its tie probe, in the same call) through the server. `Ok(Err(reason))`
 /// drops the candidate; `Err` is a query error or a broken connection.
 pub async fn check<T: ToolHost>(sql: &Sql<'_, T>, c: &Candidate) -> Result<Result<Checked, String>, SynthError> {
-    let rows_of = |select: &str, columns: &[String]| {
-        let cells = columns.iter().map(|c| format!("\"{c}\"")).collect::<Vec<_>>().join(", ");
-        format!("json((SELECT json_group_array(json_array({cells})) FROM ({select})))")
-    };
-    let mut expr = format!("json_object('rows', {}", rows_of(&c.sql, &c.columns));
-    if let Some(p) = &c.probe {
-        expr.push_str(&format!(", 'probe', {}", rows_of(&p.sql, &p.columns)));
-    }
-    expr.push(')');
-    let v = sql.json(&expr).await?;
+    let v = sql.json(&rows_expr(c)).await?;
     let table = |key: &str| -> Vec<Vec<Value>> { v[key].as_array().into_iter().flatten().map(|r| r.as_array().cloned().unwrap_or_default()).collect() };
     let rows = table("rows");
     if let Some(p) = &c.probe {
@@ -42,6 +34,27 @@ pub async fn check<T: ToolHost>(sql: &Sql<'_, T>, c: &Candidate) -> Result<Resul
         }
     }
     Ok(expected(c.answer, &rows).map(|expected| Checked { rows, expected }))
+}
+
+/// Rows read of a candidate's result: one more than a list may hold, so that "too many to
+/// list" is decided at once, whatever the table's size (an unbounded list of 143k rows took
+/// minutes to come back, only to be dropped).
+pub const ROWS_READ: usize = MAX_LIST + 1;
+
+/// The JSON expression that [`check`] runs: `{"rows": [...], "probe": [...]}`, each from its
+/// SELECT, the rows bounded by [`ROWS_READ`].
+pub fn rows_expr(c: &Candidate) -> String {
+    let rows_of = |select: &str, columns: &[String], limit: Option<usize>| {
+        let cells = columns.iter().map(|c| ident(c)).collect::<Vec<_>>().join(", ");
+        let limit = limit.map(|n| format!(" LIMIT {n}")).unwrap_or_default();
+        format!("json((SELECT json_group_array(json_array({cells})) FROM (SELECT * FROM ({select}){limit})))")
+    };
+    let mut expr = format!("json_object('rows', {}", rows_of(&c.sql, &c.columns, Some(ROWS_READ)));
+    if let Some(p) = &c.probe {
+        expr.push_str(&format!(", 'probe', {}", rows_of(&p.sql, &p.columns, None)));
+    }
+    expr.push(')');
+    expr
 }
 
 /// The expected answer from the rows, with its matcher: integers as plain numbers, other numbers
@@ -92,5 +105,34 @@ mod tests {
         assert_eq!(expected(Shape::List, &row(json!("a"))), Ok(Expected::Text("a".into())));
         let many: Vec<Vec<Value>> = (0..13).map(|i| vec![json!(i)]).collect();
         assert!(expected(Shape::List, &many).is_err());
+    }
+
+    #[test]
+    fn a_list_over_a_big_table_reads_one_row_more_than_a_list_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = rusqlite::Connection::open(dir.path().join("big.db")).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT, kind TEXT);
+             WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 200000)
+             INSERT INTO items SELECT i, 'item ' || i, CASE i % 2 WHEN 0 THEN 'even' ELSE 'odd' END FROM n;",
+        )
+        .unwrap();
+        let c = Candidate {
+            template: "list_where",
+            difficulty: 2,
+            tables: vec!["items".into()],
+            phrasings: vec!["List every item whose kind is 'even'.".into()],
+            sql: "SELECT \"name\" AS answer FROM \"items\" WHERE \"kind\" = 'even' ORDER BY answer".into(),
+            columns: vec!["answer".into()],
+            answer: Shape::List,
+            probe: None,
+        };
+        let expr = rows_expr(&c);
+        assert!(expr.contains(&format!("({}) LIMIT {ROWS_READ})", c.sql)), "{expr}");
+        let text: String = conn.query_row(&format!("SELECT {expr}"), [], |r| r.get(0)).unwrap();
+        let v: Value = serde_json::from_str(&text).unwrap();
+        let rows: Vec<Vec<Value>> = v["rows"].as_array().unwrap().iter().map(|r| r.as_array().unwrap().clone()).collect();
+        assert_eq!(rows.len(), MAX_LIST + 1);
+        assert_eq!(expected(Shape::List, &rows), Err(format!("more than {MAX_LIST} rows to list")));
     }
 }

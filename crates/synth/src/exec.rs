@@ -34,7 +34,7 @@ impl<T: ToolHost> Sql<'_, T> {
     pub async fn json(&self, expr: &str) -> Result<Value, SynthError> {
         let sql = format!("SELECT '{OPEN}' || hex({expr}) || '{CLOSE}' AS r");
         let text = self.run(&sql).await?;
-        if let Some(v) = decode(&text) {
+        if let Some(v) = read_reply(&sql, &text)? {
             return Ok(v);
         }
         let mut hex = String::new();
@@ -47,7 +47,7 @@ impl<T: ToolHost> Sql<'_, T> {
             let text = self.run(&sql).await?;
             let pieces = pieces(&text);
             let in_order = pieces.iter().enumerate().all(|(j, (i, _))| *i == first + j);
-            if !in_order {
+            if !in_order || (page == 0 && pieces.is_empty()) {
                 return Err(SynthError::Query { sql, message: format!("no decodable result in the server's reply: {}", cut(&text)) });
             }
             pieces.iter().for_each(|(_, p)| hex.push_str(p));
@@ -77,6 +77,17 @@ fn pieces(text: &str) -> Vec<(usize, &str)> {
         rest = &body[len + CLOSE.len()..];
     }
     out
+}
+
+/// The value in the reply to a one-cell query: `Some` when it decodes, `None` when the cell is
+/// there but cut (read it in pieces). A reply without the cell is no result set: some servers
+/// (PyPI's `mcp-server-sqlite`) print SQL errors as plain text without `isError`, and reading
+/// that as "no rows" would silently drop whole tables, so it is the query's error.
+fn read_reply(sql: &str, text: &str) -> Result<Option<Value>, SynthError> {
+    if !text.contains(OPEN) {
+        return Err(SynthError::Query { sql: sql.to_string(), message: format!("the server's reply is not a result set: {}", cut(text)) });
+    }
+    Ok(decode(text))
 }
 
 fn cut(text: &str) -> String {
@@ -109,6 +120,19 @@ mod tests {
         assert_eq!(decode("r\nTAJ::TAJ"), Some(Value::Null));
         assert_eq!(decode("error"), None);
         assert_eq!(decode("TAJ:4G:TAJ"), None);
+    }
+
+    #[test]
+    fn an_error_printed_as_text_is_an_error_not_an_empty_result() {
+        // mcp-server-sqlite's reply to a failing query, without isError
+        let sql = "SELECT 'TAJ:' || hex((SELECT count(*) FROM items WHERE order IS NULL)) || ':TAJ' AS r";
+        let err = read_reply(sql, "Database error: near \"order\": syntax error").unwrap_err();
+        assert!(matches!(&err, SynthError::Query { message, .. } if message.contains("not a result set: Database error: near \"order\"")), "{err}");
+        assert!(err.to_string().contains(sql), "{err}");
+        // a result set: a value, SQL NULL, or a cell cut for display (read in pieces)
+        assert_eq!(read_reply(sql, "[{'r': 'TAJ:33:TAJ'}]").unwrap(), Some(json!(3)));
+        assert_eq!(read_reply(sql, "r\nTAJ::TAJ\n(1 row)").unwrap(), Some(Value::Null));
+        assert_eq!(read_reply(sql, "r\nTAJ:5B315D5B…\n(1 row)").unwrap(), None);
     }
 
     #[test]

@@ -36,6 +36,9 @@ pub use tools::SqlTools;
 /// `source` of synthesized scenarios.
 pub const SOURCE_SYNTH: &str = "synth";
 
+/// The [`Summary::dropped`] reason of candidates whose query the server answered with an error.
+pub const QUERY_FAILED: &str = "the query failed on the server";
+
 #[derive(Debug, thiserror::Error)]
 pub enum SynthError {
     #[error("{0}")]
@@ -122,8 +125,14 @@ pub async fn synthesize<T: ToolHost>(host: &T, opts: &SynthOptions) -> Result<Sy
             }
             Ok(Err(reason)) => *dropped.entry(reason).or_default() += 1,
             Err(SynthError::Query { message, .. }) => {
-                tracing::debug!(sql = %c.sql, %message, "candidate query failed");
-                *dropped.entry("the query failed on the server".into()).or_default() += 1;
+                let failed = dropped.entry(QUERY_FAILED.into()).or_default();
+                // The first failure is shown: a server that refuses every candidate says why.
+                if *failed == 0 {
+                    tracing::warn!(sql = %c.sql, "a candidate query failed on the server (the others are logged at debug level): {message}");
+                } else {
+                    tracing::debug!(sql = %c.sql, %message, "candidate query failed");
+                }
+                *failed += 1;
             }
             Err(e) => return Err(e),
         }

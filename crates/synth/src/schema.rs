@@ -67,13 +67,10 @@ pub const SAMPLE_LABELS: usize = 60;
 /// Distinct values kept per column (the categories questions filter on).
 pub const SAMPLE_VALUES: usize = 40;
 
-/// `name` quoted as a SQL identifier.
+/// `name` quoted as a SQL identifier, always: a plain-looking name can still be a keyword
+/// (`order`, `group`, `table`), and an unquoted keyword breaks the query.
 pub fn ident(name: &str) -> String {
-    if name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') && !name.starts_with(|c: char| c.is_ascii_digit()) {
-        name.to_string()
-    } else {
-        format!("\"{}\"", name.replace('"', "\"\""))
-    }
+    format!("\"{}\"", name.replace('"', "\"\""))
 }
 
 /// `text` as a SQL string literal.

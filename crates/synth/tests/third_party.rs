@@ -93,16 +93,19 @@ async fn synth_on(command: &str, db: &Path, query_tool: &str, describe_tool: &st
 
     // known answers
     let by_sql = |sql: &str| out.scenarios.iter().find(|x| x.extra["sql"] == sql).unwrap_or_else(|| panic!("no scenario for {sql}"));
-    assert_eq!(by_sql("SELECT count(*) AS n FROM books").expected, Some(Expected::Number(7.0)));
-    assert_eq!(by_sql("SELECT count(*) AS n FROM books WHERE genre = 'stories'").expected, Some(Expected::Number(3.0)));
-    assert_eq!(by_sql("SELECT count(*) AS n FROM authors WHERE country IS NULL").expected, Some(Expected::Number(1.0)));
-    assert_eq!(by_sql("SELECT count(*) AS n FROM loans c JOIN books p ON c.book_id = p.book_id WHERE p.title = 'Solaris'").expected, Some(Expected::Number(3.0)));
-    let top = by_sql("SELECT title AS answer, price AS metric FROM books WHERE price IS NOT NULL ORDER BY metric DESC, answer LIMIT 1");
+    assert_eq!(by_sql(r#"SELECT count(*) AS n FROM "books""#).expected, Some(Expected::Number(7.0)));
+    assert_eq!(by_sql(r#"SELECT count(*) AS n FROM "books" WHERE "genre" = 'stories'"#).expected, Some(Expected::Number(3.0)));
+    assert_eq!(by_sql(r#"SELECT count(*) AS n FROM "authors" WHERE "country" IS NULL"#).expected, Some(Expected::Number(1.0)));
+    assert_eq!(
+        by_sql(r#"SELECT count(*) AS n FROM "loans" c JOIN "books" p ON c."book_id" = p."book_id" WHERE p."title" = 'Solaris'"#).expected,
+        Some(Expected::Number(3.0))
+    );
+    let top = by_sql(r#"SELECT "title" AS answer, "price" AS metric FROM "books" WHERE "price" IS NOT NULL ORDER BY metric DESC, answer LIMIT 1"#);
     assert_eq!(top.expected, Some(Expected::Text("Exhalation".into())));
     assert_eq!(top.difficulty.as_ref().and_then(|d| d.level()), Some(3));
     // two hops: loans -> books -> authors; Ted Chiang's books were lent 3 times
     assert_eq!(
-        by_sql("SELECT count(*) AS n FROM loans c JOIN books m ON c.book_id = m.book_id JOIN authors t ON m.author_id = t.author_id WHERE t.name = 'Ted Chiang'")
+        by_sql(r#"SELECT count(*) AS n FROM "loans" c JOIN "books" m ON c."book_id" = m."book_id" JOIN "authors" t ON m."author_id" = t."author_id" WHERE t."name" = 'Ted Chiang'"#)
             .expected,
         Some(Expected::Number(3.0))
     );
@@ -142,4 +145,76 @@ async fn synth_on_npm_mcp_sqlite() {
     let db = library(dir.path());
     let Some(server) = ta_testkit::MCP_SQLITE.path("synth_on_npm_mcp_sqlite") else { return };
     synth_on(&format!("{} {}", server.display(), db.display()), &db, "query", "get_table_schema").await;
+}
+
+/// Names that are SQL keywords or hold quotes: each must be quoted in every query synth writes.
+const ODD_NAMES: &str = r#"
+CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT NOT NULL, "order" INTEGER, "group" TEXT, price REAL);
+CREATE TABLE "table" (id INTEGER PRIMARY KEY, label TEXT NOT NULL, kind TEXT);
+CREATE TABLE "we""ird 'tab" (id INTEGER PRIMARY KEY, title TEXT NOT NULL, size INTEGER);
+INSERT INTO items VALUES (1, 'bolt', 3, 'metal', 0.3), (2, 'nut', 1, 'metal', 0.1), (3, 'plank', 2, 'wood', 4.5),
+  (4, 'dowel', 5, 'wood', 1.2), (5, 'rope', 4, 'fibre', 3.0), (6, 'glue', NULL, NULL, 6.75);
+INSERT INTO "table" VALUES (1, 'oak desk', 'desk'), (2, 'pine desk', 'desk'), (3, 'round table', 'dining'), (4, 'side table', NULL);
+INSERT INTO "we""ird 'tab" VALUES (1, 'first', 10), (2, 'second', 20), (3, 'third', NULL);
+"#;
+
+/// PyPI's mcp-server-sqlite prints SQL errors as plain text (no isError): a failed statistics
+/// query once read as an empty table, so tables named by keywords were silently dropped.
+#[tokio::test(flavor = "multi_thread")]
+async fn keyword_and_quoted_names_are_quoted_and_a_server_error_in_plain_text_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("odd.db");
+    rusqlite::Connection::open(&db).unwrap().execute_batch(ODD_NAMES).unwrap();
+    let tools = connect(&format!("mcp-server-sqlite --db-path {}", db.display())).await;
+
+    // The error text of an unquoted keyword comes back as an error, not as "no rows".
+    let query = ta_synth::tools::ArgTool { name: "read_query".into(), arg: "query".into() };
+    let sql = ta_synth::exec::Sql { host: &tools, tool: &query };
+    let err = sql.json("(SELECT count(*) FROM items WHERE order IS NULL)").await.unwrap_err();
+    assert!(matches!(&err, ta_synth::SynthError::Query { message, .. } if message.contains("Database error")), "{err}");
+
+    let opts = SynthOptions { n: 100_000, query_tool: None, validation_fraction: 0.25, seed: 3, concurrency: 4 };
+    let out = synthesize(&tools, &opts).await.unwrap();
+    tools.client().close().await;
+    let s = &out.summary;
+    assert_eq!(s.tables, ["items", "table", "we\"ird 'tab"]);
+    assert!(!s.dropped.contains_key(ta_synth::QUERY_FAILED), "{:?}", s.dropped);
+    let rows: Vec<u64> = out.schema.tables.iter().map(|t| t.rows).collect();
+    assert_eq!(rows, [6, 4, 3]);
+    for t in &s.tables {
+        assert!(s.per_table.get(t).is_some_and(|n| *n > 0), "no scenario on {t}: {s:?}");
+    }
+    let by_sql = |sql: &str| out.scenarios.iter().find(|x| x.extra["sql"] == sql).unwrap_or_else(|| panic!("no scenario for {sql}"));
+    assert_eq!(by_sql(r#"SELECT count(*) AS n FROM "we""ird 'tab""#).expected, Some(Expected::Number(3.0)));
+    assert_eq!(by_sql(r#"SELECT count(*) AS n FROM "items" WHERE "group" = 'wood'"#).expected, Some(Expected::Number(2.0)));
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    for sc in &out.scenarios {
+        let sql = sc.extra["sql"].as_str().unwrap();
+        assert!(same(sc.expected.as_ref().unwrap(), &direct(&conn, sql)), "{}: {sql}", sc.task);
+    }
+}
+
+/// 200k rows: lists of tens of thousands of rows are read 13 rows at a time (one more than a
+/// list may hold) and dropped at once, instead of coming back whole.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_big_table_is_synthesized_with_bounded_list_queries() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("big.db");
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute_batch(
+            "CREATE TABLE events (id INTEGER PRIMARY KEY, name TEXT NOT NULL, kind TEXT, amount INTEGER);
+             WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 200000)
+             INSERT INTO events SELECT i, 'event ' || i, CASE i % 3 WHEN 0 THEN 'click' WHEN 1 THEN 'view' ELSE 'buy' END, i % 1000 FROM n;",
+        )
+        .unwrap();
+    let tools = connect(&format!("mcp-server-sqlite --db-path {}", db.display())).await;
+    let opts = SynthOptions { n: 40, query_tool: None, validation_fraction: 0.25, seed: 3, concurrency: 2 };
+    let out = synthesize(&tools, &opts).await.unwrap();
+    tools.client().close().await;
+    let s = &out.summary;
+    assert_eq!(out.schema.tables[0].rows, 200_000);
+    assert!(!s.dropped.contains_key(ta_synth::QUERY_FAILED), "{:?}", s.dropped);
+    assert!(s.dropped.get("more than 12 rows to list").is_some_and(|n| *n > 0), "{:?}", s.dropped);
+    assert_eq!(s.scenarios, 40, "{s:?}");
 }

@@ -2,10 +2,18 @@
 //! costs at most the line being written: before a file is opened for appending, a torn last line
 //! (no trailing newline, or not JSON) is cut off with a warning. Without this, the next line
 //! would be glued onto the fragment and the file would stop parsing two runs later. Files rewritten
-//! whole go through `crate::atomic::write_atomic`, with [`write_rows`] for their lines.
+//! whole go through `crate::atomic::write_atomic`, with [`write_rows`] for their lines. Files a
+//! person wrote are read through [`strip_bom`].
 
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
+
+/// `text` without a leading UTF-8 byte-order mark. Editors on Windows (Notepad, Excel's "UTF-8"
+/// export) start files with one, and serde_json rejects it with "expected value at line 1
+/// column 1", which does not say why; every reader of a file a person wrote goes through here.
+pub fn strip_bom(text: &str) -> &str {
+    text.strip_prefix('\u{feff}').unwrap_or(text)
+}
 
 /// Writes `rows` to `w` as JSON lines (one object and a newline each).
 pub fn write_rows<T: serde::Serialize>(w: &mut dyn Write, rows: &[T]) -> std::io::Result<()> {

@@ -233,6 +233,7 @@ pub fn load_scenarios(path: &Path) -> Result<Vec<Scenario>, ScenarioError> {
 
 /// Parses scenarios; `origin` names the source in error messages.
 pub fn parse_scenarios(text: &str, origin: &str) -> Result<Vec<Scenario>, ScenarioError> {
+    let text = crate::jsonl::strip_bom(text);
     let invalid = |line: usize, message: String| ScenarioError::Invalid { origin: origin.to_string(), line, message };
     let mut rows: Vec<(usize, Value)> = Vec::new();
     if text.trim_start().starts_with('[') {
@@ -353,6 +354,17 @@ mod tests {
         let err = parse_scenarios("{\"task\": \"a\"}\n{\"task\": \"b\", \"max_turns\": 0}\n", "s.jsonl").unwrap_err().to_string();
         assert!(err.starts_with("s.jsonl:2: invalid scenario: \"max_turns\" is 0"), "{err}");
         assert_eq!(parse_scenarios("{\"task\": \"b\", \"max_turns\": 1}", "s").unwrap()[0].max_turns, Some(1));
+    }
+
+    #[test]
+    fn a_file_beginning_with_a_byte_order_mark_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, text) in [("s.jsonl", "\u{feff}{\"task\": \"a\"}\n{\"task\": \"b\"}\n"), ("s.json", "\u{feff}[{\"task\": \"a\"}, {\"task\": \"b\"}]")] {
+            let path = dir.path().join(name);
+            std::fs::write(&path, text).unwrap();
+            let tasks: Vec<String> = load_scenarios(&path).unwrap().into_iter().map(|s| s.task).collect();
+            assert_eq!(tasks, ["a", "b"], "{name}");
+        }
     }
 
     #[test]

@@ -114,6 +114,7 @@ pub async fn run(args: Args) -> Result<()> {
         args.attempts
     );
     anyhow::ensure!((0.0..1.0).contains(&args.validation_fraction), "--validation-fraction {} must be at least 0 and below 1", args.validation_fraction);
+    let _lock = ta_eval::rundir::RunLock::acquire(&args.out)?;
     let logs = args.out.join("logs");
     std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
     let (template, template_origin) = match &args.prompt_template {

@@ -42,6 +42,7 @@ pub async fn run(args: Args) -> Result<()> {
         args.validation_fraction
     );
     let started = Instant::now();
+    let _lock = ta_eval::rundir::RunLock::acquire(&args.out)?;
     let logs = args.out.join("logs");
     std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
     let server = args.server.connect(Some(&logs)).await?;
@@ -93,7 +94,13 @@ pub async fn run(args: Args) -> Result<()> {
     println!("time              {:.1} s", started.elapsed().as_secs_f64());
     println!("scenarios: {}", path.display());
     if s.scenarios < args.n {
-        eprintln!("note: {} of the {} scenarios asked for; the database offers no more distinct checked questions", s.scenarios, args.n);
+        match s.dropped.get(ta_synth::QUERY_FAILED) {
+            Some(failed) => eprintln!(
+                "note: {} of the {} scenarios asked for; {failed} candidate queries failed on the server (the first failure is logged above; --log ta_synth=debug shows every one)",
+                s.scenarios, args.n
+            ),
+            None => eprintln!("note: {} of the {} scenarios asked for; the database offers no more distinct checked questions", s.scenarios, args.n),
+        }
     }
     Ok(())
 }
