@@ -162,10 +162,11 @@ INSERT INTO "we""ird 'tab" VALUES (1, 'first', 10), (2, 'second', 20), (3, 'thir
 /// query once read as an empty table, so tables named by keywords were silently dropped.
 #[tokio::test(flavor = "multi_thread")]
 async fn keyword_and_quoted_names_are_quoted_and_a_server_error_in_plain_text_is_an_error() {
+    let Some(server) = ta_testkit::MCP_SERVER_SQLITE.path("keyword_and_quoted_names_are_quoted_and_a_server_error_in_plain_text_is_an_error") else { return };
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("odd.db");
     rusqlite::Connection::open(&db).unwrap().execute_batch(ODD_NAMES).unwrap();
-    let tools = connect(&format!("mcp-server-sqlite --db-path {}", db.display())).await;
+    let tools = connect(&format!("{} --db-path {}", server.display(), db.display())).await;
 
     // The error text of an unquoted keyword comes back as an error, not as "no rows".
     let query = ta_synth::tools::ArgTool { name: "read_query".into(), arg: "query".into() };
@@ -198,6 +199,7 @@ async fn keyword_and_quoted_names_are_quoted_and_a_server_error_in_plain_text_is
 /// list may hold) and dropped at once, instead of coming back whole.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_big_table_is_synthesized_with_bounded_list_queries() {
+    let Some(server) = ta_testkit::MCP_SERVER_SQLITE.path("a_big_table_is_synthesized_with_bounded_list_queries") else { return };
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("big.db");
     rusqlite::Connection::open(&db)
@@ -208,7 +210,7 @@ async fn a_big_table_is_synthesized_with_bounded_list_queries() {
              INSERT INTO events SELECT i, 'event ' || i, CASE i % 3 WHEN 0 THEN 'click' WHEN 1 THEN 'view' ELSE 'buy' END, i % 1000 FROM n;",
         )
         .unwrap();
-    let tools = connect(&format!("mcp-server-sqlite --db-path {}", db.display())).await;
+    let tools = connect(&format!("{} --db-path {}", server.display(), db.display())).await;
     let opts = SynthOptions { n: 40, query_tool: None, validation_fraction: 0.25, seed: 3, concurrency: 2 };
     let out = synthesize(&tools, &opts).await.unwrap();
     tools.client().close().await;
