@@ -36,8 +36,8 @@ pub enum ChatError {
 }
 
 /// The largest response body read: a reply is read as a stream and dropped past this, so a
-/// misbehaving server cannot make the client hold gigabytes (a 600 MB reply once took 1.25 GB).
-/// A chat completion is kilobytes; even logprobs of thousands of tokens stay far below.
+/// misbehaving server cannot make the client hold gigabytes (docs/reliability.md). A chat
+/// completion is kilobytes; even logprobs of thousands of tokens stay far below.
 pub const MAX_BODY_BYTES: usize = 64 << 20;
 
 /// How long a call to a model server may wait, at each stage. One owner for the defaults; the

@@ -208,10 +208,10 @@ pub enum Packing {
     /// KV cache serves the branches below it, so a group's system prompt and task, and the turns
     /// an episode split into several samples shares, are computed once, with no padding. Exact
     /// (gradients flow through the shared prefix once per branch, as in rows), but one forward
-    /// per tree node: a win for a real model on a CPU (the CPU demo's GRPO step: forward and
-    /// backward 176-197 s as rows, 81 s as trees, benches/RESULTS.md), a loss on a GPU (2.1 s
-    /// as rows, 17.7 s as trees) and for tiny models, whose forwards are all overhead. Not
-    /// with gradient checkpointing, which drops the KV cache the branches continue.
+    /// per tree node: a win for a real model on a CPU, where a forward's cost follows its
+    /// tokens, and a loss on a GPU and for tiny models, whose forwards are all overhead
+    /// (measured: benches/RESULTS.md, "Prefix-tree packing in the trainer"). Not with gradient checkpointing, which drops
+    /// the KV cache the branches continue.
     PrefixTree,
 }
 

@@ -1,7 +1,7 @@
 //! The data shared by every part of train-agent: scenarios (what to ask), chat messages and tool
 //! specs (the OpenAI wire format the agent loop speaks), and trajectories (what happened).
 //!
-//! These types are the contracts of `DESIGN.md`. They live in one small crate so that the MCP
+//! These types are the contracts between the parts (`docs/architecture.md`). They live in one small crate so that the MCP
 //! client, the agent loop, rewards, training and reports depend on the same definitions and on
 //! nothing else.
 //!

@@ -1,4 +1,4 @@
-//! Trajectories: everything one rollout did, in the shape of `DESIGN.md`, one JSON object per
+//! Trajectories: everything one rollout did, in the shape of the trajectory contract (`docs/architecture.md`), one JSON object per
 //! line in `trajectories/*.jsonl`.
 
 use std::collections::BTreeMap;
