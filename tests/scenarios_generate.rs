@@ -149,7 +149,7 @@ async fn generated_tasks_are_checked_by_running_them() {
         assert!(s.split.is_some());
     }
 
-    let traces = ta_sft::read_traces(&out.join("traces.jsonl")).unwrap();
+    let traces = ta_types::trace::read_traces(&out.join("traces.jsonl")).unwrap();
     for t in &traces {
         assert_eq!(t.source, "teacher");
         assert_eq!(t.reward_parts.ground_truth, Some(1.0), "an agreeing episode passes its own expected");

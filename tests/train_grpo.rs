@@ -194,7 +194,7 @@ fn validation_samples_k_episodes_and_reports_pass_at_k_with_intervals() {
         assert_eq!(greedy.len(), 2, "one greedy episode per validation scenario");
         assert_eq!(sampled.len(), 2 * 2, "two sampled episodes per validation scenario");
         assert!(sampled.iter().all(|t| t.reward.is_some() && t.scenario_id.starts_with("digit-") && t.group.index < 2));
-        let p1 = sampled.iter().filter(|t| ta_eval::is_success(t)).count() as f64 / 4.0;
+        let p1 = sampled.iter().filter(|t| ta_metrics::is_success(t)).count() as f64 / 4.0;
         assert!((f(val[step], "val_pass1") - p1).abs() < 1e-9, "pass@1 is the mean over samples");
     }
     let csv = std::fs::read_to_string(out.join("metrics.csv")).unwrap();

@@ -7,8 +7,8 @@ use anyhow::{Context, Result};
 use indicatif::ProgressBar;
 use ta_sft::collect::{CollectOptions, collect};
 use ta_sft::reference::{ReferenceOptions, reference_traces};
-use ta_sft::trace::{SOURCE_REJECTION_SAMPLING, TRACES_FILE, write_traces};
 use ta_types::Split;
+use ta_types::trace::{SOURCE_REJECTION_SAMPLING, TRACES_FILE, write_traces};
 
 use crate::args::{EpisodeArgs, EpisodeDefaults, Interrupted, IsolationArgs, ModelArgs, ResumeArgs, ScenarioArgs, ServerArgs};
 

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use ta_sft::curate::{CurateOptions, curate};
 use ta_sft::export::{ExportOptions, export};
-use ta_sft::trace::{TRACES_FILE, read_traces};
+use ta_types::trace::{TRACES_FILE, read_traces};
 
 #[derive(clap::Args)]
 pub struct Args {

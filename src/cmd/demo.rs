@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::Parser;
-use ta_eval::metrics::{Comparison, Metrics, metrics_table};
 use ta_eval::rundir::RunDir;
+use ta_metrics::{Comparison, Metrics, metrics_table};
 use ta_python::PythonEnv;
 use ta_sft::sft::SftConfig;
 use ta_train::TrainConfig;
@@ -239,7 +239,7 @@ pub async fn run(args: Args) -> Result<()> {
 
     // 1. Reference traces of the SFT part of the train split: the validation split stays unseen.
     let stage_n = n();
-    if !traces.join(ta_sft::trace::TRACES_FILE).exists() {
+    if !traces.join(ta_types::trace::TRACES_FILE).exists() {
         let argv = ["--server", SERVER, "--scenarios", &path(sft_scenarios.clone()), "--reference", "--split", "train", "--out", &path(traces.clone())].map(String::from);
         collect::run(stage(stage_n, "collect", "reference solutions of part of the train split, checked by ground truth", &argv)?).await?;
     }

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use ta_eval::evaluate::{EvalOptions, Evaluated, Target, evaluate};
-use ta_eval::metrics::{Metrics, metrics_table};
+use ta_metrics::{Metrics, metrics_table};
 use ta_python::{EngineSource, PythonEnv};
 use ta_types::scenario::assign_splits;
 

@@ -1,16 +1,13 @@
 //! Evaluation and observability: `train-agent eval` itself (`evaluate`: the target, the engine,
-//! resumable play of each model, `eval.json`), the metrics people compare between a base model
-//! and a trained adapter (`metrics`), paired tests of two models on the same tasks (`paired`),
-//! reading run and evaluation directories (`rundir`), their terminal summary (`stats`), and the
-//! single-file HTML report (`report`).
+//! resumable play of each model, `eval.json`), reading run and evaluation directories and the lock
+//! a writer holds on one (`rundir`), their terminal summary (`stats`), and the single-file HTML
+//! report (`report`). The numbers themselves (success, intervals, pass@k, paired tests) are
+//! `ta-metrics`', which training reads too.
 
 pub mod evaluate;
-pub mod metrics;
-pub mod paired;
 pub mod report;
 pub mod rundir;
 pub mod stats;
 
-pub use metrics::{Comparison, Metrics, Verdict, compare, is_success};
 pub use report::write_report;
 pub use rundir::{EvalModel, EvalSummary, RunDir};

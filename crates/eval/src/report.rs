@@ -11,8 +11,8 @@ use serde_json::Value;
 use ta_types::trajectory::read_trajectories;
 use ta_types::{Message, Role, Trajectory};
 
-use crate::metrics::{Comparison, Metrics, is_success, outcome_name};
 use crate::rundir::{Kind, RunDir, RunDirError};
+use ta_metrics::{Comparison, Metrics, is_success, outcome_name};
 
 /// Chart.js, vendored from npm (see `assets/LICENSE-chart.js.md`).
 const CHART_JS: &str = include_str!("../assets/chart.umd.min.js");
@@ -499,7 +499,7 @@ pub fn render(data: &ReportData) -> Result<String, ReportError> {
         data => minijinja::Value::from(minijinja::value::Serde(data)),
         data_json => minijinja::Value::from_safe_string(data_json(data)),
         chart_js => minijinja::Value::from_safe_string(CHART_JS.to_string()),
-        eval_rows => crate::metrics::metric_rows(&columns),
+        eval_rows => ta_metrics::metric_rows(&columns),
         paired_line => data.eval.as_ref().and_then(|e| Some(e.comparison.as_ref()?.paired.as_ref()?.line(&e.compared.as_ref()?[0], &e.compared.as_ref()?[1]))),
     })?;
     Ok(html)

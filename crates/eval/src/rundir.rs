@@ -16,7 +16,7 @@ use serde_json::Value;
 use ta_types::Trajectory;
 use ta_types::trajectory::read_trajectories;
 
-use crate::metrics::{Comparison, Metrics, compare};
+use ta_metrics::{Comparison, Metrics, compare};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunDirError {

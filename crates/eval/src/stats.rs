@@ -6,8 +6,8 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::metrics::{Metrics, metrics_table};
 use crate::rundir::{Kind, RunDir, RunDirError};
+use ta_metrics::{Metrics, metrics_table};
 
 /// Training steps shown in the step table at most (evenly spaced, the last always).
 const MAX_STEP_ROWS: usize = 20;

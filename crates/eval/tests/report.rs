@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 use ta_eval::report::{collect, data_json, render, write_report};
-use ta_eval::{EvalModel, EvalSummary, Verdict};
+use ta_eval::{EvalModel, EvalSummary};
+use ta_metrics::Verdict;
 use ta_types::trajectory::read_trajectories;
 
 fn fixture(name: &str) -> PathBuf {

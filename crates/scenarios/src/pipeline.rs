@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use ta_chat::ChatClient;
 use ta_reward::RewardConfig;
 use ta_rollout::ToolHost;
-use ta_sft::trace::{TRACES_FILE, Trace, write_jsonl, write_traces};
+use ta_types::trace::{TRACES_FILE, Trace, write_jsonl, write_traces};
 use ta_types::{Difficulty, Scenario, Split, Trajectory};
 
 use crate::agree::{agree, infer_expected};

@@ -15,7 +15,7 @@ use ta_rollout::{AgentConfig, ToolHost};
 use ta_types::Scenario;
 
 use crate::SftError;
-use crate::trace::{TRACES_FILE, Trace, write_traces};
+use ta_types::trace::{TRACES_FILE, Trace, write_traces};
 
 /// How to collect.
 #[derive(Debug, Clone)]

@@ -9,7 +9,7 @@ use serde::Serialize;
 use serde_json::Value;
 use ta_types::{Message, Outcome, Split};
 
-use crate::trace::Trace;
+use ta_types::trace::Trace;
 
 /// What to keep. The defaults keep completed, untruncated training-split traces whose ground
 /// truth (when the scenario has one) passes.

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use ta_types::{Message, Role, ToolSpec};
 
 use crate::SftError;
-use crate::trace::{Trace, write_jsonl};
+use ta_types::trace::{Trace, write_jsonl};
 
 /// File names in an exported dataset directory.
 pub const TRAIN_FILE: &str = "train.jsonl";

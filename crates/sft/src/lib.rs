@@ -16,11 +16,8 @@ pub mod curate;
 pub mod export;
 pub mod reference;
 pub mod sft;
-pub mod trace;
 
 use std::path::{Path, PathBuf};
-
-pub use trace::{Trace, read_traces, write_traces};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SftError {

@@ -23,7 +23,7 @@ use ta_types::trajectory::GroupRef;
 use ta_types::{Expected, Message, Outcome, ReferenceStep, Scenario, ToolCall, Trajectory};
 
 use crate::SftError;
-use crate::trace::{SOURCE_REFERENCE, Trace};
+use ta_types::trace::{SOURCE_REFERENCE, Trace};
 
 #[derive(Debug, Clone)]
 pub struct ReferenceOptions {

@@ -480,8 +480,8 @@ async fn validate_into<T: ToolHost>(
 ) -> Result<Value, RunError> {
     let greedy = play_validation(ctx, rewarder, model, step, 1, ctx.cfg.rollout.eval_temperature, path, multi).await?;
     let s = Summary::of(&greedy);
-    let successes = greedy.iter().filter(|t| ta_eval::is_success(t)).count();
-    let wilson = ta_eval::metrics::wilson_interval(successes, greedy.len());
+    let successes = greedy.iter().filter(|t| ta_metrics::is_success(t)).count();
+    let wilson = ta_metrics::wilson_interval(successes, greedy.len());
     let mut row = json!({
         "step": step,
         "val_completion_rate": s.completion_rate,
@@ -499,7 +499,7 @@ async fn validate_into<T: ToolHost>(
     let k = ctx.cfg.rollout.eval_rollouts;
     if let Some(sampled) = sampled.filter(|_| k > 0) {
         let ts = play_validation(ctx, rewarder, model, step, k, ctx.cfg.rollout.temperature, sampled, multi).await?;
-        if let Some(p) = ta_eval::metrics::sampled_pass(&ts) {
+        if let Some(p) = ta_metrics::sampled_pass(&ts) {
             merge(
                 &mut row,
                 json!({

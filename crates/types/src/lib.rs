@@ -16,6 +16,7 @@ pub mod jsonl;
 pub mod redact;
 pub mod scenario;
 pub mod terminal;
+pub mod trace;
 pub mod trajectory;
 
 pub use chat::{FunctionCall, Message, Role, ToolCall, ToolSpec};

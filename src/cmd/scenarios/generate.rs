@@ -226,7 +226,7 @@ pub async fn run(args: Args) -> Result<()> {
         if report.tools_uncovered.is_empty() { String::new() } else { format!(" (none for: {})", report.tools_uncovered.join(", ")) }
     );
     println!("scenarios: {}", args.out.join(ta_scenarios::pipeline::SCENARIOS_FILE).display());
-    println!("traces: {}", args.out.join(ta_sft::trace::TRACES_FILE).display());
+    println!("traces: {}", args.out.join(ta_types::trace::TRACES_FILE).display());
     if report.interrupted {
         eprintln!("interrupted: finished episodes kept; run the same command again to continue");
     }

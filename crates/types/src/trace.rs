@@ -8,9 +8,9 @@
 use std::io::BufRead;
 use std::path::Path;
 
+use crate::trajectory::RewardParts;
+use crate::{Message, Outcome, Scenario, Split, ToolSpec, Trajectory};
 use serde::{Deserialize, Serialize};
-use ta_types::trajectory::RewardParts;
-use ta_types::{Message, Outcome, Scenario, Split, ToolSpec, Trajectory};
 
 /// `source` of traces built from the scenarios' reference solutions.
 pub const SOURCE_REFERENCE: &str = "reference";
@@ -88,7 +88,7 @@ pub fn write_jsonl<T: Serialize>(path: &Path, rows: &[T]) -> std::io::Result<()>
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
-    ta_types::atomic::write_atomic(path, |w| ta_types::jsonl::write_rows(w, rows))
+    crate::atomic::write_atomic(path, |w| crate::jsonl::write_rows(w, rows))
 }
 
 /// Reads a traces file; errors name the file and line.
@@ -97,7 +97,7 @@ pub fn read_traces(path: &Path) -> std::io::Result<Vec<Trace>> {
     let mut out = Vec::new();
     for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
         let line = line?;
-        let line = if i == 0 { ta_types::jsonl::strip_bom(&line) } else { &line };
+        let line = if i == 0 { crate::jsonl::strip_bom(&line) } else { &line };
         if line.trim().is_empty() {
             continue;
         }
@@ -111,7 +111,7 @@ pub fn read_traces(path: &Path) -> std::io::Result<Vec<Trace>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ta_types::trajectory::{GroupRef, Turn};
+    use crate::trajectory::{GroupRef, Turn};
 
     #[test]
     fn trace_keeps_messages_tools_and_counts_truncated_turns() {

@@ -11,6 +11,8 @@
 //! [`Basis`] counts how many trajectories each rule decided, so a report can say how much of the
 //! rate rests on ground truth.
 
+pub mod paired;
+
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
