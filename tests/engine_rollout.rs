@@ -30,7 +30,7 @@ async fn rollout_through_the_embedded_engine_records_tokens_and_logprobs() {
             assert!(turn.logprobs.iter().all(|&lp| lp <= 0.0 && lp.is_finite()));
         }
         // Token-level samples can be built from what was recorded.
-        let samples = ta_grpo::samples_from_trajectory(t, 1.0, 0).unwrap();
+        let samples = ta_trainer::samples_from_trajectory(t, 1.0, 0).unwrap();
         assert!(!samples.is_empty());
     }
     assert!(out.join("logs/engine.log").exists());

@@ -11,16 +11,17 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use crate::advantage::{GroupStats, group_advantages};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use serde_json::{Value, json};
 use ta_chat::ChatClient;
-use ta_grpo::{GroupStats, group_advantages, samples_from_trajectory};
 use ta_python::{EngineClient, PythonEnv, Trainer};
 use ta_reward::{JudgeStats, RewardMix, Rewarder};
 use ta_rollout::runner::{Job, Summary, group_jobs, play_resumable, run_jobs};
 use ta_rollout::{AgentConfig, ToolHost};
 use ta_trainer::checkpoint::{checkpoint_dir, copy_dir, last_complete_step, write_state};
 use ta_trainer::config::RunSpec;
+use ta_trainer::samples_from_trajectory;
 use ta_trainer::{LossConfig, StepFile, StepReport, TrainerConfig, ValidationFile, metrics};
 use ta_types::trajectory::TrajectoryWriter;
 use ta_types::{Scenario, Trajectory};
@@ -37,7 +38,7 @@ pub enum RunError {
     #[error(transparent)]
     Engine(#[from] ta_python::EngineError),
     #[error(transparent)]
-    Samples(#[from] ta_grpo::samples::SampleError),
+    Samples(#[from] ta_trainer::samples::SampleError),
     #[error(transparent)]
     Reward(#[from] ta_reward::RewardError),
     #[error("{source}\nhint: every finished step and episode is kept; run the same command with --resume to continue from step {}", step - 1)]

@@ -6,6 +6,8 @@
 //! - [`settings`]: the user-facing `[lora]`, `[optim]`, `[loss]`, `[trainer]` tables, their
 //!   defaults, allowed values and validation;
 //! - [`config`]: the JSON config the trainer reads (every key sent, none defaulted in Python);
+//! - [`samples`]: the token-level samples a step file carries, built from exactly what the engine
+//!   sampled (never re-tokenised);
 //! - [`step_file`]: the trainer's inbox: step files and validation metrics;
 //! - [`report`]: the trainer's outbox, one report per step;
 //! - [`checkpoint`]: the checkpoint layout (`checkpoints/step-N/`, `state.json`, the adapter);
@@ -16,10 +18,12 @@ pub mod config;
 pub mod metrics;
 mod metrics_csv;
 pub mod report;
+pub mod samples;
 pub mod settings;
 pub mod step_file;
 
 pub use config::{LossConfig, TrainerConfig};
 pub use report::StepReport;
+pub use samples::{Sample, samples_from_trajectory};
 pub use settings::{Aggregation, LoraSettings, LossSettings, OptimSettings, Packing, Schedule, SettingsError, TrainerSettings};
 pub use step_file::{EvalRequest, StepFile, ValidationFile};

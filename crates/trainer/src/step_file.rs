@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use crate::samples::Sample;
 use serde::{Deserialize, Serialize};
-use ta_grpo::Sample;
 
 /// One optimizer step's data.
 #[derive(Debug, Clone, Serialize)]
