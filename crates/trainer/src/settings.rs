@@ -210,8 +210,8 @@ pub enum Packing {
     /// (gradients flow through the shared prefix once per branch, as in rows), but one forward
     /// per tree node: a win for a real model on a CPU, where a forward's cost follows its
     /// tokens, and a loss on a GPU and for tiny models, whose forwards are all overhead
-    /// (measured: benches/RESULTS.md, "Prefix-tree packing in the trainer"). Not with gradient checkpointing, which drops
-    /// the KV cache the branches continue.
+    /// (measured: benches/RESULTS.md, "Prefix-tree packing in the trainer"). Not with gradient
+    /// checkpointing, which drops the KV cache the branches continue.
     PrefixTree,
 }
 
