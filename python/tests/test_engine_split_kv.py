@@ -20,8 +20,8 @@ pytest.importorskip("triton")
 
 from test_engine_archs import ARCHS  # noqa: E402
 
-from train_agent.decoder import Decoder, attention  # noqa: E402
-from train_agent.split_kv import split_kv_attention  # noqa: E402
+from train_agent.engine.decoder import Decoder, attention  # noqa: E402
+from train_agent.engine.kernels.split_kv import split_kv_attention  # noqa: E402
 
 DEVICE = "cuda" if CUDA else "cpu"
 DTYPES = [torch.float32, torch.float16] + ([torch.bfloat16] if CUDA else [])
@@ -136,7 +136,7 @@ def test_extend_prefill_matches_the_batched_prefill(arch):
     pad rows (21 tokens in a 32-row bucket) change nothing."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from train_agent.decoder import LORA_TARGETS
+    from train_agent.engine.decoder import LORA_TARGETS
 
     cfg = AutoConfig.for_model(arch, initializer_range=0.1, tie_word_embeddings=True, **ARCHS[arch])
     torch.manual_seed(0)

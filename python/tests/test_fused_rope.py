@@ -10,8 +10,8 @@ import torch
 
 pytest.importorskip("triton")
 
-from train_agent.decoder import qkv_rope  # noqa: E402
-from train_agent.fused_rope import fused_qkv_rope  # noqa: E402
+from train_agent.engine.decoder import qkv_rope  # noqa: E402
+from train_agent.engine.kernels.fused_rope import fused_qkv_rope  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 DTYPES = [torch.float32, torch.float16] + ([torch.bfloat16] if DEVICE == "cuda" else [])

@@ -12,7 +12,13 @@ import pytest
 
 from train_agent.chat_format import normalize_messages, render_prompt, template_supports_tools
 from train_agent.models import ModelSource, load_tokenizer
-from train_agent.sft_data import TemplateError, read_dataset, tokenize_conversation, tokenize_dataset, write_parquet
+from train_agent.trainer.sft_data import (
+    TemplateError,
+    read_dataset,
+    tokenize_conversation,
+    tokenize_dataset,
+    write_parquet,
+)
 
 TOOLS = [
     {

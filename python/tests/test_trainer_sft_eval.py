@@ -10,8 +10,8 @@ import pytest
 import torch
 from test_trainer import make_config, outbox, synthetic_samples
 
-from train_agent import trainer
-from train_agent.trainer import Config, train
+from train_agent.trainer import module as trainer
+from train_agent.trainer.module import Config, train
 
 
 def test_eval_loss_before_and_after_and_steps_without_checkpoint(tiny_model_dir, tmp_path, monkeypatch):

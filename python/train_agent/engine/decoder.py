@@ -48,7 +48,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from train_agent.sampling import LOGPROBS_MODES, sample
+from train_agent.engine.sampling import LOGPROBS_MODES, sample
 
 SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3_text", "phi3")
 GEMMA_TYPES = ("gemma2", "gemma3_text")
@@ -480,7 +480,7 @@ class Decoder(SlotState):
         else:
             self._rms, self._add_rms, self._qkv_rope, self._act_mul = rms_norm, add_rms_norm, qkv_rope, act_mul
         if triton:  # a vocabulary-wide pass that fills the GPU at any batch size (fused_sampling.py)
-            from train_agent.fused_sampling import with_chunked_sampling
+            from train_agent.engine.kernels.fused_sampling import with_chunked_sampling
 
             self._sample = with_chunked_sampling(self._sample)
         # one kernel for q and k's RoPE where no q/k norms and no partial rotary need the compiled one
@@ -488,7 +488,7 @@ class Decoder(SlotState):
         full_rotary = all(cos.shape[-1] == self.head_dim for cos, _ in self.rope.values())
         power_of_two = self.head_dim & (self.head_dim - 1) == 0
         if triton and full_rotary and power_of_two and all(L.q_norm is None for L in self.layers):
-            from train_agent.fused_rope import fused_qkv_rope
+            from train_agent.engine.kernels.fused_rope import fused_qkv_rope
 
             self._fused_rope = fused_qkv_rope
 
@@ -694,7 +694,7 @@ class Decoder(SlotState):
         return self.logits(h[last])
 
     def _extend_forward(self, n: int, L: int) -> torch.Tensor:
-        from train_agent.split_kv import split_kv_attention
+        from train_agent.engine.kernels.split_kv import split_kv_attention
 
         tok, pos, slot, lora = self.ext[:, :n]
 
@@ -733,7 +733,7 @@ class Decoder(SlotState):
         if self.decode_attention == "triton":
             if self.softcap is not None:
                 raise ValueError("decode_attention 'triton' has no soft-capped scores; use 'sdpa'")
-            from train_agent.split_kv import split_kv_attention
+            from train_agent.engine.kernels.split_kv import split_kv_attention
 
             def attend(i, q, k, v):
                 o = split_kv_attention(

@@ -97,9 +97,16 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.strategies import DDPStrategy
 
-from .batches import PACKINGS, Tree, plan_step, read_step_file, read_validation_file
-from .loss import AGGREGATIONS, grpo_loss, linear_token_logprobs, sft_loss, softcap_logits, token_logprobs
-from .models import ModelSource, cpu_has_fast_bf16, load_model, load_tokenizer, parse_dtype
+from train_agent.models import ModelSource, cpu_has_fast_bf16, load_model, load_tokenizer, parse_dtype
+from train_agent.trainer.batches import PACKINGS, Tree, plan_step, read_step_file, read_validation_file
+from train_agent.trainer.loss import (
+    AGGREGATIONS,
+    grpo_loss,
+    linear_token_logprobs,
+    sft_loss,
+    softcap_logits,
+    token_logprobs,
+)
 
 # ---------------------------------------------------------------------------------------- config
 
@@ -862,7 +869,3 @@ def main(argv: list[str] | None = None) -> int:
             )
         traceback.print_exc()
         return 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -21,7 +21,7 @@ import logging
 
 import torch
 
-from train_agent.decoder import SlotState, read_lora_config
+from train_agent.engine.decoder import SlotState, read_lora_config
 
 log = logging.getLogger("train_agent.engine")
 BASE = "__base__"  # PEFT's name for "no adapter" in `adapter_names`

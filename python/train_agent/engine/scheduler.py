@@ -35,10 +35,10 @@ from dataclasses import dataclass, field
 
 import torch
 
-from train_agent.decoder import SlotState, pick_bucket
-from train_agent.guided import Grammars
-from train_agent.prefix_cache import PrefixCache, block_hashes, longest_prefix
-from train_agent.sampling import derive_seed
+from train_agent.engine.decoder import SlotState, pick_bucket
+from train_agent.engine.guided import Grammars
+from train_agent.engine.prefix_cache import PrefixCache, block_hashes, longest_prefix
+from train_agent.engine.sampling import derive_seed
 
 log = logging.getLogger("train_agent.engine")
 

@@ -35,12 +35,12 @@ import yarl
 from aiohttp import web
 
 from train_agent.chat_format import RequestError, normalize_messages, parse_output, render_prompt, validate_tools
-from train_agent.decoder import Decoder, SlotState, fast_path_refusal, kv_bytes_per_token
-from train_agent.generation import AdapterError, Generator, SamplingParams
-from train_agent.generic import GenericDecoder
-from train_agent.guided import Grammars, parse_response_format
+from train_agent.engine.decoder import Decoder, SlotState, fast_path_refusal, kv_bytes_per_token
+from train_agent.engine.generic import GenericDecoder
+from train_agent.engine.guided import Grammars, parse_response_format
+from train_agent.engine.sampling import LOGPROBS_MODES
+from train_agent.engine.scheduler import AdapterError, Generator, SamplingParams
 from train_agent.models import ModelSource, default_device, load_model, load_tokenizer, parse_dtype
-from train_agent.sampling import LOGPROBS_MODES
 
 log = logging.getLogger("train_agent.engine")
 MAX_TOP_LOGPROBS = 20
@@ -735,7 +735,3 @@ def main(argv: list[str] | None = None) -> None:
     hf_logging.disable_progress_bar()  # logs go to a file under the run directory: no tqdm bars
     engine = build_engine(args)
     asyncio.run(serve(engine, args.host, args.port, resolve_api_keys(args.api_key)))
-
-
-if __name__ == "__main__":
-    main()
