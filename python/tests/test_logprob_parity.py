@@ -15,10 +15,12 @@ from test_engine_archs import LORA_TARGETS, save_models, tokens
 from test_engine_lora import make_adapter
 
 from train_agent.engine.decoder import Decoder
-from train_agent.engine.scheduler import Generator, SamplingParams
+from train_agent.engine.requests import SamplingParams
+from train_agent.engine.scheduler import Generator
 from train_agent.models import ModelSource, load_model
 from train_agent.trainer.batches import Sample, collate
-from train_agent.trainer.module import Config, build_model, trained_logprobs
+from train_agent.trainer.config import Config
+from train_agent.trainer.model import build_model, trained_logprobs
 
 PROMPTS = [list(range(100, 131)), list(range(2000, 2017))]
 

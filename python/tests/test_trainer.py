@@ -17,8 +17,14 @@ from safetensors.torch import load_file
 
 from train_agent.models import ModelSource, load_model
 from train_agent.trainer.batches import Sample, collate
+from train_agent.trainer.cli import main, train
+
+# ------------------------------------------------------------------------- helpers (shared by files)
+from train_agent.trainer.config import Config, OptimSettings, lr_multiplier
 from train_agent.trainer.loss import grpo_loss
-from train_agent.trainer.module import Config, OptimSettings, build_model, lr_multiplier, main, train, trained_logprobs
+
+# ------------------------------------------------------------------------- helpers (shared by files)
+from train_agent.trainer.model import build_model, trained_logprobs
 
 # ------------------------------------------------------------------------- helpers (shared by files)
 

@@ -54,7 +54,8 @@ def test_liger_kernels_keep_logprobs_and_gradients(tiny_model_dir, tmp_path, mon
     from transformers.models.llama import modeling_llama
 
     from train_agent.trainer.batches import Sample, collate
-    from train_agent.trainer.module import Config, build_model, trained_logprobs
+    from train_agent.trainer.config import Config
+    from train_agent.trainer.model import build_model, trained_logprobs
 
     cfg = Config.from_dict(make_config(tiny_model_dir, tmp_path, accelerator="gpu", precision="bf16-mixed"))
     samples = [

@@ -1,4 +1,4 @@
-//! The trainer as a child process and its file mailbox (see `python/train_agent/trainer.py`):
+//! The trainer as a child process and its file mailbox (see `python/train_agent/trainer/`):
 //! step batches go into `trainer/inbox/`, reports come back in `trainer/outbox/`, a crash leaves
 //! `trainer/error.json`. Files work the same for one process, DDP and several nodes.
 
