@@ -57,7 +57,8 @@ class Architecture:
     softcaps: bool = False
 
     def __post_init__(self):
-        assert self.norm in NORMS and self.rope in ROPES, self
+        if self.norm not in NORMS or self.rope not in ROPES:
+            raise ValueError(f"{self.model_type}: norm must be one of {NORMS} and rope one of {ROPES}")
 
     @property
     def lora_targets(self) -> dict[str, tuple[str, int]]:
