@@ -12,7 +12,7 @@ import time
 
 import torch
 
-from train_agent.decoder import Decoder
+from train_agent.engine.decoder import Decoder
 from train_agent.models import ModelSource, cpu_has_fast_bf16, load_model
 
 

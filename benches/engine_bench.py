@@ -27,8 +27,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 
-from train_agent.decoder import Decoder, pick_bucket  # noqa: E402
-from train_agent.generation import Generator, SamplingParams  # noqa: E402
+from train_agent.engine.decoder import Decoder  # noqa: E402
+from train_agent.engine.slots import pick_bucket  # noqa: E402
+from train_agent.engine.requests import SamplingParams  # noqa: E402
+from train_agent.engine.scheduler import Generator  # noqa: E402
 
 
 def build(arch: str):

@@ -25,7 +25,7 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
 
-from train_agent.loss import linear_token_logprobs, token_logprobs  # noqa: E402
+from train_agent.trainer.loss import linear_token_logprobs, token_logprobs  # noqa: E402
 
 ARCHS = {
     "smollm2-135m": dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,

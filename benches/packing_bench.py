@@ -24,10 +24,12 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 
-from train_agent.batches import PACKINGS, plan_step, read_step_file  # noqa: E402
-from train_agent.loss import grpo_loss  # noqa: E402
-from train_agent.trainer import Config, base_dtype, build_model, micro_batch_to, resolved_precision  # noqa: E402
-from train_agent.trainer import peak_memory, trained_logprobs  # noqa: E402
+from train_agent.trainer.batches import PACKINGS, plan_step, read_step_file  # noqa: E402
+from train_agent.trainer.loss import grpo_loss  # noqa: E402
+from train_agent.trainer.config import Config, base_dtype, resolved_precision  # noqa: E402
+from train_agent.trainer.model import build_model, micro_batch_to  # noqa: E402
+from train_agent.trainer.model import trained_logprobs  # noqa: E402
+from train_agent.trainer.module import peak_memory  # noqa: E402
 
 
 def config(model: str, out: str) -> Config:

@@ -34,8 +34,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from engine_bench import build, random_lora, serve_random_lora  # noqa: E402
-from train_agent.decoder import Decoder  # noqa: E402
-from train_agent.generation import Generator, SamplingParams  # noqa: E402
+from train_agent.engine.decoder import Decoder  # noqa: E402
+from train_agent.engine.requests import SamplingParams  # noqa: E402
+from train_agent.engine.scheduler import Generator  # noqa: E402
 
 
 def load(args):

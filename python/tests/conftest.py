@@ -16,7 +16,7 @@ import pytest
 import torch
 
 # Without CUDA, Triton kernels (split_kv.py) run in Triton's interpreter on CPU tensors. Triton
-# reads this when a kernel is defined, that is when train_agent.split_kv is first imported, which
+# reads this when a kernel is defined, that is when train_agent.engine.kernels.split_kv is first imported, which
 # any engine test may do: so it is set here, before any test module is collected.
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")

@@ -11,9 +11,9 @@ import pytest
 from rust_config import CONTRACT, rust_config
 from test_trainer import make_config, run, synthetic_samples
 
-from train_agent.batches import PACKINGS
-from train_agent.loss import AGGREGATIONS, token_weights
-from train_agent.trainer import POLICY_GRADIENT, SCHEDULES, OptimSettings, load_config, lr_multiplier
+from train_agent.trainer.batches import PACKINGS
+from train_agent.trainer.config import POLICY_GRADIENT, SCHEDULES, OptimSettings, load_config, lr_multiplier
+from train_agent.trainer.loss import AGGREGATIONS, token_weights
 
 
 @pytest.mark.parametrize("kind", ["grpo", "sft"])

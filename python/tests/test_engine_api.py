@@ -13,7 +13,8 @@ import pytest
 import torch
 from tiny_model import WEATHER
 
-from train_agent.engine import BackgroundServer, Engine, resolve_api_keys
+from train_agent.engine.cli import BackgroundServer, resolve_api_keys
+from train_agent.engine.server import Engine
 from train_agent.models import ModelSource, load_model, load_tokenizer
 
 
@@ -235,8 +236,8 @@ def test_more_concurrent_requests_than_sequence_slots_queue_instead_of_failing(t
 
 
 def test_the_cpu_kv_budget_is_a_quarter_of_the_available_memory(tiny_model_dir):
-    from train_agent.decoder import kv_bytes_per_token
-    from train_agent.engine import available_memory, plan_slots
+    from train_agent.engine.decoder import kv_bytes_per_token
+    from train_agent.engine.startup import available_memory, plan_slots
 
     with open("/proc/meminfo") as f:
         total = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemTotal:"))

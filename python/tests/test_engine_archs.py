@@ -16,10 +16,14 @@ import torch
 from test_engine_api import call, reference_logprobs
 from test_engine_lora import make_adapter, peft_reference
 
-from train_agent.decoder import Decoder, fast_path_refusal
-from train_agent.engine import BackgroundServer, Engine, build_decoder
-from train_agent.generation import Generator, SamplingParams
-from train_agent.generic import GenericDecoder
+from train_agent.engine.architectures import fast_path_refusal
+from train_agent.engine.cli import BackgroundServer
+from train_agent.engine.decoder import Decoder
+from train_agent.engine.generic import GenericDecoder
+from train_agent.engine.requests import SamplingParams
+from train_agent.engine.scheduler import Generator
+from train_agent.engine.server import Engine
+from train_agent.engine.startup import build_decoder
 from train_agent.models import ModelSource, load_model, load_tokenizer
 
 VOCAB = 259  # tiny_bytes_model_dir's tokenizer: 256 bytes and 3 chat tokens

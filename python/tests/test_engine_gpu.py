@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from train_agent.decoder import Decoder
-from train_agent.generation import Generator, SamplingParams
+from train_agent.engine.decoder import Decoder
+from train_agent.engine.requests import SamplingParams
+from train_agent.engine.scheduler import Generator
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
 
@@ -142,7 +143,8 @@ def test_guided_decoding_in_cuda_graphs(tiny_model_dir):
     from test_engine_api import call
     from test_engine_guided import FORMAT, validate
 
-    from train_agent.engine import BackgroundServer, Engine
+    from train_agent.engine.cli import BackgroundServer
+    from train_agent.engine.server import Engine
     from train_agent.models import ModelSource, load_model, load_tokenizer
 
     src = ModelSource.parse(str(tiny_model_dir))

@@ -13,7 +13,8 @@ import torch
 from test_engine_api import assert_error, call, reference_logprobs
 from test_engine_lora import make_adapter, peft_reference
 
-from train_agent.engine import BackgroundServer, Engine
+from train_agent.engine.cli import BackgroundServer
+from train_agent.engine.server import Engine
 from train_agent.models import ModelSource, load_model, load_tokenizer
 
 SCHEMA = {

@@ -9,7 +9,8 @@ import pytest
 import torch
 from test_engine_api import assert_error, call, reference_logprobs
 
-from train_agent.engine import BackgroundServer, Engine
+from train_agent.engine.cli import BackgroundServer
+from train_agent.engine.server import Engine
 from train_agent.models import ModelSource, load_model, load_tokenizer
 
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]

@@ -9,11 +9,13 @@ import torch
 from test_engine_api import call, reference_logprobs
 from test_engine_lora import make_adapter, peft_reference
 
-from train_agent.decoder import Decoder
-from train_agent.engine import BackgroundServer, Engine, parse_args, prefix_caching_on
-from train_agent.generation import Generator, SamplingParams
+from train_agent.engine.cli import BackgroundServer, parse_args, prefix_caching_on
+from train_agent.engine.decoder import Decoder
+from train_agent.engine.prefix_cache import BLOCK_SIZE, PrefixCache, block_hashes
+from train_agent.engine.requests import SamplingParams
+from train_agent.engine.scheduler import Generator
+from train_agent.engine.server import Engine
 from train_agent.models import ModelSource, load_model, load_tokenizer
-from train_agent.prefix_cache import BLOCK_SIZE, PrefixCache, block_hashes
 
 
 def generator(model_dir, caching: bool, slots: int = 8, lora: bool = False, overlap: bool = False) -> Generator:

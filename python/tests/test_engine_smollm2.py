@@ -8,7 +8,7 @@ import json
 import pytest
 from test_engine_api import call
 
-from train_agent.engine import BackgroundServer, build_engine, parse_args
+from train_agent.engine.cli import BackgroundServer, build_engine, parse_args
 
 WEATHER = {
     "type": "function",

@@ -1,5 +1,5 @@
 """The split-KV decode attention kernels (split_kv.py) against the decoder's own attention path
-(`decoder.attention` under `Decoder._masks`): grouped query heads, ragged per-row positions, sliding
+(`ops.attention` under `Decoder._masks`): grouped query heads, ragged per-row positions, sliding
 windows, context buckets that are not a multiple of the key block, splits of several blocks, an
 idle row, and the new k/v written into the cache; then whole decode steps of tiny models with
 windowed and global layers, the Triton path against SDPA.
@@ -20,8 +20,9 @@ pytest.importorskip("triton")
 
 from test_engine_archs import ARCHS  # noqa: E402
 
-from train_agent.decoder import Decoder, attention  # noqa: E402
-from train_agent.split_kv import split_kv_attention  # noqa: E402
+from train_agent.engine.decoder import Decoder  # noqa: E402
+from train_agent.engine.kernels.split_kv import split_kv_attention  # noqa: E402
+from train_agent.engine.ops import attention  # noqa: E402
 
 DEVICE = "cuda" if CUDA else "cpu"
 DTYPES = [torch.float32, torch.float16] + ([torch.bfloat16] if CUDA else [])
@@ -136,7 +137,7 @@ def test_extend_prefill_matches_the_batched_prefill(arch):
     pad rows (21 tokens in a 32-row bucket) change nothing."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from train_agent.decoder import LORA_TARGETS
+    from train_agent.engine.adapters import LORA_TARGETS
 
     cfg = AutoConfig.for_model(arch, initializer_range=0.1, tie_word_embeddings=True, **ARCHS[arch])
     torch.manual_seed(0)

@@ -1,4 +1,4 @@
-"""The one-kernel RoPE of a fused qkv row (fused_rope.py) against `decoder.qkv_rope`, which it
+"""The one-kernel RoPE of a fused qkv row (fused_rope.py) against `ops.qkv_rope`, which it
 replaces on CUDA for models without q/k norms or partial rotary dims: GQA and MHA head counts,
 positions at both ends of the table and a pad at position -1 (the extend step's), float32 and
 float16 (and bf16 on CUDA). Without CUDA the kernel runs in Triton's interpreter (conftest.py)."""
@@ -10,8 +10,8 @@ import torch
 
 pytest.importorskip("triton")
 
-from train_agent.decoder import qkv_rope  # noqa: E402
-from train_agent.fused_rope import fused_qkv_rope  # noqa: E402
+from train_agent.engine.kernels.fused_rope import fused_qkv_rope  # noqa: E402
+from train_agent.engine.ops import qkv_rope  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 DTYPES = [torch.float32, torch.float16] + ([torch.bfloat16] if DEVICE == "cuda" else [])

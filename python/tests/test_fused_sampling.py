@@ -11,8 +11,8 @@ import torch
 
 pytest.importorskip("triton")
 
-from train_agent.fused_sampling import CHUNK, sample_chunked, with_chunked_sampling  # noqa: E402
-from train_agent.sampling import sample  # noqa: E402
+from train_agent.engine.kernels.fused_sampling import CHUNK, sample_chunked, with_chunked_sampling  # noqa: E402
+from train_agent.engine.sampling import sample  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 V = 2 * CHUNK + 1811  # three chunks, the last one partial

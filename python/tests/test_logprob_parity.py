@@ -14,11 +14,13 @@ from rust_config import rust_config
 from test_engine_archs import LORA_TARGETS, save_models, tokens
 from test_engine_lora import make_adapter
 
-from train_agent.batches import Sample, collate
-from train_agent.decoder import Decoder
-from train_agent.generation import Generator, SamplingParams
+from train_agent.engine.decoder import Decoder
+from train_agent.engine.requests import SamplingParams
+from train_agent.engine.scheduler import Generator
 from train_agent.models import ModelSource, load_model
-from train_agent.trainer import Config, build_model, trained_logprobs
+from train_agent.trainer.batches import Sample, collate
+from train_agent.trainer.config import Config
+from train_agent.trainer.model import build_model, trained_logprobs
 
 PROMPTS = [list(range(100, 131)), list(range(2000, 2017))]
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from train_agent.loss import (
+from train_agent.trainer.loss import (
     LOG_RATIO_LIMIT,
     grpo_loss,
     kl_k3,

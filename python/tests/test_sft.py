@@ -17,7 +17,8 @@ import pytest
 import torch
 from test_engine_api import call
 
-from train_agent.engine import BackgroundServer, Engine
+from train_agent.engine.cli import BackgroundServer
+from train_agent.engine.server import Engine
 from train_agent.models import ModelSource, load_model, load_tokenizer
 
 ROOT = Path(__file__).resolve().parents[2]

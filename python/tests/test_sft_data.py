@@ -12,7 +12,13 @@ import pytest
 
 from train_agent.chat_format import normalize_messages, render_prompt, template_supports_tools
 from train_agent.models import ModelSource, load_tokenizer
-from train_agent.sft_data import TemplateError, read_dataset, tokenize_conversation, tokenize_dataset, write_parquet
+from train_agent.trainer.sft_data import (
+    TemplateError,
+    read_dataset,
+    tokenize_conversation,
+    tokenize_dataset,
+    write_parquet,
+)
 
 TOOLS = [
     {
@@ -120,7 +126,7 @@ def test_only_assistant_replies_are_trained_tool_calls_included(tokenizer):
 
 def test_prompt_tokens_before_each_reply_are_the_engines(tokenizer):
     """What precedes each trained span is, token for token, the prompt the engine would build for
-    that turn (engine.py: render_prompt, then tokenizer(text, add_special_tokens=False))."""
+    that turn (engine/server.py: render_prompt, then tokenizer(text, add_special_tokens=False))."""
     ids, mask = tokenize_conversation(tokenizer, CONVERSATION, TOOLS)
     msgs = normalize_messages(CONVERSATION)
     turns = [i for i, m in enumerate(msgs) if m["role"] == "assistant"]

@@ -15,10 +15,16 @@ from rust_config import merge as merge_config
 from rust_config import rust_config
 from safetensors.torch import load_file
 
-from train_agent.batches import Sample, collate
-from train_agent.loss import grpo_loss
 from train_agent.models import ModelSource, load_model
-from train_agent.trainer import Config, OptimSettings, build_model, lr_multiplier, main, train, trained_logprobs
+from train_agent.trainer.batches import Sample, collate
+from train_agent.trainer.cli import main, train
+
+# ------------------------------------------------------------------------- helpers (shared by files)
+from train_agent.trainer.config import Config, OptimSettings, lr_multiplier
+from train_agent.trainer.loss import grpo_loss
+
+# ------------------------------------------------------------------------- helpers (shared by files)
+from train_agent.trainer.model import build_model, trained_logprobs
 
 # ------------------------------------------------------------------------- helpers (shared by files)
 

@@ -5,8 +5,8 @@ import random
 
 import pytest
 
-from train_agent.batches import Sample, collate, pack, plan_step, read_step, read_step_file, shard
-from train_agent.loss import grpo_loss
+from train_agent.trainer.batches import Sample, collate, pack, plan_step, read_step, read_step_file, shard
+from train_agent.trainer.loss import grpo_loss
 
 
 def sample(n, trained, adv=1.0):

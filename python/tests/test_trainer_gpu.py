@@ -53,8 +53,9 @@ def test_liger_kernels_keep_logprobs_and_gradients(tiny_model_dir, tmp_path, mon
     afterwards in the same process keep transformers' layers. SDPA's cuDNN kernels are off."""
     from transformers.models.llama import modeling_llama
 
-    from train_agent.batches import Sample, collate
-    from train_agent.trainer import Config, build_model, trained_logprobs
+    from train_agent.trainer.batches import Sample, collate
+    from train_agent.trainer.config import Config
+    from train_agent.trainer.model import build_model, trained_logprobs
 
     cfg = Config.from_dict(make_config(tiny_model_dir, tmp_path, accelerator="gpu", precision="bf16-mixed"))
     samples = [

@@ -149,7 +149,7 @@ def test_rollout_and_validation_metrics_reach_tensorboard_and_wandb(tiny_model_d
 
 
 def test_a_validation_file_has_exactly_its_keys(tmp_path):
-    from train_agent.batches import read_validation_file
+    from train_agent.trainer.batches import read_validation_file
 
     write_validation(tmp_path, 3, {"val_success": 1})
     assert read_validation_file(tmp_path / "validation-000003.json") == (3, {"val_success": 1.0})

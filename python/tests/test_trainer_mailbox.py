@@ -97,7 +97,7 @@ def test_ddp_on_two_cpu_processes_matches_one_process(tiny_model_dir, tmp_path):
 
 
 def test_outbox_json_has_null_for_non_finite_numbers(tmp_path):
-    from train_agent.trainer import write_json_atomic
+    from train_agent.trainer.mailbox import write_json_atomic
 
     p = tmp_path / "outbox" / "step-000003.json"
     write_json_atomic(p, {"grad_norm": float("nan"), "loss": float("inf"), "lr": 1e-5, "parts": [float("-inf"), 1.0]})

@@ -10,8 +10,9 @@ import pytest
 import torch
 from test_trainer import make_config, outbox, synthetic_samples
 
-from train_agent import trainer
-from train_agent.trainer import Config, train
+from train_agent.trainer import module as policy_module
+from train_agent.trainer.cli import train
+from train_agent.trainer.config import Config
 
 
 def test_eval_loss_before_and_after_and_steps_without_checkpoint(tiny_model_dir, tmp_path, monkeypatch):
@@ -21,8 +22,8 @@ def test_eval_loss_before_and_after_and_steps_without_checkpoint(tiny_model_dir,
         grad_enabled.append(torch.is_grad_enabled())
         return plain(*args, **kwargs)
 
-    plain = trainer.trained_logprobs
-    monkeypatch.setattr(trainer, "trained_logprobs", recording)
+    plain = policy_module.trained_logprobs
+    monkeypatch.setattr(policy_module, "trained_logprobs", recording)
     cfg = make_config(tiny_model_dir, tmp_path, loss=dict(kind="sft"), optim=dict(lr=1e-2))
     samples = [{k: v for k, v in s.items() if k != "logprobs"} for s in synthetic_samples(3, 4)]
     inbox = Path(tmp_path) / "trainer" / "inbox"

@@ -16,8 +16,9 @@ from rust_config import rust_config
 from test_engine_archs import ARCHS, LORA_TARGETS, save_models, tokens
 from test_engine_lora import make_adapter
 
-from train_agent.batches import Sample, collate, collate_tree, pack_tree, plan_step, radix_tree
-from train_agent.trainer import Config, build_model, trained_logprobs
+from train_agent.trainer.batches import Sample, collate, collate_tree, pack_tree, plan_step, radix_tree
+from train_agent.trainer.config import Config
+from train_agent.trainer.model import build_model, trained_logprobs
 
 ARCHS_SEED = {arch: i + 1 for i, arch in enumerate(ARCHS)}
 

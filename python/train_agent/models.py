@@ -134,7 +134,7 @@ def attention_implementation(config) -> str | None:
     Gemma 2 soft-caps its attention scores (`attn_logit_softcapping`: cap * tanh(s / cap) before the
     softmax). transformers' SDPA attention takes the cap as a keyword and silently drops it (its
     kernels have no score hook), so under the default the trainer's logprobs would not be the
-    engine's (decoder.attention caps them). Eager attention applies it (gemma2's
+    engine's (engine.ops.attention caps them). Eager attention applies it (gemma2's
     `eager_attention_forward`); so would flex attention (a `score_mod`) and flash-attention 2, but
     flex needs torch.compile to be efficient and flash a separate package, and eager is the
     arithmetic the engine's fast path is checked against (tests/test_engine_archs.py). Its cost is

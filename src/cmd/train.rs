@@ -261,7 +261,7 @@ pub async fn run(args: Args) -> Result<Finished> {
             if args.merge {
                 let merged = out.join("merged");
                 let status = python
-                    .module_command("train_agent.trainer")
+                    .module_command(ta_python::TRAINER_MODULE)
                     .args(["merge", "--model", &cfg.base_model, "--adapter"])
                     .arg(out.join("final"))
                     .arg("--out")

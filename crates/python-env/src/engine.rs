@@ -103,7 +103,7 @@ impl EngineOptions {
     /// does; one in the user's environment (meant for another server) would lock out the clients
     /// of this engine, which send no key, so it is removed (`env` may still set one).
     fn command(&self, python: &PythonEnv, port: u16) -> tokio::process::Command {
-        let mut cmd = python.module_command("train_agent.engine");
+        let mut cmd = python.module_command(crate::env::ENGINE_MODULE);
         cmd.args(self.args(port)).env_remove("VLLM_API_KEY").envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         cmd
     }

@@ -11,6 +11,14 @@ use include_dir::{Dir, include_dir};
 use sha2::{Digest, Sha256};
 
 static PACKAGE: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../../python/train_agent");
+
+/// The package's entry points, run as `python -m <module>` (`PythonEnv::module_command`): the
+/// module paths the Rust side launches, kept here, beside the embedded package, in one place.
+pub const ENGINE_MODULE: &str = "train_agent.engine";
+/// The trainer process (`python/train_agent/trainer/`); also `merge`.
+pub const TRAINER_MODULE: &str = "train_agent.trainer";
+/// SFT's data preparation: `tokenize` (loss masks from the chat template) and `parquet`.
+pub const SFT_DATA_MODULE: &str = "train_agent.trainer.sft_data";
 const REQUIREMENTS: &str = include_str!("../../../python/requirements.txt");
 
 #[derive(Debug, thiserror::Error)]
@@ -248,6 +256,11 @@ mod tests {
         let a = write_package(dir.path()).unwrap();
         assert!(a.join("train_agent/__init__.py").exists());
         assert!(a.join("train_agent/models.py").exists());
+        // subpackages too: the entry points `module_command` runs are packages with a __main__
+        assert!(a.join("train_agent/engine/__main__.py").exists());
+        assert!(a.join("train_agent/engine/kernels/split_kv.py").exists());
+        assert!(a.join("train_agent/trainer/__main__.py").exists());
+        assert!(a.join("train_agent/trainer/sft_data.py").exists());
         assert_eq!(write_package(dir.path()).unwrap(), a);
     }
 

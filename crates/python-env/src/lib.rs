@@ -10,7 +10,7 @@ pub mod env;
 pub mod trainer;
 
 pub use engine::{AdapterError, Engine, EngineClient, EngineError, EngineOptions, EngineSource, ServedEngine, adapter_config, adapter_rank};
-pub use env::{EnvError, PythonEnv};
+pub use env::{ENGINE_MODULE, EnvError, PythonEnv, SFT_DATA_MODULE, TRAINER_MODULE};
 pub use trainer::{Trainer, TrainerError};
 
 /// Makes a child process receive SIGKILL when this process dies, even by SIGKILL, so an engine or

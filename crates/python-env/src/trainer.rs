@@ -1,4 +1,4 @@
-//! The trainer as a child process and its file mailbox (see `python/train_agent/trainer.py`):
+//! The trainer as a child process and its file mailbox (see `python/train_agent/trainer/`):
 //! step batches go into `trainer/inbox/`, reports come back in `trainer/outbox/`, a crash leaves
 //! `trainer/error.json`. Files work the same for one process, DDP and several nodes.
 
@@ -54,7 +54,7 @@ impl Trainer {
         std::fs::create_dir_all(&logs)?;
         let log = logs.join("trainer.log");
         let log_file = std::fs::OpenOptions::new().create(true).append(true).open(&log)?;
-        let mut cmd = env.module_command("train_agent.trainer");
+        let mut cmd = env.module_command(crate::env::TRAINER_MODULE);
         cmd.arg("--config")
             .arg(&config_path)
             .envs(extra_env.iter().map(|(k, v)| (k.as_str(), v.as_str())))

@@ -79,7 +79,7 @@ pub async fn export(traces: &[Trace], dir: &Path, o: &ExportOptions) -> Result<V
         let jsonl: Vec<PathBuf> = written.clone();
         for src in jsonl {
             let dst = src.with_extension("parquet");
-            let out = env.module_command("train_agent.sft_data").arg("parquet").arg(&src).arg(&dst).output().await.map_err(|e| SftError::io(&dst, e))?;
+            let out = env.module_command(ta_python::SFT_DATA_MODULE).arg("parquet").arg(&src).arg(&dst).output().await.map_err(|e| SftError::io(&dst, e))?;
             if !out.status.success() {
                 return Err(SftError::Python(format!("writing {} failed:\n{}", dst.display(), String::from_utf8_lossy(&out.stderr).trim())));
             }

@@ -126,7 +126,7 @@ pub async fn prepare_data(cfg: &SftConfig, out: &Path, python: &PythonEnv) -> Re
     if !summary_path.exists() {
         std::fs::create_dir_all(&dir).map_err(|e| SftError::io(&dir, e))?;
         let output = python
-            .module_command("train_agent.sft_data")
+            .module_command(ta_python::SFT_DATA_MODULE)
             .args(["tokenize", "--model", &cfg.base_model, "--dataset", &cfg.dataset, "--train-on", &cfg.train_on])
             .arg("--max-len")
             .arg(cfg.max_seq_len.to_string())

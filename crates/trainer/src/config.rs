@@ -1,5 +1,5 @@
 //! The JSON config the trainer process reads (`trainer/config.json`, see
-//! `python/train_agent/trainer.py`). Every key the trainer knows is sent, so the trainer keeps no
+//! `python/train_agent/trainer/`). Every key the trainer knows is sent, so the trainer keeps no
 //! defaults of its own and a value is decided in one place: here or in [`crate::settings`].
 //! The Python side refuses a missing or an unknown key, and the contract test
 //! (`crates/trainer/tests/contract.rs`) has it load what this module writes.

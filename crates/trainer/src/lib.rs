@@ -1,4 +1,4 @@
-//! The one owner of the contract between Rust and the Python trainer (`python/train_agent/trainer.py`).
+//! The one owner of the contract between Rust and the Python trainer (`python/train_agent/trainer/`).
 //! GRPO (`ta-train`) and SFT (`ta-sft`) drive the same trainer process; before this crate each
 //! built the trainer's config by hand, kept its own defaults and its own copies of the run
 //! directory helpers, and the copies drifted. Here each of them is defined once:

@@ -1,5 +1,5 @@
 //! The trainer's outbox: one report per trained step, `outbox/step-NNNNNN.json`, written by
-//! rank 0 of `python/train_agent/trainer.py` after the optimizer step and the checkpoint. GRPO
+//! rank 0 of `python/train_agent/trainer/` after the optimizer step and the checkpoint. GRPO
 //! and SFT read it as this one type. Every key is required (null where it does not apply) and no
 //! other is allowed, so a key added, renamed or dropped on one side only fails the contract test
 //! (`tests/contract.rs` commits its shape, `python/tests/test_contract.py` compares a real

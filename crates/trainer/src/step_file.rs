@@ -1,4 +1,4 @@
-//! The trainer's inbox (see `python/train_agent/batches.py`): one file per optimizer step,
+//! The trainer's inbox (see `python/train_agent/trainer/batches.py`): one file per optimizer step,
 //! `inbox/step-NNNNNN.json`, which GRPO and SFT send alike, and the validation metrics measured
 //! at a step, `inbox/validation-NNNNNN.json`. This module is the only writer of both.
 

@@ -1,7 +1,7 @@
 """The generic path: any causal LM that transformers loads, served through transformers' own
 forward, so that a model the fast decoder (decoder.py) does not cover is still served, exactly.
 
-It keeps the scheduler's interface (`decoder.SlotState`: the same slots, sampling, logprobs and
+It keeps the scheduler's interface (`slots.SlotState`: the same slots, sampling, logprobs and
 prefix-cache bookkeeping), but each slot holds the model's own `past_key_values` and every
 sequence runs its own forward, one token per step: no static cache, no batching across sequences,
 no CUDA graphs. It is correct wherever transformers is (sliding windows, any RoPE scaling, any
@@ -21,7 +21,8 @@ import logging
 
 import torch
 
-from train_agent.decoder import SlotState, read_lora_config
+from train_agent.engine.adapters import read_lora_config
+from train_agent.engine.slots import SlotState
 
 log = logging.getLogger("train_agent.engine")
 BASE = "__base__"  # PEFT's name for "no adapter" in `adapter_names`

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import torch
 
-from .loss import token_weights
+from train_agent.trainer.loss import token_weights
 
 
 @dataclass

@@ -6,8 +6,8 @@ in for it one-for-one.
 
 Endpoints: POST /v1/chat/completions, GET /v1/models, GET /health, GET /metrics (Prometheus text:
 the prefix cache's counters), POST /v1/load_lora_adapter, POST /v1/unload_lora_adapter. This module is the HTTP and text layer only: prompts are rendered
-and outputs parsed in `chat_format`, tokens come from the scheduler in `generation`, which drives
-the fast forward pass in `decoder`.
+and outputs parsed in `chat_format`, tokens come from the scheduler (`scheduler`), which drives
+the fast forward pass in `decoder` (the command line and startup are `cli` and `startup`).
 
 Who may drive it: every request must name this server in its `Host` header (a loopback name or
 `--host`), every POST must carry `Content-Type: application/json`, and with
@@ -17,125 +17,25 @@ See `_guard` for why.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import hashlib
 import json
 import logging
-import os
 import secrets
-import signal
-import sys
 import threading
 import time
-from pathlib import Path
 
-import torch
 import yarl
 from aiohttp import web
 
 from train_agent.chat_format import RequestError, normalize_messages, parse_output, render_prompt, validate_tools
-from train_agent.decoder import Decoder, SlotState, fast_path_refusal, kv_bytes_per_token
-from train_agent.generation import AdapterError, Generator, SamplingParams
-from train_agent.generic import GenericDecoder
-from train_agent.guided import Grammars, parse_response_format
-from train_agent.models import ModelSource, default_device, load_model, load_tokenizer, parse_dtype
-from train_agent.sampling import LOGPROBS_MODES
+from train_agent.engine.guided import Grammars, parse_response_format
+from train_agent.engine.requests import AdapterError, SamplingParams
+from train_agent.engine.scheduler import Generator
+from train_agent.engine.startup import build_decoder
 
 log = logging.getLogger("train_agent.engine")
 MAX_TOP_LOGPROBS = 20
-
-
-def available_memory() -> int:
-    """Bytes this process can still allocate: the kernel's MemAvailable, or less under a cgroup
-    (v2) memory limit, as in a container, where /proc/meminfo shows the host's memory; 0 where
-    /proc/meminfo does not exist (not Linux)."""
-    try:
-        with open("/proc/meminfo") as f:
-            avail = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
-    except (OSError, StopIteration):
-        return 0
-    try:
-        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
-        if limit != "max":
-            avail = min(avail, int(limit) - int(Path("/sys/fs/cgroup/memory.current").read_text()))
-    except (OSError, ValueError):
-        pass
-    return avail
-
-
-def plan_slots(
-    config,
-    dtype: torch.dtype,
-    device: torch.device,
-    max_model_len: int,
-    max_num_seqs: int,
-    lookahead: int,
-    gpu_memory_utilization: float,
-    kv_cache_memory: int | None,
-) -> int:
-    """How many sequences fit in the KV budget: `--kv-cache-memory` bytes if given, else on CUDA
-    `gpu_memory_utilization * total` minus what this process already holds and a reserve for
-    activations and logits (so a trainer can share the GPU), else on CPU a quarter of the memory
-    available (at least 2 GiB): the rest is the trainer's, which shares the machine. In float32 a
-    sequence of 4096 tokens of SmolLM2-135M takes 188 MiB, so a fixed 2 GiB ran the CPU demo's 20
-    validation episodes in two waves of 11."""
-    per_slot = kv_bytes_per_token(config, dtype) * (max_model_len + lookahead)
-    if kv_cache_memory is not None:
-        budget = kv_cache_memory
-    elif device.type == "cuda":
-        free, total = torch.cuda.mem_get_info(device)
-        reserve = (1 << 30) + 8 * max_num_seqs * config.vocab_size * 4  # prefill activations, logits
-        budget = min(gpu_memory_utilization * total - torch.cuda.memory_reserved(device), free) - reserve
-    else:
-        budget = max(2 << 30, available_memory() // 4)
-    slots = min(max_num_seqs, int(budget // per_slot))
-    if slots < 1:
-        raise SystemExit(
-            f"error: the KV cache for one sequence of {max_model_len} tokens needs {per_slot / 2**20:.0f} MiB, "
-            f"but only {max(budget, 0) / 2**20:.0f} MiB are available\n"
-            f"hint: lower --max-model-len, or raise --gpu-memory-utilization / --kv-cache-memory"
-        )
-    if slots < max_num_seqs:
-        log.info(
-            "KV budget holds %d sequences of %d tokens (asked for --max-num-seqs %d)",
-            slots,
-            max_model_len,
-            max_num_seqs,
-        )
-    return slots
-
-
-def build_decoder(
-    model,
-    *,
-    max_model_len: int,
-    max_num_seqs: int,
-    gpu_memory_utilization: float,
-    kv_cache_memory: int | None,
-    use_graphs: bool | None,
-    lookahead: int,
-    **kw,
-) -> SlotState:
-    """The fast decoder (decoder.py) where it serves the model exactly, else the generic path
-    (generic.py: transformers' own forward, one sequence at a time), saying which and why."""
-    cfg = model.config
-    refusal = fast_path_refusal(cfg)
-    if refusal is not None:
-        log.warning(
-            "serving %s on the generic path (transformers' own forward, one sequence at a time, no CUDA "
-            "graphs: slower): %s",
-            cfg.model_type,
-            refusal,
-        )
-        return GenericDecoder(model, num_slots=max_num_seqs, max_len=max_model_len, lookahead=lookahead, **kw)
-    device = next(model.parameters()).device
-    dtype = next(model.parameters()).dtype
-    slots = plan_slots(
-        cfg, dtype, device, max_model_len, max_num_seqs, lookahead, gpu_memory_utilization, kv_cache_memory
-    )
-    log.info("serving %s on the fast path (static KV cache for %d sequences)", cfg.model_type, slots)
-    return Decoder(model, num_slots=slots, max_len=max_model_len, use_graphs=use_graphs, lookahead=lookahead, **kw)
 
 
 class Engine:
@@ -558,184 +458,3 @@ async def _errors(request: web.Request, handler):
     except Exception as e:  # a bug: say what, keep serving
         log.exception("request to %s failed", request.path)
         return _error(500, f"{type(e).__name__}: {e}", "InternalServerError")
-
-
-# ---- CLI ---------------------------------------------------------------------------------------
-
-
-def _bytes(text: str) -> int:
-    """'4G', '512MiB', '1000000' -> bytes."""
-    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
-    t = text.strip().lower().removesuffix("ib").removesuffix("b")
-    return int(float(t[:-1]) * units[t[-1]]) if t[-1:] in units else int(t)
-
-
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m train_agent.engine", description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", required=True, help="hub id, local directory, .gguf file or packaged model name")
-    p.add_argument("--served-model-name", help="name clients use for the base model (default: --model)")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument(
-        "--api-key",
-        nargs="+",
-        help="as vLLM's: every /v1 route needs 'Authorization: Bearer KEY' with one of these keys "
-        "(default: VLLM_API_KEY if set, else none needed)",
-    )
-    p.add_argument("--port", type=int, default=8000)
-    p.add_argument(
-        "--dtype",
-        default="auto",
-        help="auto (bf16 on GPU and on CPUs with AMX, else fp32), bfloat16, float16, float32",
-    )
-    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
-    p.add_argument("--max-model-len", type=int, help="context length (default: the model's)")
-    p.add_argument(
-        "--gpu-memory-utilization",
-        type=float,
-        default=0.9,
-        help="fraction of GPU memory this engine may use (weights + KV cache)",
-    )
-    p.add_argument("--kv-cache-memory", type=_bytes, help="KV cache size in bytes (e.g. 4G); overrides the fraction")
-    p.add_argument("--max-num-seqs", type=int, default=64, help="sequences decoded together at most")
-    p.add_argument("--enable-lora", action="store_true")
-    p.add_argument("--max-loras", type=int, default=1, help="adapters loaded at once")
-    p.add_argument("--max-lora-rank", type=int, default=16)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs (debugging)")
-    p.add_argument(
-        "--enable-prefix-caching",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="reuse the KV of prompt prefixes computed before (default: TRAIN_AGENT_PREFIX_CACHING=1 "
-        "or 0 if set, else on)",
-    )
-    p.add_argument(
-        "--no-prefix-caching",
-        dest="enable_prefix_caching",
-        action="store_false",
-        help="the same as --no-enable-prefix-caching",
-    )
-    p.add_argument(
-        "--logprobs-mode",
-        default="raw_logprobs",
-        choices=LOGPROBS_MODES,
-        help="as vLLM's: raw_logprobs (the model's distribution) or processed_logprobs (after "
-        "temperature: what the trainer computes with loss.temperature; docs/training.md)",
-    )
-    return p.parse_args(argv)
-
-
-def build_engine(args: argparse.Namespace) -> Engine:
-    device = default_device() if args.device == "auto" else args.device
-    dtype = parse_dtype(args.dtype, device)
-    torch.manual_seed(args.seed)
-    source = ModelSource.parse(args.model)
-    log.info("loading %s on %s as %s", args.model, device, dtype)
-    tokenizer = load_tokenizer(source)
-    model = load_model(source, device, dtype)
-    return Engine(
-        model,
-        tokenizer,
-        served_model_name=args.served_model_name or args.model,
-        root=source.path,
-        max_model_len=args.max_model_len,
-        max_num_seqs=args.max_num_seqs,
-        enable_lora=args.enable_lora,
-        max_loras=args.max_loras,
-        max_lora_rank=args.max_lora_rank,
-        gpu_memory_utilization=args.gpu_memory_utilization,
-        kv_cache_memory=args.kv_cache_memory,
-        seed=args.seed,
-        use_graphs=False if args.enforce_eager else None,
-        logprobs_mode=args.logprobs_mode,
-        prefix_caching=prefix_caching_on(args.enable_prefix_caching),
-    )
-
-
-def prefix_caching_on(flag: bool | None) -> bool:
-    """The command line's choice, else TRAIN_AGENT_PREFIX_CACHING's (0 or 1), else on: multi-turn
-    rollouts re-send whole conversations, and with the cache their rollout phase ran 2.66x faster on
-    a CPU and 2.2x faster on an H200, where the suffixes left run as extend steps in CUDA graphs
-    (benches/RESULTS.md)."""
-    if flag is not None:
-        return flag
-    env = os.environ.get("TRAIN_AGENT_PREFIX_CACHING")
-    return env != "0" if env is not None else True
-
-
-def resolve_api_keys(flag: list[str] | None) -> list[str]:
-    """The keys of `--api-key`, else VLLM_API_KEY's (as `vllm serve` reads them): a launcher passes
-    the key in the environment, where other users cannot read it, unlike a command line."""
-    return [k for k in flag or [os.environ.get("VLLM_API_KEY", "")] if k]
-
-
-async def serve(engine: Engine, host: str, port: int, keys: list[str]) -> None:
-    if host in WILDCARD_HOSTS and not keys:
-        log.warning(
-            "serving on every address (--host %r) with no --api-key: anyone who can reach this "
-            "machine can generate and load adapters",
-            host,
-        )
-    runner = web.AppRunner(engine.app(host, keys), access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, host, port)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]
-    print(f"engine ready on http://{host}:{port}", file=sys.stderr, flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
-    await runner.cleanup()
-
-
-class BackgroundServer:
-    """Serves an Engine on a free port from a thread (tests, benchmarks, notebooks).
-
-    with BackgroundServer(engine) as url: requests.post(url + "/v1/chat/completions", ...)"""
-
-    def __init__(self, engine: Engine, host: str = "127.0.0.1", api_keys: list[str] | None = None):
-        self.engine, self.host, self.api_keys = engine, host, api_keys
-        self.loop = asyncio.new_event_loop()
-        self.url = ""
-
-    def __enter__(self) -> str:
-        import threading
-
-        ready = threading.Event()
-
-        async def start():
-            self.runner = web.AppRunner(self.engine.app(self.host, self.api_keys), access_log=None)
-            await self.runner.setup()
-            site = web.TCPSite(self.runner, self.host, 0)
-            await site.start()
-            self.url = f"http://{self.host}:{site._server.sockets[0].getsockname()[1]}"
-            ready.set()
-
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-        asyncio.run_coroutine_threadsafe(start(), self.loop).result()
-        ready.wait()
-        return self.url
-
-    def __exit__(self, *exc) -> None:
-        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(timeout=30)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(timeout=10)
-
-
-def main(argv: list[str] | None = None) -> None:
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    for noisy in ("httpx", "urllib3", "filelock"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
-    args = parse_args(argv)
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()  # logs go to a file under the run directory: no tqdm bars
-    engine = build_engine(args)
-    asyncio.run(serve(engine, args.host, args.port, resolve_api_keys(args.api_key)))
-
-
-if __name__ == "__main__":
-    main()

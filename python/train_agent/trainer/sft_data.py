@@ -1,9 +1,9 @@
 """SFT data: conversations in, token ids and a loss mask out, rendered exactly as the engine renders
 prompts (chat_format.render_prompt: the model's chat template with tools, or the Hermes fallback).
 
-    python -m train_agent.sft_data tokenize --model SPEC --dataset PATH --out tokens.jsonl
+    python -m train_agent.trainer.sft_data tokenize --model SPEC --dataset PATH --out tokens.jsonl
                                             [--summary summary.json] [--max-len 4096] [--train-on all|last]
-    python -m train_agent.sft_data parquet IN.jsonl OUT.parquet
+    python -m train_agent.trainer.sft_data parquet IN.jsonl OUT.parquet
 
 The loss mask comes from the template, prefix by prefix. For assistant message i:
 
@@ -29,7 +29,7 @@ import json
 import sys
 from pathlib import Path
 
-from .chat_format import normalize_messages, render_prompt
+from train_agent.chat_format import normalize_messages, render_prompt
 
 
 class TemplateError(ValueError):
@@ -212,7 +212,7 @@ def write_parquet(src: str | Path, dst: str | Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m train_agent.sft_data")
+    p = argparse.ArgumentParser(prog="python -m train_agent.trainer.sft_data")
     sub = p.add_subparsers(dest="cmd", required=True)
     t = sub.add_parser("tokenize")
     t.add_argument("--model", required=True)
@@ -228,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.cmd == "parquet":
         print(f"{write_parquet(a.src, a.dst)} rows -> {a.dst}")
         return 0
-    from .models import ModelSource, load_tokenizer
+    from train_agent.models import ModelSource, load_tokenizer
 
     tokenizer = load_tokenizer(ModelSource.parse(a.model))
     rows, summary = tokenize_dataset(tokenizer, read_dataset(a.dataset), a.max_len, a.train_on)

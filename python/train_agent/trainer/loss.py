@@ -49,7 +49,7 @@ def token_weights(lengths: list[int], aggregation: str, max_len_norm: float | No
 
 def softcap_logits(logits: torch.Tensor, softcap: float | None) -> torch.Tensor:
     """Gemma 2's final-logit soft-cap, `cap * tanh(logits / cap)` (before any temperature), in the
-    order of operations of transformers' head and the engine's (decoder.Decoder.logits); None: as is."""
+    order of operations of transformers' head and the engine's (engine.decoder.Decoder.logits); None: as is."""
     if softcap is None:
         return logits
     return torch.tanh(logits / softcap) * softcap

@@ -199,7 +199,7 @@ def split_kv_attention(
     """Writes the new keys and values `k`, `v` `[b, K, D]` of rows [0, b) at their positions `pos`
     `[b]` into `k_cache`, `v_cache` `[slots, K, cache_len, D]`, and returns the attention of the
     queries `q` `[b, H, D]` over cache positions [0, L) that are at most the row's position and, with
-    a `window`, within it: `[b, H, D]`, what decoder.attention gives under Decoder._masks.
+    a `window`, within it: `[b, H, D]`, what ops.attention gives under decoder.Decoder._masks.
     A row whose position is L or more (an idle slot) writes nothing; one at position -1 (a pad)
     attends to nothing and gets zeros.
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from train_agent.guided import apply_bitmask
+from train_agent.engine.guided import apply_bitmask
 
 
 def _shr(x: torch.Tensor, n: int) -> torch.Tensor:

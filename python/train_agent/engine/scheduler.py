@@ -31,126 +31,25 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass, field
 
 import torch
 
-from train_agent.decoder import SlotState, pick_bucket
-from train_agent.guided import Grammars
-from train_agent.prefix_cache import PrefixCache, block_hashes, longest_prefix
-from train_agent.sampling import derive_seed
+from train_agent.engine.guided import Grammars
+from train_agent.engine.prefix_cache import PrefixCache, block_hashes, longest_prefix
+from train_agent.engine.requests import (
+    AdapterError,
+    GrammarError,
+    Request,
+    Result,
+    SamplingParams,
+    SchedulerStats,
+    Seq,
+    Window,
+)
+from train_agent.engine.sampling import derive_seed
+from train_agent.engine.slots import SlotState, pick_bucket
 
 log = logging.getLogger("train_agent.engine")
-
-
-@dataclass
-class SamplingParams:
-    max_tokens: int
-    temperature: float = 1.0
-    top_p: float = 1.0
-    seed: int | None = None
-    top_logprobs: int = 0
-    ignore_eos: bool = False
-    # called with a sequence's tokens after each new token; True ends it with "stop"
-    stop_check: Callable[[list[int]], bool] | None = None
-    # an xgrammar CompiledGrammar (guided.Grammars.compile): every token is drawn inside it
-    grammar: object | None = None
-
-
-@dataclass
-class Completion:
-    token_ids: list[int] = field(default_factory=list)
-    logprobs: list[float] = field(default_factory=list)
-    top_logprobs: list[list[tuple[int, float]]] = field(default_factory=list)
-    finish_reason: str | None = None
-
-
-@dataclass
-class Result:
-    completions: list[Completion]
-    prompt_len: int
-    t_submit: float
-    t_first_token: float
-    t_done: float
-
-
-@dataclass
-class _Request:
-    prompt: list[int]
-    n: int
-    params: SamplingParams
-    adapter_slot: int
-    future: Future
-    t_submit: float
-    seqs: list[_Seq] = field(default_factory=list)
-    t_first: float = 0.0
-    done: int = 0
-    key: int = -1  # the prefix cache's key of the adapter weights (-1: the base model)
-    hashes: list[bytes] = field(default_factory=list)  # the prompt's block hashes
-    cached: int = 0  # leading prompt tokens whose KV is reused, not prefilled
-    copy_from: int = -1  # the slot to copy those `cached` rows from (-1: they are in place)
-
-
-@dataclass
-class _Seq:
-    req: _Request
-    slot: int
-    seed: int
-    out: Completion = field(default_factory=Completion)
-    matcher: object | None = None  # the grammar's state after this sequence's tokens
-
-    @property
-    def length(self) -> int:
-        return len(self.req.prompt) + len(self.out.token_ids)
-
-
-@dataclass
-class SchedulerStats:
-    """Where the scheduler thread's time went since it started, for the engine's log and the benches.
-    Every phase ends in a host sync (the first tokens' or the window's copy to the host), so wall
-    time around it is the device's time too."""
-
-    idle_s: float = 0.0  # waiting for requests
-    admit_s: float = 0.0  # admitting requests: cache lookups, placement, and their prefills
-    prefill_s: float = 0.0  # the prefills alone: row copies, the forward, the first tokens' draw
-    prefills: int = 0
-    prefill_tokens: int = 0  # prompt tokens computed (not served from the prefix cache)
-    prefill_padded: int = 0  # the same as right-padded batches (requests x longest suffix, per prefill)
-    window_s: float = 0.0  # decode windows, their host sync and bookkeeping included
-    windows: int = 0
-    windows_ahead: int = 0  # launched before the previous window's tokens were read
-    decode_steps: int = 0
-    decode_rows: int = 0  # summed over steps: the batch width each step ran (a bucket)
-
-
-@dataclass
-class _Window:
-    """A launched decode window: the rows it ran, its step count, whether a grammar guided it, and
-    its tokens, logprobs (and top logprobs) `[rows, k]` on their way to the host, there once
-    `event` (CUDA) has passed."""
-
-    seqs: list[_Seq]
-    k: int
-    guided: bool
-    out: list[torch.Tensor]
-    event: torch.cuda.Event | None
-
-
-class GrammarError(ValueError):
-    """A request's grammar refused the token drawn under its own mask: a 400 for that request."""
-
-    def __init__(self, index: int, token: int):
-        super().__init__(
-            f"response_format: the grammar allowed no token at completion token {index} (drew "
-            f"{token} under its mask)\nhint: the schema must admit a finite JSON value: a required "
-            "property or $ref that leads back to itself admits none"
-        )
-
-
-class AdapterError(Exception):
-    def __init__(self, message: str, status: int = 400):
-        super().__init__(message)
-        self.status = status
 
 
 class Generator:
@@ -173,8 +72,8 @@ class Generator:
         self.rng = random.Random(seed)
         self.max_prefill_tokens = max_prefill_tokens
         self.free_slots = list(range(decoder.num_slots))
-        self.active: dict[int, _Seq] = {}  # slot -> sequence
-        self.pending: list[_Request] = []
+        self.active: dict[int, Seq] = {}  # slot -> sequence
+        self.pending: list[Request] = []
         self.commands: list[tuple[Callable[[], object], Future]] = []
         self.adapters: dict[str, tuple[int, str]] = {}  # name -> (bank slot, path)
         self.bank_refs = [0] * decoder.lora_slots  # requests holding each bank slot
@@ -204,7 +103,7 @@ class Generator:
                 self.bank_refs[slot] += 1
             seed = params.seed if params.seed is not None else self.rng.getrandbits(62)
             params = SamplingParams(**{**params.__dict__, "seed": seed})
-            self.pending.append(_Request(prompt, n, params, slot, fut, time.perf_counter()))
+            self.pending.append(Request(prompt, n, params, slot, fut, time.perf_counter()))
             self.cv.notify()
         return fut
 
@@ -255,7 +154,7 @@ class Generator:
     # ---- scheduler thread ---------------------------------------------------------------------
 
     def _run(self) -> None:
-        inflight: _Window | None = None  # launched ahead, its tokens not yet read
+        inflight: Window | None = None  # launched ahead, its tokens not yet read
         with torch.inference_mode():
             while True:
                 with self.cv:
@@ -294,8 +193,8 @@ class Generator:
                     inflight = None
                     self._fail_all(e)
 
-    def _admit(self, reqs: list[_Request]) -> None:
-        chunk: list[_Request] = []
+    def _admit(self, reqs: list[Request]) -> None:
+        chunk: list[Request] = []
         coming: dict[bytes, None] = {}  # the blocks the chunk's prefill will compute
         for req in reqs:
             if self.cache is not None:
@@ -347,7 +246,7 @@ class Generator:
             self.dec.capture_s,
         )
 
-    def _place(self, req: _Request) -> None:
+    def _place(self, req: Request) -> None:
         """Gives the request's sequences their slots: the first takes a free slot that holds the
         prompt's longest cached prefix if there is one inside the decode batch's width, else (as
         every other sequence) the lowest free slot, whose cached blocks are dropped."""
@@ -370,14 +269,14 @@ class Generator:
                 slot, kept = heapq.heappop(self.free_slots), 0
             if self.cache is not None:
                 self.cache.keep(slot, kept)
-            seq = _Seq(req, slot, derive_seed(req.params.seed, len(req.seqs)))
+            seq = Seq(req, slot, derive_seed(req.params.seed, len(req.seqs)))
             if req.params.grammar is not None:
                 seq.matcher = self.grammars.matcher(req.params.grammar)
             req.seqs.append(seq)
         if self.cache is not None:
             self.cache.count(len(req.prompt), req.cached)
 
-    def _prefill(self, reqs: list[_Request]) -> None:
+    def _prefill(self, reqs: list[Request]) -> None:
         t0 = time.perf_counter()
         dec = self.dec
         for r in reqs:
@@ -426,7 +325,7 @@ class Generator:
         st.prefill_tokens += sum(len(r.prompt) - r.cached for r in reqs)
         st.prefill_padded += len(reqs) * max(len(r.prompt) - r.cached for r in reqs)
 
-    def _top(self, logits: torch.Tensor, lse: torch.Tensor, inv_t: torch.Tensor, seqs: list[_Seq]) -> list | None:
+    def _top(self, logits: torch.Tensor, lse: torch.Tensor, inv_t: torch.Tensor, seqs: list[Seq]) -> list | None:
         k = max(s.req.params.top_logprobs for s in seqs)
         if k == 0:
             return None
@@ -434,7 +333,7 @@ class Generator:
         vals = vals * inv_t[:, None] - lse[:, None]
         return [list(zip(i, v)) for i, v in zip(ids.tolist(), vals.tolist())]
 
-    def _fill_masks(self, seqs: list[_Seq]) -> None:
+    def _fill_masks(self, seqs: list[Seq]) -> None:
         """Writes each guided sequence's next-token allow-list into its slot's bitmask."""
         if not seqs:
             return
@@ -443,7 +342,7 @@ class Generator:
             s.matcher.fill_next_token_bitmask(mask, i)
         self.dec.bitmask[torch.tensor([s.slot for s in seqs], device=self.dec.device)] = mask.to(self.dec.device)
 
-    def _may_overlap(self, window: _Window, admitted: bool) -> bool:
+    def _may_overlap(self, window: Window, admitted: bool) -> bool:
         """Whether to launch the next window before reading `window`: not while requests wait for
         slots or commands for the thread (they come first), nor right after admitting requests
         (more tend to follow: the rest of a burst, the next turns of a group, and a window launched
@@ -451,7 +350,7 @@ class Generator:
         depends on the token just drawn). Measured in benches/RESULTS.md."""
         return self.overlap and not admitted and not window.guided and not self.pending and not self.commands
 
-    def _launch(self, ahead: _Window | None) -> _Window | None:
+    def _launch(self, ahead: Window | None) -> Window | None:
         """Enqueues a decode window over the active rows, and the copy of its tokens to the host;
         nothing waits for the device. With `ahead` (a window launched, not yet read) the rows are
         that window's tokens further on; None if none of them has room left.
@@ -498,9 +397,9 @@ class Generator:
         self.stats.windows_ahead += ahead is not None
         self.stats.decode_steps += k
         self.stats.decode_rows += k * b
-        return _Window(seqs, k, guided, out, event)
+        return Window(seqs, k, guided, out, event)
 
-    def _collect(self, window: _Window) -> None:
+    def _collect(self, window: Window) -> None:
         """Reads a launched window's tokens (the one host sync of a window) and appends them."""
         if window.event is not None:
             window.event.synchronize()
@@ -517,7 +416,7 @@ class Generator:
         """The rows a decode step runs: [0, highest busy slot], rounded up to a batch bucket (0: none)."""
         return pick_bucket(self.dec.batch_buckets, max(self.active) + 1) if self.active else 0
 
-    def _append(self, s: _Seq, tok: int, lp: float, top: list | None) -> None:
+    def _append(self, s: Seq, tok: int, lp: float, top: list | None) -> None:
         p = s.req.params
         s.out.token_ids.append(tok)
         s.out.logprobs.append(lp)
@@ -536,7 +435,7 @@ class Generator:
         if s.out.finish_reason is not None:
             self._retire(s)
 
-    def _retire(self, s: _Seq) -> None:
+    def _retire(self, s: Seq) -> None:
         if self.cache is not None:  # the row keeps every token but the last (never fed back)
             tokens = s.req.prompt + s.out.token_ids[:-1]
             self.cache.hold(s.slot, tokens, block_hashes(tokens, s.req.key, s.req.hashes))
@@ -561,7 +460,7 @@ class Generator:
         with self.cv:
             heapq.heappush(self.free_slots, slot)
 
-    def _fail(self, req: _Request, err: Exception) -> None:
+    def _fail(self, req: Request, err: Exception) -> None:
         """Ends one request with `err` and frees its rows; the rest of the batch goes on (issue 29:
         one request's grammar failure used to fail every request decoding beside it)."""
         for s in req.seqs:

@@ -1,0 +1,1 @@
+"""The engine's Triton kernels (CUDA only): split-KV decode attention, fused RoPE, chunked sampling."""
