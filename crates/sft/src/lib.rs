@@ -6,7 +6,7 @@
 //! 2. [`curate`]: keep the successful, non-duplicate, untruncated traces and say why the rest went;
 //! 3. [`export`]: JSONL / Parquet of `{messages, tools}` (and the unrolled form);
 //! 4. [`sft`]: drive the trainer with a supervised loss on assistant tokens only (the loss mask is
-//!    built from the chat template in Python, `train_agent.sft_data`), with eval loss, epochs,
+//!    built from the chat template in Python, `train_agent.trainer.sft_data`), with eval loss, epochs,
 //!    checkpoints and resume; `final/` is a PEFT adapter that `train --init-adapter` starts from.
 //!
 //! Every step is a library function so that a pipeline (`demo`) can chain them.

@@ -1,5 +1,5 @@
 //! Supervised fine-tuning runs. The Python side tokenises the dataset through the engine's own
-//! prompt rendering and builds the loss mask from the chat template (`train_agent.sft_data`);
+//! prompt rendering and builds the loss mask from the chat template (`train_agent.trainer.sft_data`);
 //! this module owns the decisions: held-out share (by scenario, so no conversation of an eval
 //! scenario is trained on), epochs, length-grouped batches, when to evaluate and checkpoint, and
 //! resume. Each optimizer step is one step file in the trainer's mailbox (the GRPO trainer with
