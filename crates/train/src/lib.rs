@@ -3,8 +3,13 @@
 //! with checkpoints and resume.
 
 pub mod config;
+mod context;
 pub mod data;
+mod error;
 pub mod placement;
+mod progress;
+pub mod row;
 pub mod run;
+mod validation;
 
 pub use config::TrainConfig;
