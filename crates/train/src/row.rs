@@ -69,7 +69,7 @@ struct StepFileRollout<'a> {
 
 impl RolloutMetrics {
     /// What the step file carries to the trainer.
-    pub fn for_trainer(&self, rollout_s: f64, reward_s: f64) -> serde_json::Value {
+    pub(crate) fn for_trainer(&self, rollout_s: f64, reward_s: f64) -> serde_json::Value {
         json_of(&StepFileRollout { metrics: self, rollout_s, reward_s })
     }
 }
@@ -161,7 +161,7 @@ pub struct JudgeMetrics {
 
 impl JudgeMetrics {
     /// The judge's metrics since `last` (then moved to now); `None` without a judge.
-    pub fn since(rewarder: &Rewarder, last: &mut JudgeStats) -> Option<JudgeMetrics> {
+    pub(crate) fn since(rewarder: &Rewarder, last: &mut JudgeStats) -> Option<JudgeMetrics> {
         let judge = rewarder.judge()?;
         let now = judge.stats();
         let d = now.since(last);
@@ -226,28 +226,28 @@ impl StepRow {
 }
 
 /// Appends `row` to `metrics.jsonl` (and its CSV).
-pub fn append(path: &Path, row: &impl Serialize) -> Result<(), RunError> {
+pub(crate) fn append(path: &Path, row: &impl Serialize) -> Result<(), RunError> {
     metrics::append(path, &json_of(row)).map_err(io(path))
 }
 
 /// A row as JSON (non-finite numbers become null, as they always were).
-pub fn json_of(row: &impl Serialize) -> serde_json::Value {
+pub(crate) fn json_of(row: &impl Serialize) -> serde_json::Value {
     serde_json::to_value(row).expect("metrics rows have string keys and plain values")
 }
 
-pub fn mean(xs: impl Iterator<Item = f64>) -> Option<f64> {
+pub(crate) fn mean(xs: impl Iterator<Item = f64>) -> Option<f64> {
     let v: Vec<f64> = xs.collect();
     (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
 }
 
-pub fn std_dev(xs: impl Iterator<Item = f64>) -> Option<f64> {
+pub(crate) fn std_dev(xs: impl Iterator<Item = f64>) -> Option<f64> {
     let v: Vec<f64> = xs.collect();
     let m = mean(v.iter().copied())?;
     Some((v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / v.len() as f64).sqrt())
 }
 
 /// Mean of each custom reward over the trajectories that have it.
-pub fn custom_means(trajectories: &[Trajectory]) -> std::collections::BTreeMap<String, f64> {
+pub(crate) fn custom_means(trajectories: &[Trajectory]) -> std::collections::BTreeMap<String, f64> {
     let mut sums: std::collections::BTreeMap<&str, (f64, usize)> = std::collections::BTreeMap::new();
     for (name, x) in trajectories.iter().flat_map(|t| t.reward_parts.custom.iter()) {
         let e = sums.entry(name).or_default();
@@ -256,7 +256,7 @@ pub fn custom_means(trajectories: &[Trajectory]) -> std::collections::BTreeMap<S
     sums.into_iter().map(|(k, (s, n))| (k.to_string(), s / n as f64)).collect()
 }
 
-pub fn fmt_opt(x: Option<f64>) -> String {
+fn fmt_opt(x: Option<f64>) -> String {
     x.map_or("-".into(), |v| format!("{v:.3}"))
 }
 
