@@ -1,12 +1,14 @@
-//! Flag groups shared by several subcommands, and how they become running parts.
+//! Flag groups shared by several subcommands, and how their values read as settings. Nothing
+//! here connects, starts or reads a file: that is `crate::setup` (and `crate::server`,
+//! `crate::model`), so a command's flags can be read, checked and shown without side effects.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use ta_chat::HttpLimits;
-use ta_python::{Engine, EngineOptions, EngineSource, PythonEnv};
-use ta_reward::{JudgeMode, RewardConfig, Rewarder};
+use ta_python::EngineOptions;
+use ta_reward::{JudgeMode, RewardConfig};
 
 /// Which model server the agent talks to: an external OpenAI-compatible endpoint, an engine
 /// already running (ours or vLLM), or the embedded engine started for this command.
@@ -117,41 +119,6 @@ impl EngineArgs {
 /// The name the embedded engine serves its base model under.
 pub const BASE_NAME: &str = "base";
 
-/// A chat endpoint ready to use; holds the engine process (if any) so it lives as long as this.
-pub struct ModelEndpoint {
-    pub chat: ta_chat::ChatClient,
-    pub model: String,
-    pub record_tokens: bool,
-    pub engine: Option<Engine>,
-}
-
-impl ModelArgs {
-    /// Starts or connects to the model server. Engine logs go to `log_dir/engine.log`.
-    pub async fn connect(&self, log_dir: &Path) -> Result<ModelEndpoint> {
-        let limits = self.http.limits()?;
-        if let Some(url) = &self.base_url {
-            let key = std::env::var(&self.api_key_env).ok();
-            return Ok(ModelEndpoint {
-                chat: ta_chat::ChatClient::new(url, key, limits),
-                model: self.model.clone().expect("clap requires --model with --base-url"),
-                record_tokens: self.record_tokens,
-                engine: None,
-            });
-        }
-        let Some(base_model) = &self.base_model else {
-            bail!("no model given\nhint: pass --base-model smollm2-135m-instruct to start the embedded engine, or --base-url URL --model NAME for an existing server");
-        };
-        let options = self.engine.options(base_model, BASE_NAME, log_dir.join("engine.log"));
-        let served = EngineSource::Start { python: PythonEnv::ensure()?, options: Box::new(options) }.open().await.context("the embedded engine did not start")?;
-        Ok(ModelEndpoint {
-            chat: ta_chat::ChatClient::new(&served.client.base_url(), None, limits),
-            model: served.base_name,
-            record_tokens: true,
-            engine: served.process,
-        })
-    }
-}
-
 /// How a rerun treats the episodes an earlier run of the same command left in `--out`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ResumeArgs {
@@ -173,18 +140,6 @@ pub struct ScenarioArgs {
     /// Only the first N scenarios (after --split).
     #[arg(long)]
     pub limit: Option<usize>,
-}
-
-impl ScenarioArgs {
-    /// The scenarios that `select` keeps (the command's split), then the first `--limit`.
-    pub fn load(&self, select: impl FnOnce(&mut Vec<ta_types::Scenario>)) -> Result<Vec<ta_types::Scenario>> {
-        let mut scenarios = ta_types::scenario::load_scenarios(&self.scenarios)?;
-        select(&mut scenarios);
-        if let Some(n) = self.limit {
-            scenarios.truncate(n);
-        }
-        Ok(scenarios)
-    }
 }
 
 /// How episodes are played, shared by `rollout`, `collect`, `eval` and `train`. The defaults
@@ -303,14 +258,6 @@ pub fn one_of<T: serde::de::DeserializeOwned>() -> String {
     }
 }
 
-/// Ctrl-C stopped the command after it saved what was finished; the process exits with 130 (the
-/// shell's code for SIGINT) so scripts see that the work is not done.
-#[derive(Debug, thiserror::Error)]
-#[error("interrupted: {kept} finished episodes kept\nhint: run the same command again to continue")]
-pub struct Interrupted {
-    pub kept: usize,
-}
-
 /// Which MCP server to use and how to reach it.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ServerArgs {
@@ -332,15 +279,6 @@ pub struct ServerArgs {
     /// stdio server that does not answer in time is stopped.
     #[arg(long, default_value_t = 60)]
     pub mcp_timeout: u64,
-}
-
-/// A connected MCP server, discovered.
-pub struct Server {
-    pub client: std::sync::Arc<ta_mcp::McpClient>,
-    pub discovery: ta_mcp::Discovery,
-    pub description: String,
-    /// Each episode's own world, for commands that play episodes ([`ServerArgs::connect_isolated`]).
-    pub isolation: Option<std::sync::Arc<ta_rollout::isolation::Isolation>>,
 }
 
 /// Rollout isolation for servers that change state (docs/isolation.md). Unset flags keep the
@@ -399,88 +337,6 @@ impl IsolationArgs {
         let mut s = ta_rollout::isolation::IsolationSettings::default();
         self.apply(&mut s);
         s
-    }
-}
-
-/// Scenarios that check the state need the state captured: without it every one of them would
-/// go without its state part.
-pub fn check_state_capture(scenarios: &[ta_types::Scenario], settings: &ta_rollout::isolation::IsolationSettings) -> Result<()> {
-    if settings.capture_state.is_none()
-        && let Some(s) = scenarios.iter().find(|s| s.expected_state.is_some())
-    {
-        bail!(
-            "scenario `{}` has expected_state, but no --capture-state was given\nhint: pass --capture-state CMD (run in {{workdir}} after each episode), e.g. --capture-state \"sqlite3 shop.db .dump\"",
-            s.id
-        );
-    }
-    Ok(())
-}
-
-impl ServerArgs {
-    /// Connects and discovers. A stdio server's stderr goes to `log_dir/mcp-stderr.log` when given.
-    pub async fn connect(&self, log_dir: Option<&Path>) -> Result<Server> {
-        let (spec, options) = self.spec(log_dir)?;
-        let description = spec.describe();
-        let client = ta_mcp::McpClient::connect(spec, options).await?;
-        let discovery = client.discover().await?;
-        Ok(Server { client: std::sync::Arc::new(client), discovery, description, isolation: None })
-    }
-
-    /// Like [`ServerArgs::connect`], for commands that play episodes: each episode gets the
-    /// world `settings` asks for (or the default the tools' readOnlyHint gives), logged.
-    pub async fn connect_isolated(&self, settings: &ta_rollout::isolation::IsolationSettings, log_dir: Option<&Path>) -> Result<Server> {
-        let (spec, options) = self.spec(log_dir)?;
-        let description = spec.describe();
-        let (isolation, discovery) = ta_rollout::isolation::Isolation::connect(settings, spec, options).await?;
-        eprintln!("isolation: {} ({})", isolation.mode(), isolation.reason());
-        let isolation = std::sync::Arc::new(isolation);
-        Ok(Server { client: isolation.shared_client().clone(), discovery, description, isolation: Some(isolation) })
-    }
-
-    fn spec(&self, log_dir: Option<&Path>) -> Result<(ta_mcp::ServerSpec, ta_mcp::ClientOptions)> {
-        let mut spec = ta_mcp::ServerSpec::resolve(self.server.as_deref(), self.mcp_config.as_deref(), self.server_name.as_deref())?;
-        // `train-agent demo-server` works from a fresh clone, before the binary is on PATH.
-        if let ta_mcp::ServerSpec::Stdio { command, .. } = &mut spec
-            && command == "train-agent"
-        {
-            *command = std::env::current_exe()?.display().to_string();
-        }
-        let options = ta_mcp::ClientOptions {
-            call_timeout: Duration::from_secs(self.mcp_timeout),
-            connect_timeout: Duration::from_secs(self.mcp_timeout),
-            bearer_token: ta_mcp::Secret::from_env(&self.bearer_token_env),
-            stderr_log: log_dir.map(|d| d.join("mcp-stderr.log")),
-            ..Default::default()
-        };
-        Ok((spec, options))
-    }
-}
-
-impl Server {
-    /// The tools as the agent loop uses them.
-    pub fn tools(&self) -> ta_rollout::McpTools {
-        let catalog = ta_mcp::ToolCatalog::from_discovery(&self.discovery);
-        match &self.isolation {
-            Some(iso) => ta_rollout::McpTools::isolated(iso.clone(), catalog),
-            None => ta_rollout::McpTools::new(self.client.clone(), catalog),
-        }
-    }
-
-    /// Stops the server, the warm pool and every server still waiting in it.
-    pub async fn close(&self) {
-        match &self.isolation {
-            Some(iso) => iso.shutdown().await,
-            None => self.client.close().await,
-        }
-    }
-
-    /// The system prompt from `template` (the default when `None`).
-    pub fn system_prompt(&self, template: Option<&Path>) -> Result<String> {
-        let (text, origin) = match template {
-            Some(p) => (std::fs::read_to_string(p).with_context(|| format!("cannot read --system-prompt {}", p.display()))?, p.display().to_string()),
-            None => (ta_rollout::prompt::DEFAULT_TEMPLATE.to_string(), "default".to_string()),
-        };
-        Ok(ta_rollout::prompt::render_system_prompt(&text, &origin, &ta_mcp::enrichment_text(&self.discovery))?)
     }
 }
 
@@ -549,18 +405,6 @@ impl JudgeArgs {
         }
         Ok(())
     }
-}
-
-/// Fails fast (before any engine starts) on reward settings that cannot work: a judge without
-/// its API key, an unreadable prompt file, a malformed custom reward.
-pub fn check_rewards(reward: &RewardConfig) -> Result<()> {
-    let mut r = reward.clone();
-    if r.judge.model.starts_with("local/") && r.judge.base_url.is_none() {
-        // The run's own engine will serve it.
-        r.judge.base_url = Some("http://127.0.0.1:1/v1".into());
-    }
-    Rewarder::new(&r, None)?;
-    Ok(())
 }
 
 #[cfg(test)]

@@ -3,6 +3,10 @@
 
 mod args;
 mod cmd;
+mod interrupted;
+mod model;
+mod server;
+mod setup;
 
 use clap::{Parser, Subcommand};
 
@@ -94,7 +98,7 @@ fn main() -> std::process::ExitCode {
     });
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) if e.is::<args::Interrupted>() => {
+        Err(e) if e.is::<interrupted::Interrupted>() => {
             eprintln!("{e}");
             std::process::ExitCode::from(130)
         }

@@ -3,14 +3,16 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use indicatif::ProgressBar;
 use ta_sft::collect::{CollectOptions, collect};
 use ta_sft::reference::{ReferenceOptions, reference_traces};
 use ta_types::Split;
 use ta_types::trace::{SOURCE_REJECTION_SAMPLING, TRACES_FILE, write_traces};
 
-use crate::args::{EpisodeArgs, EpisodeDefaults, Interrupted, IsolationArgs, ModelArgs, ResumeArgs, ScenarioArgs, ServerArgs};
+use crate::args::{EpisodeArgs, EpisodeDefaults, IsolationArgs, ModelArgs, ResumeArgs, ScenarioArgs, ServerArgs};
+use crate::interrupted::Interrupted;
+use crate::setup::{RunSetup, load_scenarios};
 
 /// Collecting samples (0.7) for rejection sampling, and lets a teacher write long replies (1024).
 const EPISODE: EpisodeDefaults = EpisodeDefaults { temperature: Some(0.7), max_tokens: 1024, ..EpisodeDefaults::COMMON };
@@ -54,7 +56,7 @@ pub struct Args {
 }
 
 pub async fn run(args: Args) -> Result<()> {
-    let scenarios = args.scenarios.load(|all| {
+    let scenarios = load_scenarios(&args.scenarios, |all| {
         if !args.all_splits {
             all.retain(|s| s.split == Some(args.split));
         }
@@ -65,24 +67,18 @@ pub async fn run(args: Args) -> Result<()> {
         args.scenarios.scenarios.display()
     );
     let _lock = ta_eval::rundir::RunLock::acquire(&args.out)?;
-    let logs = args.out.join("logs");
-    std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
-    let isolation = args.isolation.settings();
-    crate::args::check_state_capture(&scenarios, &isolation)?;
-    let server = args.server.connect_isolated(&isolation, Some(&logs)).await?;
-    let tools = server.tools();
-    let system_prompt = server.system_prompt(args.episode.system_prompt.as_deref())?;
+    let setup = RunSetup::start(&args.out, &args.server, &args.isolation.settings(), &scenarios, args.episode.system_prompt.as_deref()).await?;
     let reward = ta_reward::RewardConfig::default();
     let path = args.out.join(TRACES_FILE);
 
     if args.reference {
         let opts = ReferenceOptions { tool_result_max_chars: args.episode.agent_config(&EPISODE, false).tool_result_max_chars, reward };
-        let (mut traces, skipped) = reference_traces(&tools, &system_prompt, &scenarios, &opts).await?;
+        let (mut traces, skipped) = reference_traces(&setup.tools, &setup.system_prompt, &scenarios, &opts).await?;
         if let Some(source) = &args.source {
             traces.iter_mut().for_each(|t| t.source = source.clone());
         }
         write_traces(&path, &traces)?;
-        server.close().await;
+        setup.close().await;
         println!("reference traces  {} of {} scenarios", traces.len(), scenarios.len());
         if !skipped.is_empty() {
             println!("skipped           {}", skipped.len());
@@ -94,7 +90,7 @@ pub async fn run(args: Args) -> Result<()> {
         return Ok(());
     }
 
-    let endpoint = args.model.connect(&logs).await?;
+    let endpoint = setup.model(&args.model).await?;
     let source = args.source.clone().unwrap_or_else(|| match &args.model.base_url {
         Some(_) => endpoint.model.clone(),
         None => SOURCE_REJECTION_SAMPLING.to_string(),
@@ -112,12 +108,12 @@ pub async fn run(args: Args) -> Result<()> {
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;
     };
-    let result = collect(&endpoint.chat, &endpoint.model, &tools, &system_prompt, &scenarios, &opts, &args.out, &bar, shutdown).await;
+    let result = collect(&endpoint.chat, &endpoint.model, &setup.tools, &setup.system_prompt, &scenarios, &opts, &args.out, &bar, shutdown).await;
     bar.finish();
     if let Some(engine) = endpoint.engine {
         engine.shutdown().await;
     }
-    server.close().await;
+    setup.close().await;
     let collected = result?;
     if collected.kept > 0 {
         eprintln!("{} finished episodes kept from an earlier run", collected.kept);

@@ -7,13 +7,15 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use ta_eval::evaluate::{EvalOptions, Evaluated, Target, evaluate};
 use ta_metrics::{Metrics, metrics_table};
-use ta_python::{EngineSource, PythonEnv};
+use ta_python::PythonEnv;
 use ta_types::scenario::assign_splits;
 
-use crate::args::{BASE_NAME, EngineArgs, EpisodeArgs, EpisodeDefaults, HttpArgs, Interrupted, IsolationArgs, ResumeArgs, ScenarioArgs, ServerArgs};
+use crate::args::{BASE_NAME, EngineArgs, EpisodeArgs, EpisodeDefaults, HttpArgs, IsolationArgs, ResumeArgs, ScenarioArgs, ServerArgs};
+use crate::interrupted::Interrupted;
+use crate::setup::{RunSetup, load_scenarios};
 
 /// An evaluation is repeatable: greedy with one rollout (see `temperature`), seed 0 (which also
 /// seeds the split, as in `train`), and each model plays 16 episodes at once.
@@ -91,7 +93,7 @@ pub async fn run(args: Args) -> Result<()> {
         "all" => None,
         s => Some(s.parse::<ta_types::Split>().map_err(anyhow::Error::msg)?),
     };
-    let scenarios = args.scenarios.load(|all| {
+    let scenarios = load_scenarios(&args.scenarios, |all| {
         assign_splits(all, args.validation_fraction, seed);
         if let Some(split) = split {
             all.retain(|s| s.split == Some(split));
@@ -105,18 +107,10 @@ pub async fn run(args: Args) -> Result<()> {
     );
     anyhow::ensure!(args.rollouts >= 1, "--rollouts must be at least 1");
     let _lock = ta_eval::rundir::RunLock::acquire(&args.out)?;
-    let logs = args.out.join("logs");
-    std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
 
-    let isolation = args.isolation.settings();
-    crate::args::check_state_capture(&scenarios, &isolation)?;
-    let server = args.server.connect_isolated(&isolation, Some(&logs)).await?;
-    let tools = server.tools();
-    let system_prompt = server.system_prompt(args.episode.system_prompt.as_deref())?;
-    let engine = match &args.engine_url {
-        Some(url) => EngineSource::Running { url: url.clone(), base_name: args.engine_model.clone() },
-        None => EngineSource::Start { python: PythonEnv::ensure()?, options: Box::new(args.engine.options(&target.base_model, BASE_NAME, logs.join("engine.log"))) },
-    };
+    let setup = RunSetup::start(&args.out, &args.server, &args.isolation.settings(), &scenarios, args.episode.system_prompt.as_deref()).await?;
+    let engine =
+        setup.engine(args.engine_url.as_deref(), &args.engine_model, |log| Ok((PythonEnv::ensure()?, args.engine.options(&target.base_model, BASE_NAME, log))))?;
     let opts = EvalOptions {
         scenarios: &scenarios,
         rollouts: args.rollouts,
@@ -125,7 +119,7 @@ pub async fn run(args: Args) -> Result<()> {
         retry_failed: args.resume.retry_failed,
         http: args.http.limits()?,
         out: &args.out,
-        server: server.description.clone(),
+        server: setup.server.description.clone(),
         dataset: args.scenarios.scenarios.display().to_string(),
         split: (args.split != "all").then(|| args.split.clone()),
         started,
@@ -133,8 +127,8 @@ pub async fn run(args: Args) -> Result<()> {
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;
     };
-    let evaluated = evaluate(&target, args.compare_base, engine, &tools, &system_prompt, &opts, shutdown).await;
-    server.close().await;
+    let evaluated = evaluate(&target, args.compare_base, engine, &setup.tools, &setup.system_prompt, &opts, shutdown).await;
+    setup.close().await;
     let (summary, report) = match evaluated? {
         Evaluated::Done { summary, report } => (summary, report),
         Evaluated::Interrupted { kept } => return Err(Interrupted { kept }.into()),

@@ -2,11 +2,13 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use indicatif::ProgressBar;
 use ta_rollout::runner::{Summary, check_not_all_failed, group_jobs, play_resumable};
 
-use crate::args::{EpisodeArgs, EpisodeDefaults, Interrupted, IsolationArgs, ModelArgs, ResumeArgs, ScenarioArgs, ServerArgs};
+use crate::args::{EpisodeArgs, EpisodeDefaults, IsolationArgs, ModelArgs, ResumeArgs, ScenarioArgs, ServerArgs};
+use crate::interrupted::Interrupted;
+use crate::setup::{RunSetup, check_rewards, load_scenarios};
 
 /// A rollout samples (0.7) rather than playing greedily, to show what the model can do.
 const EPISODE: EpisodeDefaults = EpisodeDefaults { temperature: Some(0.7), ..EpisodeDefaults::COMMON };
@@ -41,7 +43,7 @@ pub struct Args {
 }
 
 pub async fn run(args: Args) -> Result<()> {
-    let scenarios = args.scenarios.load(|all| {
+    let scenarios = load_scenarios(&args.scenarios, |all| {
         if let Some(split) = args.split {
             all.retain(|s| s.split == Some(split));
         }
@@ -49,20 +51,14 @@ pub async fn run(args: Args) -> Result<()> {
     anyhow::ensure!(!scenarios.is_empty(), "no scenarios left in {} after --split/--limit", args.scenarios.scenarios.display());
     let mut reward = ta_reward::RewardConfig::default();
     args.judge.apply(&mut reward)?;
-    crate::args::check_rewards(&reward)?;
+    check_rewards(&reward)?;
     if reward.judge.model.starts_with("local/") && reward.judge.base_url.is_none() && args.model.base_url.is_some() {
         anyhow::bail!("the local judge {} needs --judge-base-url when the model is not the embedded engine", reward.judge.model);
     }
     let _lock = ta_eval::rundir::RunLock::acquire(&args.out)?;
-    let logs = args.out.join("logs");
-    std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
 
-    let isolation = args.isolation.settings();
-    crate::args::check_state_capture(&scenarios, &isolation)?;
-    let server = args.server.connect_isolated(&isolation, Some(&logs)).await?;
-    let tools = server.tools();
-    let system_prompt = server.system_prompt(args.episode.system_prompt.as_deref())?;
-    let endpoint = args.model.connect(&logs).await?;
+    let setup = RunSetup::start(&args.out, &args.server, &args.isolation.settings(), &scenarios, args.episode.system_prompt.as_deref()).await?;
+    let endpoint = setup.model(&args.model).await?;
 
     let path = args.out.join("trajectories.jsonl");
     let jobs = group_jobs(&scenarios, args.rollouts, 0);
@@ -75,8 +71,8 @@ pub async fn run(args: Args) -> Result<()> {
     let result = play_resumable(
         &endpoint.chat,
         &endpoint.model,
-        &tools,
-        &system_prompt,
+        &setup.tools,
+        &setup.system_prompt,
         jobs,
         &cfg,
         args.episode.concurrency(&EPISODE),
@@ -121,7 +117,7 @@ pub async fn run(args: Args) -> Result<()> {
     if let Some(engine) = endpoint.engine {
         engine.shutdown().await;
     }
-    server.close().await;
+    setup.close().await;
     if result.interrupted {
         return Err(Interrupted { kept: finished.len() }.into());
     }

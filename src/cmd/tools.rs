@@ -4,6 +4,7 @@ use anyhow::Result;
 use ta_types::terminal::terminal_safe;
 
 use crate::args::ServerArgs;
+use crate::server::Server;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -15,7 +16,7 @@ pub struct Args {
 }
 
 pub async fn run(args: Args) -> Result<()> {
-    let server = args.server.connect(None).await?;
+    let server = Server::connect(&args.server, None).await?;
     let tools = server.tools();
     let specs = ta_rollout::ToolHost::specs(&tools);
     if args.json {

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
-use ta_python::{EngineSource, PythonEnv};
+use ta_python::PythonEnv;
 use ta_train::TrainConfig;
 use ta_train::placement::Placement;
 use ta_train::run::Finished;
@@ -12,6 +12,7 @@ use ta_types::Split;
 use ta_types::scenario::{assign_splits, load_scenarios, of_split};
 
 use crate::args::{BASE_NAME, EngineArgs, EpisodeArgs, HttpArgs, IsolationArgs, ServerArgs};
+use crate::setup::{RunSetup, check_rewards};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -181,10 +182,10 @@ fn redacted(c: &TrainConfig) -> TrainConfig {
 pub async fn run(args: Args) -> Result<Finished> {
     let _lock = ta_eval::rundir::RunLock::acquire(&args.out)?;
     let cfg = resolve_config(&args)?;
-    crate::args::check_rewards(&cfg.reward)?;
+    check_rewards(&cfg.reward)?;
     let out = &args.out;
-    let logs = out.join("logs");
-    std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
+    // config.toml goes in before anything connects (`RunSetup::start` creates the same directory).
+    RunSetup::logs(out)?;
     std::fs::write(out.join("config.toml"), redacted(&cfg).to_toml())?;
 
     let mut scenarios = load_scenarios(&args.scenarios)?;
@@ -198,30 +199,23 @@ pub async fn run(args: Args) -> Result<Finished> {
     }
     eprintln!("{} training and {} validation scenarios", train.len(), validation.len());
 
-    crate::args::check_state_capture(&scenarios, &cfg.isolation)?;
-    let server = args.server.connect_isolated(&cfg.isolation, Some(&logs)).await?;
-    let tools = server.tools();
-    let system_prompt = server.system_prompt(args.episode.system_prompt.as_deref())?;
+    let setup = RunSetup::start(out, &args.server, &cfg.isolation, &scenarios, args.episode.system_prompt.as_deref()).await?;
     let python = PythonEnv::ensure()?;
     // What the report shows beside config.toml (no secrets: the server's description has none).
-    let run_info = serde_json::json!({"server": server.description, "dataset": args.scenarios.display().to_string(), "version": env!("CARGO_PKG_VERSION")});
+    let run_info = serde_json::json!({"server": setup.server.description, "dataset": args.scenarios.display().to_string(), "version": env!("CARGO_PKG_VERSION")});
     std::fs::write(out.join("run.json"), serde_json::to_vec_pretty(&run_info)?)?;
 
     let placement = Placement::of(&cfg);
-    let engine = match &args.engine_url {
-        Some(url) => EngineSource::Running { url: url.clone(), base_name: args.engine_model.clone() },
-        None => {
-            let options = placement.engine_options(&cfg, args.engine.options(&cfg.base_model, BASE_NAME, logs.join("engine.log")))?;
-            EngineSource::Start { python: python.clone(), options: Box::new(options) }
-        }
-    };
+    let engine = setup.engine(args.engine_url.as_deref(), &args.engine_model, |log| {
+        Ok((python.clone(), placement.engine_options(&cfg, args.engine.options(&cfg.base_model, BASE_NAME, log))?))
+    })?;
     let engine = engine.open().await.context("the embedded engine did not start")?;
     let chat = ta_chat::ChatClient::new(&engine.client.base_url(), None, args.http.limits()?);
     let ctx = ta_train::run::Context {
         cfg: &placement.trainer_cfg,
         out,
-        tools: &tools,
-        system_prompt: &system_prompt,
+        tools: &setup.tools,
+        system_prompt: &setup.system_prompt,
         chat: &chat,
         engine: &engine.client,
         base_name: &engine.base_name,
@@ -235,7 +229,7 @@ pub async fn run(args: Args) -> Result<Finished> {
     };
     let finished = ta_train::run::train(&ctx, shutdown).await;
     engine.shutdown().await;
-    server.close().await;
+    setup.close().await;
     let finished = finished?;
     // The report, also for an interrupted run (it shows the steps so far).
     match ta_eval::write_report(out) {

@@ -26,6 +26,11 @@ pub const REFUSED: &str = "refused: the database is read-only; only single SELEC
 /// How long one query may run before it is interrupted.
 pub const QUERY_TIME_LIMIT: Duration = Duration::from_secs(3);
 
+/// Most bytes the shown rows of a result may hold, as SQLite produced them (before
+/// `crate::query` cuts long cells): `crate::query::run` refuses a larger one with
+/// [`GuardError::TooLarge`]. A limit like the others here, so the error that names it sits beside it.
+pub const MAX_RESULT_BYTES: usize = 4 << 20;
+
 /// Largest string or blob a query may build (bytes).
 const MAX_VALUE_BYTES: i32 = 1_000_000;
 
@@ -58,7 +63,7 @@ pub enum GuardError {
     Empty,
     #[error("query interrupted: it ran longer than {} seconds; narrow it with WHERE conditions, avoid cross joins, or add LIMIT", QUERY_TIME_LIMIT.as_secs())]
     TimedOut,
-    #[error("refused: the result is too large (its first rows hold more than {} MB); select fewer or shorter columns, e.g. substr(notes, 1, 100), or add LIMIT", crate::query::MAX_RESULT_BYTES >> 20)]
+    #[error("refused: the result is too large (its first rows hold more than {} MB); select fewer or shorter columns, e.g. substr(notes, 1, 100), or add LIMIT", MAX_RESULT_BYTES >> 20)]
     TooLarge,
     #[error("{0}")]
     Sql(#[from] rusqlite::Error),

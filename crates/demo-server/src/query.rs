@@ -6,17 +6,13 @@
 
 use rusqlite::types::{Value, ValueRef};
 
-use crate::guard::{GuardError, GuardedConnection};
+use crate::guard::{GuardError, GuardedConnection, MAX_RESULT_BYTES};
 
 /// Rows shown by `run_query`; the rest are counted, not shown.
 pub const MAX_ROWS: usize = 100;
 
 /// Longest cell shown, in characters.
 const MAX_CELL_CHARS: usize = 200;
-
-/// Most bytes the shown rows may hold, as SQLite produced them (before cells are cut to
-/// [`MAX_CELL_CHARS`]): a larger result is refused with [`GuardError::TooLarge`].
-pub const MAX_RESULT_BYTES: usize = 4 << 20;
 
 /// A query's result: the first rows and how many there were in all.
 #[derive(Debug, Clone, PartialEq)]

@@ -3,6 +3,7 @@
 
 pub mod agent;
 pub mod isolation;
+pub mod job;
 pub mod mcp_host;
 pub mod prompt;
 pub mod runner;

@@ -9,7 +9,7 @@ use ta_types::redact::redact_urls_in;
 use ta_types::{ToolSpec, Trajectory};
 
 use crate::isolation::{EpisodeWorld, Isolation};
-use crate::runner::Job;
+use crate::job::Job;
 use crate::tools::{ToolHost, ToolResult};
 
 /// An MCP server's tools (plus `complete_task`) as the agent loop sees them.

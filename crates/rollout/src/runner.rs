@@ -13,14 +13,8 @@ use ta_types::trajectory::{GroupRef, TrajectoryWriter, read_trajectories, write_
 use ta_types::{Message, Outcome, Scenario, Trajectory};
 
 use crate::agent::{AgentConfig, run_episode};
+use crate::job::Job;
 use crate::tools::ToolHost;
-
-/// One episode to play: a scenario and its place in a group.
-#[derive(Debug, Clone)]
-pub struct Job {
-    pub scenario: Scenario,
-    pub group: GroupRef,
-}
 
 /// `rollouts_per_scenario` jobs for each scenario, for training step `step`.
 pub fn group_jobs(scenarios: &[Scenario], rollouts_per_scenario: u32, step: u64) -> Vec<Job> {

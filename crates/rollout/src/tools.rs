@@ -6,7 +6,7 @@ use std::future::Future;
 use serde_json::Value;
 use ta_types::{ToolSpec, Trajectory};
 
-use crate::runner::Job;
+use crate::job::Job;
 
 /// The result of a tool call that reached the server. `is_error` marks an MCP tool error, which
 /// the model sees and can recover from.

@@ -5,8 +5,13 @@
 
 pub mod advantage;
 pub mod config;
+mod context;
 pub mod data;
+mod error;
 pub mod placement;
+mod progress;
+pub mod row;
 pub mod run;
+mod validation;
 
 pub use config::TrainConfig;

@@ -11,66 +11,27 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use crate::advantage::{GroupStats, group_advantages};
-use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
-use serde_json::{Value, json};
-use ta_chat::ChatClient;
-use ta_python::{EngineClient, PythonEnv, Trainer};
+use indicatif::{MultiProgress, ProgressBar};
+use ta_python::Trainer;
 use ta_reward::{JudgeStats, RewardMix, Rewarder};
-use ta_rollout::runner::{Job, Summary, group_jobs, play_resumable, run_jobs};
-use ta_rollout::{AgentConfig, ToolHost};
+use ta_rollout::ToolHost;
+use ta_rollout::job::Job;
+use ta_rollout::runner::{Summary, group_jobs, play_resumable};
 use ta_trainer::checkpoint::{checkpoint_dir, copy_dir, last_complete_step, write_state};
 use ta_trainer::config::RunSpec;
 use ta_trainer::samples_from_trajectory;
-use ta_trainer::{LossConfig, StepFile, StepReport, TrainerConfig, ValidationFile, metrics};
-use ta_types::trajectory::TrajectoryWriter;
-use ta_types::{Scenario, Trajectory};
+use ta_trainer::{LossConfig, StepFile, StepReport, TrainerConfig, metrics};
+use ta_types::Trajectory;
 
+use crate::advantage::{GroupStats, group_advantages};
 use crate::config::{CurriculumMode, TrainConfig};
-use crate::data::Curriculum;
-
-#[derive(Debug, thiserror::Error)]
-pub enum RunError {
-    #[error("run directory {path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
-    #[error(transparent)]
-    Trainer(#[from] ta_python::TrainerError),
-    #[error(transparent)]
-    Engine(#[from] ta_python::EngineError),
-    #[error(transparent)]
-    Samples(#[from] ta_trainer::samples::SampleError),
-    #[error(transparent)]
-    Reward(#[from] ta_reward::RewardError),
-    #[error("{source}\nhint: every finished step and episode is kept; run the same command with --resume to continue from step {}", step - 1)]
-    TrainerLost { step: u64, source: ta_python::TrainerError },
-    #[error(
-        "the engine stopped answering during step {step}; the episodes it finished are kept ({log})\nhint: run the same command with --resume to play the rest of step {step} and continue"
-    )]
-    EngineLost { step: u64, log: String },
-    #[error("no training scenarios\nhint: give scenarios a \"split\": \"train\" field, or leave \"split\" out to have a share split off for validation")]
-    NoTrainingData,
-}
-
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> RunError + '_ {
-    move |source| RunError::Io { path: path.to_path_buf(), source }
-}
-
-/// Everything a run needs that is already running or loaded.
-pub struct Context<'a, T: ToolHost> {
-    pub cfg: &'a TrainConfig,
-    pub out: &'a Path,
-    pub tools: &'a T,
-    pub system_prompt: &'a str,
-    pub chat: &'a ChatClient,
-    pub engine: &'a EngineClient,
-    /// The name the engine serves the base model under.
-    pub base_name: &'a str,
-    pub python: &'a PythonEnv,
-    pub train: Vec<Scenario>,
-    pub validation: Vec<Scenario>,
-    /// Environment for the trainer process (e.g. `CUDA_VISIBLE_DEVICES`).
-    pub trainer_env: Vec<(String, String)>,
-}
+pub use crate::context::Context;
+use crate::data::{Curriculum, CurriculumCounts};
+pub use crate::error::RunError;
+use crate::error::io;
+use crate::progress::{self, say};
+use crate::row::{self, JudgeMetrics, RolloutMetrics, StepRow, StepTimes, TrainerMetrics, ValidationMetrics, ValidationRow, mean};
+use crate::validation;
 
 /// How the run ended.
 #[derive(Debug, PartialEq)]
@@ -104,27 +65,9 @@ fn prior_judge_cost(metrics: &Path) -> f64 {
         .unwrap_or_default()
         .lines()
         .rev()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .find_map(|v| v["judge_cost_total_usd"].as_f64())
         .unwrap_or(0.0)
-}
-
-/// Judge metrics since `last` (then moved to now), for one metrics row.
-fn judge_metrics(rewarder: &Rewarder, last: &mut JudgeStats) -> Option<Value> {
-    let judge = rewarder.judge()?;
-    let now = judge.stats();
-    let d = now.since(last);
-    *last = now;
-    Some(json!({
-        "judge_groups": d.groups,
-        "judge_groups_skipped": d.skipped,
-        "judge_cache_hits": d.cache_hits,
-        "judge_calls": d.calls,
-        "judge_input_tokens": d.usage.input_tokens,
-        "judge_output_tokens": d.usage.output_tokens,
-        "judge_cost_usd": d.cost_usd,
-        "judge_cost_total_usd": now.cost_usd,
-    }))
 }
 
 /// A step's scored episodes, every dynamic-sampling round's included.
@@ -172,24 +115,8 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
         }
     }
     let multi = MultiProgress::new();
-    let steps_bar = multi.add(ProgressBar::new(total));
-    steps_bar.set_style(ProgressStyle::with_template("{prefix:>10} [{bar:30}] {pos}/{len} steps ({elapsed}, eta {eta})").expect("template").progress_chars("=> "));
-    steps_bar.set_prefix("train");
-    steps_bar.set_position(resume);
-
-    let mut current_model = ctx.base_name.to_string();
-    if resume > 0 {
-        // A checkpoint without an adapter: no step had trained yet and there was no initial one.
-        let adapter = checkpoint_dir(ctx.out, resume).join("adapter");
-        if adapter.exists() {
-            ctx.engine.load_adapter(&adapter_name(resume), &adapter).await?;
-            current_model = adapter_name(resume);
-        }
-        say(&multi, format!("resuming after step {resume}"));
-    } else if let Some(init) = &cfg.init_adapter {
-        ctx.engine.load_adapter("init", Path::new(init)).await?;
-        current_model = "init".into();
-    }
+    let steps_bar = progress::steps_bar(&multi, total, resume);
+    let mut current_model = starting_model(ctx, resume, &multi).await?;
     let mut trainer = Trainer::start(ctx.python, ctx.out, &trainer_config(cfg, ctx.out, resume, total), resume, &ctx.trainer_env)?;
     let metrics_path = ctx.out.join("metrics.jsonl");
     // Rows of steps that did not finish (a kill between the row and the checkpoint) are dropped,
@@ -213,17 +140,13 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
     if wants_baseline
         // a finished validation holds one trajectory per scenario
         && ta_types::trajectory::count_trajectories(&baseline) != ctx.validation.len()
-        && select_or_stop(validate_into(ctx, &rewarder, ctx.base_name, 0, "of the base model", &baseline, None, &multi), &mut shutdown).await?.is_none()
+        && select_or_stop(validation::validate_into(ctx, &rewarder, ctx.base_name, 0, "of the base model", &baseline, None, &multi), &mut shutdown).await?.is_none()
     {
         return interrupted(0);
     }
-    if resume == 0 && !ctx.validation.is_empty() && !has_validation(&metrics_path, 0) {
-        let Some(mut row) = select_or_stop(validate(ctx, &rewarder, &current_model, 0, &multi), &mut shutdown).await? else { return interrupted(0) };
-        if let Some(j) = judge_metrics(&rewarder, &mut reported) {
-            merge(&mut row, j);
-        }
-        send_validation(&trainer, 0, &row)?;
-        append_metrics(&metrics_path, &row)?;
+    if resume == 0 && !ctx.validation.is_empty() && !validation::done(&metrics_path, 0) {
+        let Some(v) = select_or_stop(validation::validate(ctx, &rewarder, &current_model, 0, &multi), &mut shutdown).await? else { return interrupted(0) };
+        record_validation(&trainer, &metrics_path, 0, v, &rewarder, &mut reported)?;
     }
     if let Some(stop) = budget_reached(resume) {
         trainer.stop().await?;
@@ -232,98 +155,55 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
 
     for step in resume + 1..=total {
         let step_start = Instant::now();
-        let traj_path = step_trajectories(ctx.out, step);
         let seen = curriculum.counts();
 
         // 1-2. Rollouts (reusing those an interrupted attempt of this step finished) and rewards,
         // in rounds when dynamic sampling replaces flat groups.
-        let Some(played) = play_step(ctx, &rewarder, &curriculum, &current_model, step, &traj_path, &multi, &mut shutdown).await? else {
+        let Some(played) = play_step(ctx, &rewarder, &curriculum, &current_model, step, &step_trajectories(ctx.out, step), &multi, &mut shutdown).await? else {
             return interrupted(step - 1);
         };
-        let (rollout_s, reward_s) = (played.rollout_s, played.reward_s);
-        let trajectories = played.trajectories;
-        let (mut batch, groups, flat) = build_batch(&trajectories, step, cfg)?;
-
-        let summary = Summary::of(&trajectories);
-        let mut row = json!({
-            "step": step,
-            "epoch": ((step - 1) * cfg.rollout.scenarios_per_step as u64) / ctx.train.len() as u64,
-            "reward": summary.mean_reward,
-            "reward_std": std_dev(trajectories.iter().filter_map(|t| t.reward)),
-            "completion_rate": summary.completion_rate,
-            "ground_truth": mean(trajectories.iter().filter_map(|t| t.reward_parts.ground_truth)),
-            "rules": mean(trajectories.iter().filter_map(|t| t.reward_parts.rules)),
-            "judge": mean(trajectories.iter().filter_map(|t| t.reward_parts.judge)),
-            "custom": custom_means(&trajectories),
-            "mean_turns": summary.mean_turns,
-            "mean_tool_calls": summary.mean_tool_calls,
-            "tool_errors": summary.tool_errors,
-            "groups": groups,
-            "groups_zero_variance": flat,
-            "groups_kept": played.kept,
-            "sampling_rounds": played.rounds,
-            // What a step without dynamic sampling would have trained: its first round.
-            "flat_share_before": played.first_round_flat as f64 / played.first_round.max(1) as f64,
-            // The step's group slots left without signal once dynamic sampling is done.
-            "flat_share_after": 1.0 - played.kept as f64 / played.needed.max(1) as f64,
-            "curriculum_retired": seen.retired,
-            "curriculum_unsolved": seen.unsolved,
-            "samples": batch.samples.len(),
-            "sample_tokens": batch.tokens(),
-            "completion_tokens": trajectories.iter().map(Trajectory::completion_tokens).sum::<u64>(),
-        });
+        let (mut batch, groups, flat) = build_batch(&played.trajectories, step, cfg)?;
+        let rollout = rollout_metrics(ctx, step, &played, &batch, (groups, flat), seen);
 
         // 3. One trainer step (skipped when every group was flat: nothing to learn).
         let t0 = Instant::now();
-        let trainer_metrics = if batch.samples.is_empty() {
-            json!({"skipped": "every group had equal rewards"})
+        let trained = if batch.samples.is_empty() {
+            TrainerMetrics::FLAT
         } else {
             // The step's rollout metrics ride along in the step file: the trainer logs them beside
             // its own, so one TensorBoard / W&B run holds both.
-            let mut rollout = row.clone();
-            rollout["rollout_s"] = json!(rollout_s);
-            rollout["reward_s"] = json!(reward_s);
-            batch.rollout = Some(rollout);
-            json!(train_step(ctx, &mut trainer, &batch, total, &multi).await?)
+            batch.rollout = Some(rollout.for_trainer(played.rollout_s, played.reward_s));
+            TrainerMetrics::Trained(Box::new(train_step(ctx, &mut trainer, &batch, total, &multi).await?))
         };
         let train_s = t0.elapsed().as_secs_f64();
 
         // 4. Hot-load the new adapter, then mark the step complete.
         let t0 = Instant::now();
-        let ckpt = checkpoint_dir(ctx.out, step);
         if batch.samples.is_empty() {
             // No update: the step's checkpoint is the previous adapter, so resume stays exact.
             copy_previous_checkpoint(ctx.out, step, cfg.init_adapter.as_deref())?;
         }
-        let adapter = ckpt.join("adapter");
-        if adapter.exists() {
-            ctx.engine.load_adapter(&adapter_name(step), &adapter).await?;
-            if current_model != ctx.base_name {
-                ctx.engine.unload_adapter(&current_model).await.ok();
-            }
-            current_model = adapter_name(step);
-        }
+        current_model = hot_load(ctx, step, current_model).await?;
         let reload_s = t0.elapsed().as_secs_f64();
 
-        row["trainer"] = trainer_metrics;
-        row["time"] = json!({"rollout_s": rollout_s, "reward_s": reward_s, "train_s": train_s, "reload_s": reload_s});
+        let time = StepTimes { rollout_s: played.rollout_s, reward_s: played.reward_s, train_s, reload_s, step_s: 0.0 };
+        let mut row = StepRow { rollout, trainer: trained, time, validation: None, judge: None };
         if cfg.rollout.eval_every > 0 && step % cfg.rollout.eval_every == 0 && step != total && !ctx.validation.is_empty() {
-            let Some(v) = select_or_stop(validate(ctx, &rewarder, &current_model, step, &multi), &mut shutdown).await? else {
+            let Some(v) = select_or_stop(validation::validate(ctx, &rewarder, &current_model, step, &multi), &mut shutdown).await? else {
                 return interrupted(step - 1);
             };
-            send_validation(&trainer, step, &v)?;
-            merge(&mut row, v);
+            validation::send(&trainer, step, &v)?;
+            row.validation = Some(v);
         }
-        if let Some(j) = judge_metrics(&rewarder, &mut reported) {
-            merge(&mut row, j);
-        }
-        row["time"]["step_s"] = json!(step_start.elapsed().as_secs_f64());
+        row.judge = JudgeMetrics::since(&rewarder, &mut reported);
+        row.time.step_s = step_start.elapsed().as_secs_f64();
         // The row first, then the checkpoint's state.json that marks the step complete.
-        append_metrics(&metrics_path, &row)?;
-        write_state(ctx.out, step, &json!({"step": step, "model": current_model})).map_err(io(&ckpt))?;
-        curriculum.record(&trajectories);
+        row::append(&metrics_path, &row)?;
+        let ckpt = checkpoint_dir(ctx.out, step);
+        write_state(ctx.out, step, &serde_json::json!({"step": step, "model": current_model})).map_err(io(&ckpt))?;
+        curriculum.record(&played.trajectories);
         steps_bar.inc(1);
-        say(&multi, step_line(&row));
+        say(&multi, row.line());
         if let Some(stop) = budget_reached(step) {
             say(&multi, format!("judge budget reached after step {step}: stopping at its checkpoint"));
             trainer.stop().await?;
@@ -333,15 +213,11 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
     }
 
     // Final validation and the final adapter.
-    if !ctx.validation.is_empty() && total > 0 && !has_validation(&metrics_path, total) {
-        let Some(mut v) = select_or_stop(validate(ctx, &rewarder, &current_model, total, &multi), &mut shutdown).await? else {
+    if !ctx.validation.is_empty() && total > 0 && !validation::done(&metrics_path, total) {
+        let Some(v) = select_or_stop(validation::validate(ctx, &rewarder, &current_model, total, &multi), &mut shutdown).await? else {
             return interrupted(total);
         };
-        if let Some(j) = judge_metrics(&rewarder, &mut reported) {
-            merge(&mut v, j);
-        }
-        send_validation(&trainer, total, &v)?;
-        append_metrics(&metrics_path, &v)?;
+        record_validation(&trainer, &metrics_path, total, v, &rewarder, &mut reported)?;
     }
     trainer.stop().await?;
     let last = checkpoint_dir(ctx.out, total).join("adapter");
@@ -353,6 +229,86 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
     }
     steps_bar.finish();
     Ok(Finished::Done { steps: total })
+}
+
+/// Loads the adapter the run continues from into the engine: the checkpoint of step `resume`,
+/// else the initial adapter; returns the model the first step samples.
+async fn starting_model<T: ToolHost>(ctx: &Context<'_, T>, resume: u64, multi: &MultiProgress) -> Result<String, RunError> {
+    let mut model = ctx.base_name.to_string();
+    if resume > 0 {
+        // A checkpoint without an adapter: no step had trained yet and there was no initial one.
+        let adapter = checkpoint_dir(ctx.out, resume).join("adapter");
+        if adapter.exists() {
+            ctx.engine.load_adapter(&adapter_name(resume), &adapter).await?;
+            model = adapter_name(resume);
+        }
+        say(multi, format!("resuming after step {resume}"));
+    } else if let Some(init) = &ctx.cfg.init_adapter {
+        ctx.engine.load_adapter("init", Path::new(init)).await?;
+        model = "init".into();
+    }
+    Ok(model)
+}
+
+/// What step `step` played and batched, for its row. `groups` is (groups, flat groups) of the
+/// batch; `seen` the curriculum before the step.
+fn rollout_metrics<T: ToolHost>(ctx: &Context<'_, T>, step: u64, played: &Played, batch: &StepFile, groups: (usize, usize), seen: CurriculumCounts) -> RolloutMetrics {
+    let ts = &played.trajectories;
+    let summary = Summary::of(ts);
+    RolloutMetrics {
+        step,
+        epoch: ((step - 1) * ctx.cfg.rollout.scenarios_per_step as u64) / ctx.train.len() as u64,
+        reward: summary.mean_reward,
+        reward_std: row::std_dev(ts.iter().filter_map(|t| t.reward)),
+        completion_rate: summary.completion_rate,
+        ground_truth: mean(ts.iter().filter_map(|t| t.reward_parts.ground_truth)),
+        rules: mean(ts.iter().filter_map(|t| t.reward_parts.rules)),
+        judge: mean(ts.iter().filter_map(|t| t.reward_parts.judge)),
+        custom: row::custom_means(ts),
+        mean_turns: summary.mean_turns,
+        mean_tool_calls: summary.mean_tool_calls,
+        tool_errors: summary.tool_errors,
+        groups: groups.0,
+        groups_zero_variance: groups.1,
+        groups_kept: played.kept,
+        sampling_rounds: played.rounds,
+        flat_share_before: played.first_round_flat as f64 / played.first_round.max(1) as f64,
+        flat_share_after: 1.0 - played.kept as f64 / played.needed.max(1) as f64,
+        curriculum_retired: seen.retired,
+        curriculum_unsolved: seen.unsolved,
+        samples: batch.samples.len(),
+        sample_tokens: batch.tokens(),
+        completion_tokens: ts.iter().map(Trajectory::completion_tokens).sum::<u64>(),
+    }
+}
+
+/// Loads step `step`'s adapter (when its checkpoint has one) into the engine in place of
+/// `current`; returns the model the next step samples.
+async fn hot_load<T: ToolHost>(ctx: &Context<'_, T>, step: u64, current: String) -> Result<String, RunError> {
+    let adapter = checkpoint_dir(ctx.out, step).join("adapter");
+    if !adapter.exists() {
+        return Ok(current);
+    }
+    ctx.engine.load_adapter(&adapter_name(step), &adapter).await?;
+    if current != ctx.base_name {
+        ctx.engine.unload_adapter(&current).await.ok();
+    }
+    Ok(adapter_name(step))
+}
+
+/// A validation outside a step (before the first, after the last): its row, with the judge's
+/// cost so far, to the trainer's loggers and to `metrics.jsonl`.
+fn record_validation(
+    trainer: &Trainer,
+    metrics_path: &Path,
+    step: u64,
+    validation: ValidationMetrics,
+    rewarder: &Rewarder,
+    reported: &mut JudgeStats,
+) -> Result<(), RunError> {
+    let row = ValidationRow { step, validation, judge: JudgeMetrics::since(rewarder, reported) };
+    validation::send(trainer, step, &row)?;
+    row::append(metrics_path, &row)
 }
 
 /// Trains the step of `file`. A trainer process that ended without reporting an error (killed
@@ -400,7 +356,7 @@ async fn rollouts<T: ToolHost>(ctx: &Context<'_, T>, model: &str, path: &Path, j
     let wanted: HashSet<(String, u32)> = jobs.iter().map(|j| (j.scenario.id.clone(), j.group.index)).collect();
     let bar = multi.add(ProgressBar::new(0));
     bar.set_prefix(format!("step {step}"));
-    let cfg = agent_config(ctx.cfg, ctx.cfg.rollout.temperature, ctx.cfg.seed.wrapping_add(step << 20));
+    let cfg = ctx.agent_config(ctx.cfg.rollout.temperature, ctx.cfg.seed.wrapping_add(step << 20));
     // Reuses the episodes an interrupted attempt of this step finished; errored ones (a server
     // failure, not the policy's doing) are played again rather than trained on.
     let played = play_resumable(ctx.chat, model, ctx.tools, ctx.system_prompt, jobs, &cfg, ctx.cfg.rollout.concurrency, path, true, &bar, std::future::pending())
@@ -413,117 +369,6 @@ async fn rollouts<T: ToolHost>(ctx: &Context<'_, T>, model: &str, path: &Path, j
     // Group order: by scenario, then index, whatever order they finished in.
     done.sort_by(|a, b| (&a.scenario_id, a.group.index).cmp(&(&b.scenario_id, b.group.index)));
     Ok(done)
-}
-
-fn agent_config(cfg: &TrainConfig, temperature: f32, seed: u64) -> AgentConfig {
-    AgentConfig {
-        max_turns: cfg.rollout.max_turns,
-        max_tokens: cfg.rollout.max_tokens,
-        temperature,
-        top_p: cfg.rollout.top_p,
-        tool_result_max_chars: cfg.rollout.tool_result_max_chars,
-        record_tokens: true,
-        seed: Some(seed),
-    }
-}
-
-/// One greedy rollout of each validation scenario (`eval/step-N.jsonl`), and
-/// `rollout.eval_rollouts` sampled ones (`eval/step-N.sampled.jsonl`); returns the `val_*` metrics.
-async fn validate<T: ToolHost>(ctx: &Context<'_, T>, rewarder: &Rewarder, model: &str, step: u64, multi: &MultiProgress) -> Result<Value, RunError> {
-    let dir = ctx.out.join("eval");
-    let sampled = dir.join(format!("step-{step:06}.sampled.jsonl"));
-    validate_into(ctx, rewarder, model, step, &format!("at step {step}"), &dir.join(format!("step-{step:06}.jsonl")), Some(&sampled), multi).await
-}
-
-/// Plays `rollouts` episodes of each validation scenario with `model` into `path` (replacing it)
-/// and scores them.
-#[allow(clippy::too_many_arguments)]
-async fn play_validation<T: ToolHost>(
-    ctx: &Context<'_, T>,
-    rewarder: &Rewarder,
-    model: &str,
-    step: u64,
-    rollouts: u32,
-    temperature: f32,
-    path: &Path,
-    multi: &MultiProgress,
-) -> Result<Vec<Trajectory>, RunError> {
-    let _ = std::fs::remove_file(path);
-    let jobs = group_jobs(&ctx.validation, rollouts, step);
-    let mut writer = TrajectoryWriter::append(path).map_err(io(path))?;
-    let bar = multi.add(ProgressBar::new(jobs.len() as u64));
-    bar.set_prefix(if rollouts > 1 { "validate (sampled)" } else { "validate" });
-    let cfg = agent_config(ctx.cfg, temperature, ctx.cfg.seed);
-    let mut result = run_jobs(ctx.chat, model, ctx.tools, ctx.system_prompt, jobs, &cfg, ctx.cfg.rollout.concurrency, &mut writer, &bar, std::future::pending())
-        .await
-        .map_err(io(path))?;
-    bar.finish_and_clear();
-    multi.remove(&bar);
-    rewarder.score(&ctx.validation, &mut result.trajectories).await?;
-    result.trajectories.sort_by(|a, b| (&a.scenario_id, a.group.index).cmp(&(&b.scenario_id, b.group.index)));
-    rewrite_trajectories(path, &result.trajectories)?;
-    Ok(result.trajectories)
-}
-
-/// [`validate`] of `model` into `path` (greedy, at `eval_temperature`) and, when `sampled` names
-/// a file and `eval_rollouts` > 0, k episodes per scenario at the rollout temperature into it;
-/// `what` names the model in the log line.
-#[allow(clippy::too_many_arguments)]
-async fn validate_into<T: ToolHost>(
-    ctx: &Context<'_, T>,
-    rewarder: &Rewarder,
-    model: &str,
-    step: u64,
-    what: &str,
-    path: &Path,
-    sampled: Option<&Path>,
-    multi: &MultiProgress,
-) -> Result<Value, RunError> {
-    let greedy = play_validation(ctx, rewarder, model, step, 1, ctx.cfg.rollout.eval_temperature, path, multi).await?;
-    let s = Summary::of(&greedy);
-    let successes = greedy.iter().filter(|t| ta_metrics::is_success(t)).count();
-    let wilson = ta_metrics::wilson_interval(successes, greedy.len());
-    let mut row = json!({
-        "step": step,
-        "val_completion_rate": s.completion_rate,
-        "val_reward": s.mean_reward,
-        "val_ground_truth": mean(greedy.iter().filter_map(|t| t.reward_parts.ground_truth)),
-        "val_judge": mean(greedy.iter().filter_map(|t| t.reward_parts.judge)),
-        "val_success": (!greedy.is_empty()).then(|| successes as f64 / greedy.len() as f64),
-        "val_success_low": wilson.map(|w| w.0),
-        "val_success_high": wilson.map(|w| w.1),
-        "val_mean_turns": s.mean_turns,
-        "val_trajectories": s.trajectories,
-        "val_model": model,
-    });
-    let mut line = format!("validation {what}: completion {:.1}%, ground truth {}", 100.0 * s.completion_rate, fmt_opt(row["val_ground_truth"].as_f64()));
-    let k = ctx.cfg.rollout.eval_rollouts;
-    if let Some(sampled) = sampled.filter(|_| k > 0) {
-        let ts = play_validation(ctx, rewarder, model, step, k, ctx.cfg.rollout.temperature, sampled, multi).await?;
-        if let Some(p) = ta_metrics::sampled_pass(&ts) {
-            merge(
-                &mut row,
-                json!({
-                    "val_sampled_k": p.k,
-                    "val_pass1": p.pass1.mean, "val_pass1_low": p.pass1.ci95[0], "val_pass1_high": p.pass1.ci95[1],
-                    "val_pass_k": p.pass_at_k.mean, "val_pass_k_low": p.pass_at_k.ci95[0], "val_pass_k_high": p.pass_at_k.ci95[1],
-                }),
-            );
-            let pct = |x: f64| 100.0 * x;
-            line.push_str(&format!(
-                "; sampled pass@1 {:.1}% [{:.1}, {:.1}], pass@{} {:.1}% [{:.1}, {:.1}]",
-                pct(p.pass1.mean),
-                pct(p.pass1.ci95[0]),
-                pct(p.pass1.ci95[1]),
-                p.k,
-                pct(p.pass_at_k.mean),
-                pct(p.pass_at_k.ci95[0]),
-                pct(p.pass_at_k.ci95[1])
-            ));
-        }
-    }
-    say(multi, line);
-    Ok(row)
 }
 
 /// What one step played: its scored trajectories, a group's rollouts together, and how dynamic
@@ -661,91 +506,6 @@ fn copy_previous_checkpoint(out: &Path, step: u64, init_adapter: Option<&str>) -
     Ok(())
 }
 
-/// Hands the `val_*` metrics measured at `step` to the trainer, which logs them to TensorBoard and
-/// W&B beside the rollout and trainer metrics (`metrics.jsonl` gets them from the caller).
-fn send_validation(trainer: &Trainer, step: u64, row: &Value) -> Result<(), RunError> {
-    let inbox = trainer.inbox();
-    ValidationFile::new(step, row).write(&inbox).map_err(io(&inbox))?;
-    Ok(())
-}
-
-fn append_metrics(path: &Path, row: &Value) -> Result<(), RunError> {
-    metrics::append(path, row).map_err(io(path))
-}
-
-fn has_validation(metrics: &Path, step: u64) -> bool {
-    std::fs::read_to_string(metrics)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .any(|v| v["step"] == step && v.get("val_completion_rate").is_some())
-}
-
-fn merge(row: &mut Value, extra: Value) {
-    if let (Some(r), Value::Object(e)) = (row.as_object_mut(), extra) {
-        for (k, v) in e {
-            r.entry(k).or_insert(v);
-        }
-    }
-}
-
-fn mean(xs: impl Iterator<Item = f64>) -> Option<f64> {
-    let v: Vec<f64> = xs.collect();
-    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
-}
-
-/// Mean of each custom reward over the trajectories that have it.
-fn custom_means(trajectories: &[Trajectory]) -> Value {
-    let mut sums: std::collections::BTreeMap<&str, (f64, usize)> = std::collections::BTreeMap::new();
-    for (name, x) in trajectories.iter().flat_map(|t| t.reward_parts.custom.iter()) {
-        let e = sums.entry(name).or_default();
-        (e.0, e.1) = (e.0 + x, e.1 + 1);
-    }
-    sums.into_iter().map(|(k, (s, n))| (k.to_string(), json!(s / n as f64))).collect::<serde_json::Map<_, _>>().into()
-}
-
-fn std_dev(xs: impl Iterator<Item = f64>) -> Option<f64> {
-    let v: Vec<f64> = xs.collect();
-    let m = mean(v.iter().copied())?;
-    Some((v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / v.len() as f64).sqrt())
-}
-
-/// Prints a line above the progress bars, or plainly when they are hidden (not a terminal).
-fn say(multi: &MultiProgress, line: String) {
-    if multi.is_hidden() {
-        eprintln!("{line}");
-    } else {
-        multi.println(line).ok();
-    }
-}
-
-fn fmt_opt(x: Option<f64>) -> String {
-    x.map_or("-".into(), |v| format!("{v:.3}"))
-}
-
-/// The compact line printed after each step.
-fn step_line(row: &Value) -> String {
-    let f = |v: &Value| fmt_opt(v.as_f64());
-    let judge = match row["judge_cost_total_usd"].as_f64() {
-        Some(total) => {
-            format!("  judge {} (${:.4}, total ${total:.4}, {} skipped)", f(&row["judge"]), row["judge_cost_usd"].as_f64().unwrap_or(0.0), row["judge_groups_skipped"])
-        }
-        None => String::new(),
-    };
-    format!(
-        "step {:>4}  reward {}  completion {}  groups {}/{} flat  loss {}  grad {}  kl {}{judge}  {:.1}s",
-        row["step"],
-        f(&row["reward"]),
-        f(&row["completion_rate"]),
-        row["groups_zero_variance"],
-        row["groups"],
-        f(&row["trainer"]["loss"]),
-        f(&row["trainer"]["grad_norm"]),
-        f(&row["trainer"]["kl"]),
-        row["time"]["step_s"].as_f64().unwrap_or(0.0),
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -798,14 +558,5 @@ mod tests {
         assert_eq!(prior_judge_cost(&m), 0.0);
         std::fs::write(&m, "{\"step\": 1, \"judge_cost_total_usd\": 0.5}\n{\"step\": 2, \"judge_cost_total_usd\": 1.25}\n{\"step\": 2, \"val_reward\": 1}\n").unwrap();
         assert_eq!(prior_judge_cost(&m), 1.25);
-    }
-
-    #[test]
-    fn step_lines_show_judge_cost_when_there_is_a_judge() {
-        let row =
-            json!({"step": 3, "reward": 0.5, "judge": 0.4, "judge_cost_usd": 0.01, "judge_cost_total_usd": 0.03, "judge_groups_skipped": 1, "time": {"step_s": 2.0}});
-        let line = step_line(&row);
-        assert!(line.contains("judge 0.400 ($0.0100, total $0.0300, 1 skipped)"), "{line}");
-        assert!(!step_line(&json!({"step": 1, "time": {}})).contains("judge"));
     }
 }

@@ -122,7 +122,7 @@ pub async fn run(args: Args) -> Result<()> {
         None => (ta_scenarios::prompt::DEFAULT_TEMPLATE.to_string(), "default".to_string()),
     };
 
-    let server = args.server.connect(Some(&logs)).await?;
+    let server = crate::server::Server::connect(&args.server, Some(&logs)).await?;
     let surface = Surface::gather(&server.client, &server.discovery, &DiscoverOptions { sample_resources: args.sample_resources, ..Default::default() }).await;
     eprintln!(
         "server {}: {} tools, {} resources, {} resource templates, {} prompts",

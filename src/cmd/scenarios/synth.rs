@@ -45,7 +45,7 @@ pub async fn run(args: Args) -> Result<()> {
     let _lock = ta_eval::rundir::RunLock::acquire(&args.out)?;
     let logs = args.out.join("logs");
     std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
-    let server = args.server.connect(Some(&logs)).await?;
+    let server = crate::server::Server::connect(&args.server, Some(&logs)).await?;
     let tools = server.tools();
     let opts =
         SynthOptions { n: args.n, query_tool: args.query_tool.clone(), validation_fraction: args.validation_fraction, seed: args.seed, concurrency: args.concurrency };

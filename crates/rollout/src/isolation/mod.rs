@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 use ta_mcp::{ClientOptions, Discovery, McpClient, McpError, Placeholders, ServerSpec};
 use ta_types::Trajectory;
 
-use crate::runner::Job;
+use crate::job::Job;
 pub use pool::Pool;
 pub use workdir::{CopyStats, Workdir};
 

@@ -1,0 +1,102 @@
+//! What every command that plays episodes (`rollout`, `collect`, `eval`, `train`) does before the
+//! first one, in one place so they cannot drift apart: the scenarios, the logs directory, the
+//! MCP server connected with each episode's isolation, its tools, the system prompt, and the
+//! model server (an endpoint, or the embedded engine started where the command needs one).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use ta_python::{EngineOptions, EngineSource, PythonEnv};
+use ta_reward::{RewardConfig, Rewarder};
+use ta_rollout::isolation::IsolationSettings;
+use ta_types::Scenario;
+
+use crate::args::{ModelArgs, ScenarioArgs, ServerArgs};
+use crate::model::ModelEndpoint;
+use crate::server::Server;
+
+/// A command's running parts for playing episodes. [`RunSetup::close`] stops the server.
+pub struct RunSetup {
+    /// `--out/logs`: the engine's log, the MCP server's stderr.
+    pub logs: PathBuf,
+    pub server: Server,
+    pub tools: ta_rollout::McpTools,
+    pub system_prompt: String,
+}
+
+impl RunSetup {
+    /// Creates `out/logs` (a command that writes before it connects calls this first).
+    pub fn logs(out: &Path) -> Result<PathBuf> {
+        let logs = out.join("logs");
+        std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
+        Ok(logs)
+    }
+
+    /// Checks that `scenarios` can be scored under `isolation`, connects the server with it,
+    /// and renders the system prompt (`template`, else the default) from what it offers.
+    pub async fn start(out: &Path, server: &ServerArgs, isolation: &IsolationSettings, scenarios: &[Scenario], template: Option<&Path>) -> Result<RunSetup> {
+        let logs = RunSetup::logs(out)?;
+        check_state_capture(scenarios, isolation)?;
+        let server = Server::connect_isolated(server, isolation, Some(&logs)).await?;
+        let tools = server.tools();
+        let system_prompt = server.system_prompt(template)?;
+        Ok(RunSetup { logs, server, tools, system_prompt })
+    }
+
+    /// The model server of `rollout` and `collect`: `--base-url`, or the embedded engine.
+    pub async fn model(&self, args: &ModelArgs) -> Result<ModelEndpoint> {
+        ModelEndpoint::connect(args, self.engine_log()).await
+    }
+
+    /// The engine of `eval` and `train` (see [`crate::model::engine_source`]): `start` gets the
+    /// embedded engine's log path.
+    pub fn engine(&self, engine_url: Option<&str>, engine_model: &str, start: impl FnOnce(PathBuf) -> Result<(PythonEnv, EngineOptions)>) -> Result<EngineSource> {
+        crate::model::engine_source(engine_url, engine_model, || start(self.engine_log()))
+    }
+
+    fn engine_log(&self) -> PathBuf {
+        self.logs.join("engine.log")
+    }
+
+    /// Stops the server (and every isolated one).
+    pub async fn close(&self) {
+        self.server.close().await;
+    }
+}
+
+/// The scenarios of `--scenarios` that `select` keeps (the command's split), then the first
+/// `--limit`.
+pub fn load_scenarios(args: &ScenarioArgs, select: impl FnOnce(&mut Vec<Scenario>)) -> Result<Vec<Scenario>> {
+    let mut scenarios = ta_types::scenario::load_scenarios(&args.scenarios)?;
+    select(&mut scenarios);
+    if let Some(n) = args.limit {
+        scenarios.truncate(n);
+    }
+    Ok(scenarios)
+}
+
+/// Scenarios that check the state need the state captured: without it every one of them would
+/// go without its state part.
+fn check_state_capture(scenarios: &[Scenario], settings: &IsolationSettings) -> Result<()> {
+    if settings.capture_state.is_none()
+        && let Some(s) = scenarios.iter().find(|s| s.expected_state.is_some())
+    {
+        bail!(
+            "scenario `{}` has expected_state, but no --capture-state was given\nhint: pass --capture-state CMD (run in {{workdir}} after each episode), e.g. --capture-state \"sqlite3 shop.db .dump\"",
+            s.id
+        );
+    }
+    Ok(())
+}
+
+/// Fails fast (before any engine starts) on reward settings that cannot work: a judge without
+/// its API key, an unreadable prompt file, a malformed custom reward.
+pub fn check_rewards(reward: &RewardConfig) -> Result<()> {
+    let mut r = reward.clone();
+    if r.judge.model.starts_with("local/") && r.judge.base_url.is_none() {
+        // The run's own engine will serve it.
+        r.judge.base_url = Some("http://127.0.0.1:1/v1".into());
+    }
+    Rewarder::new(&r, None)?;
+    Ok(())
+}
