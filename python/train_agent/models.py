@@ -89,11 +89,10 @@ def default_device() -> str:
 
 
 def cpu_has_fast_bf16() -> bool:
-    """Whether this CPU multiplies bf16 matrices faster than float32: only with AMX (1.80 against
-    0.37 TFLOPS on a 2-core Sapphire Rapids VM: benches/cpu_bf16_bench.py). AVX512-BF16 alone is
-    not enough: on a 2-core Xeon VM with it but without AMX, bf16 was the slower dtype (matmul 168
-    against 269 GFLOPS, engine prefill 450 against 775 tok/s, a demo SFT step 56.5 against
-    51.4 s), so float32 stays the default there and everywhere else."""
+    """Whether this CPU multiplies bf16 matrices faster than float32: only with AMX. AVX512-BF16
+    alone is not enough: on a Xeon with it but without AMX, bf16 measured slower than float32 in
+    matmuls, the engine's prefill and an SFT step (benches/cpu_bf16_bench.py; the figures are in
+    benches/RESULTS.md), so float32 stays the default there and everywhere else."""
     caps = torch.cpu.get_capabilities() if hasattr(torch.cpu, "get_capabilities") else {}
     return bool(caps.get("amx_bf16"))
 

@@ -80,7 +80,7 @@ fn shell_words(argv: &[String]) -> String {
 }
 
 /// Settings of one profile: what fits 15 minutes of a 2-core CPU, or what shows the full effect on
-/// a GPU (measured: `benches/RESULTS.md`, "The demo").
+/// a GPU (measured: `benches/RESULTS.md`, "The demo and CPU training speed").
 struct Profile {
     model: String,
     /// The training and validation tasks (`scenarios synth` on the demo database) keep only those
@@ -93,9 +93,9 @@ struct Profile {
     train_limit: Option<usize>,
     validation_limit: Option<usize>,
     /// The first this share of the train split gives SFT its reference traces; GRPO samples all
-    /// of it. SFT on every train task saturates them (300 synthesized traces took held-out
-    /// synthesized tasks from 3.5% to 94%, benches/RESULTS.md), leaving GRPO groups without
-    /// reward variance; tasks SFT never saw keep GRPO's groups informative.
+    /// of it. SFT on every train task saturates them (benches/RESULTS.md, "Synthesized tasks"),
+    /// leaving GRPO groups without reward variance; tasks SFT never saw keep GRPO's groups
+    /// informative.
     sft_share: f64,
     sft: SftConfig,
     grpo: TrainConfig,
@@ -133,16 +133,16 @@ fn profile(gpu: bool, model: &str, steps: Option<u64>, train_limit: Option<usize
         grpo.rollout.eval_rollouts = 4;
         sft.epochs = 6;
         sft.optim.lr = 2e-4;
-        // Measured on one H100 (benches/RESULTS.md): 16 steps of 8 x 8 with dynamic sampling take
-        // about 6 minutes and lift the SFT adapter by 13 points greedy, 16 sampled.
+        // 16 steps of 8 x 8 with dynamic sampling: enough steps for GRPO to move its SFT start
+        // (benches/RESULTS.md, "Base → SFT → SFT + GRPO on the demo server").
         grpo.rollout.max_steps = steps.unwrap_or(16);
         grpo.rollout.scenarios_per_step = 8;
         grpo.rollout.rollouts_per_scenario = 8;
         grpo.optim.lr = 2e-5;
-        // Uniform task order (the default curriculum): from the same SFT adapter, 10 steps in
-        // uniform order gained 10.2 points against 5.6 with the adaptive curriculum, whose
-        // easy-first epoch makes most first-round groups flat (benches/RESULTS.md, "GRPO
-        // ablation"). Dynamic sampling, on by default, replaces the flat groups.
+        // Uniform task order (the default curriculum): from the same SFT adapter it gained more
+        // than the adaptive curriculum, whose easy-first epoch makes most first-round groups flat
+        // (benches/RESULTS.md, "GRPO ablation"). Dynamic sampling, on by default, replaces the
+        // flat groups.
     } else {
         // Counting tasks: what SmolLM2-135M learns from a few dozen traces on 2 cores, so the
         // table can show a rise in correct answers rather than only in reward.
@@ -160,10 +160,9 @@ fn profile(gpu: bool, model: &str, steps: Option<u64>, train_limit: Option<usize
         sft.lora.r = 16;
         sft.max_seq_len = 3072;
         // A real model on a CPU: prefix trees (docs/training.md, "Packing") of up to 4,096
-        // distinct tokens. In float32 a tree holds ~2 MB of activations per token: at 8,192 the
-        // SFT trainer peaked at 20.3 GB of RSS (12.7 GB at 4,096), and a GRPO step's one tree
-        // was killed for memory beside the engine on a 24 GB VM. A step takes the same time
-        // either way (42.6 against 44.2 s, benches/RESULTS.md).
+        // distinct tokens. In float32 a tree's activations grow with its tokens: at 8,192 a GRPO
+        // step's one tree was killed for memory beside the engine on a 24 GB VM, and a step takes
+        // the same time either way (benches/RESULTS.md, "The demo and CPU training speed").
         sft.trainer.packing = Packing::PrefixTree;
         grpo.trainer.packing = Packing::PrefixTree;
         sft.trainer.micro_batch_tokens = 4096;

@@ -15,7 +15,7 @@ values come from the config:
   the static cache keeps every position, so a window is only a mask over it, exact at any length.
 
 Why not `model.generate`: every decode step there is hundreds of small kernel launches driven from
-Python (~95 ms a step for Qwen2.5-0.5B on an H100). Here the decode step works on fixed buffers
+Python (benches/RESULTS.md, "Engine decode throughput"). Here the decode step works on fixed buffers
 only, so on CUDA it is captured once per (batch bucket, context bucket) as a CUDA graph and
 replayed with a single launch:
 
@@ -148,9 +148,8 @@ class Decoder(GraphCapture, LoraBanks, SlotState):
         # states, and the first update's importance ratio is 1 (issue 15). A product of two bf16
         # (or fp16) numbers is exact in float32, so on CUDA the model's own 16-bit head with float32
         # accumulation and output (`logits`) is that arithmetic up to the order of the sums, on
-        # tensor cores and reading half the bytes (at batch 64, a float32 matmul over Qwen2.5's 152k
-        # vocabulary is 17 GFLOP for CUDA cores: ~0.3 ms a step at an H100's 67 TFLOPS). Elsewhere
-        # (CPU, float32 models): one float32 copy.
+        # tensor cores and reading half the bytes, where a float32 matmul over a 152k vocabulary
+        # would run on the CUDA cores every step. Elsewhere (CPU, float32 models): one float32 copy.
         half = cuda and self.dtype in (torch.bfloat16, torch.float16)
         self.lm_head = model.lm_head.weight if half else model.lm_head.weight.float()
         # a window at least as long as the cache masks nothing (Mistral's 4096 under a 4k context): such

@@ -31,8 +31,8 @@ def build_model(cfg: Config, dtype: torch.dtype):
         if os.environ.get("TRAIN_AGENT_LIGER", "1") != "0":
             use_liger_kernels(base)
         # SDPA's flash kernels rather than cuDNN's, which PyTorch 2.11 picked on an H200: a GRPO
-        # step's micro-batches have a new padded length every step, and the real multi-turn step's
-        # train phase took 3.50 s with flash against 5.02 s with cuDNN (benches/RESULTS.md)
+        # step's micro-batches have a new padded length every step, which cuDNN pays for each time
+        # (the train phase side by side: benches/RESULTS.md, "Multi-turn GRPO step beside TRL")
         torch.backends.cuda.enable_cudnn_sdp(False)
     if cfg.gradient_checkpointing:
         base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})

@@ -1,8 +1,8 @@
 """sampling.sample in two Triton kernels, for decode steps without top-p on CUDA.
 
 Why: the sampler's reductions run over the vocabulary once per row. Compiled by torch.compile, a
-reduction of 64 rows is 64 programs, each walking 152k logits alone, and the sampler took ~210 µs
-of a 1.58 ms batch-64 decode step of Qwen2.5-0.5B on an H200 (benches/RESULTS.md). Here the
+reduction of 64 rows is 64 programs, each walking 152k logits alone, a large share of a batch-64
+decode step (benches/RESULTS.md, "Engine decode throughput"). Here the
 vocabulary is cut into chunks of `CHUNK` logits, one program per (row, chunk), so the first pass
 fills the GPU and reads the logits once:
 - `_chunk_kernel`: per chunk, the max and sum of exponentials of the scaled logits (for the
