@@ -427,19 +427,26 @@ async fn url_credentials_never_reach_output_logs_or_trajectories() {
 
     // An MCP server with a token in its URL that goes away mid-run: the tool error the model
     // sees, the trajectory and the logs name it without the token.
+    let (out, seen) = rollout_while_the_mcp_server_goes_away(&dir, &format!("?token={SECRET}")).await;
+    assert!(seen.contains("token=***"), "the failure names the server: {seen}");
+    assert_no_secret(&out, &dir.path().join("m"));
+}
+
+/// A `rollout` (into `DIR/m`) against the demo server over HTTP at `/mcp{query}`, which goes
+/// away after the model's first request: the command's output, and the failed episode's error
+/// and messages as one text.
+async fn rollout_while_the_mcp_server_goes_away(dir: &tempfile::TempDir, query: &str) -> (std::process::Output, String) {
     let (addr, server) = demo_http().await;
     let gate = Gate::default();
     let model = FaultServer::start(vec![Fault::Gated(gate.clone(), Box::new(Fault::ok(tool_calls(&[("list_tables", "{}")])))), Fault::ok(complete())]).await;
-    let mcp_url = format!("http://{addr}/mcp?token={SECRET}");
-    let run = tokio::spawn(rollout_command(&model.url(), &mcp_url, &scenarios(&dir, 1), &dir.path().join("m"), &["--mcp-timeout", "3"]).output());
+    let mcp_url = format!("http://{addr}/mcp{query}");
+    let run = tokio::spawn(rollout_command(&model.url(), &mcp_url, &scenarios(dir, 1), &dir.path().join("m"), &["--mcp-timeout", "3"]).output());
     wait_until(|| !model.requests().is_empty()).await;
     server.abort();
     gate.open();
     let out = run.await.unwrap().unwrap();
     let t = &trajectories(&dir.path().join("m"))[0];
-    let seen = format!("{:?} {:?}", t.error, t.messages);
-    assert!(seen.contains("token=***"), "the failure names the server: {seen}");
-    assert_no_secret(&out, &dir.path().join("m"));
+    (out, format!("{:?} {:?}", t.error, t.messages))
 }
 
 /// Credentials under other names than `token` (`passwd`, `jwt`, `bearer`, `hmac`, an OAuth
@@ -447,17 +454,8 @@ async fn url_credentials_never_reach_output_logs_or_trajectories() {
 #[tokio::test(flavor = "multi_thread")]
 async fn url_credentials_by_any_name_never_reach_output_logs_or_trajectories() {
     let dir = tempfile::tempdir().unwrap();
-    let (addr, server) = demo_http().await;
-    let gate = Gate::default();
-    let model = FaultServer::start(vec![Fault::Gated(gate.clone(), Box::new(Fault::ok(tool_calls(&[("list_tables", "{}")])))), Fault::ok(complete())]).await;
-    let mcp_url = format!("http://{addr}/mcp?passwd=P{SECRET}&jwt=J{SECRET}&bearer=B{SECRET}&hmac=H{SECRET}&page=2#token=T{SECRET}&id_token=I{SECRET}");
-    let run = tokio::spawn(rollout_command(&model.url(), &mcp_url, &scenarios(&dir, 1), &dir.path().join("m"), &["--mcp-timeout", "3"]).output());
-    wait_until(|| !model.requests().is_empty()).await;
-    server.abort();
-    gate.open();
-    let out = run.await.unwrap().unwrap();
-    let t = &trajectories(&dir.path().join("m"))[0];
-    let seen = format!("{:?} {:?}", t.error, t.messages);
+    let query = format!("?passwd=P{SECRET}&jwt=J{SECRET}&bearer=B{SECRET}&hmac=H{SECRET}&page=2#token=T{SECRET}&id_token=I{SECRET}");
+    let (out, seen) = rollout_while_the_mcp_server_goes_away(&dir, &query).await;
     assert!(seen.contains("passwd=***&jwt=***&bearer=***&hmac=***&page=2#token=***&id_token=***"), "the failure names the server: {seen}");
     assert_no_secret(&out, &dir.path().join("m"));
     let report = tokio::process::Command::new(bin()).arg("report").arg(dir.path().join("m")).output().await.unwrap();
