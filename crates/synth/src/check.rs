@@ -6,9 +6,9 @@ use ta_types::Expected;
 use ta_types::scenario::ExpectedRule;
 
 use crate::SynthError;
+use crate::candidate::{Candidate, MAX_LIST, Shape};
 use crate::exec::Sql;
 use crate::schema::ident;
-use crate::templates::{Candidate, MAX_LIST, Shape};
 
 /// A candidate that passed: its rows and the answer they give.
 #[derive(Debug, Clone, PartialEq)]
@@ -29,7 +29,10 @@ pub async fn check<T: ToolHost>(sql: &Sql<'_, T>, c: &Candidate) -> Result<Resul
         if metric(p.index).is_none() {
             return Ok(Err("no rows".into()));
         }
-        if metric(p.index) == metric(p.index + 1) || (p.index > 0 && metric(p.index) == metric(p.index - 1)) {
+        if metric(p.index + 1).is_none() {
+            return Ok(Err("nothing to rank against".into()));
+        }
+        if metric(p.index) == metric(p.index + 1) || (p.exact_rank && p.index > 0 && metric(p.index) == metric(p.index - 1)) {
             return Ok(Err("tied with a neighbour in the ranking".into()));
         }
     }
@@ -63,6 +66,8 @@ pub fn expected(shape: Shape, rows: &[Vec<Value>]) -> Result<Expected, String> {
     let first = |r: &Vec<Value>| r.first().cloned().unwrap_or(Value::Null);
     match (shape, rows) {
         (_, []) => Err("no rows".into()),
+        (Shape::Row, [row]) => cells(row),
+        (Shape::Row, _) => Err("several rows where one was asked for".into()),
         (_, [row]) => one(&first(row)),
         (Shape::One, _) => Err("several rows where one was asked for".into()),
         (Shape::List, rows) if rows.len() > MAX_LIST => Err(format!("more than {MAX_LIST} rows to list")),
@@ -74,6 +79,15 @@ pub fn expected(shape: Shape, rows: &[Vec<Value>]) -> Result<Expected, String> {
             Ok(Expected::Rule(ExpectedRule::Set(values)))
         }
     }
+}
+
+/// One row of several cells, all of them the answer: the set of its cells (a NULL or empty
+/// cell drops the question, as a NULL answer does).
+fn cells(row: &[Value]) -> Result<Expected, String> {
+    if row.iter().any(|v| v.is_null() || v.as_str().is_some_and(|s| s.trim().is_empty())) {
+        return Err("a NULL or empty cell in the row".into());
+    }
+    Ok(Expected::Rule(ExpectedRule::Set(row.to_vec())))
 }
 
 fn one(v: &Value) -> Result<Expected, String> {
@@ -122,6 +136,7 @@ mod tests {
             difficulty: 2,
             tables: vec!["items".into()],
             phrasings: vec!["List every item whose kind is 'even'.".into()],
+            technical: None,
             sql: "SELECT \"name\" AS answer FROM \"items\" WHERE \"kind\" = 'even' ORDER BY answer".into(),
             columns: vec!["answer".into()],
             answer: Shape::List,

@@ -3,8 +3,10 @@
 //!
 //! 1. [`tools`]: find the query tool (and the list/describe tools) from the schemas;
 //! 2. [`schema`]: learn tables, columns, keys and sample values with a few SELECTs;
-//! 3. [`templates`]: compose questions (counts, filters, aggregates, arg-max, joins, two-hop
-//!    joins, NULLs, dates, ranks) in several phrasings, each with its SQL;
+//! 3. [`grammar`]: compose questions from parts (a scope with its joins, up to two filters, a
+//!    target: counts, aggregates, lookups, lists, arg-max of rows and groups, top k, HAVING,
+//!    set operations, percentages, comparisons with the average and between columns), each
+//!    with its SQL and phrased in people's words ([`names`]);
 //! 4. [`check`]: run every kept question's SQL through the server and turn its rows into the
 //!    expected answer with the right matcher, dropping empty, NULL, oversized and tied results;
 //! 5. dedupe by normalized text and split train/validation by SQL, so that paraphrases of one
@@ -12,10 +14,12 @@
 //!
 //! Only SELECT statements are sent; tools that look like writes are never called.
 
+pub mod candidate;
 pub mod check;
 pub mod exec;
+pub mod grammar;
+pub mod names;
 pub mod schema;
-pub mod templates;
 pub mod tools;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -28,13 +32,17 @@ use serde_json::{Map, Value, json};
 use ta_rollout::ToolHost;
 use ta_types::{Difficulty, ReferenceStep, Scenario, Split};
 
+pub use candidate::Candidate;
 pub use check::Checked;
 pub use schema::Schema;
-pub use templates::Candidate;
 pub use tools::SqlTools;
 
 /// `source` of synthesized scenarios.
 pub const SOURCE_SYNTH: &str = "synth";
+
+/// `phrasing` of a scenario in people's words, and of one naming the schema's tables and columns.
+pub const PHRASING_NATURAL: &str = "natural";
+pub const PHRASING_TECHNICAL: &str = "technical";
 
 /// The [`Summary::dropped`] reason of candidates whose query the server answered with an error.
 pub const QUERY_FAILED: &str = "the query failed on the server";
@@ -102,7 +110,7 @@ pub async fn synthesize<T: ToolHost>(host: &T, opts: &SynthOptions) -> Result<Sy
     let tools = SqlTools::detect(host.specs(), opts.query_tool.as_deref())?;
     let sql = exec::Sql { host, tool: &tools.query };
     let schema = schema::introspect(&sql).await?;
-    let all = templates::candidates(&schema);
+    let all = grammar::candidates(&schema, opts.seed);
     let ordered = interleave(all.clone(), opts.seed);
 
     let mut kept: Vec<(Candidate, Checked)> = Vec::new();
@@ -120,7 +128,7 @@ pub async fn synthesize<T: ToolHost>(host: &T, opts: &SynthOptions) -> Result<Sy
         checked += 1;
         match result {
             Ok(Ok(ok)) => {
-                tasks += c.phrasings.iter().filter(|p| seen.insert(normalize(p))).count();
+                tasks += c.all_phrasings().filter(|p| seen.insert(normalize(p))).count();
                 kept.push((c, ok));
             }
             Ok(Err(reason)) => *dropped.entry(reason).or_default() += 1,
@@ -147,7 +155,7 @@ pub async fn synthesize<T: ToolHost>(host: &T, opts: &SynthOptions) -> Result<Sy
     let mut texts: HashSet<String> = HashSet::new();
     let mut duplicates = 0;
     for (g, (c, ok)) in kept.iter().enumerate() {
-        for phrasing in &c.phrasings {
+        for phrasing in c.all_phrasings() {
             if scenarios.len() >= opts.n {
                 break;
             }
@@ -246,6 +254,8 @@ fn scenario(tools: &SqlTools, c: &Candidate, ok: &Checked, task: &str, index: us
     let mut extra = Map::new();
     extra.insert("sql".into(), c.sql.clone().into());
     extra.insert("template".into(), c.template.into());
+    let technical = c.technical.as_deref() == Some(task);
+    extra.insert("phrasing".into(), (if technical { PHRASING_TECHNICAL } else { PHRASING_NATURAL }).into());
     let mut tags = vec![c.template.to_string()];
     tags.extend(c.tables.iter().cloned());
     Scenario {

@@ -13,8 +13,8 @@ use rusqlite::types::ValueRef;
 use serde_json::{Value, json};
 use ta_mcp::{ClientOptions, McpClient, ServerSpec, ToolCatalog};
 use ta_rollout::McpTools;
+use ta_synth::candidate::Shape;
 use ta_synth::check::expected;
-use ta_synth::templates::Shape;
 use ta_synth::{SynthOptions, normalize, synthesize};
 use ta_types::scenario::ExpectedRule;
 use ta_types::{Expected, Split};
@@ -48,27 +48,32 @@ async fn connect(command: &str) -> McpTools {
 }
 
 /// The answer of `sql` computed on the file itself, as synth would write it.
-fn direct(conn: &rusqlite::Connection, sql: &str) -> Expected {
+fn direct(conn: &rusqlite::Connection, sql: &str, shape: Shape) -> Expected {
     let mut stmt = conn.prepare(sql).unwrap();
-    let rows: Vec<Vec<Value>> = stmt
-        .query_map([], |r| {
-            Ok(vec![match r.get_ref(0)? {
-                ValueRef::Null => Value::Null,
-                ValueRef::Integer(i) => json!(i),
-                ValueRef::Real(f) => json!(f),
-                ValueRef::Text(t) => json!(String::from_utf8_lossy(t)),
-                ValueRef::Blob(_) => Value::Null,
-            }])
-        })
-        .unwrap()
-        .map(Result::unwrap)
-        .collect();
-    expected(Shape::List, &rows).unwrap_or_else(|e| panic!("{sql}: {e}"))
+    let width = stmt.column_count();
+    let cell = |v: ValueRef| match v {
+        ValueRef::Null => Value::Null,
+        ValueRef::Integer(i) => json!(i),
+        ValueRef::Real(f) => json!(f),
+        ValueRef::Text(t) => json!(String::from_utf8_lossy(t)),
+        ValueRef::Blob(_) => Value::Null,
+    };
+    let rows: Vec<Vec<Value>> = stmt.query_map([], |r| (0..width).map(|i| Ok(cell(r.get_ref(i)?))).collect()).unwrap().map(Result::unwrap).collect();
+    expected(shape, &rows).unwrap_or_else(|e| panic!("{sql}: {e}"))
+}
+
+/// The shape a scenario's SQL was checked with: two-cell rows for the shapes that ask for two
+/// values at once, else the first column.
+fn shape(sc: &ta_types::Scenario) -> Shape {
+    if ["lookup_two", "two_aggregates"].contains(&sc.extra["template"].as_str().unwrap()) { Shape::Row } else { Shape::List }
 }
 
 fn same(a: &Expected, b: &Expected) -> bool {
     match (a, b) {
         (Expected::Rule(ExpectedRule::Number { number: x, .. }), Expected::Rule(ExpectedRule::Number { number: y, .. })) => (x - y).abs() < 1e-9,
+        (Expected::Rule(ExpectedRule::Set(x)), Expected::Rule(ExpectedRule::Set(y))) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| a == b || a.as_f64().zip(b.as_f64()).is_some_and(|(a, b)| (a - b).abs() < 1e-9))
+        }
         _ => a == b,
     }
 }
@@ -91,24 +96,67 @@ async fn synth_on(command: &str, db: &Path, query_tool: &str, describe_tool: &st
     let books = out.schema.tables.iter().find(|t| t.name == "books").unwrap();
     assert!(books.keys[0].declared && books.keys[0].parent == "authors");
 
-    // known answers
+    // known answers, one per shape of the grammar (shapes without filters are always asked)
     let by_sql = |sql: &str| out.scenarios.iter().find(|x| x.extra["sql"] == sql).unwrap_or_else(|| panic!("no scenario for {sql}"));
-    assert_eq!(by_sql(r#"SELECT count(*) AS n FROM "books""#).expected, Some(Expected::Number(7.0)));
-    assert_eq!(by_sql(r#"SELECT count(*) AS n FROM "books" WHERE "genre" = 'stories'"#).expected, Some(Expected::Number(3.0)));
-    assert_eq!(by_sql(r#"SELECT count(*) AS n FROM "authors" WHERE "country" IS NULL"#).expected, Some(Expected::Number(1.0)));
+    let num = |x: f64| Some(Expected::Number(x));
+    let text = |x: &str| Some(Expected::Text(x.into()));
+    let set = |v: Vec<Value>| Some(Expected::Rule(ExpectedRule::Set(v)));
+    const BOOKS_AUTHORS: &str = r#"FROM "books" b JOIN "authors" j0 ON b."author_id" = j0."author_id""#;
+    const LOANS_AUTHORS: &str = r#"FROM "loans" b JOIN "books" j0 ON b."book_id" = j0."book_id" JOIN "authors" j1 ON j0."author_id" = j1."author_id""#;
+    assert_eq!(by_sql(r#"SELECT count(*) AS n FROM "books" b"#).expected, num(7.0));
+    assert_eq!(by_sql(r#"SELECT count(DISTINCT b."genre") AS n FROM "books" b"#).expected, num(2.0));
     assert_eq!(
-        by_sql(r#"SELECT count(*) AS n FROM "loans" c JOIN "books" p ON c."book_id" = p."book_id" WHERE p."title" = 'Solaris'"#).expected,
-        Some(Expected::Number(3.0))
-    );
-    let top = by_sql(r#"SELECT "title" AS answer, "price" AS metric FROM "books" WHERE "price" IS NOT NULL ORDER BY metric DESC, answer LIMIT 1"#);
-    assert_eq!(top.expected, Some(Expected::Text("Exhalation".into())));
-    assert_eq!(top.difficulty.as_ref().and_then(|d| d.level()), Some(3));
-    // two hops: loans -> books -> authors; Ted Chiang's books were lent 3 times
-    assert_eq!(
-        by_sql(r#"SELECT count(*) AS n FROM "loans" c JOIN "books" m ON c."book_id" = m."book_id" JOIN "authors" t ON m."author_id" = t."author_id" WHERE t."name" = 'Ted Chiang'"#)
+        by_sql(r#"SELECT b."genre" AS answer, count(*) AS metric FROM "books" b WHERE b."genre" IS NOT NULL GROUP BY b."genre" ORDER BY metric DESC, answer LIMIT 1"#)
             .expected,
-        Some(Expected::Number(3.0))
+        text("novel")
     );
+    assert_eq!(
+        by_sql(r#"SELECT b."country" AS answer FROM "authors" b WHERE b."country" IS NOT NULL GROUP BY b."country" HAVING count(*) = 1 ORDER BY answer"#).expected,
+        text("Poland")
+    );
+    assert_eq!(
+        by_sql(r#"SELECT b."genre" AS answer, sum(b."price") AS metric FROM "books" b WHERE b."genre" IS NOT NULL AND b."price" IS NOT NULL GROUP BY b."genre" ORDER BY metric DESC, answer LIMIT 1"#).expected,
+        text("novel")
+    );
+    let pct = by_sql(r#"SELECT round(100.0 * sum(b."genre" = 'novel') / count(*), 1) AS answer FROM "books" b"#);
+    assert_eq!(pct.expected, Some(Expected::Rule(ExpectedRule::Number { number: 57.1, tolerance: 0.01 })));
+    let except = format!(
+        r#"SELECT answer FROM (SELECT j0."name" AS answer {BOOKS_AUTHORS} WHERE b."genre" = 'novel' AND j0."name" IS NOT NULL EXCEPT SELECT j0."name" {BOOKS_AUTHORS} WHERE b."genre" = 'stories' AND j0."name" IS NOT NULL) ORDER BY answer"#
+    );
+    assert_eq!(by_sql(&except).expected, set(vec![json!("Octavia Butler"), json!("Ursula Le Guin")]));
+    let intersect = except.replace("EXCEPT", "INTERSECT");
+    assert_eq!(by_sql(&intersect).expected, text("Stanislaw Lem"));
+    assert_eq!(by_sql(r#"SELECT count(*) AS n FROM "books" b WHERE b."price" > (SELECT avg("price") FROM "books")"#).expected, num(3.0));
+    assert_eq!(by_sql(r#"SELECT b."year" AS a, b."price" AS b FROM "books" b WHERE b."title" = 'Solaris'"#).expected, set(vec![json!(1961), json!(9.99)]));
+    assert_eq!(by_sql(&format!(r#"SELECT j0."name" AS answer {BOOKS_AUTHORS} WHERE b."title" = 'Solaris'"#)).expected, text("Stanislaw Lem"));
+    let top = by_sql(r#"SELECT b."title" AS answer, b."price" AS metric FROM "books" b WHERE b."price" IS NOT NULL ORDER BY metric DESC, answer LIMIT 3"#);
+    assert_eq!(top.expected, set(vec![json!("Exhalation"), json!("Stories of Your Life"), json!("The Dispossessed")]));
+    let argmax = by_sql(r#"SELECT b."title" AS answer, b."price" AS metric FROM "books" b WHERE b."price" IS NOT NULL ORDER BY metric DESC, answer LIMIT 1"#);
+    assert_eq!((argmax.expected.clone(), argmax.difficulty.as_ref().and_then(|d| d.level())), (text("Exhalation"), Some(2)));
+    assert_eq!(
+        by_sql(r#"SELECT j0."title" AS answer, count(*) AS metric FROM "loans" b JOIN "books" j0 ON b."book_id" = j0."book_id" GROUP BY j0."title" ORDER BY metric DESC, answer LIMIT 1"#).expected,
+        text("Solaris")
+    );
+    // two hops: loans -> books -> authors; Lem's and Chiang's books were lent 3 times each
+    assert_eq!(by_sql(&format!(r#"SELECT count(*) AS n FROM (SELECT j1."name" {LOANS_AUTHORS} GROUP BY j1."name" HAVING count(*) > 1)"#)).expected, num(2.0));
+    assert_eq!(
+        by_sql(r#"SELECT b."member" AS answer, b."loan_date" AS metric FROM "loans" b WHERE b."loan_date" IS NOT NULL ORDER BY metric ASC, answer LIMIT 1"#).expected,
+        text("bob")
+    );
+    assert!(
+        !out.scenarios
+            .iter()
+            .any(|x| x.extra["sql"]
+                == format!(r#"SELECT j1."name" AS answer, count(*) AS metric {LOANS_AUTHORS} GROUP BY j1."name" ORDER BY metric DESC, answer LIMIT 1"#)),
+        "Lem and Chiang tie for the most loans: the question is dropped"
+    );
+    // the natural share never shows a raw name
+    let raw: Vec<String> = out.schema.tables.iter().flat_map(|t| t.columns.iter().map(move |c| format!("{}.{}", t.name, c.name))).collect();
+    for sc in out.scenarios.iter().filter(|x| x.extra["phrasing"] == "natural") {
+        assert!(!sc.task.contains('_') && !raw.iter().any(|r| sc.task.contains(r.as_str())), "{}", sc.task);
+    }
+    let technical = out.scenarios.iter().filter(|x| x.extra["phrasing"] == "technical").count();
+    assert!(technical * 10 < out.scenarios.len(), "{technical} of {} technical", out.scenarios.len());
 
     // every answer equals the one computed on the file directly; the reference ends in its SQL
     let conn = rusqlite::Connection::open(db).unwrap();
@@ -116,7 +164,7 @@ async fn synth_on(command: &str, db: &Path, query_tool: &str, describe_tool: &st
     let mut texts = HashSet::new();
     for sc in &out.scenarios {
         let sql = sc.extra["sql"].as_str().unwrap();
-        let want = direct(&conn, sql);
+        let want = direct(&conn, sql, shape(sc));
         assert!(same(sc.expected.as_ref().unwrap(), &want), "{}: {sql}: {:?} vs {want:?}", sc.task, sc.expected);
         assert_eq!((sc.source.as_deref(), sc.checked), (Some("synth"), Some(true)));
         let last = sc.reference.last().unwrap();
@@ -186,12 +234,16 @@ async fn keyword_and_quoted_names_are_quoted_and_a_server_error_in_plain_text_is
         assert!(s.per_table.get(t).is_some_and(|n| *n > 0), "no scenario on {t}: {s:?}");
     }
     let by_sql = |sql: &str| out.scenarios.iter().find(|x| x.extra["sql"] == sql).unwrap_or_else(|| panic!("no scenario for {sql}"));
-    assert_eq!(by_sql(r#"SELECT count(*) AS n FROM "we""ird 'tab""#).expected, Some(Expected::Number(3.0)));
-    assert_eq!(by_sql(r#"SELECT count(*) AS n FROM "items" WHERE "group" = 'wood'"#).expected, Some(Expected::Number(2.0)));
+    assert_eq!(by_sql(r#"SELECT count(*) AS n FROM "we""ird 'tab" b"#).expected, Some(Expected::Number(3.0)));
+    assert_eq!(by_sql(r#"SELECT count(DISTINCT b."group") AS n FROM "items" b"#).expected, Some(Expected::Number(3.0)));
+    assert_eq!(
+        by_sql(r#"SELECT round(100.0 * sum(b."group" = 'metal') / count(*), 1) AS answer FROM "items" b"#).expected,
+        Some(Expected::Rule(ExpectedRule::Number { number: 33.3, tolerance: 0.01 }))
+    );
     let conn = rusqlite::Connection::open(&db).unwrap();
     for sc in &out.scenarios {
         let sql = sc.extra["sql"].as_str().unwrap();
-        assert!(same(sc.expected.as_ref().unwrap(), &direct(&conn, sql)), "{}: {sql}", sc.task);
+        assert!(same(sc.expected.as_ref().unwrap(), &direct(&conn, sql, shape(sc))), "{}: {sql}", sc.task);
     }
 }
 

@@ -1,0 +1,1103 @@
+//! A compositional SQL task grammar over a learnt [`Schema`].
+//!
+//! A question is built from parts, each with its SQL and its words:
+//! - a **scope**: one table's rows, with the attributes of the tables its keys lead to (up to
+//!   two hops), so that "plants in France" and "employees whose department is in Boston" are
+//!   the same kind of part;
+//! - **filters** (zero to two): a category's value, a place ("in France"), a parent row ("whose
+//!   department is Sales"), a threshold on a quantity, a year of a date, a word in a text
+//!   (`LIKE`);
+//! - a **target**: a count, a distinct count, an aggregate, a lookup, a list, the row or group
+//!   with the most/least (by count, total or average), the top k, groups with exactly one row,
+//!   rows above the average, one column against another, a percentage, groups with one value
+//!   but never another (`EXCEPT`) or with both (`INTERSECT`), or two cells at once.
+//!
+//! The SQL of a question is the target's SELECT over the scope's FROM (only the joins its parts
+//! need) and the filters' WHERE; the phrasings put the target's frame around the filters'
+//! words. A question's difficulty adds up its parts: the target's, one per filter, one per hop.
+//!
+//! Queries are strings built from typed parts with every identifier and literal quoted
+//! ([`ident`], [`literal`]): a SQL AST crate would parse what is never parsed here and would
+//! not know SQLite's functions (`strftime`, `json_*`) any better.
+
+use rand::seq::{IndexedRandom, SliceRandom};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde_json::Value;
+
+use crate::candidate::{Candidate, MAX_LIST, Probe, Shape};
+use crate::names::{human, is_place, plural, plural_of, relation, shown, singular};
+use crate::schema::{Column, Kind, Schema, Table, ident, literal, value_literal};
+
+/// Categories with more values than this are not filtered or grouped on.
+const MAX_CATEGORIES: u64 = 25;
+/// Values of one category used as filters.
+const VALUES_PER_CATEGORY: usize = 8;
+/// Entities named per scope in lookups and parent filters.
+const MAX_ENTITIES: usize = 24;
+/// Single filters tried per target, and pairs of filters.
+const SINGLE_FILTERS: usize = 10;
+const FILTER_PAIRS: usize = 6;
+/// Natural phrasings kept per question.
+const PHRASINGS: usize = 3;
+/// One question in this many also gets a technical phrasing.
+const TECHNICAL_EVERY: u32 = 8;
+
+/// Every candidate the schema supports, seeded (which filters are combined, which phrasings
+/// are kept).
+pub fn candidates(schema: &Schema, seed: u64) -> Vec<Candidate> {
+    let mut g = Gen { out: Vec::new(), rng: ChaCha8Rng::seed_from_u64(seed) };
+    for t in &schema.tables {
+        let scope = Scope::new(schema, t);
+        g.scope(&scope);
+    }
+    g.out
+}
+
+/// What an attribute is for.
+#[derive(Debug, Clone)]
+enum Role {
+    /// A few distinct values: filtered on and grouped by.
+    Category(Vec<Value>),
+    /// Numbers to aggregate and rank by; `values` sorted.
+    Quantity(Vec<Value>),
+    /// `YYYY-MM-DD` text: earliest/latest and years.
+    Date(Vec<Value>),
+    /// The column naming a row for a person, with names that name one row each.
+    Label(Vec<String>),
+    /// Free text with frequent words (for `LIKE`).
+    Text(Vec<String>),
+}
+
+/// A column of the scope's table or of a table its keys lead to.
+#[derive(Debug, Clone)]
+struct Attr {
+    expr: String,
+    /// "status", "department location"; a parent's label is the relation's name ("department").
+    phrase: String,
+    /// The schema's own name (`table.column`), for technical phrasings.
+    raw: String,
+    /// The joins it needs: a prefix of one of the scope's join chains.
+    path: Vec<usize>,
+    role: Role,
+    /// Some rows have no value (a filter can ask for those).
+    nullable: bool,
+}
+
+/// One table's rows and everything reachable from them along keys.
+struct Scope<'a> {
+    table: &'a Table,
+    plural: String,
+    singular: String,
+    /// `JOIN ...` clauses, by index; a path lists the ones an attribute needs, in order.
+    joins: Vec<(String, String)>,
+    attrs: Vec<Attr>,
+    /// The index of the table's own label among `attrs`.
+    label: Option<usize>,
+}
+
+const BASE: &str = "b";
+
+impl<'a> Scope<'a> {
+    fn new(schema: &'a Schema, table: &'a Table) -> Self {
+        let mut s = Scope { table, plural: plural(&table.name), singular: singular(&table.name), joins: Vec::new(), attrs: Vec::new(), label: None };
+        s.add_attrs(table, BASE, &[], None);
+        s.label = s.attrs.iter().position(|a| a.path.is_empty() && matches!(a.role, Role::Label(_)));
+        for fk in &table.keys {
+            let Some(parent) = schema.tables.iter().find(|p| p.name == fk.parent && p.name != table.name) else { continue };
+            let j = s.joins.len();
+            let alias = format!("j{j}");
+            s.joins.push((format!("JOIN {} {alias} ON {BASE}.{} = {alias}.{}", ident(&parent.name), ident(&fk.from), ident(&fk.to)), parent.name.clone()));
+            let rel = relation(&fk.from);
+            s.add_attrs(parent, &alias, &[j], Some(&rel));
+            for fk2 in &parent.keys {
+                let Some(top) = schema.tables.iter().find(|p| p.name == fk2.parent && p.name != parent.name && p.name != table.name) else { continue };
+                let k = s.joins.len();
+                let alias2 = format!("j{k}");
+                s.joins.push((format!("JOIN {} {alias2} ON {alias}.{} = {alias2}.{}", ident(&top.name), ident(&fk2.from), ident(&fk2.to)), top.name.clone()));
+                let rel2 = format!("{rel}'s {}", relation(&fk2.from));
+                s.add_attrs(top, &alias2, &[j, k], Some(&rel2));
+            }
+        }
+        s
+    }
+
+    /// The attributes of `t` (aliased `alias`), reached through `path`; `rel` names the
+    /// relation for a joined table (its label becomes "the department", its columns "the
+    /// department's location").
+    fn add_attrs(&mut self, t: &Table, alias: &str, path: &[usize], rel: Option<&str>) {
+        let phrase = |c: &Column| match rel {
+            Some(r) => format!("{r}'s {}", human(&c.name)),
+            None => human(&c.name),
+        };
+        let raw = |c: &Column| format!("{}.{}", t.name, c.name);
+        if let Some(l) = t.label(Some(alias))
+            && !t.labels.is_empty()
+        {
+            let (phrase, raw) = match rel {
+                Some(r) => (r.to_string(), format!("{}'s label", t.name)),
+                None => (self.singular.clone(), format!("{} label", t.name)),
+            };
+            self.attrs.push(Attr {
+                expr: l,
+                phrase,
+                raw,
+                path: path.to_vec(),
+                role: Role::Label(t.labels.iter().take(MAX_ENTITIES).cloned().collect()),
+                nullable: false,
+            });
+        }
+        for c in &t.columns {
+            if t.is_key(c) || c.nulls >= t.rows {
+                continue;
+            }
+            let role = if c.kind == Kind::Date {
+                Role::Date(c.values.clone())
+            } else if is_category(t, c) {
+                Role::Category(c.values.iter().take(VALUES_PER_CATEGORY).cloned().collect())
+            } else if is_quantity(t, c) {
+                Role::Quantity(c.values.clone())
+            } else if c.kind == Kind::Text && rel.is_none() && c.distinct > MAX_CATEGORIES {
+                Role::Text(frequent_words(&c.values))
+            } else {
+                continue;
+            };
+            self.attrs.push(Attr { expr: format!("{alias}.{}", ident(&c.name)), phrase: phrase(c), raw: raw(c), path: path.to_vec(), role, nullable: c.nulls > 0 });
+        }
+    }
+
+    /// FROM with the joins of the longest of `paths` (they are prefixes of one chain).
+    fn from(&self, paths: &[&[usize]]) -> String {
+        let longest = paths.iter().max_by_key(|p| p.len()).copied().unwrap_or(&[]);
+        let mut from = format!("FROM {} {BASE}", ident(&self.table.name));
+        for &j in longest {
+            from.push(' ');
+            from.push_str(&self.joins[j].0);
+        }
+        from
+    }
+
+    fn tables(&self, paths: &[&[usize]]) -> Vec<String> {
+        let longest = paths.iter().max_by_key(|p| p.len()).copied().unwrap_or(&[]);
+        let mut t: Vec<String> = longest.iter().rev().map(|&j| self.joins[j].1.clone()).collect();
+        t.push(self.table.name.clone());
+        t
+    }
+}
+
+/// "a price", "an amount".
+fn with_article(phrase: &str) -> String {
+    let article = if phrase.starts_with(['a', 'e', 'i', 'o', 'u']) { "an" } else { "a" };
+    format!("{article} {phrase}")
+}
+
+/// Whether a quantity adds up to something: a total of years or of ratings means nothing.
+fn summable(phrase: &str) -> bool {
+    !["year", "rating", "score", "age", "latitude", "longitude", "rank", "grade"].iter().any(|w| phrase.ends_with(w))
+}
+
+/// Whether two join paths can share one FROM (one is a prefix of the other).
+fn compatible(a: &[usize], b: &[usize]) -> bool {
+    a.iter().zip(b).all(|(x, y)| x == y)
+}
+
+/// The longer of two compatible paths.
+fn longer<'p>(a: &'p [usize], b: &'p [usize]) -> &'p [usize] {
+    if a.len() >= b.len() { a } else { b }
+}
+
+fn is_category(t: &Table, c: &Column) -> bool {
+    matches!(c.kind, Kind::Text | Kind::Integer) && c.distinct >= 2 && c.distinct <= MAX_CATEGORIES && c.distinct < t.rows && c.values.len() as u64 == c.distinct
+}
+
+fn is_quantity(t: &Table, c: &Column) -> bool {
+    matches!(c.kind, Kind::Integer | Kind::Real) && c.distinct > MAX_CATEGORIES.min(t.rows / 2).max(3)
+}
+
+/// Words of 4+ letters shared by several sampled values: what a person searches text for.
+fn frequent_words(values: &[Value]) -> Vec<String> {
+    let mut counts: std::collections::BTreeMap<String, usize> = Default::default();
+    for v in values.iter().filter_map(Value::as_str) {
+        let mut seen = std::collections::HashSet::new();
+        for w in v.split(|c: char| !c.is_alphanumeric()).filter(|w| w.len() >= 4 && w.chars().all(char::is_alphabetic)) {
+            if seen.insert(w.to_string()) {
+                *counts.entry(w.to_string()).or_default() += 1;
+            }
+        }
+    }
+    let mut words: Vec<(String, usize)> = counts.into_iter().filter(|(_, n)| *n >= 2).collect();
+    words.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    words.into_iter().take(4).map(|(w, _)| w).collect()
+}
+
+/// A condition on the scope's rows.
+#[derive(Debug, Clone)]
+struct Filter {
+    sql: String,
+    /// Words that follow the rows' noun: "with status Operational", "in France".
+    post: Vec<String>,
+    raw: String,
+    path: Vec<usize>,
+    /// The attribute it constrains (not grouped by nor asked about).
+    attr: usize,
+}
+
+fn filters(s: &Scope) -> Vec<Filter> {
+    let mut out = Vec::new();
+    for (i, a) in s.attrs.iter().enumerate() {
+        let f = |sql: String, post: Vec<String>, raw: String| Filter { sql, post, raw, path: a.path.clone(), attr: i };
+        let p = &a.phrase;
+        if a.nullable && a.path.is_empty() {
+            out.push(f(format!("{} IS NULL", a.expr), vec![format!("with no {p} recorded"), format!("whose {p} is missing")], format!("{} IS NULL", a.raw)));
+            out.push(f(format!("{} IS NOT NULL", a.expr), vec![format!("with a {p} recorded"), format!("whose {p} is known")], format!("{} IS NOT NULL", a.raw)));
+        }
+        match &a.role {
+            Role::Category(values) => {
+                for v in values {
+                    let (vs, vl) = (shown(v), value_literal(v));
+                    let mut post = vec![format!("with {p} {vs}"), format!("whose {p} is {vs}")];
+                    if is_place(p) && v.is_string() {
+                        post.push(format!("in {vs}"));
+                    }
+                    out.push(f(format!("{} = {vl}", a.expr), post, format!("{} = {vl}", a.raw)));
+                }
+            }
+            Role::Label(names) if !a.path.is_empty() => {
+                for who in names.iter().take(6) {
+                    let mut post = vec![format!("whose {p} is {who}"), format!("of the {p} {who}")];
+                    if is_place(p) {
+                        post.push(format!("in {who}"));
+                    }
+                    out.push(f(format!("{} = {}", a.expr, literal(who)), post, format!("{} = {}", a.raw, literal(who))));
+                }
+            }
+            Role::Quantity(values) => {
+                if let Some(mid) = values.get(values.len() / 2).filter(|v| v.is_number()) {
+                    out.push(f(
+                        format!("{} > {mid}", a.expr),
+                        vec![format!("with {} above {mid}", with_article(p)), format!("whose {p} is more than {mid}")],
+                        format!("{} > {mid}", a.raw),
+                    ));
+                    out.push(f(
+                        format!("{} < {mid}", a.expr),
+                        vec![format!("with {} below {mid}", with_article(p)), format!("whose {p} is less than {mid}")],
+                        format!("{} < {mid}", a.raw),
+                    ));
+                }
+            }
+            Role::Date(values) => {
+                for y in years(values).into_iter().take(6) {
+                    out.push(f(
+                        format!("strftime('%Y', {}) = '{y}'", a.expr),
+                        vec![format!("with {} in {y}", with_article(p)), format!("whose {p} falls in {y}")],
+                        format!("year({}) = {y}", a.raw),
+                    ));
+                }
+            }
+            Role::Text(words) => {
+                for w in words {
+                    out.push(f(
+                        format!("{} LIKE {}", a.expr, literal(&format!("%{w}%"))),
+                        vec![format!("whose {p} contains \"{w}\""), format!("with \"{w}\" in their {p}")],
+                        format!("{} LIKE '%{w}%'", a.raw),
+                    ));
+                }
+            }
+            Role::Label(_) => {}
+        }
+    }
+    out
+}
+
+fn years(values: &[Value]) -> Vec<i32> {
+    let year = |v: &Value| v.as_str().and_then(|s| s.get(..4)).and_then(|y| y.parse::<i32>().ok());
+    let mut y: Vec<i32> = values.iter().filter_map(year).collect();
+    y.dedup();
+    y
+}
+
+/// Filters applied together: their SQL, their words, their joins.
+#[derive(Debug, Clone, Default)]
+struct Where {
+    parts: Vec<Filter>,
+}
+
+impl Where {
+    fn sql(&self) -> String {
+        if self.parts.is_empty() { String::new() } else { format!(" WHERE {}", self.parts.iter().map(|f| f.sql.as_str()).collect::<Vec<_>>().join(" AND ")) }
+    }
+
+    /// "AND ..." to add to an existing WHERE.
+    fn and(&self) -> String {
+        self.parts.iter().map(|f| format!(" AND {}", f.sql)).collect()
+    }
+
+    /// The filters' words in the `k`-th variant (" with status Operational in France").
+    fn post(&self, k: usize) -> String {
+        self.parts.iter().enumerate().map(|(i, f)| format!(" {}", f.post[(k + i) % f.post.len()])).collect::<Vec<_>>().join(" and").replace(" and in ", " in ")
+    }
+
+    fn raw(&self) -> String {
+        if self.parts.is_empty() { String::new() } else { format!(" where {}", self.parts.iter().map(|f| f.raw.as_str()).collect::<Vec<_>>().join(" and ")) }
+    }
+
+    fn paths(&self) -> Vec<&[usize]> {
+        self.parts.iter().map(|f| f.path.as_slice()).collect()
+    }
+
+    fn touches(&self, attr: usize) -> bool {
+        self.parts.iter().any(|f| f.attr == attr)
+    }
+}
+
+struct Gen {
+    out: Vec<Candidate>,
+    rng: ChaCha8Rng,
+}
+
+/// A question before its phrasings are chosen.
+struct Draft<'s> {
+    template: &'static str,
+    /// The target's own difficulty (1–3), before filters and hops.
+    level: u8,
+    sql: String,
+    columns: Vec<&'static str>,
+    answer: Shape,
+    probe: Option<Probe>,
+    natural: Vec<String>,
+    technical: String,
+    wh: &'s Where,
+    extra_paths: Vec<&'s [usize]>,
+}
+
+impl Gen {
+    fn push(&mut self, s: &Scope, d: Draft) {
+        let mut paths = d.wh.paths();
+        paths.extend(d.extra_paths.iter().copied());
+        let hops = paths.iter().map(|p| p.len()).max().unwrap_or(0);
+        let difficulty = (d.level as usize + d.wh.parts.len() + hops).clamp(1, 5) as u8;
+        let mut natural = d.natural;
+        natural.sort();
+        natural.dedup();
+        natural.shuffle(&mut self.rng);
+        natural.truncate(PHRASINGS);
+        let technical = (self.rng.random_range(0..TECHNICAL_EVERY) == 0).then_some(d.technical);
+        self.out.push(Candidate {
+            template: d.template,
+            difficulty,
+            tables: s.tables(&paths),
+            phrasings: natural,
+            technical,
+            sql: d.sql,
+            columns: d.columns.iter().map(|c| c.to_string()).collect(),
+            answer: d.answer,
+            probe: d.probe,
+        });
+    }
+
+    /// Filter sets for one target: none, some single filters, some pairs on different
+    /// attributes, all compatible with `path` and not on `avoid`.
+    fn wheres(&mut self, fs: &[Filter], path: &[usize], avoid: &[usize]) -> Vec<Where> {
+        let ok: Vec<&Filter> = fs.iter().filter(|f| compatible(&f.path, path) && !avoid.contains(&f.attr)).collect();
+        let mut out = vec![Where::default()];
+        let mut singles: Vec<&Filter> = ok.clone();
+        singles.shuffle(&mut self.rng);
+        out.extend(singles.iter().take(SINGLE_FILTERS).map(|f| Where { parts: vec![(*f).clone()] }));
+        for _ in 0..FILTER_PAIRS * 4 {
+            if out.len() >= 1 + SINGLE_FILTERS + FILTER_PAIRS {
+                break;
+            }
+            let (Some(a), Some(b)) = (ok.choose(&mut self.rng), ok.choose(&mut self.rng)) else { break };
+            if a.attr != b.attr && compatible(&a.path, &b.path) {
+                out.push(Where { parts: vec![(*a).clone(), (*b).clone()] });
+            }
+        }
+        out
+    }
+
+    fn scope(&mut self, s: &Scope) {
+        let fs = filters(s);
+        let (n, one) = (s.plural.clone(), s.singular.clone());
+        let table_raw = s.table.name.clone();
+        let from = |paths: &[&[usize]]| s.from(paths);
+
+        // Counts.
+        for wh in self.wheres(&fs, &[], &[]) {
+            let post = |k| wh.post(k);
+            let sql = format!("SELECT count(*) AS n {}{}", from(&wh.paths()), wh.sql());
+            let natural = vec![
+                format!("How many {n}{} are there?", post(0)),
+                format!("What is the number of {n}{}?", post(1)),
+                format!("Count the {n}{}.", post(0)),
+                format!("I need the number of {n}{}.", post(1)),
+                format!("How many {n} do we have{}?", post(1)),
+            ];
+            let technical = format!("Count the rows of {table_raw}{}.", wh.raw());
+            let level = if wh.parts.is_empty() { 0 } else { 1 };
+            let template = if wh.parts.is_empty() { "count_rows" } else { "count_where" };
+            self.push(s, Draft { template, level, sql, columns: vec!["n"], answer: Shape::One, probe: None, natural, technical, wh: &wh, extra_paths: vec![] });
+        }
+
+        for (ai, a) in s.attrs.iter().enumerate() {
+            let ap = a.path.as_slice();
+            let p = &a.phrase;
+            match &a.role {
+                Role::Category(_) => {
+                    let ps = plural_of(p);
+                    for wh in self.wheres(&fs, ap, &[ai]) {
+                        let paths: Vec<&[usize]> = wh.paths().into_iter().chain([ap]).collect();
+                        let f = from(&paths);
+                        let post = |k| wh.post(k);
+                        // Distinct count.
+                        self.push(
+                            s,
+                            Draft {
+                                template: "count_distinct",
+                                level: 1,
+                                sql: format!("SELECT count(DISTINCT {}) AS n {f}{}", a.expr, wh.sql()),
+                                columns: vec!["n"],
+                                answer: Shape::One,
+                                probe: None,
+                                natural: vec![
+                                    format!("How many different {ps} are there among the {n}{}?", post(0)),
+                                    format!("How many distinct {ps} do the {n}{} have?", post(1)),
+                                    format!("In how many different {ps} are there {n}{}?", post(0)),
+                                ],
+                                technical: format!("Count the distinct values of {} in {table_raw}{}.", a.raw, wh.raw()),
+                                wh: &wh,
+                                extra_paths: vec![ap],
+                            },
+                        );
+                        // The group with the most/fewest rows.
+                        for (dir, most) in [("DESC", true), ("ASC", false)] {
+                            let word = if most { "most" } else { "fewest" };
+                            let natural = vec![
+                                format!("Which {p} has the {word} {n}{}?", post(0)),
+                                format!("Which {p} has the {word} {n}{}?", post(1)),
+                                format!("What is the {p} with the {word} {n}{}?", post(0)),
+                                if most {
+                                    format!("What is the most common {p} among the {n}{}?", post(1))
+                                } else {
+                                    format!("What is the least common {p} among the {n}{}?", post(1))
+                                },
+                            ];
+                            let d = self.ranked(
+                                "group_argmax",
+                                2,
+                                natural,
+                                format!("Which value of {} is the {} frequent{}?", a.raw, if most { "most" } else { "least" }, wh.raw()),
+                                &format!("{} AS answer, count(*) AS metric", a.expr),
+                                &format!("{f} WHERE {} IS NOT NULL{} GROUP BY {}", a.expr, wh.and(), a.expr),
+                                &format!("metric {dir}, answer"),
+                                0,
+                                &wh,
+                                ap,
+                            );
+                            self.push(s, d);
+                        }
+                        // Top k groups.
+                        for k in [3, 5] {
+                            let natural = vec![
+                                format!("What are the top {k} {ps} with the most {n}{}?", post(0)),
+                                format!("List the {k} {ps} that have the most {n}{}.", post(1)),
+                                format!("Which {k} {ps} have the largest number of {n}{}?", post(0)),
+                            ];
+                            let d = self.top(
+                                "top_groups",
+                                natural,
+                                format!("The {k} most frequent values of {}{}.", a.raw, wh.raw()),
+                                &format!("{} AS answer, count(*) AS metric", a.expr),
+                                &format!("{f} WHERE {} IS NOT NULL{} GROUP BY {}", a.expr, wh.and(), a.expr),
+                                k,
+                                &wh,
+                                ap,
+                            );
+                            self.push(s, d);
+                        }
+                        // Groups with exactly one row.
+                        self.push(
+                            s,
+                            Draft {
+                                template: "having_one",
+                                level: 2,
+                                sql: format!(
+                                    "SELECT {} AS answer {f} WHERE {} IS NOT NULL{} GROUP BY {} HAVING count(*) = 1 ORDER BY answer",
+                                    a.expr,
+                                    a.expr,
+                                    wh.and(),
+                                    a.expr
+                                ),
+                                columns: vec!["answer"],
+                                answer: Shape::List,
+                                probe: None,
+                                natural: vec![format!("Which {ps} have only one {one}{}?", post(0)), format!("List the {ps} with exactly one {one}{}.", post(1))],
+                                technical: format!("Values of {} that occur in exactly one row{}.", a.raw, wh.raw()),
+                                wh: &wh,
+                                extra_paths: vec![ap],
+                            },
+                        );
+                        // Aggregates of each quantity per group.
+                        for (qi, q) in s.attrs.iter().enumerate() {
+                            if qi == ai || !matches!(q.role, Role::Quantity(_)) || !compatible(&q.path, ap) || wh.touches(qi) {
+                                continue;
+                            }
+                            let qp = &q.phrase;
+                            for (agg, word, dir, sup) in [("sum", "total", "DESC", "highest"), ("sum", "total", "ASC", "lowest"), ("avg", "average", "DESC", "highest")] {
+                                if agg == "sum" && !summable(qp) {
+                                    continue;
+                                }
+                                let metric = if agg == "avg" { format!("round(avg({}), 2)", q.expr) } else { format!("sum({})", q.expr) };
+                                let paths2: Vec<&[usize]> = paths.iter().copied().chain([q.path.as_slice()]).collect();
+                                let f2 = from(&paths2);
+                                let natural = if wh.parts.is_empty() {
+                                    vec![
+                                        format!("Which {p} has the {sup} {word} {qp}?"),
+                                        format!("Which {p} has the {sup} {word} {qp} among the {n}?"),
+                                        format!("Grouping the {n} by {p}, which has the {sup} {word} {qp}?"),
+                                    ]
+                                } else {
+                                    vec![
+                                        format!("Which {p} has the {sup} {word} {qp} among the {n}{}?", post(1)),
+                                        format!("Among the {n}{}, which {p} has the {sup} {word} {qp}?", post(0)),
+                                    ]
+                                };
+                                let d = self.ranked(
+                                    "group_aggregate_argmax",
+                                    2,
+                                    natural,
+                                    format!("Group {table_raw} by {} and order by the {agg} of {} {dir}{}: the first group.", a.raw, q.raw, wh.raw()),
+                                    &format!("{} AS answer, {metric} AS metric", a.expr),
+                                    &format!("{f2} WHERE {} IS NOT NULL AND {} IS NOT NULL{} GROUP BY {}", a.expr, q.expr, wh.and(), a.expr),
+                                    &format!("metric {dir}, answer"),
+                                    0,
+                                    &wh,
+                                    longer(&q.path, ap),
+                                );
+                                self.push(s, d);
+                            }
+                        }
+                    }
+                    // Set operations and percentages on a category's values, per grouping.
+                    if let Role::Category(values) = &a.role {
+                        self.set_ops(s, ai, a, values);
+                        for v in values.iter().take(if a.path.is_empty() { 4 } else { 0 }) {
+                            let (vs, vl) = (shown(v), value_literal(v));
+                            let wh = Where::default();
+                            self.push(
+                                s,
+                                Draft {
+                                    template: "percentage",
+                                    level: 2,
+                                    sql: format!("SELECT round(100.0 * sum({} = {vl}) / count(*), 1) AS answer {}", a.expr, from(&[ap])),
+                                    columns: vec!["answer"],
+                                    answer: Shape::One,
+                                    probe: None,
+                                    natural: vec![
+                                        format!("What percentage of the {n} have {p} {vs}? Round to one decimal."),
+                                        format!("What share of {n} have a {p} of {vs}, in percent (one decimal)?"),
+                                        format!("Out of all {n}, how many percent have {p} {vs}? Give one decimal."),
+                                    ],
+                                    technical: format!("Percentage of {table_raw} rows with {} = {vl}, one decimal.", a.raw),
+                                    wh: &wh,
+                                    extra_paths: vec![ap],
+                                },
+                            );
+                        }
+                    }
+                }
+                Role::Quantity(_) => {
+                    for wh in self.wheres(&fs, ap, &[ai]) {
+                        let paths: Vec<&[usize]> = wh.paths().into_iter().chain([ap]).collect();
+                        let f = from(&paths);
+                        let post = |k| wh.post(k);
+                        for (agg, words) in
+                            [("sum", ["total", "combined"]), ("avg", ["average", "mean"]), ("max", ["highest", "largest"]), ("min", ["lowest", "smallest"])]
+                        {
+                            if agg == "sum" && !summable(p) {
+                                continue;
+                            }
+                            let (expr, round) =
+                                if agg == "avg" { (format!("round(avg({}), 2)", a.expr), " Round to 2 decimals.") } else { (format!("{agg}({})", a.expr), "") };
+                            self.push(
+                                s,
+                                Draft {
+                                    template: "aggregate",
+                                    level: 1,
+                                    sql: format!("SELECT {expr} AS answer {f}{}", wh.sql()),
+                                    columns: vec!["answer"],
+                                    answer: Shape::One,
+                                    probe: None,
+                                    natural: vec![
+                                        format!("What is the {} {p} of the {n}{}?{round}", words[0], post(0)),
+                                        format!("What is the {} {p} of the {n}{}?{round}", words[1], post(1)),
+                                        format!("Give me the {} {p} across all {n}{}.{round}", words[0], post(1)),
+                                    ],
+                                    technical: format!("Compute the {agg} of {}{}.{round}", a.raw, wh.raw()),
+                                    wh: &wh,
+                                    extra_paths: vec![ap],
+                                },
+                            );
+                        }
+                        // The row with the highest/lowest value: its label, or another of its columns.
+                        let answers: Vec<(usize, &Attr)> =
+                            s.attrs.iter().enumerate().filter(|(bi, b)| *bi != ai && b.path.is_empty() && matches!(b.role, Role::Label(_) | Role::Category(_))).collect();
+                        for (dir, sup) in [("DESC", "highest"), ("ASC", "lowest")] {
+                            for &(bi, b) in answers.iter().take(3) {
+                                if wh.touches(bi) {
+                                    continue;
+                                }
+                                let natural = if Some(bi) == s.label {
+                                    vec![
+                                        format!("Which {one}{} has the {sup} {p}?", post(0)),
+                                        format!("Name the {one}{} with the {sup} {p}.", post(1)),
+                                        format!("Which {one} has the {sup} {p}{}?", post(1)),
+                                    ]
+                                } else {
+                                    vec![
+                                        format!("What is the {} of the {one}{} with the {sup} {p}?", b.phrase, post(0)),
+                                        format!("What {} does the {one} with the {sup} {p}{} have?", b.phrase, post(1)),
+                                    ]
+                                };
+                                let d = self.ranked(
+                                    "argmax_row",
+                                    2,
+                                    natural,
+                                    format!("The {} of the {table_raw} row with the {sup} {}{}.", b.raw, a.raw, wh.raw()),
+                                    &format!("{} AS answer, {} AS metric", b.expr, a.expr),
+                                    &format!("{f} WHERE {} IS NOT NULL{}", a.expr, wh.and()),
+                                    &format!("metric {dir}, answer"),
+                                    0,
+                                    &wh,
+                                    ap,
+                                );
+                                self.push(s, d);
+                            }
+                        }
+                        // Top k rows, when the rows have names.
+                        if let Some(li) = s.label {
+                            let l = &s.attrs[li];
+                            for k in [3, 5] {
+                                let natural = vec![
+                                    format!("List the {k} {n}{} with the highest {p}.", post(0)),
+                                    format!("What are the top {k} {n} by {p}{}?", post(1)),
+                                    format!("Which {k} {n}{} have the largest {p}?", post(1)),
+                                ];
+                                let d = self.top(
+                                    "top_rows",
+                                    natural,
+                                    format!("The {k} {table_raw} rows with the highest {}{}.", a.raw, wh.raw()),
+                                    &format!("{} AS answer, {} AS metric", l.expr, a.expr),
+                                    &format!("{f} WHERE {} IS NOT NULL{}", a.expr, wh.and()),
+                                    k,
+                                    &wh,
+                                    ap,
+                                );
+                                self.push(s, d);
+                            }
+                        }
+                    }
+                    if !a.path.is_empty() {
+                        continue;
+                    }
+                    let none = Where::default();
+                    // Rows above the average.
+                    self.push(
+                        s,
+                        Draft {
+                            template: "above_average",
+                            level: 2,
+                            sql: format!(
+                                "SELECT count(*) AS n FROM {} {BASE} WHERE {} > (SELECT avg({}) FROM {})",
+                                ident(&s.table.name),
+                                a.expr,
+                                a.expr.replacen(&format!("{BASE}."), "", 1),
+                                ident(&s.table.name)
+                            ),
+                            columns: vec!["n"],
+                            answer: Shape::One,
+                            probe: None,
+                            natural: vec![
+                                format!("How many {n} have {} above the average?", with_article(p)),
+                                format!("How many {n} have a higher {p} than average?"),
+                                format!("Count the {n} whose {p} is above the mean {p}."),
+                            ],
+                            technical: format!("Count the {table_raw} rows whose {} exceeds avg({}).", a.raw, a.raw),
+                            wh: &none,
+                            extra_paths: vec![],
+                        },
+                    );
+                    if let Some(li) = s.label {
+                        let l = &s.attrs[li];
+                        self.push(
+                            s,
+                            Draft {
+                                template: "above_average",
+                                level: 3,
+                                sql: format!(
+                                    "SELECT {} AS answer FROM {} {BASE} WHERE {} > (SELECT avg({}) FROM {}) ORDER BY answer",
+                                    l.expr,
+                                    ident(&s.table.name),
+                                    a.expr,
+                                    a.expr.replacen(&format!("{BASE}."), "", 1),
+                                    ident(&s.table.name)
+                                ),
+                                columns: vec!["answer"],
+                                answer: Shape::List,
+                                probe: None,
+                                natural: vec![
+                                    format!("Which {n} have {} above the average?", with_article(p)),
+                                    format!("List the {n} whose {p} is higher than the average {p}."),
+                                ],
+                                technical: format!("{table_raw} rows whose {} exceeds avg({}).", a.raw, a.raw),
+                                wh: &none,
+                                extra_paths: vec![],
+                            },
+                        );
+                    }
+                    // One quantity against another, and two totals at once.
+                    for (bi, b) in s.attrs.iter().enumerate() {
+                        if bi <= ai || !b.path.is_empty() || !matches!(b.role, Role::Quantity(_)) || !summable(p) || !summable(&b.phrase) {
+                            continue;
+                        }
+                        let qb = &b.phrase;
+                        self.push(
+                            s,
+                            Draft {
+                                template: "compare_columns",
+                                level: 2,
+                                sql: format!("SELECT count(*) AS n FROM {} {BASE} WHERE {} > {}", ident(&s.table.name), a.expr, b.expr),
+                                columns: vec!["n"],
+                                answer: Shape::One,
+                                probe: None,
+                                natural: vec![format!("How many {n} have a higher {p} than {qb}?"), format!("In how many {n} is the {p} greater than the {qb}?")],
+                                technical: format!("Count the {table_raw} rows where {} > {}.", a.raw, b.raw),
+                                wh: &none,
+                                extra_paths: vec![],
+                            },
+                        );
+                        for wh in self.wheres(&fs, &[], &[ai, bi]).into_iter().take(4) {
+                            let post = |k| wh.post(k);
+                            self.push(
+                                s,
+                                Draft {
+                                    template: "two_aggregates",
+                                    level: 2,
+                                    sql: format!("SELECT sum({}) AS a, sum({}) AS b {}{}", a.expr, b.expr, from(&wh.paths()), wh.sql()),
+                                    columns: vec!["a", "b"],
+                                    answer: Shape::Row,
+                                    probe: None,
+                                    natural: vec![
+                                        format!("What are the total {p} and the total {qb} of the {n}{}?", post(0)),
+                                        format!("How much {p} and how much {qb} do the {n}{} have in total, respectively?", post(1)),
+                                    ],
+                                    technical: format!("sum({}) and sum({}){}.", a.raw, b.raw, wh.raw()),
+                                    wh: &wh,
+                                    extra_paths: vec![],
+                                },
+                            );
+                        }
+                    }
+                }
+                Role::Date(_) => {
+                    for wh in self.wheres(&fs, ap, &[ai]).into_iter().take(6) {
+                        let paths: Vec<&[usize]> = wh.paths().into_iter().chain([ap]).collect();
+                        let f = from(&paths);
+                        let post = |k| wh.post(k);
+                        for (dir, sup, agg) in [("ASC", "earliest", "min"), ("DESC", "latest", "max")] {
+                            self.push(
+                                s,
+                                Draft {
+                                    template: "date_extreme",
+                                    level: 1,
+                                    sql: format!("SELECT {agg}({}) AS answer {f}{}", a.expr, wh.sql()),
+                                    columns: vec!["answer"],
+                                    answer: Shape::One,
+                                    probe: None,
+                                    natural: vec![format!("What is the {sup} {p} among the {n}{}?", post(0)), format!("When was the {sup} {p} of the {n}{}?", post(1))],
+                                    technical: format!("{agg}({}){}.", a.raw, wh.raw()),
+                                    wh: &wh,
+                                    extra_paths: vec![ap],
+                                },
+                            );
+                            for (bi, b) in s
+                                .attrs
+                                .iter()
+                                .enumerate()
+                                .filter(|(bi, b)| *bi != ai && b.path.is_empty() && matches!(b.role, Role::Label(_) | Role::Category(_)))
+                                .take(3)
+                            {
+                                if wh.touches(bi) {
+                                    continue;
+                                }
+                                let first = if dir == "ASC" { "first" } else { "last" };
+                                let natural = vec![
+                                    format!("What is the {} of the {one}{} with the {sup} {p}?", b.phrase, post(0)),
+                                    format!("Which {} had the {first} {one}{}, by {p}?", b.phrase, post(1)),
+                                ];
+                                let d = self.ranked(
+                                    "date_argmin",
+                                    2,
+                                    natural,
+                                    format!("The {} of the {table_raw} row with the {sup} {}{}.", b.raw, a.raw, wh.raw()),
+                                    &format!("{} AS answer, {} AS metric", b.expr, a.expr),
+                                    &format!("{f} WHERE {} IS NOT NULL{}", a.expr, wh.and()),
+                                    &format!("metric {dir}, answer"),
+                                    0,
+                                    &wh,
+                                    ap,
+                                );
+                                self.push(s, d);
+                            }
+                        }
+                    }
+                }
+                Role::Label(names) => {
+                    if a.path.is_empty() {
+                        self.lookups(s, ai, a, names);
+                        for wh in self.wheres(&fs, &[], &[ai]).into_iter().skip(1) {
+                            let post = |k| wh.post(k);
+                            self.push(
+                                s,
+                                Draft {
+                                    template: "list_where",
+                                    level: 1,
+                                    sql: format!("SELECT {} AS answer {}{} ORDER BY answer", a.expr, from(&wh.paths()), wh.sql()),
+                                    columns: vec!["answer"],
+                                    answer: Shape::List,
+                                    probe: None,
+                                    natural: vec![
+                                        format!("List the {n}{}.", post(0)),
+                                        format!("Show me all {n}{}.", post(1)),
+                                        format!("Name every {one}{}.", post(0)),
+                                        format!("Which {n} are there{}?", post(1)),
+                                    ],
+                                    technical: format!("The {} of the {table_raw} rows{}.", a.raw, wh.raw()),
+                                    wh: &wh,
+                                    extra_paths: vec![],
+                                },
+                            );
+                        }
+                    } else {
+                        // A parent's rows grouped over the children: "which department has the most employees".
+                        let ps = plural_of(p);
+                        for wh in self.wheres(&fs, ap, &[ai]).into_iter().take(6) {
+                            let paths: Vec<&[usize]> = wh.paths().into_iter().chain([ap]).collect();
+                            let f = from(&paths);
+                            let post = |k| wh.post(k);
+                            let d = self.ranked(
+                                "group_argmax",
+                                2,
+                                vec![format!("Which {p} has the most {n}{}?", post(0)), format!("Which {p} has the largest number of {n}{}?", post(1))],
+                                format!("Which {} is referenced by the most {table_raw} rows{}?", a.raw, wh.raw()),
+                                &format!("{} AS answer, count(*) AS metric", a.expr),
+                                &format!("{f}{} GROUP BY {}", wh.sql(), a.expr),
+                                "metric DESC, answer",
+                                0,
+                                &wh,
+                                ap,
+                            );
+                            self.push(s, d);
+                            for k in [1, 2, 3, 5] {
+                                self.push(
+                                    s,
+                                    Draft {
+                                        template: "having_count",
+                                        level: 3,
+                                        sql: format!("SELECT count(*) AS n FROM (SELECT {} {f}{} GROUP BY {} HAVING count(*) > {k})", a.expr, wh.sql(), a.expr),
+                                        columns: vec!["n"],
+                                        answer: Shape::One,
+                                        probe: None,
+                                        natural: vec![
+                                            format!("How many {ps} have more than {k} {n}{}?", post(0)),
+                                            format!("How many {ps} are there with over {k} {n}{}?", post(1)),
+                                        ],
+                                        technical: format!("Count the {} values with more than {k} {table_raw} rows{}.", a.raw, wh.raw()),
+                                        wh: &wh,
+                                        extra_paths: vec![ap],
+                                    },
+                                );
+                            }
+                        }
+                    }
+                }
+                Role::Text(_) => {}
+            }
+        }
+    }
+
+    /// Lookups of one named row's columns: one at a time, and two at once.
+    fn lookups(&mut self, s: &Scope, li: usize, l: &Attr, names: &[String]) {
+        let one = &s.singular;
+        let cols: Vec<&Attr> = s
+            .attrs
+            .iter()
+            .enumerate()
+            .filter(|(i, a)| *i != li && a.path.len() <= 1 && !(a.path.is_empty() && matches!(a.role, Role::Label(_))))
+            .map(|(_, a)| a)
+            .collect();
+        let none = Where::default();
+        for who in names {
+            let lit = literal(who);
+            for (k, c) in cols.iter().enumerate() {
+                let cp = &c.phrase;
+                let mut natural =
+                    vec![format!("What is the {cp} of {who}?"), format!("What {cp} does the {one} {who} have?"), format!("Tell me the {cp} of the {one} {who}.")];
+                if is_place(cp) {
+                    natural.push(format!("Which {cp} is {who} in?"));
+                    natural.push(format!("Where is {who}? Give the {cp}."));
+                }
+                self.push(
+                    s,
+                    Draft {
+                        template: "lookup",
+                        level: 0,
+                        sql: format!("SELECT {} AS answer {} WHERE {} = {lit}", c.expr, s.from(&[&c.path]), l.expr),
+                        columns: vec!["answer"],
+                        answer: Shape::One,
+                        probe: None,
+                        natural,
+                        technical: format!("Look up {who} in {}: what is its {}?", s.table.name, c.raw),
+                        wh: &none,
+                        extra_paths: vec![&c.path],
+                    },
+                );
+                if let Some(c2) = cols.get(k + 1).filter(|c2| c2.path.is_empty() && c.path.is_empty()) {
+                    self.push(
+                        s,
+                        Draft {
+                            template: "lookup_two",
+                            level: 1,
+                            sql: format!("SELECT {} AS a, {} AS b {} WHERE {} = {lit}", c.expr, c2.expr, s.from(&[]), l.expr),
+                            columns: vec!["a", "b"],
+                            answer: Shape::Row,
+                            probe: None,
+                            natural: vec![
+                                format!("What are the {cp} and the {} of {who}?", c2.phrase),
+                                format!("Give me the {cp} and {} of the {one} {who}.", c2.phrase),
+                            ],
+                            technical: format!("{} and {} of {who} in {}.", c.raw, c2.raw, s.table.name),
+                            wh: &none,
+                            extra_paths: vec![],
+                        },
+                    );
+                }
+            }
+        }
+    }
+
+    /// Groups (a category `g` of the scope) that have rows with one value of another category
+    /// but none with a second value (`EXCEPT`), or rows with both (`INTERSECT`).
+    fn set_ops(&mut self, s: &Scope, ci: usize, c: &Attr, values: &[Value]) {
+        let n = &s.plural;
+        let groups: Vec<&Attr> = s
+            .attrs
+            .iter()
+            .enumerate()
+            .filter(|(gi, g)| {
+                *gi != ci && compatible(&g.path, &c.path) && matches!(g.role, Role::Category(_) | Role::Label(_)) && !(g.path.is_empty() && Some(*gi) == s.label)
+            })
+            .map(|(_, g)| g)
+            .collect();
+        let none = Where::default();
+        for g in groups.into_iter().take(3) {
+            let f = s.from(&[&c.path, &g.path]);
+            let gs = plural_of(&g.phrase);
+            for pair in values.windows(2).take(3) {
+                let (v1, v2) = (&pair[0], &pair[1]);
+                let (s1, s2) = (shown(v1), shown(v2));
+                let side = |v: &Value, alias: &str| format!("SELECT {}{alias} {f} WHERE {} = {} AND {} IS NOT NULL", g.expr, c.expr, value_literal(v), g.expr);
+                let p = &c.phrase;
+                self.push(
+                    s,
+                    Draft {
+                        template: "except",
+                        level: 3,
+                        sql: format!("SELECT answer FROM ({} EXCEPT {}) ORDER BY answer", side(v1, " AS answer"), side(v2, "")),
+                        columns: vec!["answer"],
+                        answer: Shape::List,
+                        probe: None,
+                        natural: vec![
+                            format!("Which {gs} have {n} with {p} {s1} but none with {p} {s2}?"),
+                            format!("List the {gs} that have {s1} {n} but never {s2} ones (by {p})."),
+                        ],
+                        technical: format!("{} values with a row where {} = {s1} EXCEPT those with {} = {s2}.", g.raw, c.raw, c.raw),
+                        wh: &none,
+                        extra_paths: vec![&c.path, &g.path],
+                    },
+                );
+                self.push(
+                    s,
+                    Draft {
+                        template: "intersect",
+                        level: 3,
+                        sql: format!("SELECT answer FROM ({} INTERSECT {}) ORDER BY answer", side(v1, " AS answer"), side(v2, "")),
+                        columns: vec!["answer"],
+                        answer: Shape::List,
+                        probe: None,
+                        natural: vec![
+                            format!("Which {gs} have both {n} with {p} {s1} and {n} with {p} {s2}?"),
+                            format!("List the {gs} that have {s1} {n} as well as {s2} ones (by {p})."),
+                        ],
+                        technical: format!("{} values with rows where {} = {s1} INTERSECT {} = {s2}.", g.raw, c.raw, c.raw),
+                        wh: &none,
+                        extra_paths: vec![&c.path, &g.path],
+                    },
+                );
+            }
+        }
+    }
+
+    /// An arg-max/arg-min question with its tie probe: `select` and `order` (ties broken by the
+    /// answer), answer at `index`.
+    #[allow(clippy::too_many_arguments)]
+    fn ranked<'s>(
+        &self,
+        template: &'static str,
+        level: u8,
+        natural: Vec<String>,
+        technical: String,
+        select: &str,
+        rest: &str,
+        order: &str,
+        index: usize,
+        wh: &'s Where,
+        path: &'s [usize],
+    ) -> Draft<'s> {
+        let offset = if index > 0 { format!(" OFFSET {index}") } else { String::new() };
+        let sql = format!("SELECT {select} {rest} ORDER BY {order} LIMIT 1{offset}");
+        let probe = Probe {
+            sql: format!("SELECT {select} {rest} ORDER BY {order} LIMIT {}", index + 2),
+            columns: vec!["answer".into(), "metric".into()],
+            metric: 1,
+            index,
+            exact_rank: index > 0,
+        };
+        Draft { template, level, sql, columns: vec!["answer", "metric"], answer: Shape::One, probe: Some(probe), natural, technical, wh, extra_paths: vec![path] }
+    }
+
+    /// A top-`k` question: the first `k` rows of the ordering, with a probe that drops it when
+    /// row `k` ties with row `k - 1`.
+    #[allow(clippy::too_many_arguments)]
+    fn top<'s>(
+        &self,
+        template: &'static str,
+        natural: Vec<String>,
+        technical: String,
+        select: &str,
+        rest: &str,
+        k: usize,
+        wh: &'s Where,
+        path: &'s [usize],
+    ) -> Draft<'s> {
+        let sql = format!("SELECT {select} {rest} ORDER BY metric DESC, answer LIMIT {k}");
+        let probe = Probe {
+            sql: format!("SELECT {select} {rest} ORDER BY metric DESC, answer LIMIT {}", k + 1),
+            columns: vec!["answer".into(), "metric".into()],
+            metric: 1,
+            index: k - 1,
+            exact_rank: false,
+        };
+        debug_assert!(k <= MAX_LIST);
+        Draft { template, level: 3, sql, columns: vec!["answer", "metric"], answer: Shape::List, probe: Some(probe), natural, technical, wh, extra_paths: vec![path] }
+    }
+}
