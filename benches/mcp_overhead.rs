@@ -110,7 +110,7 @@ fn main() {
         }
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
-        let server = tokio::spawn(ta_demo_server::serve_http(listener, None));
+        let server = tokio::spawn(ta_demo_server::serve_http(ta_demo_server::Database::demo(), listener, None));
         let spec = ServerSpec::parse(&format!("http://127.0.0.1:{port}/mcp")).unwrap();
         rows.push(measure("demo server list_tables, streamable HTTP (in-process)", spec, "list_tables", json!({}), calls).await);
         server.abort();

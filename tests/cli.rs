@@ -23,6 +23,27 @@ fn tools_lists_the_demo_servers_three_tools_and_complete_task() {
 }
 
 #[test]
+fn demo_server_serves_a_sqlite_file_given_with_db() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("plants.sqlite");
+    rusqlite::Connection::open(&file).unwrap().execute_batch("CREATE TABLE plants (name TEXT, megawatts INTEGER); INSERT INTO plants VALUES ('A', 900);").unwrap();
+    let server = format!("train-agent demo-server --db '{}'", file.display());
+    let out = Command::new(bin()).args(["tools", "--server", &server, "--json"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let tools: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<&str> = tools.as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["describe_table", "list_tables", "run_query", "complete_task"]);
+    assert!(!tools.to_string().contains("company database"), "{tools}");
+
+    // A wrong path fails before serving, naming the file.
+    let missing = dir.path().join("missing.sqlite");
+    let out = Command::new(bin()).args(["demo-server", "--db"]).arg(&missing).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&missing.display().to_string()), "{err}");
+}
+
+#[test]
 fn bad_server_and_scenarios_give_actionable_errors() {
     let out = Command::new(bin()).args(["tools", "--server", "no-such-binary-xyz"]).env_remove("MCP_URL").output().unwrap();
     assert!(!out.status.success());

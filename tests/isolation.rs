@@ -304,7 +304,7 @@ async fn expected_state_without_a_capture_is_refused() {
 async fn an_http_server_is_reset_before_each_episode_and_held_by_one_at_a_time() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    tokio::spawn(ta_demo_server::serve_http(listener, None));
+    tokio::spawn(ta_demo_server::serve_http(ta_demo_server::Database::demo(), listener, None));
     let spec = ServerSpec::parse(&format!("http://{addr}{}", ta_demo_server::MCP_PATH)).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("hooks.log");

@@ -475,7 +475,7 @@ async fn mcp_connection_errors_are_plain_and_actionable() {
     // A server that wants a token: the hint names a flag that exists.
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let server = tokio::spawn(ta_demo_server::serve_http(listener, Some("tok".into())));
+    let server = tokio::spawn(ta_demo_server::serve_http(ta_demo_server::Database::demo(), listener, Some("tok".into())));
     let out = tokio::process::Command::new(bin()).args(["tools", "--server", &format!("http://{addr}/mcp")]).env_remove("MCP_BEARER_TOKEN").output().await.unwrap();
     let err = stderr(&out);
     assert!(err.contains("--bearer-token-env") && !err.contains("pass --bearer-token"), "{err}");
@@ -565,7 +565,7 @@ fn trajectories(out: &Path) -> Vec<Trajectory> {
 async fn demo_http() -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    (addr, tokio::spawn(async move { ta_demo_server::serve_http(listener, None).await.unwrap() }))
+    (addr, tokio::spawn(async move { ta_demo_server::serve_http(ta_demo_server::Database::demo(), listener, None).await.unwrap() }))
 }
 
 async fn wait_until(cond: impl Fn() -> bool) {

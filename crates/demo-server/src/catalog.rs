@@ -1,43 +1,44 @@
 //! What `list_tables` and `describe_table` say about the schema.
 //!
-//! The database never changes after it is built, so the descriptions are computed once per
-//! process from the builder connection (where PRAGMAs are allowed) instead of on every call
-//! through the guarded connection (where they are refused).
+//! The database never changes while it is served, so the descriptions are computed once per
+//! database from a connection where PRAGMAs are allowed, instead of on every call through the
+//! guarded connection (where they are refused). Table and column names come from the schema and
+//! may need quoting (spaces, keywords), so every identifier put into SQL goes through [`quoted`].
 
 use std::fmt::Write as _;
-use std::sync::OnceLock;
 
 use rusqlite::Connection;
+use rusqlite::types::Value;
 
-use crate::db::{self, TABLES};
-use crate::query::{QueryOutput, format_table};
+use crate::query::{QueryOutput, format_cell, format_table};
 
 /// Low-cardinality text columns list their values when they have at most this many.
 const MAX_LISTED_VALUES: usize = 6;
 
 /// The precomputed descriptions.
+#[derive(Debug)]
 pub struct Catalog {
     list: String,
     tables: Vec<(String, String)>,
 }
 
-/// The process-wide catalog of the demo database.
-pub fn catalog() -> &'static Catalog {
-    static CATALOG: OnceLock<Catalog> = OnceLock::new();
-    CATALOG.get_or_init(|| Catalog::build(&db::database()).expect("describe the demo database"))
-}
-
 impl Catalog {
-    fn build(conn: &Connection) -> rusqlite::Result<Self> {
-        let mut list = String::from("Tables in the company database:\n");
-        let mut tables = Vec::new();
-        for (name, purpose) in TABLES {
-            let rows: i64 = conn.query_row(&format!("SELECT count(*) FROM {name}"), [], |r| r.get(0))?;
-            let _ = writeln!(list, "- {name} ({rows} rows): {purpose}");
-            tables.push((name.to_string(), describe(conn, name, purpose, rows)?));
+    /// Describes `tables` (name, and a one-line purpose where one is known) under `heading`.
+    pub fn build(conn: &Connection, heading: &str, tables: &[(String, Option<&str>)]) -> rusqlite::Result<Self> {
+        let mut list = format!("{heading}\n");
+        let names: Vec<&str> = tables.iter().map(|(name, _)| name.as_str()).collect();
+        let mut described = Vec::new();
+        for (name, purpose) in tables {
+            let rows: i64 = conn.query_row(&format!("SELECT count(*) FROM {}", quoted(name)), [], |r| r.get(0))?;
+            let _ = write!(list, "- {name} ({rows} rows)");
+            if let Some(purpose) = purpose {
+                let _ = write!(list, ": {purpose}");
+            }
+            list.push('\n');
+            described.push((name.clone(), describe(conn, name, *purpose, rows, &names)?));
         }
         list.push_str("Call describe_table(table_name) to see a table's columns before writing a query.");
-        Ok(Self { list, tables })
+        Ok(Self { list, tables: described })
     }
 
     /// The text of `list_tables`.
@@ -61,62 +62,93 @@ impl Catalog {
     }
 }
 
-fn describe(conn: &Connection, table: &str, purpose: &str, rows: i64) -> rusqlite::Result<String> {
-    let mut out = format!("Table {table} ({rows} rows): {purpose}\nColumns:\n");
+/// `name` as an SQL identifier: in double quotes, inner double quotes doubled.
+fn quoted(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// Whether a declared column type gives SQLite's text affinity (`TEXT`, `VARCHAR(20)`, `CLOB`).
+fn has_text_affinity(declared: &str) -> bool {
+    let ty = declared.to_ascii_uppercase();
+    !ty.contains("INT") && ["CHAR", "CLOB", "TEXT"].iter().any(|t| ty.contains(t))
+}
+
+/// One table's description; `all_tables` are searched for foreign keys pointing at it.
+fn describe(conn: &Connection, table: &str, purpose: Option<&str>, rows: i64, all_tables: &[&str]) -> rusqlite::Result<String> {
+    let mut out = format!("Table {table} ({rows} rows)");
+    if let Some(purpose) = purpose {
+        let _ = write!(out, ": {purpose}");
+    }
+    out.push_str("\nColumns:\n");
+    let q_table = quoted(table);
     let fks = foreign_keys(conn, table)?;
-    let mut stmt = conn.prepare(&format!("PRAGMA table_info({table})"))?;
-    let columns: Vec<(String, String, bool, i64)> = stmt.query_map([], |r| Ok((r.get(1)?, r.get(2)?, r.get::<_, i64>(3)? != 0, r.get(5)?)))?.collect::<Result<_, _>>()?;
+    let mut stmt = conn.prepare("SELECT name, type, \"notnull\", pk FROM pragma_table_info(?1)")?;
+    let columns: Vec<(String, String, bool, i64)> =
+        stmt.query_map([table], |r| Ok((r.get(0)?, r.get(1)?, r.get::<_, i64>(2)? != 0, r.get(3)?)))?.collect::<Result<_, _>>()?;
     for (name, ty, not_null, pk) in &columns {
-        let _ = write!(out, "  {name} {ty}");
+        let q_name = quoted(name);
+        // Columns declared without a type (`CREATE TABLE t (a, b)`) show just their name.
+        let _ = write!(out, "  {name}");
+        if !ty.is_empty() {
+            let _ = write!(out, " {ty}");
+        }
         if *pk > 0 {
             out.push_str(" PRIMARY KEY");
         }
         if *not_null || *pk > 0 {
             out.push_str(" NOT NULL");
         } else {
-            let nulls: i64 = conn.query_row(&format!("SELECT count(*) FROM {table} WHERE {name} IS NULL"), [], |r| r.get(0))?;
+            let nulls: i64 = conn.query_row(&format!("SELECT count(*) FROM {q_table} WHERE {q_name} IS NULL"), [], |r| r.get(0))?;
             let _ = write!(out, " NULL allowed ({nulls} rows are NULL)");
         }
         if let Some((_, target, target_col)) = fks.iter().find(|(from, ..)| from == name) {
-            let _ = write!(out, ", references {target}.{target_col}");
+            match target_col {
+                Some(col) => {
+                    let _ = write!(out, ", references {target}.{col}");
+                }
+                // `REFERENCES t` without a column means t's primary key.
+                None => {
+                    let _ = write!(out, ", references {target}");
+                }
+            }
         }
-        if ty == "TEXT" {
-            let values: Vec<String> = conn
-                .prepare(&format!("SELECT DISTINCT {name} FROM {table} WHERE {name} IS NOT NULL ORDER BY 1 LIMIT {}", MAX_LISTED_VALUES + 1))?
+        if has_text_affinity(ty) {
+            let values: Vec<Value> = conn
+                .prepare(&format!("SELECT DISTINCT {q_name} FROM {q_table} WHERE {q_name} IS NOT NULL ORDER BY 1 LIMIT {}", MAX_LISTED_VALUES + 1))?
                 .query_map([], |r| r.get(0))?
                 .collect::<Result<_, _>>()?;
             if values.len() <= MAX_LISTED_VALUES && rows > 2 * values.len() as i64 {
-                let quoted: Vec<String> = values.iter().map(|v| format!("'{v}'")).collect();
-                let _ = write!(out, "; values: {}", quoted.join(", "));
+                let listed: Vec<String> = values.iter().map(|v| if matches!(v, Value::Text(_)) { format!("'{}'", format_cell(v)) } else { format_cell(v) }).collect();
+                let _ = write!(out, "; values: {}", listed.join(", "));
             }
         }
         out.push('\n');
     }
-    let referenced_by = referenced_by(conn, table)?;
+    let referenced_by = referenced_by(conn, table, all_tables)?;
     if !referenced_by.is_empty() {
         let _ = writeln!(out, "Referenced by: {}", referenced_by.join(", "));
     }
-    let mut stmt = conn.prepare(&format!("SELECT * FROM {table} LIMIT 3"))?;
+    let mut stmt = conn.prepare(&format!("SELECT * FROM {q_table} LIMIT 3"))?;
     let names: Vec<String> = stmt.column_names().map(String::from).collect();
     let n = names.len();
-    let sample: Vec<Vec<rusqlite::types::Value>> = stmt.query_map([], |r| (0..n).map(|i| r.get(i)).collect())?.collect::<Result<_, _>>()?;
+    let sample: Vec<Vec<Value>> = stmt.query_map([], |r| (0..n).map(|i| r.get(i)).collect())?.collect::<Result<_, _>>()?;
     let total_rows = sample.len();
     out.push_str("Sample rows:\n");
     out.push_str(&format_table(&QueryOutput { columns: names, rows: sample, total_rows }));
     Ok(out)
 }
 
-/// (column, referenced table, referenced column) for each foreign key of `table`.
-fn foreign_keys(conn: &Connection, table: &str) -> rusqlite::Result<Vec<(String, String, String)>> {
-    conn.prepare(&format!("PRAGMA foreign_key_list({table})"))?.query_map([], |r| Ok((r.get(3)?, r.get(2)?, r.get(4)?)))?.collect()
+/// (column, referenced table, referenced column if named) for each foreign key of `table`.
+fn foreign_keys(conn: &Connection, table: &str) -> rusqlite::Result<Vec<(String, String, Option<String>)>> {
+    conn.prepare("SELECT \"from\", \"table\", \"to\" FROM pragma_foreign_key_list(?1)")?.query_map([table], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?.collect()
 }
 
-/// `other_table.column` for every foreign key elsewhere that points at `table`.
-fn referenced_by(conn: &Connection, table: &str) -> rusqlite::Result<Vec<String>> {
+/// `other_table.column` for every foreign key in `all_tables` that points at `table`.
+fn referenced_by(conn: &Connection, table: &str, all_tables: &[&str]) -> rusqlite::Result<Vec<String>> {
     let mut out = Vec::new();
-    for (other, _) in TABLES {
+    for other in all_tables {
         for (from, target, _) in foreign_keys(conn, other)? {
-            if target == table {
+            if target.eq_ignore_ascii_case(table) {
                 out.push(format!("{other}.{from}"));
             }
         }
@@ -152,6 +184,15 @@ fn edit_distance(a: &str, b: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::{Arc, OnceLock};
+
+    use crate::Database;
+    use crate::db::TABLES;
+
+    fn catalog() -> &'static Catalog {
+        static DB: OnceLock<Arc<Database>> = OnceLock::new();
+        DB.get_or_init(Database::demo).catalog()
+    }
 
     #[test]
     fn list_names_every_table_with_row_counts() {

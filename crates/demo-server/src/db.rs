@@ -6,8 +6,6 @@
 //! on purpose (missing managers, former employees, contractors without salary, open-ended
 //! projects, NULL hours), because an agent has to learn to handle exactly that.
 
-use std::sync::OnceLock;
-
 use rusqlite::{Connection, params};
 
 /// Seed of the generator. Changing it (or anything below) changes the scenario answers.
@@ -72,17 +70,6 @@ pub fn database() -> Connection {
     let conn = Connection::open_in_memory().expect("sqlite in-memory database opens");
     build(&conn).expect("the demo data is valid");
     conn
-}
-
-/// The database serialized once per process: every tool connection deserializes this image
-/// read-only, so sessions never share a connection and never see each other's state.
-pub(crate) fn image() -> &'static [u8] {
-    static IMAGE: OnceLock<&'static [u8]> = OnceLock::new();
-    IMAGE.get_or_init(|| {
-        let mut conn = database();
-        let data = conn.serialize(rusqlite::MAIN_DB).expect("serialize demo database");
-        Box::leak(data.to_vec().into_boxed_slice())
-    })
 }
 
 fn build(conn: &Connection) -> rusqlite::Result<()> {

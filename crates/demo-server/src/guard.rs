@@ -241,7 +241,7 @@ mod tests {
     use super::*;
 
     fn guarded() -> GuardedConnection {
-        GuardedConnection::open(crate::db::image()).unwrap()
+        GuardedConnection::open(crate::Database::demo().image()).unwrap()
     }
 
     fn refused(sql: &str) -> String {

@@ -16,15 +16,15 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
-use crate::{DemoServer, DemoServerError};
+use crate::{Database, DemoServer, DemoServerError};
 
 /// The path the MCP endpoint is served at.
 pub const MCP_PATH: &str = "/mcp";
 
-/// Serves MCP over streamable HTTP on `listener` at [`MCP_PATH`] until the future is dropped
+/// Serves MCP on `db` over streamable HTTP on `listener` at [`MCP_PATH`] until the future is dropped
 /// (task aborted) or Ctrl-C. With `bearer_token`, every request must carry
 /// `Authorization: Bearer <token>`; others get 401 with a JSON error body.
-pub async fn serve_http(listener: tokio::net::TcpListener, bearer_token: Option<String>) -> Result<(), DemoServerError> {
+pub async fn serve_http(db: Arc<Database>, listener: tokio::net::TcpListener, bearer_token: Option<String>) -> Result<(), DemoServerError> {
     let addr = listener.local_addr().map_err(DemoServerError::Io)?;
     // Dropping this future (an aborted task) cancels the token, which ends all MCP sessions.
     let cancel = CancellationToken::new();
@@ -33,7 +33,7 @@ pub async fn serve_http(listener: tokio::net::TcpListener, bearer_token: Option<
         tracing::warn!(%addr, "demo server listens beyond loopback without a bearer token");
     }
     tracing::info!(%addr, path = MCP_PATH, auth = bearer_token.is_some(), "demo MCP server listening");
-    let app = router(addr, bearer_token, cancel.child_token());
+    let app = router(db, addr, bearer_token, cancel.child_token());
     let shutdown = {
         let cancel = cancel.clone();
         async move {
@@ -47,15 +47,19 @@ pub async fn serve_http(listener: tokio::net::TcpListener, bearer_token: Option<
     axum::serve(listener, app).with_graceful_shutdown(shutdown).await.map_err(DemoServerError::Io)
 }
 
-/// The axum router: the MCP service at [`MCP_PATH`], wrapped in the bearer check when a token
+/// The axum router: the MCP service on `db` at [`MCP_PATH`], wrapped in the bearer check when a token
 /// is given. `addr` is the bound address: on loopback rmcp's DNS-rebinding protection (Host
 /// must be a loopback name) stays on; a deliberate non-loopback bind accepts any Host.
-pub fn router(addr: SocketAddr, bearer_token: Option<String>, cancel: CancellationToken) -> Router {
+pub fn router(db: Arc<Database>, addr: SocketAddr, bearer_token: Option<String>, cancel: CancellationToken) -> Router {
     let mut config = StreamableHttpServerConfig::default().with_cancellation_token(cancel);
     if !addr.ip().is_loopback() {
         config = config.disable_allowed_hosts();
     }
-    let service = StreamableHttpService::new(|| DemoServer::new().map_err(|e| std::io::Error::other(e.to_string())), Arc::new(LocalSessionManager::default()), config);
+    let service = StreamableHttpService::new(
+        move || DemoServer::new(Arc::clone(&db)).map_err(|e| std::io::Error::other(e.to_string())),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
     let router = Router::new().nest_service(MCP_PATH, service);
     match bearer_token {
         Some(token) => router.layer(middleware::from_fn_with_state(Arc::new(token), require_bearer)),

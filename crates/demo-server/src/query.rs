@@ -116,7 +116,7 @@ mod tests {
     use super::*;
 
     fn guarded() -> GuardedConnection {
-        GuardedConnection::open(crate::db::image()).unwrap()
+        GuardedConnection::open(crate::Database::demo().image()).unwrap()
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! The MCP handler: three tools over the read-only company database.
+//! The MCP handler: three tools over a read-only database, the company database by default.
 //!
 //! Tool descriptions are written for the model that will read them: they say what each tool
 //! returns, when to call it, and what is refused. Failures the agent can fix (unknown table, SQL
@@ -15,7 +15,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::DemoServerError;
-use crate::catalog::catalog;
+use crate::database::{Database, Source};
 use crate::guard::{GuardError, GuardedConnection};
 use crate::query::{self, MAX_ROWS};
 
@@ -26,6 +26,9 @@ const INSTRUCTIONS: &str = "A read-only SQLite database of a company: department
 employees and contractors), projects and who works on them. Find the tables with list_tables, check exact column \
 names with describe_table, then answer questions with run_query (one SELECT per call). Watch for NULLs and for \
 former employees (status 'terminated').";
+
+/// What `list_tables` says of itself when the database is a user's file, not the company's.
+const LIST_TABLES_FILE_DESCRIPTION: &str = "List the tables of the database with their row counts. Call this first when you do not know the schema.";
 
 /// Arguments of `describe_table`.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -70,6 +73,7 @@ impl From<ToolReply> for CallToolResult {
 /// sessions (one instance each over HTTP) never wait on each other's queries.
 #[derive(Clone)]
 pub struct DemoServer {
+    db: Arc<Database>,
     conn: Arc<Mutex<GuardedConnection>>,
     tool_router: ToolRouter<Self>,
 }
@@ -81,10 +85,16 @@ impl std::fmt::Debug for DemoServer {
 }
 
 impl DemoServer {
-    /// Opens a read-only connection on the (process-wide, built once) demo database.
-    pub fn new() -> Result<Self, DemoServerError> {
-        let conn = GuardedConnection::open(crate::db::image()).map_err(DemoServerError::Database)?;
-        Ok(Self { conn: Arc::new(Mutex::new(conn)), tool_router: Self::tool_router() })
+    /// Opens a read-only connection of its own on `db` ([`Database::demo`] for the company
+    /// database).
+    pub fn new(db: Arc<Database>) -> Result<Self, DemoServerError> {
+        let conn = GuardedConnection::open(db.image()).map_err(DemoServerError::Database)?;
+        let mut tool_router = Self::tool_router();
+        // The generated description speaks of the company database; a user's file is not one.
+        if let (Source::File(_), Some(route)) = (db.source(), tool_router.map.get_mut("list_tables")) {
+            route.attr.description = Some(LIST_TABLES_FILE_DESCRIPTION.into());
+        }
+        Ok(Self { db, conn: Arc::new(Mutex::new(conn)), tool_router })
     }
 
     /// Runs one tool synchronously, exactly as an MCP `tools/call` would, and returns the text
@@ -107,11 +117,11 @@ impl DemoServer {
     }
 
     fn list_tables_reply(&self) -> ToolReply {
-        ToolReply::ok(catalog().list_tables())
+        ToolReply::ok(self.db.catalog().list_tables())
     }
 
     fn describe_table_reply(&self, table_name: &str) -> ToolReply {
-        match catalog().describe_table(table_name) {
+        match self.db.catalog().describe_table(table_name) {
             Ok(text) => ToolReply::ok(text),
             Err(msg) => ToolReply::error(msg),
         }
@@ -183,7 +193,14 @@ impl ServerHandler for DemoServer {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("train-agent-demo", env!("CARGO_PKG_VERSION")))
-            .with_instructions(INSTRUCTIONS)
+            .with_instructions(match self.db.source() {
+                Source::Demo => INSTRUCTIONS.to_string(),
+                Source::File(path) => format!(
+                    "A read-only SQLite database ({}). Find the tables with list_tables, check exact column names with \
+                     describe_table, then answer questions with run_query (one SELECT per call).",
+                    path.file_name().unwrap_or(path.as_os_str()).to_string_lossy()
+                ),
+            })
     }
 }
 
@@ -193,7 +210,7 @@ mod tests {
     use serde_json::json;
 
     fn call(name: &str, args: Value) -> ToolReply {
-        DemoServer::new().unwrap().call(name, args.as_object().unwrap())
+        DemoServer::new(Database::demo()).unwrap().call(name, args.as_object().unwrap())
     }
 
     #[test]
@@ -221,7 +238,7 @@ mod tests {
 
     #[test]
     fn writes_through_the_tool_are_refused_and_change_nothing() {
-        let server = DemoServer::new().unwrap();
+        let server = DemoServer::new(Database::demo()).unwrap();
         let run = |sql: &str| server.call("run_query", json!({ "sql": sql }).as_object().unwrap());
         let before = run("SELECT count(*), sum(salary) FROM employees");
         for sql in [

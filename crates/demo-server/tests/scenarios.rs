@@ -94,7 +94,7 @@ fn every_expected_answer_is_reproduced_by_its_reference_sql() {
 
 #[test]
 fn every_reference_sql_also_runs_through_the_read_only_tool() {
-    let server = DemoServer::new().unwrap();
+    let server = DemoServer::new(ta_demo_server::Database::demo()).unwrap();
     for s in scenarios() {
         let reply = server.call("run_query", json!({ "sql": reference_sql(&s) }).as_object().unwrap());
         assert!(!reply.is_error, "{}: {}", s.id, reply.text);

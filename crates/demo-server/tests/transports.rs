@@ -7,13 +7,13 @@ use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::json;
-use ta_demo_server::{TOOL_NAMES, serve_http, serve_io};
+use ta_demo_server::{Database, TOOL_NAMES, serve_http, serve_io};
 
 async fn start(token: Option<&str>) -> (String, tokio::task::JoinHandle<()>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
     let token = token.map(str::to_string);
-    let task = tokio::spawn(async move { serve_http(listener, token).await.unwrap() });
+    let task = tokio::spawn(async move { serve_http(Database::demo(), listener, token).await.unwrap() });
     (url, task)
 }
 
@@ -102,7 +102,7 @@ async fn streamable_http_requires_the_bearer_token() {
 async fn stdio_style_byte_streams() {
     let (client_side, server_side) = tokio::io::duplex(64 * 1024);
     let (read, write) = tokio::io::split(server_side);
-    let server = tokio::spawn(serve_io(read, write));
+    let server = tokio::spawn(serve_io(Database::demo(), read, write));
     let client = ().serve(client_side).await.unwrap();
     exercise(&client).await;
     client.cancel().await.unwrap();

@@ -87,7 +87,7 @@ async fn options_debug_redacts_token() {
 async fn demo_server_accepts_only_the_right_token() {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
-    let server = tokio::spawn(ta_demo_server::serve_http(listener, Some(TOKEN.to_string())));
+    let server = tokio::spawn(ta_demo_server::serve_http(ta_demo_server::Database::demo(), listener, Some(TOKEN.to_string())));
     let spec = ServerSpec::parse(&format!("http://127.0.0.1:{port}/mcp")).unwrap();
 
     let client = McpClient::connect(spec.clone(), options()).await.unwrap();
@@ -116,7 +116,7 @@ async fn url_userinfo_and_a_bearer_token_are_refused_and_a_401_names_what_was_se
     const PASSWORD: &str = "pw-71c2-secret";
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
-    let server = tokio::spawn(ta_demo_server::serve_http(listener, Some(TOKEN.to_string())));
+    let server = tokio::spawn(ta_demo_server::serve_http(ta_demo_server::Database::demo(), listener, Some(TOKEN.to_string())));
     let spec = ServerSpec::parse(&format!("http://user:{PASSWORD}@127.0.0.1:{port}/mcp")).unwrap();
 
     let err = McpClient::connect(spec.clone(), options()).await.unwrap_err();
