@@ -162,7 +162,7 @@ impl<'a> Scope<'a> {
             } else {
                 continue;
             };
-            self.attrs.push(Attr { expr: format!("{alias}.{}", ident(&c.name)), phrase: phrase(c), raw: raw(c), path: path.to_vec(), role, nullable: c.nulls > 0 });
+            self.attrs.push(Attr { expr: c.sql(alias), phrase: phrase(c), raw: raw(c), path: path.to_vec(), role, nullable: c.nulls > 0 });
         }
     }
 
@@ -255,6 +255,9 @@ fn filters(s: &Scope) -> Vec<Filter> {
             Role::Category(values) => {
                 for v in values {
                     let (vs, vl) = (shown(v), value_literal(v));
+                    if vs.trim().is_empty() {
+                        continue;
+                    }
                     let mut post = vec![format!("with {p} {vs}"), format!("whose {p} is {vs}")];
                     if is_place(p) && v.is_string() {
                         post.push(format!("in {vs}"));

@@ -31,8 +31,14 @@ pub struct Column {
     pub kind: Kind,
     pub nulls: u64,
     pub distinct: u64,
-    /// Up to [`SAMPLE_VALUES`] distinct non-NULL values, in order.
+    /// Up to [`SAMPLE_VALUES`] distinct non-NULL, non-blank values, in order (numbers for
+    /// [`Column::numeric_text`]).
     pub values: Vec<Value>,
+    /// Numbers stored as text (a CSV import without types): compared and aggregated through
+    /// [`Column::sql`]'s cast, or `'998' > '1000'` would order them as words.
+    pub numeric_text: bool,
+    /// Some values are blank text, which people read as missing: [`Column::sql`] makes them NULL.
+    pub blanks: bool,
 }
 
 /// A reference from `table.from` to `parent.to`.
@@ -89,6 +95,19 @@ pub fn value_literal(v: &Value) -> String {
 
 const USER_TABLES: &str = "m.type = 'table' AND m.name NOT LIKE 'sqlite_%'";
 
+impl Column {
+    /// The column as a value in a query, prefixed by `alias.`: blanks as NULL, numbers stored
+    /// as text as numbers.
+    pub fn sql(&self, alias: &str) -> String {
+        let c = format!("{alias}.{}", ident(&self.name));
+        match (self.numeric_text, self.blanks) {
+            (true, _) => format!("CAST(NULLIF({c}, '') AS REAL)"),
+            (false, true) => format!("NULLIF({c}, '')"),
+            (false, false) => c,
+        }
+    }
+}
+
 impl Table {
     pub fn column(&self, name: &str) -> Option<&Column> {
         self.columns.iter().find(|c| c.name == name)
@@ -121,7 +140,9 @@ impl Table {
             let n = c.name.to_ascii_lowercase();
             n == "name" || n == "title" || n.ends_with("_name") || n.ends_with("name") || n.ends_with("_title")
         });
-        named.or_else(|| self.columns.iter().find(unique_text)).map(|c| q(&c.name))
+        // A text primary key (a case number, a code) names its row when nothing else does.
+        let text_pk = || self.pk().filter(|c| c.kind == Kind::Text);
+        named.or_else(|| self.columns.iter().find(unique_text)).or_else(text_pk).map(|c| q(&c.name))
     }
 }
 
@@ -155,6 +176,8 @@ pub async fn introspect<T: ToolHost>(sql: &Sql<'_, T>) -> Result<Schema, SynthEr
             nulls: 0,
             distinct: 0,
             values: Vec::new(),
+            numeric_text: false,
+            blanks: false,
         };
         match tables.iter_mut().find(|x| x.name == t) {
             Some(table) => table.columns.push(column),
@@ -208,7 +231,8 @@ async fn stats<T: ToolHost>(sql: &Sql<'_, T>, table: &mut Table) -> Result<(), S
         .map(|c| {
             let c = ident(&c.name);
             format!(
-                "json_object('nulls', (SELECT count(*) FROM {t} WHERE {c} IS NULL), 'distinct', (SELECT count(DISTINCT {c}) FROM {t}), \
+                "json_object('nulls', (SELECT count(*) FROM {t} WHERE {c} IS NULL), 'blanks', (SELECT count(*) FROM {t} WHERE typeof({c}) = 'text' AND trim({c}) = ''), \
+                 'words', (SELECT count(*) FROM {t} WHERE typeof({c}) = 'text' AND trim({c}) GLOB '*[^0-9.eE+-]*'), 'distinct', (SELECT count(DISTINCT {c}) FROM {t}), \
                  'types', json((SELECT json_group_array(DISTINCT typeof({c})) FROM {t} WHERE {c} IS NOT NULL)), \
                  'values', json((SELECT json_group_array(v) FROM (SELECT DISTINCT {c} AS v FROM {t} WHERE {c} IS NOT NULL ORDER BY v LIMIT {SAMPLE_VALUES}))))"
             )
@@ -222,9 +246,23 @@ async fn stats<T: ToolHost>(sql: &Sql<'_, T>, table: &mut Table) -> Result<(), S
     for (c, s) in table.columns.iter_mut().zip(v["cols"].as_array().into_iter().flatten()) {
         c.nulls = s["nulls"].as_u64().unwrap_or(0);
         c.distinct = s["distinct"].as_u64().unwrap_or(0);
-        c.values = s["values"].as_array().cloned().unwrap_or_default();
+        let values = s["values"].as_array().cloned().unwrap_or_default();
+        let blank = |v: &Value| v.as_str().is_some_and(|s| s.trim().is_empty());
+        let blanks = s["blanks"].as_u64().unwrap_or(0);
+        c.blanks = blanks > 0;
+        c.nulls += blanks;
+        c.distinct -= u64::from(values.iter().any(blank));
+        c.values = values.into_iter().filter(|v| !blank(v)).collect();
         let types: Vec<&str> = s["types"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
         c.kind = kind(&c.decl_type, &types, &c.values);
+        let number = |v: &Value| v.as_str().and_then(|s| s.trim().parse::<f64>().ok());
+        if c.kind == Kind::Text && s["words"].as_u64() == Some(0) && !c.values.is_empty() && c.values.iter().all(|v| number(v).is_some()) {
+            c.numeric_text = true;
+            c.kind = Kind::Real;
+            let mut numbers: Vec<f64> = c.values.iter().filter_map(number).collect();
+            numbers.sort_by(f64::total_cmp);
+            c.values = numbers.into_iter().map(|x| if x.fract() == 0.0 { Value::from(x as i64) } else { Value::from(x) }).collect();
+        }
     }
     Ok(())
 }
@@ -266,6 +304,26 @@ async fn infer_keys<T: ToolHost>(sql: &Sql<'_, T>, tables: &mut [Table]) -> Resu
                 (by_name || by_table).then(|| (p.name.clone(), pk.name.clone()))
             });
             if let Some((parent, to)) = parent {
+                found.push((i, c.name.clone(), parent, to));
+            }
+        }
+    }
+    // A column named like a unique column of another table (`state_code` and a lookup table's
+    // `State_Code`): a key when every value is found there.
+    for (i, table) in tables.iter().enumerate() {
+        for c in &table.columns {
+            if c.pk
+                || table.keys.iter().any(|k| k.from == c.name)
+                || found.iter().any(|f| f.0 == i && f.1 == c.name)
+                || c.distinct >= table.rows
+                || !matches!(c.kind, Kind::Integer | Kind::Text)
+            {
+                continue;
+            }
+            let unique = |p: &Table| {
+                p.columns.iter().find(|pc| pc.name.eq_ignore_ascii_case(&c.name) && pc.nulls == 0 && pc.distinct == p.rows && p.rows > 1).map(|pc| pc.name.clone())
+            };
+            if let Some((parent, to)) = tables.iter().filter(|p| p.name != table.name && p.rows < table.rows).find_map(|p| Some((p.name.clone(), unique(p)?))) {
                 found.push((i, c.name.clone(), parent, to));
             }
         }
