@@ -215,7 +215,8 @@ for name in $TA_DBS; do
     echo "[$name] started in the background; log: $TA_OUT/$name/bench.log"
     run_one "$name" >> "$TA_OUT/$name/bench.log" 2>&1 &
   else
-    run_one "$name" > >(tee -a "$TA_OUT/$name/bench.log") 2>&1 &
+    # tee ignores Ctrl-C, so the commands' last words reach the log instead of a SIGPIPE.
+    run_one "$name" > >(trap '' INT TERM; exec tee -a "$TA_OUT/$name/bench.log") 2>&1 &
     wait $! || true
   fi
 done
