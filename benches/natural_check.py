@@ -1,0 +1,287 @@
+#!/usr/bin/env python3
+"""The natural check set's table (issue 31), from what benches/natural_check.sh leaves.
+
+    python3 benches/natural_check.py OUT_DIR [OUT_DIR2] [--json FILE]
+
+Each OUT_DIR holds one subdirectory per database (GeoNuclearData, GreaterManchesterCrime,
+StudentMathScore, demo) whose `check/` is a `train-agent eval --split all --compare-base
+[--baseline SFT]` output: `eval.json` (its `models` list the labels in table order) and
+`trajectories/<label>.jsonl`, one trajectory per question. The labels:
+  - `base`: the base model;
+  - `baseline`: the SFT adapter, present when GRPO ran (`--baseline sft/final`);
+  - `trained`: the SFT+GRPO adapter when a `baseline` is there, else the SFT adapter.
+Success is decided as `ta_metrics::is_success` does: the `ground_truth` reward part at full
+credit; else a judge score >= 0.5; else the outcome `completed`.
+
+Printed (markdown): per database and pooled (KaggleDBQA's databases, and everything), n and the
+greedy accuracy of base / SFT / SFT+GRPO with 95% Wilson intervals, and the paired exact McNemar
+p-value (two-sided, exact binomial on the discordant questions) of SFT vs base and SFT+GRPO vs SFT.
+With OUT_DIR2 (a second recipe on the same questions): recipe 2 vs recipe 1 for SFT and for
+SFT+GRPO, paired by (database, scenario id). Then the issue's "done when" figures. `--json FILE`
+writes every number for benches/RESULTS.md. Standard library only.
+"""
+import argparse
+import json
+import math
+import os
+import sys
+
+Z95 = 1.959963984540054
+KAGGLE = ["GeoNuclearData", "GreaterManchesterCrime", "StudentMathScore"]
+DEMO = "demo"
+MODELS = ["base", "SFT", "SFT+GRPO"]
+
+
+# ---- statistics ------------------------------------------------------------------------------
+
+def wilson(successes, n, z=Z95):
+    """95% Wilson score interval of successes / n (successes may be fractional); None for n = 0."""
+    if n == 0:
+        return None
+    p = successes / n
+    z2 = z * z
+    denom = 1 + z2 / n
+    center = (p + z2 / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denom
+    return (max(0.0, center - half), min(1.0, center + half))
+
+
+def mcnemar_exact(b, c):
+    """Two-sided exact McNemar p: min(1, 2 P(X <= min(b, c))), X ~ Binomial(b + c, 1/2); 1 when
+    nothing is discordant (as statsmodels' mcnemar(exact=True) and ta_metrics::paired do)."""
+    n = b + c
+    if n == 0:
+        return 1.0
+    k = min(b, c)
+    tail = sum(math.comb(n, i) for i in range(k + 1))
+    # Exact integers, then one division: no overflow at any n.
+    return min(1.0, 2 * tail / 2 ** n)
+
+
+def paired(a, b):
+    """Model b against model a, each {key: success rate}, over the keys both hold: (tasks, b better,
+    b worse, McNemar p, mean difference b - a)."""
+    keys = sorted(set(a) & set(b))
+    better = sum(1 for k in keys if b[k] > a[k])
+    worse = sum(1 for k in keys if b[k] < a[k])
+    diff = sum(b[k] - a[k] for k in keys) / len(keys) if keys else None
+    return {"tasks": len(keys), "better": better, "worse": worse, "p": mcnemar_exact(better, worse), "diff": diff}
+
+
+def accuracy(rates):
+    """{key: success rate} -> n, successes, accuracy and its Wilson interval."""
+    n = len(rates)
+    s = sum(rates.values())
+    ci = wilson(s, n)
+    return {"n": n, "successes": s, "acc": s / n if n else None, "ci95": list(ci) if ci else None}
+
+
+# ---- reading eval output ---------------------------------------------------------------------
+
+def is_success(t):
+    parts = t.get("reward_parts") or {}
+    gt, judge = parts.get("ground_truth"), parts.get("judge")
+    if gt is not None:
+        return gt >= 1.0 - 1e-9
+    if judge is not None:
+        return judge >= 0.5
+    return t.get("outcome") == "completed"
+
+
+def read_rates(path, db):
+    """{(db, scenario_id): success rate} of one trajectories file, and its errored episodes."""
+    per = {}
+    errors = 0
+    with open(path) as f:
+        for line in f:
+            if not line.strip():
+                continue
+            t = json.loads(line)
+            errors += t.get("outcome") == "error"
+            per.setdefault((db, t["scenario_id"]), []).append(1.0 if is_success(t) else 0.0)
+    return {k: sum(v) / len(v) for k, v in per.items()}, errors, sum(len(v) for v in per.values())
+
+
+def read_check(check_dir, db):
+    """One database's check/: {model: {(db, id): rate}} with `SFT+GRPO` only when GRPO ran, plus notes."""
+    with open(os.path.join(check_dir, "eval.json")) as f:
+        summary = json.load(f)
+    labels = [m["label"] for m in summary["models"]]
+    sources = {m["label"]: m["source"] for m in summary["models"]}
+    if "baseline" in labels:
+        names = {"base": "base", "baseline": "SFT", "trained": "SFT+GRPO"}
+    else:
+        names = {"base": "base", "trained": "SFT"}
+    out, notes = {}, []
+    expected = (summary.get("settings") or {}).get("scenarios")
+    for label in labels:
+        if label not in names:
+            notes.append(f"{db}: unknown model label {label!r} skipped")
+            continue
+        rates, errors, episodes = read_rates(os.path.join(check_dir, "trajectories", f"{label}.jsonl"), db)
+        out[names[label]] = rates
+        if errors:
+            notes.append(f"{db}: {names[label]} has {errors} errored episodes (counted as wrong)")
+        if expected is not None and len(rates) != expected:
+            notes.append(f"{db}: {names[label]} answered {len(rates)} of {expected} questions")
+        if episodes != len(rates):
+            notes.append(f"{db}: {names[label]} has {episodes} episodes for {len(rates)} questions (per-question mean used)")
+    if "baseline" in labels and sources.get("baseline") == sources.get("trained"):
+        notes.append(f"{db}: GRPO made no update; SFT+GRPO is the SFT adapter played again")
+    return out, notes
+
+
+def read_out_dir(out_dir):
+    """{db: {model: rates}} of every database with a finished check/ under out_dir, and notes."""
+    dbs, notes = {}, []
+    names = sorted(os.listdir(out_dir), key=lambda n: (n == DEMO, n not in KAGGLE, n))
+    for name in names:
+        check = os.path.join(out_dir, name, "check")
+        if os.path.isfile(os.path.join(check, "eval.json")):
+            dbs[name], n = read_check(check, name)
+            notes += n
+        elif os.path.isdir(os.path.join(out_dir, name)) and (name in KAGGLE or name == DEMO):
+            notes.append(f"{name}: no check/eval.json in {out_dir} (pipeline unfinished or failed)")
+    return dbs, notes
+
+
+# ---- tables ----------------------------------------------------------------------------------
+
+def pool(dbs, names):
+    """{model: rates} merged over the databases `names`; a model counts only where every one has it."""
+    out = {}
+    for m in MODELS:
+        if names and all(m in dbs[n] for n in names):
+            out[m] = {k: v for n in names for k, v in dbs[n][m].items()}
+    return out
+
+
+def summarize(models):
+    row = {m: accuracy(models[m]) for m in MODELS if m in models}
+    row["n"] = max((len(r) for r in models.values()), default=0)
+    if "base" in models and "SFT" in models:
+        row["SFT vs base"] = paired(models["base"], models["SFT"])
+    if "SFT" in models and "SFT+GRPO" in models:
+        row["SFT+GRPO vs SFT"] = paired(models["SFT"], models["SFT+GRPO"])
+    return row
+
+
+def rows_of(dbs):
+    """[(name, summary)]: each database, then the pools."""
+    rows = [(name, summarize(models)) for name, models in dbs.items()]
+    kaggle = [n for n in dbs if n in KAGGLE]
+    if len(kaggle) > 1:
+        rows.append((f"KaggleDBQA ({len(kaggle)} dbs)", summarize(pool(dbs, kaggle))))
+    if len(dbs) > 1:
+        rows.append(("**all**", summarize(pool(dbs, list(dbs)))))
+    return rows
+
+
+def pct(a):
+    if not a or a["acc"] is None:
+        return "-"
+    lo, hi = a["ci95"]
+    return f"{100 * a['acc']:.1f}% [{100 * lo:.1f}, {100 * hi:.1f}]"
+
+
+def ptest(t):
+    if not t:
+        return "-"
+    return f"{fmt_p(t['p'])} (+{t['better']}/-{t['worse']})"
+
+
+def fmt_p(p):
+    return f"{p:.2g}" if p < 0.001 else f"{p:.3f}"
+
+
+def print_table(title, rows):
+    print(f"\n### {title}\n")
+    print("| database | n | base | SFT | SFT+GRPO | p SFT vs base | p SFT+GRPO vs SFT |")
+    print("|---|---:|---|---|---|---|---|")
+    for name, r in rows:
+        print(f"| {name} | {r['n']} | {pct(r.get('base'))} | {pct(r.get('SFT'))} | {pct(r.get('SFT+GRPO'))} "
+              f"| {ptest(r.get('SFT vs base'))} | {ptest(r.get('SFT+GRPO vs SFT'))} |")
+
+
+def compare_recipes(dbs1, dbs2):
+    """Recipe 2 against recipe 1, per model, pooled over the databases both finished and per database."""
+    shared = [n for n in dbs1 if n in dbs2]
+    out = {"databases": shared, "pooled": {}, "per_db": {}}
+    for m in ["base", "SFT", "SFT+GRPO"]:
+        for scope, names in [("pooled", shared)] + [(n, [n]) for n in shared]:
+            a, b = pool(dbs1, names).get(m), pool(dbs2, names).get(m)
+            if a is None or b is None:
+                continue
+            keys = set(a) & set(b)
+            a, b = {k: a[k] for k in keys}, {k: b[k] for k in keys}
+            entry = {"recipe1": accuracy(a), "recipe2": accuracy(b), "test": paired(a, b)}
+            if scope == "pooled":
+                out["pooled"][m] = entry
+            else:
+                out["per_db"].setdefault(scope, {})[m] = entry
+    return out
+
+
+def print_recipes(cmp):
+    print("\n### recipe 2 vs recipe 1 (same questions, paired by database and scenario id)\n")
+    print("| scope | model | n | recipe 1 | recipe 2 | diff (points) | exact McNemar p (+better/-worse) |")
+    print("|---|---|---:|---|---|---:|---|")
+    scopes = [("**pooled**", cmp["pooled"])] + list(cmp["per_db"].items())
+    for scope, models in scopes:
+        for m, e in models.items():
+            t = e["test"]
+            diff = "-" if t["diff"] is None else f"{100 * t['diff']:+.1f}"
+            print(f"| {scope} | {m} | {t['tasks']} | {pct(e['recipe1'])} | {pct(e['recipe2'])} | {diff} | {ptest(t)} |")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("out_dirs", nargs="+", metavar="OUT_DIR", help="natural_check.sh's TA_OUT (a second one: another recipe)")
+    ap.add_argument("--json", metavar="FILE", help="also write the numbers to FILE")
+    args = ap.parse_args(argv)
+    if len(args.out_dirs) > 2:
+        ap.error("at most two OUT_DIRs (recipe 1 and recipe 2)")
+
+    result = {"recipes": []}
+    all_dbs = []
+    for i, out_dir in enumerate(args.out_dirs, 1):
+        dbs, notes = read_out_dir(out_dir)
+        all_dbs.append(dbs)
+        if not dbs:
+            print(f"{out_dir}: no database with a finished check/eval.json", file=sys.stderr)
+            return 1
+        rows = rows_of(dbs)
+        title = f"recipe {i}: {out_dir}" if len(args.out_dirs) > 1 else f"natural questions: {out_dir}"
+        print_table(title + " (greedy; 95% Wilson intervals; paired exact McNemar)", rows)
+        for n in notes:
+            print(f"- note: {n}")
+        demo = None
+        if DEMO in dbs:
+            r = dict(rows)[DEMO]
+            m = "SFT+GRPO" if "SFT+GRPO" in r else "SFT"
+            demo = {"model": m, **r[m]}
+            print(f"\nThe demo's {r['n']} hand-written questions after {m}: {pct(r[m])} (target >= 60% after SFT+GRPO)")
+        allrow = dict(rows).get("**all**")
+        if allrow and "SFT+GRPO vs SFT" in allrow:
+            t = allrow["SFT+GRPO vs SFT"]
+            print(f"Pooled SFT+GRPO vs SFT: {100 * t['diff']:+.1f} points, p = {fmt_p(t['p'])} (target >= +5, p < 0.05)")
+        result["recipes"].append({"out_dir": os.path.abspath(out_dir), "rows": [{"name": n.strip("*"), **r} for n, r in rows],
+                                  "demo": demo, "notes": notes})
+
+    if len(all_dbs) == 2:
+        cmp = compare_recipes(*all_dbs)
+        print_recipes(cmp)
+        s = cmp["pooled"].get("SFT")
+        if s and s["test"]["diff"] is not None:
+            print(f"\nPooled SFT, recipe 2 vs 1: {100 * s['test']['diff']:+.1f} points, p = {fmt_p(s['test']['p'])} (target >= +15, p < 0.05)")
+        result["recipe2_vs_recipe1"] = cmp
+
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=2)
+        print(f"\nnumbers: {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

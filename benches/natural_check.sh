@@ -1,0 +1,235 @@
+#!/usr/bin/env bash
+# The natural check set (issue 31): accuracy on questions written by people, after training only
+# on tasks the product made. For each database: `scenarios synth` on its server -> `collect
+# --reference` -> `curate` -> `sft` -> (`train`, GRPO from the SFT adapter, when TA_STEPS > 0) ->
+# `eval` on the people's questions, greedy, base / SFT / SFT+GRPO played in one engine. Then
+# benches/natural_check.py prints the table (accuracy with 95% Wilson intervals, paired exact
+# McNemar tests), pooled over KaggleDBQA's 78 questions and the demo's 88.
+#
+#   TA_BIN=target/release/train-agent TA_MODEL=/path/qwen2.5-coder-0.5b-instruct.gguf \
+#   TA_OUT=/tmp/natural TA_STEPS=16 bash benches/natural_check.sh
+#   python3 benches/natural_check.py /tmp/natural [/tmp/natural-new-recipe] [--json FILE]
+#
+# Databases: KaggleDBQA's GeoNuclearData, GreaterManchesterCrime and StudentMathScore (NAME.sqlite,
+# served by `$TA_BIN demo-server --db NAME.sqlite`; questions NAME.jsonl, all `split:
+# validation`), and `demo` (the demo server; questions scenarios/company.jsonl, the 88
+# hand-written ones).
+#
+# THE CHECK SET IS NEVER TRAINING DATA. The KaggleDBQA files are read where they lie, in TA_DATA
+# (default ../shared/data/kaggledbqa from the repository root), and never copied: training sees
+# only tasks `scenarios synth` writes from each database, and the people's questions reach only
+# `eval`. TA_OUT must lie outside the repository (eval's trajectories hold the questions).
+#
+# Knobs (env):
+#   TA_BIN         the train-agent binary (default target/release/train-agent)
+#   TA_MODEL       the base model (required): HF id, directory, .gguf or packaged name
+#   TA_OUT         output directory (required), one subdirectory per database:
+#                  synth/ traces/ dataset/ sft/ grpo/ check/, bench.log, rc
+#   TA_DATA        the KaggleDBQA directory (default ../shared/data/kaggledbqa)
+#   TA_DBS         databases (default "GeoNuclearData GreaterManchesterCrime StudentMathScore demo")
+#   TA_SCENARIOS_DIR  use $TA_SCENARIOS_DIR/NAME.jsonl (demo: demo.jsonl) as the training tasks
+#                  instead of synthesizing them (tasks an older synthesizer made, so two recipes
+#                  can be compared on the same GPU)
+#   TA_SYNTH_N     candidate tasks to synthesize (1200)
+#   TA_TRACES      reference traces of the train split for SFT (300)
+#   TA_SFT_EPOCHS  SFT epochs (3; lr 2e-4)
+#   TA_STEPS       GRPO steps of 8 groups x 8 rollouts, lr 2e-5 (0: no GRPO)
+#   TA_SEED        seed of synth, SFT and GRPO (0)
+#   TA_GPU_UTIL    the engine's share of GPU memory in `eval` (0.9); `train`, whose engine shares
+#                  the GPU with the trainer, gets a third of it (0.3, train's own default). Lower
+#                  it to run databases side by side (TA_PARALLEL=2: 0.45)
+#   TA_PARALLEL    pipelines at once (1: one database after another; N > 1: up to N in the
+#                  background, each writing TA_OUT/NAME/bench.log)
+#   TA_CHECK_LIMIT only the first N questions of each check set (smoke tests only; default all)
+#
+# Every stage prints its elapsed seconds. Re-running continues: a finished stage is skipped
+# (synth: summary.json; collect+curate: dataset/train.jsonl; sft: final/; train: .train-done;
+# eval: check/eval.json), an interrupted one resumes (`collect` and `eval` keep finished
+# episodes, `sft`/`train --resume`). A database that fails is recorded (TA_OUT/NAME/rc, its log)
+# and the others go on; the script exits non-zero at the end if any failed.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+: "${TA_MODEL:?the base model (HF id, directory, .gguf or packaged name)}" "${TA_OUT:?the output directory}"
+TA_BIN=${TA_BIN:-$root/target/release/train-agent}
+# The server commands run from here; an absolute binary works from any directory.
+if [[ $TA_BIN == */* ]]; then TA_BIN=$(realpath "$TA_BIN"); fi
+TA_DATA=$(realpath -m "${TA_DATA:-$root/../shared/data/kaggledbqa}")
+TA_DBS=${TA_DBS:-"GeoNuclearData GreaterManchesterCrime StudentMathScore demo"}
+SYNTH_N=${TA_SYNTH_N:-1200}
+TRACES=${TA_TRACES:-300}
+SFT_EPOCHS=${TA_SFT_EPOCHS:-3}
+STEPS=${TA_STEPS:-0}
+SEED=${TA_SEED:-0}
+GPU_UTIL=${TA_GPU_UTIL:-0.9}
+TRAIN_GPU_UTIL=$(python3 -c "print(round($GPU_UTIL / 3, 3))")
+PARALLEL=${TA_PARALLEL:-1}
+# GRPO's group shape and learning rate (the demo's GPU profile).
+GROUPS_PER_STEP=8 ROLLOUTS=8 GRPO_LR=2e-5
+
+TA_OUT=$(realpath -m "$TA_OUT")
+case "$TA_OUT/" in
+  "$root"/*) echo "TA_OUT ($TA_OUT) lies inside the repository; eval's trajectories hold the check set's questions, which never go there" >&2
+    echo "hint: TA_OUT=/tmp/natural" >&2; exit 2 ;;
+esac
+mkdir -p "$TA_OUT"
+if [[ -n ${TA_SCENARIOS_DIR:-} ]]; then TA_SCENARIOS_DIR=$(realpath "$TA_SCENARIOS_DIR"); fi
+
+server_of() {
+  if [[ $1 == demo ]]; then echo "$TA_BIN demo-server"; else echo "$TA_BIN demo-server --db $TA_DATA/$1.sqlite"; fi
+}
+questions_of() {
+  if [[ $1 == demo ]]; then echo "$root/scenarios/company.jsonl"; else echo "$TA_DATA/$1.jsonl"; fi
+}
+
+# One database's pipeline; runs in a subshell with `set -e`, so its first failure ends it.
+run_db() {
+  local name=$1 d=$TA_OUT/$1 server questions scenarios t0
+  server=$(server_of "$name"); questions=$(questions_of "$name")
+  t0=$(date +%s)
+  stamp() { echo "[$name $(( $(date +%s) - t0 )) s] $*"; }
+  [[ -f $questions ]] || { echo "$questions: no such file (TA_DATA=$TA_DATA)" >&2; return 1; }
+  if [[ $name != demo ]]; then [[ -f $TA_DATA/$name.sqlite ]] || { echo "$TA_DATA/$name.sqlite: no such file" >&2; return 1; }; fi
+  mkdir -p "$d"
+
+  # 1. The training tasks.
+  if [[ -n ${TA_SCENARIOS_DIR:-} ]]; then
+    scenarios=$TA_SCENARIOS_DIR/$name.jsonl
+    [[ -f $scenarios ]] || { echo "$scenarios: no such file (TA_SCENARIOS_DIR)" >&2; return 1; }
+    stamp "synth skipped: tasks from $scenarios"
+  else
+    scenarios=$d/synth/scenarios.jsonl
+    if [[ -f $d/synth/summary.json ]]; then
+      stamp "synth done earlier"
+    else
+      stamp "synth on: $server"
+      "$TA_BIN" scenarios synth --server "$server" --n "$SYNTH_N" --seed "$SEED" --out "$d/synth"
+    fi
+  fi
+  local n_train
+  n_train=$(python3 -c 'import json,sys; print(sum(1 for l in open(sys.argv[1]) if l.strip() and json.loads(l).get("split") != "validation"))' "$scenarios")
+  stamp "$n_train train tasks"
+
+  # 2. Reference traces of the train split -> SFT.
+  if [[ -f $d/dataset/train.jsonl ]]; then
+    stamp "collect, curate done earlier"
+  else
+    stamp "collect"
+    "$TA_BIN" collect --server "$server" --scenarios "$scenarios" --reference --split train \
+      --limit "$TRACES" --out "$d/traces"
+    stamp "curate"
+    "$TA_BIN" curate "$d/traces" --dedupe --no-parquet --out "$d/dataset"
+  fi
+  local sft_final=$d/sft/final
+  if [[ -f $sft_final/adapter_config.json ]]; then
+    stamp "sft done earlier"
+  else
+    local resume=()
+    if compgen -G "$d/sft/checkpoints/step-*/state.json" >/dev/null; then resume=(--resume); fi
+    stamp "sft ${resume[*]}"
+    "$TA_BIN" sft --dataset "$d/dataset" --base-model "$TA_MODEL" --out "$d/sft" \
+      --epochs "$SFT_EPOCHS" --lr 2e-4 --seed "$SEED" "${resume[@]}"
+    [[ -f $sft_final/adapter_config.json ]] || { echo "sft ended without $sft_final" >&2; return 1; }
+  fi
+
+  # 3. GRPO from the SFT adapter on the same tasks.
+  local trained=$sft_final baseline=()
+  if (( STEPS > 0 )); then
+    if [[ -f $d/.train-done ]]; then
+      stamp "train done earlier"
+    else
+      local resume=() epochs
+      if [[ -f $d/grpo/config.toml ]]; then resume=(--resume); fi
+      # Enough passes over the train split for every step.
+      epochs=$(( (STEPS * GROUPS_PER_STEP + n_train - 1) / (n_train > 0 ? n_train : 1) ))
+      stamp "train: $STEPS GRPO steps ${resume[*]}"
+      "$TA_BIN" train --server "$server" --scenarios "$scenarios" --base-model "$TA_MODEL" \
+        --init-adapter "$sft_final" --out "$d/grpo" --max-steps "$STEPS" --epochs "$(( epochs > 0 ? epochs : 1 ))" \
+        --scenarios-per-step "$GROUPS_PER_STEP" --rollouts "$ROLLOUTS" --lr "$GRPO_LR" --seed "$SEED" \
+        --eval-every 0 --eval-rollouts 0 --gpu-memory-utilization "$TRAIN_GPU_UTIL" "${resume[@]}"
+      touch "$d/.train-done"
+    fi
+    # No update (every group flat): GRPO's result is the SFT adapter itself.
+    if [[ -f $d/grpo/final/adapter_config.json ]]; then trained=$d/grpo/final; else stamp "GRPO made no update: SFT+GRPO is the SFT adapter"; fi
+    baseline=(--baseline "$sft_final")
+  fi
+
+  # 4. The people's questions: base, SFT (and SFT+GRPO), greedy, in one engine.
+  if [[ -f $d/check/eval.json ]]; then
+    stamp "eval done earlier"
+  else
+    local limit=()
+    if [[ -n ${TA_CHECK_LIMIT:-} ]]; then limit=(--limit "$TA_CHECK_LIMIT"); fi
+    stamp "eval on $questions"
+    "$TA_BIN" eval --server "$server" --scenarios "$questions" --split all --model "$trained" \
+      --base-model "$TA_MODEL" "${baseline[@]}" --compare-base --gpu-memory-utilization "$GPU_UTIL" \
+      "${limit[@]}" --out "$d/check"
+  fi
+  stamp "done"
+}
+
+# Runs one database and records its exit status in TA_OUT/NAME/rc; never fails itself. Both
+# shells stop at a signal once their running command has kept what it finished (see on_signal).
+run_one() {
+  set +e
+  trap 'stopped=1' INT TERM
+  mkdir -p "$TA_OUT/$1"
+  ( trap 'exit 130' INT TERM; set -e; run_db "$1" )
+  local rc=$?
+  if [[ -n ${stopped:-} ]] && (( rc == 0 )); then rc=130; fi
+  echo "$rc" > "$TA_OUT/$1/rc"
+  if (( rc != 0 )); then echo "[$1] FAILED (exit $rc); see $TA_OUT/$1/bench.log" >&2; fi
+  return 0
+}
+
+# Every process under $1, deepest last.
+descendants() {
+  local kid
+  for kid in $(ps -o pid= --ppid "$1" 2>/dev/null); do echo "$kid"; descendants "$kid"; done
+}
+# Ctrl-C or kill: the pipelines run in the background, where SIGINT is ignored, so hand it on:
+# INT to the commands (train-agent stops cleanly at it, keeping its finished episodes and
+# checkpoints), TERM to the pipeline shells, which then stop instead of starting the next stage
+# (and never mark the interrupted one done).
+on_signal() {
+  trap '' INT TERM
+  echo "interrupted: stopping the pipelines; run the same command again to continue" >&2
+  local job p
+  for job in $(jobs -p); do
+    for p in $job $(descendants "$job"); do
+      if [[ $(ps -o comm= -p "$p" 2>/dev/null) == bash ]]; then kill -TERM "$p" 2>/dev/null; else kill -INT "$p" 2>/dev/null; fi
+    done
+  done
+  wait
+  exit 130
+}
+trap on_signal INT TERM
+
+t_all=$(date +%s)
+echo "natural check: $TA_MODEL, databases: $TA_DBS; out: $TA_OUT; synth $SYNTH_N, traces $TRACES, SFT $SFT_EPOCHS epochs, GRPO $STEPS steps, seed $SEED, parallel $PARALLEL"
+for name in $TA_DBS; do
+  mkdir -p "$TA_OUT/$name"; rm -f "$TA_OUT/$name/rc"
+  # Always in the background (a trapped signal interrupts `wait`, not a foreground command).
+  if (( PARALLEL > 1 )); then
+    while (( $(jobs -rp | wc -l) >= PARALLEL )); do wait -n || true; done
+    echo "[$name] started in the background; log: $TA_OUT/$name/bench.log"
+    run_one "$name" >> "$TA_OUT/$name/bench.log" 2>&1 &
+  else
+    # tee ignores Ctrl-C, so the commands' last words reach the log instead of a SIGPIPE.
+    run_one "$name" > >(trap '' INT TERM; exec tee -a "$TA_OUT/$name/bench.log") 2>&1 &
+    wait $! || true
+  fi
+done
+wait
+
+failed=()
+for name in $TA_DBS; do
+  rc=$(cat "$TA_OUT/$name/rc" 2>/dev/null || echo missing)
+  [[ $rc == 0 ]] || failed+=("$name (exit $rc; log $TA_OUT/$name/bench.log)")
+done
+echo "[all $(( $(date +%s) - t_all )) s] pipelines finished"
+python3 "$root/benches/natural_check.py" "$TA_OUT" --json "$TA_OUT/natural_check.json" || echo "natural_check.py found nothing to tabulate" >&2
+if (( ${#failed[@]} > 0 )); then
+  printf 'FAILED: %s\n' "${failed[@]}" >&2
+  exit 1
+fi

@@ -1,0 +1,125 @@
+"""Tests of benches/natural_check.py: its statistics on known values, and its reading of an eval
+directory laid out as `train-agent eval` writes it (eval.json, trajectories/<label>.jsonl).
+
+    python3 -m pytest benches/test_natural_check.py    or    python3 benches/test_natural_check.py
+"""
+import io
+import json
+import math
+import os
+import sys
+import tempfile
+import unittest
+from contextlib import redirect_stdout
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import natural_check as nc  # noqa: E402
+
+
+class Statistics(unittest.TestCase):
+    def test_mcnemar_exact_on_known_counts(self):
+        # 2 * P(X <= 2), X ~ Bin(12, 1/2) = 2 * 79 / 4096
+        self.assertAlmostEqual(nc.mcnemar_exact(10, 2), 2 * 79 / 4096, places=12)
+        self.assertAlmostEqual(nc.mcnemar_exact(10, 2), 0.0386, places=4)
+        self.assertEqual(nc.mcnemar_exact(2, 10), nc.mcnemar_exact(10, 2), "two-sided: symmetric")
+        self.assertEqual(nc.mcnemar_exact(0, 0), 1.0)
+        self.assertEqual(nc.mcnemar_exact(5, 5), 1.0, "capped at 1")
+        self.assertAlmostEqual(nc.mcnemar_exact(6, 0), 2 / 64, places=12)
+        # Large counts neither overflow nor lose the tail: 2 * P(X <= 400), X ~ Bin(1000, 1/2) ~ 2.7e-10.
+        p = nc.mcnemar_exact(600, 400)
+        self.assertTrue(0 < p < 1e-9, p)
+
+    def test_wilson_interval(self):
+        lo, hi = nc.wilson(50, 100)
+        self.assertAlmostEqual(lo, 0.404, places=3)
+        self.assertAlmostEqual(hi, 0.596, places=3)
+        lo, hi = nc.wilson(0, 10)
+        self.assertEqual(lo, 0.0)
+        self.assertAlmostEqual(hi, 0.2775, places=4)
+        lo, hi = nc.wilson(10, 10)
+        self.assertAlmostEqual(lo, 1 - 0.2775, places=4)
+        self.assertAlmostEqual(hi, 1.0, places=12)
+        self.assertIsNone(nc.wilson(0, 0))
+
+    def test_paired_counts_discordant_questions_only(self):
+        a = {("db", str(i)): float(i < 5) for i in range(10)}  # right on 0-4
+        b = {("db", str(i)): float(i < 2 or i >= 7) for i in range(10)}  # right on 0, 1, 7, 8, 9
+        t = nc.paired(a, b)
+        self.assertEqual((t["tasks"], t["better"], t["worse"]), (10, 3, 3))
+        self.assertEqual(t["p"], 1.0)
+        self.assertAlmostEqual(t["diff"], 0.0)
+
+    def test_success_rule_matches_ta_metrics(self):
+        self.assertTrue(nc.is_success({"reward_parts": {"ground_truth": 1.0}, "outcome": "completed"}))
+        self.assertFalse(nc.is_success({"reward_parts": {"ground_truth": 0.5, "judge": 1.0}, "outcome": "completed"}))
+        self.assertTrue(nc.is_success({"reward_parts": {"judge": 0.5}, "outcome": "ran_out_of_turns"}))
+        self.assertTrue(nc.is_success({"reward_parts": {}, "outcome": "completed"}))
+        self.assertFalse(nc.is_success({"reward_parts": {}, "outcome": "error"}))
+
+
+def write_check(out, db, results, grpo=True):
+    """An eval directory as `train-agent eval` writes it: results = {label: [success, ...]}."""
+    check = os.path.join(out, db, "check")
+    os.makedirs(os.path.join(check, "trajectories"))
+    labels = ["base", "baseline", "trained"] if grpo else ["base", "trained"]
+    models = [{"label": label, "source": f"/x/{label}"} for label in labels]
+    n = len(results["base"])
+    with open(os.path.join(check, "eval.json"), "w") as f:
+        json.dump({"models": models, "server": "s", "dataset": "d", "split": "all", "rollouts_per_scenario": 1,
+                   "settings": {"scenarios": n}, "wall_s": 1.0, "metrics": []}, f)
+    for label in labels:
+        with open(os.path.join(check, "trajectories", f"{label}.jsonl"), "w") as f:
+            for i, ok in enumerate(results[label]):
+                t = {"scenario_id": f"{db}-{i:02d}", "outcome": "completed", "num_turns": 3,
+                     "reward_parts": {"ground_truth": 1.0 if ok else 0.0}, "reward": 1.0 if ok else 0.0}
+                f.write(json.dumps(t) + "\n")
+
+
+class Layout(unittest.TestCase):
+    def test_tables_from_eval_directories(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            r1, r2 = os.path.join(tmp, "r1"), os.path.join(tmp, "r2")
+            # Recipe 1: demo with GRPO; one KaggleDBQA database with SFT only (TA_STEPS=0).
+            write_check(r1, "demo", {"base": [0] * 10, "baseline": [1] * 4 + [0] * 6, "trained": [1] * 6 + [0] * 4})
+            write_check(r1, "GeoNuclearData", {"base": [0, 0, 0, 0], "trained": [1, 0, 0, 0]}, grpo=False)
+            write_check(r2, "demo", {"base": [0] * 10, "baseline": [1] * 10, "trained": [1] * 10})
+            os.makedirs(os.path.join(r1, "StudentMathScore"))  # failed: no check/
+            dbs, notes = nc.read_out_dir(r1)
+            self.assertEqual(list(dbs), ["GeoNuclearData", "demo"])
+            self.assertEqual(set(dbs["demo"]), {"base", "SFT", "SFT+GRPO"})
+            self.assertEqual(set(dbs["GeoNuclearData"]), {"base", "SFT"})
+            self.assertTrue(any("StudentMathScore" in n for n in notes), notes)
+            rows = dict(nc.rows_of(dbs))
+            demo = rows["demo"]
+            self.assertEqual(demo["n"], 10)
+            self.assertAlmostEqual(demo["SFT"]["acc"], 0.4)
+            self.assertAlmostEqual(demo["SFT+GRPO"]["acc"], 0.6)
+            self.assertEqual((demo["SFT+GRPO vs SFT"]["better"], demo["SFT+GRPO vs SFT"]["worse"]), (2, 0))
+            pooled = rows["**all**"]
+            self.assertEqual(pooled["n"], 14)
+            self.assertAlmostEqual(pooled["SFT"]["acc"], 5 / 14)
+            self.assertNotIn("SFT+GRPO", pooled, "GRPO did not run on every database")
+            self.assertAlmostEqual(pooled["SFT vs base"]["p"], nc.mcnemar_exact(5, 0))
+
+            cmp = nc.compare_recipes(dbs, nc.read_out_dir(r2)[0])
+            self.assertEqual(cmp["databases"], ["demo"])
+            sft = cmp["pooled"]["SFT"]["test"]
+            self.assertEqual((sft["tasks"], sft["better"], sft["worse"]), (10, 6, 0))
+            self.assertAlmostEqual(sft["diff"], 0.6)
+
+            out = io.StringIO()
+            json_path = os.path.join(tmp, "n.json")
+            with redirect_stdout(out):
+                self.assertEqual(nc.main([r1, r2, "--json", json_path]), 0)
+            text = out.getvalue()
+            self.assertIn("| demo | 10 |", text)
+            self.assertIn("recipe 2 vs recipe 1", text)
+            self.assertIn("hand-written questions after SFT+GRPO: 60.0%", text)
+            with open(json_path) as f:
+                numbers = json.load(f)
+            self.assertEqual(len(numbers["recipes"]), 2)
+            self.assertTrue(math.isclose(numbers["recipe2_vs_recipe1"]["pooled"]["SFT+GRPO"]["test"]["diff"], 0.4))
+
+
+if __name__ == "__main__":
+    unittest.main()
