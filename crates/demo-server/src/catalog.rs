@@ -112,12 +112,17 @@ fn describe(conn: &Connection, table: &str, purpose: Option<&str>, rows: i64, al
                 }
             }
         }
-        if has_text_affinity(ty) {
+        // A column without a declared type (a CSV import) holds what was inserted: its values
+        // are listed when they are all text, blanks left out.
+        let untyped = ty.trim().is_empty();
+        if has_text_affinity(ty) || untyped {
+            let blank = if untyped { format!(" AND trim({q_name}) <> ''") } else { String::new() };
             let values: Vec<Value> = conn
-                .prepare(&format!("SELECT DISTINCT {q_name} FROM {q_table} WHERE {q_name} IS NOT NULL ORDER BY 1 LIMIT {}", MAX_LISTED_VALUES + 1))?
+                .prepare(&format!("SELECT DISTINCT {q_name} FROM {q_table} WHERE {q_name} IS NOT NULL{blank} ORDER BY 1 LIMIT {}", MAX_LISTED_VALUES + 1))?
                 .query_map([], |r| r.get(0))?
                 .collect::<Result<_, _>>()?;
-            if values.len() <= MAX_LISTED_VALUES && rows > 2 * values.len() as i64 {
+            let listable = !untyped || values.iter().all(|v| matches!(v, Value::Text(_)));
+            if listable && values.len() <= MAX_LISTED_VALUES && rows > 2 * values.len() as i64 {
                 let listed: Vec<String> = values.iter().map(|v| if matches!(v, Value::Text(_)) { format!("'{}'", format_cell(v)) } else { format_cell(v) }).collect();
                 let _ = write!(out, "; values: {}", listed.join(", "));
             }

@@ -106,3 +106,18 @@ fn a_missing_or_foreign_file_is_an_error_naming_the_path() {
     assert!(matches!(err, DemoServerError::NoTables(_)), "{err}");
     assert!(err.to_string().contains(&empty.display().to_string()), "{err}");
 }
+
+/// A CSV import declares no types: its text columns still list their few values (blanks left
+/// out), so a model can see that `Status` holds 'Shutdown' before it filters on it.
+#[test]
+fn an_untyped_text_column_lists_its_values_without_blanks() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("csv.sqlite");
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute_batch("CREATE TABLE plants (Name, Status, Capacity); INSERT INTO plants VALUES ('A', 'Operational', '998'), ('B', 'Shutdown', ''), ('C', 'Operational', '12'), ('D', '', '40'), ('E', 'Shutdown', '7');").unwrap();
+    drop(conn);
+    let server = DemoServer::new(Database::open(&path).unwrap()).unwrap();
+    let r = call(&server, "describe_table", json!({"table_name": "plants"}));
+    assert!(r.text.contains("  Status NULL allowed (0 rows are NULL); values: 'Operational', 'Shutdown'\n"), "{}", r.text);
+    assert!(r.text.contains("  Name NULL allowed (0 rows are NULL)\n"), "{}", r.text);
+}

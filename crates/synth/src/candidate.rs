@@ -16,9 +16,9 @@ pub struct Candidate {
     /// people who know the schema ask like this too, but rarely.
     pub technical: Option<String>,
     pub sql: String,
-    /// The output columns of `sql` (all aliased), the answer in the first (or in all, for
+    /// The number of columns of `sql`'s result: the answer is in the first (or in all, for
     /// [`Shape::Row`]).
-    pub columns: Vec<String>,
+    pub width: usize,
     pub answer: Shape,
     pub probe: Option<Probe>,
 }
@@ -38,13 +38,13 @@ pub enum Shape {
 /// The largest list a question asks for.
 pub const MAX_LIST: usize = 12;
 
-/// A tie check: `sql` yields the ordered rows around the answer (`columns`, the ordering metric
-/// in `metric`); the answer ends at row `index`, and a row past it with the same metric means a
+/// A tie check: `sql` yields the ordered rows around the answer (`width` columns, the ordering
+/// metric in column `metric`); the answer ends at row `index`, and a row past it with the same metric means a
 /// tie. With `exact_rank` ("the second highest"), a tie with the row before it counts too.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Probe {
     pub sql: String,
-    pub columns: Vec<String>,
+    pub width: usize,
     pub metric: usize,
     pub index: usize,
     pub exact_rank: bool,

@@ -8,7 +8,6 @@ use ta_types::scenario::ExpectedRule;
 use crate::SynthError;
 use crate::candidate::{Candidate, MAX_LIST, Shape};
 use crate::exec::Sql;
-use crate::schema::ident;
 
 /// A candidate that passed: its rows and the answer they give.
 #[derive(Debug, Clone, PartialEq)]
@@ -45,16 +44,18 @@ pub async fn check<T: ToolHost>(sql: &Sql<'_, T>, c: &Candidate) -> Result<Resul
 pub const ROWS_READ: usize = MAX_LIST + 1;
 
 /// The JSON expression that [`check`] runs: `{"rows": [...], "probe": [...]}`, each from its
-/// SELECT, the rows bounded by [`ROWS_READ`].
+/// SELECT, the rows bounded by [`ROWS_READ`]. The queries name no output columns (people's SQL
+/// does not), so a common table expression names them by position.
 pub fn rows_expr(c: &Candidate) -> String {
-    let rows_of = |select: &str, columns: &[String], limit: Option<usize>| {
-        let cells = columns.iter().map(|c| ident(c)).collect::<Vec<_>>().join(", ");
+    let rows_of = |select: &str, width: usize, limit: Option<usize>| {
+        let names: Vec<String> = (0..width).map(|i| format!("c{i}")).collect();
+        let names = names.join(", ");
         let limit = limit.map(|n| format!(" LIMIT {n}")).unwrap_or_default();
-        format!("json((SELECT json_group_array(json_array({cells})) FROM (SELECT * FROM ({select}){limit})))")
+        format!("json((WITH q({names}) AS ({select}) SELECT json_group_array(json_array({names})) FROM (SELECT * FROM q{limit})))")
     };
-    let mut expr = format!("json_object('rows', {}", rows_of(&c.sql, &c.columns, Some(ROWS_READ)));
+    let mut expr = format!("json_object('rows', {}", rows_of(&c.sql, c.width, Some(ROWS_READ)));
     if let Some(p) = &c.probe {
-        expr.push_str(&format!(", 'probe', {}", rows_of(&p.sql, &p.columns, None)));
+        expr.push_str(&format!(", 'probe', {}", rows_of(&p.sql, p.width, None)));
     }
     expr.push(')');
     expr
@@ -137,13 +138,13 @@ mod tests {
             tables: vec!["items".into()],
             phrasings: vec!["List every item whose kind is 'even'.".into()],
             technical: None,
-            sql: "SELECT \"name\" AS answer FROM \"items\" WHERE \"kind\" = 'even' ORDER BY answer".into(),
-            columns: vec!["answer".into()],
+            sql: "SELECT name FROM items WHERE kind = 'even'".into(),
+            width: 1,
             answer: Shape::List,
             probe: None,
         };
         let expr = rows_expr(&c);
-        assert!(expr.contains(&format!("({}) LIMIT {ROWS_READ})", c.sql)), "{expr}");
+        assert!(expr.contains(&format!("AS ({}) SELECT", c.sql)) && expr.contains(&format!("FROM q LIMIT {ROWS_READ})")), "{expr}");
         let text: String = conn.query_row(&format!("SELECT {expr}"), [], |r| r.get(0)).unwrap();
         let v: Value = serde_json::from_str(&text).unwrap();
         let rows: Vec<Vec<Value>> = v["rows"].as_array().unwrap().iter().map(|r| r.as_array().unwrap().clone()).collect();

@@ -26,7 +26,7 @@ use rand_chacha::ChaCha8Rng;
 use serde_json::Value;
 
 use crate::candidate::{Candidate, MAX_LIST, Probe, Shape};
-use crate::names::{human, is_place, plural, plural_of, relation, shown, singular};
+use crate::names::{human, is_place, plural, plural_of, relation, shown, singular, words};
 use crate::schema::{Column, Kind, Schema, Table, ident, literal, value_literal};
 
 /// Categories with more values than this are not filtered or grouped on.
@@ -94,26 +94,47 @@ struct Scope<'a> {
     attrs: Vec<Attr>,
     /// The index of the table's own label among `attrs`.
     label: Option<usize>,
+    /// The table's alias in queries with joins.
+    alias: String,
 }
 
-const BASE: &str = "b";
+/// A short alias from a table's initials (`project_assignments` → `pa`), unique among `used`
+/// and never a keyword.
+fn initials(table: &str, used: &mut Vec<String>) -> String {
+    let stem: String = words(table).iter().filter_map(|w| w.chars().next()).filter(char::is_ascii_alphabetic).collect();
+    let stem = if stem.is_empty() { "t".to_string() } else { stem };
+    let mut alias = stem.clone();
+    let mut n = 1;
+    while used.contains(&alias) || ident(&alias) != alias {
+        n += 1;
+        alias = format!("{stem}{n}");
+    }
+    used.push(alias.clone());
+    alias
+}
+
+/// The scope table's alias while a query is built: [`Scope::finish`] drops it from a query
+/// without joins (`SELECT count(*) FROM plants`, as people write it) and names it otherwise.
+const BASE: &str = "\u{1}";
 
 impl<'a> Scope<'a> {
     fn new(schema: &'a Schema, table: &'a Table) -> Self {
-        let mut s = Scope { table, plural: plural(&table.name), singular: singular(&table.name), joins: Vec::new(), attrs: Vec::new(), label: None };
+        let mut used = Vec::new();
+        let alias = initials(&table.name, &mut used);
+        let mut s = Scope { table, alias, plural: plural(&table.name), singular: singular(&table.name), joins: Vec::new(), attrs: Vec::new(), label: None };
         s.add_attrs(table, BASE, &[], None);
         s.label = s.attrs.iter().position(|a| a.path.is_empty() && matches!(a.role, Role::Label(_)));
         for fk in &table.keys {
             let Some(parent) = schema.tables.iter().find(|p| p.name == fk.parent && p.name != table.name) else { continue };
             let j = s.joins.len();
-            let alias = format!("j{j}");
+            let alias = initials(&parent.name, &mut used);
             s.joins.push((format!("JOIN {} {alias} ON {BASE}.{} = {alias}.{}", ident(&parent.name), ident(&fk.from), ident(&fk.to)), parent.name.clone()));
             let rel = relation(&fk.from);
             s.add_attrs(parent, &alias, &[j], Some(&rel));
             for fk2 in &parent.keys {
                 let Some(top) = schema.tables.iter().find(|p| p.name == fk2.parent && p.name != parent.name && p.name != table.name) else { continue };
                 let k = s.joins.len();
-                let alias2 = format!("j{k}");
+                let alias2 = initials(&top.name, &mut used);
                 s.joins.push((format!("JOIN {} {alias2} ON {alias}.{} = {alias2}.{}", ident(&top.name), ident(&fk2.from), ident(&fk2.to)), top.name.clone()));
                 let rel2 = format!("{rel}'s {}", relation(&fk2.from));
                 s.add_attrs(top, &alias2, &[j, k], Some(&rel2));
@@ -164,6 +185,12 @@ impl<'a> Scope<'a> {
             };
             self.attrs.push(Attr { expr: c.sql(alias), phrase: phrase(c), raw: raw(c), path: path.to_vec(), role, nullable: c.nulls > 0 });
         }
+    }
+
+    /// A built query as it is asked: the scope's alias named where there are joins, dropped
+    /// where there are none.
+    fn finish(&self, sql: &str) -> String {
+        if sql.contains(" JOIN ") { sql.replace(BASE, &self.alias) } else { sql.replace(&format!("{BASE}."), "").replace(&format!(" {BASE}"), "") }
     }
 
     /// FROM with the joins of the longest of `paths` (they are prefixes of one chain).
@@ -364,7 +391,8 @@ struct Draft<'s> {
     /// The target's own difficulty (1–3), before filters and hops.
     level: u8,
     sql: String,
-    columns: Vec<&'static str>,
+    /// Columns of the result (the answer in the first, or in all for [`Shape::Row`]).
+    width: usize,
     answer: Shape,
     probe: Option<Probe>,
     natural: Vec<String>,
@@ -391,10 +419,10 @@ impl Gen {
             tables: s.tables(&paths),
             phrasings: natural,
             technical,
-            sql: d.sql,
-            columns: d.columns.iter().map(|c| c.to_string()).collect(),
+            sql: s.finish(&d.sql),
+            width: d.width,
             answer: d.answer,
-            probe: d.probe,
+            probe: d.probe.map(|p| Probe { sql: s.finish(&p.sql), ..p }),
         });
     }
 
@@ -427,7 +455,7 @@ impl Gen {
         // Counts.
         for wh in self.wheres(&fs, &[], &[]) {
             let post = |k| wh.post(k);
-            let sql = format!("SELECT count(*) AS n {}{}", from(&wh.paths()), wh.sql());
+            let sql = format!("SELECT count(*) {}{}", from(&wh.paths()), wh.sql());
             let natural = vec![
                 format!("How many {n}{} are there?", post(0)),
                 format!("What is the number of {n}{}?", post(1)),
@@ -438,7 +466,7 @@ impl Gen {
             let technical = format!("Count the rows of {table_raw}{}.", wh.raw());
             let level = if wh.parts.is_empty() { 0 } else { 1 };
             let template = if wh.parts.is_empty() { "count_rows" } else { "count_where" };
-            self.push(s, Draft { template, level, sql, columns: vec!["n"], answer: Shape::One, probe: None, natural, technical, wh: &wh, extra_paths: vec![] });
+            self.push(s, Draft { template, level, sql, width: 1, answer: Shape::One, probe: None, natural, technical, wh: &wh, extra_paths: vec![] });
         }
 
         for (ai, a) in s.attrs.iter().enumerate() {
@@ -457,8 +485,8 @@ impl Gen {
                             Draft {
                                 template: "count_distinct",
                                 level: 1,
-                                sql: format!("SELECT count(DISTINCT {}) AS n {f}{}", a.expr, wh.sql()),
-                                columns: vec!["n"],
+                                sql: format!("SELECT count(DISTINCT {}) {f}{}", a.expr, wh.sql()),
+                                width: 1,
                                 answer: Shape::One,
                                 probe: None,
                                 natural: vec![
@@ -489,9 +517,10 @@ impl Gen {
                                 2,
                                 natural,
                                 format!("Which value of {} is the {} frequent{}?", a.raw, if most { "most" } else { "least" }, wh.raw()),
-                                &format!("{} AS answer, count(*) AS metric", a.expr),
+                                &a.expr,
+                                "count(*)",
                                 &format!("{f} WHERE {} IS NOT NULL{} GROUP BY {}", a.expr, wh.and(), a.expr),
-                                &format!("metric {dir}, answer"),
+                                dir,
                                 0,
                                 &wh,
                                 ap,
@@ -509,7 +538,8 @@ impl Gen {
                                 "top_groups",
                                 natural,
                                 format!("The {k} most frequent values of {}{}.", a.raw, wh.raw()),
-                                &format!("{} AS answer, count(*) AS metric", a.expr),
+                                &a.expr,
+                                "count(*)",
                                 &format!("{f} WHERE {} IS NOT NULL{} GROUP BY {}", a.expr, wh.and(), a.expr),
                                 k,
                                 &wh,
@@ -523,14 +553,8 @@ impl Gen {
                             Draft {
                                 template: "having_one",
                                 level: 2,
-                                sql: format!(
-                                    "SELECT {} AS answer {f} WHERE {} IS NOT NULL{} GROUP BY {} HAVING count(*) = 1 ORDER BY answer",
-                                    a.expr,
-                                    a.expr,
-                                    wh.and(),
-                                    a.expr
-                                ),
-                                columns: vec!["answer"],
+                                sql: format!("SELECT {} {f} WHERE {} IS NOT NULL{} GROUP BY {} HAVING count(*) = 1", a.expr, a.expr, wh.and(), a.expr),
+                                width: 1,
                                 answer: Shape::List,
                                 probe: None,
                                 natural: vec![format!("Which {ps} have only one {one}{}?", post(0)), format!("List the {ps} with exactly one {one}{}.", post(1))],
@@ -569,9 +593,10 @@ impl Gen {
                                     2,
                                     natural,
                                     format!("Group {table_raw} by {} and order by the {agg} of {} {dir}{}: the first group.", a.raw, q.raw, wh.raw()),
-                                    &format!("{} AS answer, {metric} AS metric", a.expr),
+                                    &a.expr,
+                                    &metric,
                                     &format!("{f2} WHERE {} IS NOT NULL AND {} IS NOT NULL{} GROUP BY {}", a.expr, q.expr, wh.and(), a.expr),
-                                    &format!("metric {dir}, answer"),
+                                    dir,
                                     0,
                                     &wh,
                                     longer(&q.path, ap),
@@ -591,8 +616,8 @@ impl Gen {
                                 Draft {
                                     template: "percentage",
                                     level: 2,
-                                    sql: format!("SELECT round(100.0 * sum({} = {vl}) / count(*), 1) AS answer {}", a.expr, from(&[ap])),
-                                    columns: vec!["answer"],
+                                    sql: format!("SELECT round(100.0 * sum({} = {vl}) / count(*), 1) {}", a.expr, from(&[ap])),
+                                    width: 1,
                                     answer: Shape::One,
                                     probe: None,
                                     natural: vec![
@@ -626,8 +651,8 @@ impl Gen {
                                 Draft {
                                     template: "aggregate",
                                     level: 1,
-                                    sql: format!("SELECT {expr} AS answer {f}{}", wh.sql()),
-                                    columns: vec!["answer"],
+                                    sql: format!("SELECT {expr} {f}{}", wh.sql()),
+                                    width: 1,
                                     answer: Shape::One,
                                     probe: None,
                                     natural: vec![
@@ -666,9 +691,10 @@ impl Gen {
                                     2,
                                     natural,
                                     format!("The {} of the {table_raw} row with the {sup} {}{}.", b.raw, a.raw, wh.raw()),
-                                    &format!("{} AS answer, {} AS metric", b.expr, a.expr),
+                                    &b.expr,
+                                    &a.expr,
                                     &format!("{f} WHERE {} IS NOT NULL{}", a.expr, wh.and()),
-                                    &format!("metric {dir}, answer"),
+                                    dir,
                                     0,
                                     &wh,
                                     ap,
@@ -689,7 +715,8 @@ impl Gen {
                                     "top_rows",
                                     natural,
                                     format!("The {k} {table_raw} rows with the highest {}{}.", a.raw, wh.raw()),
-                                    &format!("{} AS answer, {} AS metric", l.expr, a.expr),
+                                    &l.expr,
+                                    &a.expr,
                                     &format!("{f} WHERE {} IS NOT NULL{}", a.expr, wh.and()),
                                     k,
                                     &wh,
@@ -710,13 +737,13 @@ impl Gen {
                             template: "above_average",
                             level: 2,
                             sql: format!(
-                                "SELECT count(*) AS n FROM {} {BASE} WHERE {} > (SELECT avg({}) FROM {})",
+                                "SELECT count(*) FROM {} {BASE} WHERE {} > (SELECT avg({}) FROM {})",
                                 ident(&s.table.name),
                                 a.expr,
                                 a.expr.replacen(&format!("{BASE}."), "", 1),
                                 ident(&s.table.name)
                             ),
-                            columns: vec!["n"],
+                            width: 1,
                             answer: Shape::One,
                             probe: None,
                             natural: vec![
@@ -737,14 +764,14 @@ impl Gen {
                                 template: "above_average",
                                 level: 3,
                                 sql: format!(
-                                    "SELECT {} AS answer FROM {} {BASE} WHERE {} > (SELECT avg({}) FROM {}) ORDER BY answer",
+                                    "SELECT {} FROM {} {BASE} WHERE {} > (SELECT avg({}) FROM {})",
                                     l.expr,
                                     ident(&s.table.name),
                                     a.expr,
                                     a.expr.replacen(&format!("{BASE}."), "", 1),
                                     ident(&s.table.name)
                                 ),
-                                columns: vec!["answer"],
+                                width: 1,
                                 answer: Shape::List,
                                 probe: None,
                                 natural: vec![
@@ -768,8 +795,8 @@ impl Gen {
                             Draft {
                                 template: "compare_columns",
                                 level: 2,
-                                sql: format!("SELECT count(*) AS n FROM {} {BASE} WHERE {} > {}", ident(&s.table.name), a.expr, b.expr),
-                                columns: vec!["n"],
+                                sql: format!("SELECT count(*) FROM {} {BASE} WHERE {} > {}", ident(&s.table.name), a.expr, b.expr),
+                                width: 1,
                                 answer: Shape::One,
                                 probe: None,
                                 natural: vec![format!("How many {n} have a higher {p} than {qb}?"), format!("In how many {n} is the {p} greater than the {qb}?")],
@@ -785,8 +812,8 @@ impl Gen {
                                 Draft {
                                     template: "two_aggregates",
                                     level: 2,
-                                    sql: format!("SELECT sum({}) AS a, sum({}) AS b {}{}", a.expr, b.expr, from(&wh.paths()), wh.sql()),
-                                    columns: vec!["a", "b"],
+                                    sql: format!("SELECT sum({}), sum({}) {}{}", a.expr, b.expr, from(&wh.paths()), wh.sql()),
+                                    width: 2,
                                     answer: Shape::Row,
                                     probe: None,
                                     natural: vec![
@@ -812,8 +839,8 @@ impl Gen {
                                 Draft {
                                     template: "date_extreme",
                                     level: 1,
-                                    sql: format!("SELECT {agg}({}) AS answer {f}{}", a.expr, wh.sql()),
-                                    columns: vec!["answer"],
+                                    sql: format!("SELECT {agg}({}) {f}{}", a.expr, wh.sql()),
+                                    width: 1,
                                     answer: Shape::One,
                                     probe: None,
                                     natural: vec![format!("What is the {sup} {p} among the {n}{}?", post(0)), format!("When was the {sup} {p} of the {n}{}?", post(1))],
@@ -842,9 +869,10 @@ impl Gen {
                                     2,
                                     natural,
                                     format!("The {} of the {table_raw} row with the {sup} {}{}.", b.raw, a.raw, wh.raw()),
-                                    &format!("{} AS answer, {} AS metric", b.expr, a.expr),
+                                    &b.expr,
+                                    &a.expr,
                                     &format!("{f} WHERE {} IS NOT NULL{}", a.expr, wh.and()),
-                                    &format!("metric {dir}, answer"),
+                                    dir,
                                     0,
                                     &wh,
                                     ap,
@@ -864,8 +892,8 @@ impl Gen {
                                 Draft {
                                     template: "list_where",
                                     level: 1,
-                                    sql: format!("SELECT {} AS answer {}{} ORDER BY answer", a.expr, from(&wh.paths()), wh.sql()),
-                                    columns: vec!["answer"],
+                                    sql: format!("SELECT {} {}{}", a.expr, from(&wh.paths()), wh.sql()),
+                                    width: 1,
                                     answer: Shape::List,
                                     probe: None,
                                     natural: vec![
@@ -892,9 +920,10 @@ impl Gen {
                                 2,
                                 vec![format!("Which {p} has the most {n}{}?", post(0)), format!("Which {p} has the largest number of {n}{}?", post(1))],
                                 format!("Which {} is referenced by the most {table_raw} rows{}?", a.raw, wh.raw()),
-                                &format!("{} AS answer, count(*) AS metric", a.expr),
+                                &a.expr,
+                                "count(*)",
                                 &format!("{f}{} GROUP BY {}", wh.sql(), a.expr),
-                                "metric DESC, answer",
+                                "DESC",
                                 0,
                                 &wh,
                                 ap,
@@ -906,8 +935,8 @@ impl Gen {
                                     Draft {
                                         template: "having_count",
                                         level: 3,
-                                        sql: format!("SELECT count(*) AS n FROM (SELECT {} {f}{} GROUP BY {} HAVING count(*) > {k})", a.expr, wh.sql(), a.expr),
-                                        columns: vec!["n"],
+                                        sql: format!("SELECT count(*) FROM (SELECT {} {f}{} GROUP BY {} HAVING count(*) > {k})", a.expr, wh.sql(), a.expr),
+                                        width: 1,
                                         answer: Shape::One,
                                         probe: None,
                                         natural: vec![
@@ -954,8 +983,8 @@ impl Gen {
                     Draft {
                         template: "lookup",
                         level: 0,
-                        sql: format!("SELECT {} AS answer {} WHERE {} = {lit}", c.expr, s.from(&[&c.path]), l.expr),
-                        columns: vec!["answer"],
+                        sql: format!("SELECT {} {} WHERE {} = {lit}", c.expr, s.from(&[&c.path]), l.expr),
+                        width: 1,
                         answer: Shape::One,
                         probe: None,
                         natural,
@@ -970,8 +999,8 @@ impl Gen {
                         Draft {
                             template: "lookup_two",
                             level: 1,
-                            sql: format!("SELECT {} AS a, {} AS b {} WHERE {} = {lit}", c.expr, c2.expr, s.from(&[]), l.expr),
-                            columns: vec!["a", "b"],
+                            sql: format!("SELECT {}, {} {} WHERE {} = {lit}", c.expr, c2.expr, s.from(&[]), l.expr),
+                            width: 2,
                             answer: Shape::Row,
                             probe: None,
                             natural: vec![
@@ -1008,15 +1037,15 @@ impl Gen {
             for pair in values.windows(2).take(3) {
                 let (v1, v2) = (&pair[0], &pair[1]);
                 let (s1, s2) = (shown(v1), shown(v2));
-                let side = |v: &Value, alias: &str| format!("SELECT {}{alias} {f} WHERE {} = {} AND {} IS NOT NULL", g.expr, c.expr, value_literal(v), g.expr);
+                let side = |v: &Value| format!("SELECT {} {f} WHERE {} = {} AND {} IS NOT NULL", g.expr, c.expr, value_literal(v), g.expr);
                 let p = &c.phrase;
                 self.push(
                     s,
                     Draft {
                         template: "except",
                         level: 3,
-                        sql: format!("SELECT answer FROM ({} EXCEPT {}) ORDER BY answer", side(v1, " AS answer"), side(v2, "")),
-                        columns: vec!["answer"],
+                        sql: format!("{} EXCEPT {}", side(v1), side(v2)),
+                        width: 1,
                         answer: Shape::List,
                         probe: None,
                         natural: vec![
@@ -1033,8 +1062,8 @@ impl Gen {
                     Draft {
                         template: "intersect",
                         level: 3,
-                        sql: format!("SELECT answer FROM ({} INTERSECT {}) ORDER BY answer", side(v1, " AS answer"), side(v2, "")),
-                        columns: vec!["answer"],
+                        sql: format!("{} INTERSECT {}", side(v1), side(v2)),
+                        width: 1,
                         answer: Shape::List,
                         probe: None,
                         natural: vec![
@@ -1050,8 +1079,8 @@ impl Gen {
         }
     }
 
-    /// An arg-max/arg-min question with its tie probe: `select` and `order` (ties broken by the
-    /// answer), answer at `index`.
+    /// An arg-max/arg-min question with its tie probe: `answer` and `metric` ordered by the
+    /// metric (`dir`), ties broken by the answer, the answer at `index`.
     #[allow(clippy::too_many_arguments)]
     fn ranked<'s>(
         &self,
@@ -1059,48 +1088,49 @@ impl Gen {
         level: u8,
         natural: Vec<String>,
         technical: String,
-        select: &str,
+        answer: &str,
+        metric: &str,
         rest: &str,
-        order: &str,
+        dir: &str,
         index: usize,
         wh: &'s Where,
         path: &'s [usize],
     ) -> Draft<'s> {
         let offset = if index > 0 { format!(" OFFSET {index}") } else { String::new() };
-        let sql = format!("SELECT {select} {rest} ORDER BY {order} LIMIT 1{offset}");
-        let probe = Probe {
-            sql: format!("SELECT {select} {rest} ORDER BY {order} LIMIT {}", index + 2),
-            columns: vec!["answer".into(), "metric".into()],
-            metric: 1,
-            index,
-            exact_rank: index > 0,
-        };
-        Draft { template, level, sql, columns: vec!["answer", "metric"], answer: Shape::One, probe: Some(probe), natural, technical, wh, extra_paths: vec![path] }
+        let head = format!("SELECT {answer}, {metric} {rest} ORDER BY {metric} {dir}, {answer}");
+        let probe = Probe { sql: format!("{head} LIMIT {}", index + 2), width: 2, metric: 1, index, exact_rank: index > 0 };
+        Draft {
+            template,
+            level,
+            sql: format!("{head} LIMIT 1{offset}"),
+            width: 2,
+            answer: Shape::One,
+            probe: Some(probe),
+            natural,
+            technical,
+            wh,
+            extra_paths: vec![path],
+        }
     }
 
-    /// A top-`k` question: the first `k` rows of the ordering, with a probe that drops it when
-    /// row `k` ties with row `k - 1`.
+    /// A top-`k` question: the first `k` rows by `metric`, with a probe that drops it when row
+    /// `k` ties with row `k - 1`.
     #[allow(clippy::too_many_arguments)]
     fn top<'s>(
         &self,
         template: &'static str,
         natural: Vec<String>,
         technical: String,
-        select: &str,
+        answer: &str,
+        metric: &str,
         rest: &str,
         k: usize,
         wh: &'s Where,
         path: &'s [usize],
     ) -> Draft<'s> {
-        let sql = format!("SELECT {select} {rest} ORDER BY metric DESC, answer LIMIT {k}");
-        let probe = Probe {
-            sql: format!("SELECT {select} {rest} ORDER BY metric DESC, answer LIMIT {}", k + 1),
-            columns: vec!["answer".into(), "metric".into()],
-            metric: 1,
-            index: k - 1,
-            exact_rank: false,
-        };
-        debug_assert!(k <= MAX_LIST);
-        Draft { template, level: 3, sql, columns: vec!["answer", "metric"], answer: Shape::List, probe: Some(probe), natural, technical, wh, extra_paths: vec![path] }
+        debug_assert!(k < MAX_LIST);
+        let head = format!("SELECT {answer}, {metric} {rest} ORDER BY {metric} DESC, {answer}");
+        let probe = Probe { sql: format!("{head} LIMIT {}", k + 1), width: 2, metric: 1, index: k - 1, exact_rank: false };
+        Draft { template, level: 3, sql: format!("{head} LIMIT {k}"), width: 2, answer: Shape::List, probe: Some(probe), natural, technical, wh, extra_paths: vec![path] }
     }
 }

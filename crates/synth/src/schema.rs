@@ -73,10 +73,163 @@ pub const SAMPLE_LABELS: usize = 60;
 /// Distinct values kept per column (the categories questions filter on).
 pub const SAMPLE_VALUES: usize = 40;
 
-/// `name` quoted as a SQL identifier, always: a plain-looking name can still be a keyword
-/// (`order`, `group`, `table`), and an unquoted keyword breaks the query.
+/// SQLite's keywords (<https://sqlite.org/lang_keywords.html>): a name among them is quoted.
+const KEYWORDS: &[&str] = &[
+    "ABORT",
+    "ACTION",
+    "ADD",
+    "AFTER",
+    "ALL",
+    "ALTER",
+    "ALWAYS",
+    "ANALYZE",
+    "AND",
+    "AS",
+    "ASC",
+    "ATTACH",
+    "AUTOINCREMENT",
+    "BEFORE",
+    "BEGIN",
+    "BETWEEN",
+    "BY",
+    "CASCADE",
+    "CASE",
+    "CAST",
+    "CHECK",
+    "COLLATE",
+    "COLUMN",
+    "COMMIT",
+    "CONFLICT",
+    "CONSTRAINT",
+    "CREATE",
+    "CROSS",
+    "CURRENT",
+    "CURRENT_DATE",
+    "CURRENT_TIME",
+    "CURRENT_TIMESTAMP",
+    "DATABASE",
+    "DEFAULT",
+    "DEFERRABLE",
+    "DEFERRED",
+    "DELETE",
+    "DESC",
+    "DETACH",
+    "DISTINCT",
+    "DO",
+    "DROP",
+    "EACH",
+    "ELSE",
+    "END",
+    "ESCAPE",
+    "EXCEPT",
+    "EXCLUDE",
+    "EXCLUSIVE",
+    "EXISTS",
+    "EXPLAIN",
+    "FAIL",
+    "FILTER",
+    "FIRST",
+    "FOLLOWING",
+    "FOR",
+    "FOREIGN",
+    "FROM",
+    "FULL",
+    "GENERATED",
+    "GLOB",
+    "GROUP",
+    "GROUPS",
+    "HAVING",
+    "IF",
+    "IGNORE",
+    "IMMEDIATE",
+    "IN",
+    "INDEX",
+    "INDEXED",
+    "INITIALLY",
+    "INNER",
+    "INSERT",
+    "INSTEAD",
+    "INTERSECT",
+    "INTO",
+    "IS",
+    "ISNULL",
+    "JOIN",
+    "KEY",
+    "LAST",
+    "LEFT",
+    "LIKE",
+    "LIMIT",
+    "MATCH",
+    "MATERIALIZED",
+    "NATURAL",
+    "NO",
+    "NOT",
+    "NOTHING",
+    "NOTNULL",
+    "NULL",
+    "NULLS",
+    "OF",
+    "OFFSET",
+    "ON",
+    "OR",
+    "ORDER",
+    "OTHERS",
+    "OUTER",
+    "OVER",
+    "PARTITION",
+    "PLAN",
+    "PRAGMA",
+    "PRECEDING",
+    "PRIMARY",
+    "QUERY",
+    "RAISE",
+    "RANGE",
+    "RECURSIVE",
+    "REFERENCES",
+    "REGEXP",
+    "REINDEX",
+    "RELEASE",
+    "RENAME",
+    "REPLACE",
+    "RESTRICT",
+    "RETURNING",
+    "RIGHT",
+    "ROLLBACK",
+    "ROW",
+    "ROWS",
+    "SAVEPOINT",
+    "SELECT",
+    "SET",
+    "TABLE",
+    "TEMP",
+    "TEMPORARY",
+    "THEN",
+    "TIES",
+    "TO",
+    "TRANSACTION",
+    "TRIGGER",
+    "UNBOUNDED",
+    "UNION",
+    "UNIQUE",
+    "UPDATE",
+    "USING",
+    "VACUUM",
+    "VALUES",
+    "VIEW",
+    "VIRTUAL",
+    "WHEN",
+    "WHERE",
+    "WINDOW",
+    "WITH",
+    "WITHOUT",
+];
+
+/// `name` as a SQL identifier: as is when it is a plain name, the way people write SQL (and
+/// the way a model learns to), quoted when it is a keyword (`order`, `group`, `table`) or
+/// holds anything else, since an unquoted keyword breaks the query.
 pub fn ident(name: &str) -> String {
-    format!("\"{}\"", name.replace('"', "\"\""))
+    let plain = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_') && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if plain && !KEYWORDS.iter().any(|k| k.eq_ignore_ascii_case(name)) { name.to_string() } else { format!("\"{}\"", name.replace('"', "\"\"")) }
 }
 
 /// `text` as a SQL string literal.
@@ -96,14 +249,17 @@ pub fn value_literal(v: &Value) -> String {
 const USER_TABLES: &str = "m.type = 'table' AND m.name NOT LIKE 'sqlite_%'";
 
 impl Column {
-    /// The column as a value in a query, prefixed by `alias.`: blanks as NULL, numbers stored
-    /// as text as numbers.
+    /// The column as a value in a query, prefixed by `alias.`: numbers stored as text as
+    /// numbers, blank dates as NULL (else the blank is the earliest date). Blank categories need
+    /// nothing: they are never asked about.
     pub fn sql(&self, alias: &str) -> String {
         let c = format!("{alias}.{}", ident(&self.name));
-        match (self.numeric_text, self.blanks) {
-            (true, _) => format!("CAST(NULLIF({c}, '') AS REAL)"),
-            (false, true) => format!("NULLIF({c}, '')"),
-            (false, false) => c,
+        if self.numeric_text {
+            format!("CAST(NULLIF({c}, '') AS REAL)")
+        } else if self.blanks && self.kind == Kind::Date {
+            format!("NULLIF({c}, '')")
+        } else {
+            c
         }
     }
 }

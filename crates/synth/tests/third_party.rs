@@ -101,53 +101,40 @@ async fn synth_on(command: &str, db: &Path, query_tool: &str, describe_tool: &st
     let num = |x: f64| Some(Expected::Number(x));
     let text = |x: &str| Some(Expected::Text(x.into()));
     let set = |v: Vec<Value>| Some(Expected::Rule(ExpectedRule::Set(v)));
-    const BOOKS_AUTHORS: &str = r#"FROM "books" b JOIN "authors" j0 ON b."author_id" = j0."author_id""#;
-    const LOANS_AUTHORS: &str = r#"FROM "loans" b JOIN "books" j0 ON b."book_id" = j0."book_id" JOIN "authors" j1 ON j0."author_id" = j1."author_id""#;
-    assert_eq!(by_sql(r#"SELECT count(*) AS n FROM "books" b"#).expected, num(7.0));
-    assert_eq!(by_sql(r#"SELECT count(DISTINCT b."genre") AS n FROM "books" b"#).expected, num(2.0));
+    const BOOKS_AUTHORS: &str = "FROM books b JOIN authors a ON b.author_id = a.author_id";
+    const LOANS_AUTHORS: &str = "FROM loans l JOIN books b ON l.book_id = b.book_id JOIN authors a ON b.author_id = a.author_id";
+    assert_eq!(by_sql("SELECT count(*) FROM books").expected, num(7.0));
+    assert_eq!(by_sql("SELECT count(DISTINCT genre) FROM books").expected, num(2.0));
+    assert_eq!(by_sql("SELECT genre, count(*) FROM books WHERE genre IS NOT NULL GROUP BY genre ORDER BY count(*) DESC, genre LIMIT 1").expected, text("novel"));
+    assert_eq!(by_sql("SELECT country FROM authors WHERE country IS NOT NULL GROUP BY country HAVING count(*) = 1").expected, text("Poland"));
     assert_eq!(
-        by_sql(r#"SELECT b."genre" AS answer, count(*) AS metric FROM "books" b WHERE b."genre" IS NOT NULL GROUP BY b."genre" ORDER BY metric DESC, answer LIMIT 1"#)
-            .expected,
+        by_sql("SELECT genre, sum(price) FROM books WHERE genre IS NOT NULL AND price IS NOT NULL GROUP BY genre ORDER BY sum(price) DESC, genre LIMIT 1").expected,
         text("novel")
     );
-    assert_eq!(
-        by_sql(r#"SELECT b."country" AS answer FROM "authors" b WHERE b."country" IS NOT NULL GROUP BY b."country" HAVING count(*) = 1 ORDER BY answer"#).expected,
-        text("Poland")
-    );
-    assert_eq!(
-        by_sql(r#"SELECT b."genre" AS answer, sum(b."price") AS metric FROM "books" b WHERE b."genre" IS NOT NULL AND b."price" IS NOT NULL GROUP BY b."genre" ORDER BY metric DESC, answer LIMIT 1"#).expected,
-        text("novel")
-    );
-    let pct = by_sql(r#"SELECT round(100.0 * sum(b."genre" = 'novel') / count(*), 1) AS answer FROM "books" b"#);
+    let pct = by_sql("SELECT round(100.0 * sum(genre = 'novel') / count(*), 1) FROM books");
     assert_eq!(pct.expected, Some(Expected::Rule(ExpectedRule::Number { number: 57.1, tolerance: 0.01 })));
     let except = format!(
-        r#"SELECT answer FROM (SELECT j0."name" AS answer {BOOKS_AUTHORS} WHERE b."genre" = 'novel' AND j0."name" IS NOT NULL EXCEPT SELECT j0."name" {BOOKS_AUTHORS} WHERE b."genre" = 'stories' AND j0."name" IS NOT NULL) ORDER BY answer"#
+        "SELECT a.name {BOOKS_AUTHORS} WHERE b.genre = 'novel' AND a.name IS NOT NULL EXCEPT SELECT a.name {BOOKS_AUTHORS} WHERE b.genre = 'stories' AND a.name IS NOT NULL"
     );
     assert_eq!(by_sql(&except).expected, set(vec![json!("Octavia Butler"), json!("Ursula Le Guin")]));
     let intersect = except.replace("EXCEPT", "INTERSECT");
     assert_eq!(by_sql(&intersect).expected, text("Stanislaw Lem"));
-    assert_eq!(by_sql(r#"SELECT count(*) AS n FROM "books" b WHERE b."price" > (SELECT avg("price") FROM "books")"#).expected, num(3.0));
-    assert_eq!(by_sql(r#"SELECT b."year" AS a, b."price" AS b FROM "books" b WHERE b."title" = 'Solaris'"#).expected, set(vec![json!(1961), json!(9.99)]));
-    assert_eq!(by_sql(&format!(r#"SELECT j0."name" AS answer {BOOKS_AUTHORS} WHERE b."title" = 'Solaris'"#)).expected, text("Stanislaw Lem"));
-    let top = by_sql(r#"SELECT b."title" AS answer, b."price" AS metric FROM "books" b WHERE b."price" IS NOT NULL ORDER BY metric DESC, answer LIMIT 3"#);
+    assert_eq!(by_sql("SELECT count(*) FROM books WHERE price > (SELECT avg(price) FROM books)").expected, num(3.0));
+    assert_eq!(by_sql("SELECT year, price FROM books WHERE title = 'Solaris'").expected, set(vec![json!(1961), json!(9.99)]));
+    assert_eq!(by_sql(&format!("SELECT a.name {BOOKS_AUTHORS} WHERE b.title = 'Solaris'")).expected, text("Stanislaw Lem"));
+    let top = by_sql("SELECT title, price FROM books WHERE price IS NOT NULL ORDER BY price DESC, title LIMIT 3");
     assert_eq!(top.expected, set(vec![json!("Exhalation"), json!("Stories of Your Life"), json!("The Dispossessed")]));
-    let argmax = by_sql(r#"SELECT b."title" AS answer, b."price" AS metric FROM "books" b WHERE b."price" IS NOT NULL ORDER BY metric DESC, answer LIMIT 1"#);
+    let argmax = by_sql("SELECT title, price FROM books WHERE price IS NOT NULL ORDER BY price DESC, title LIMIT 1");
     assert_eq!((argmax.expected.clone(), argmax.difficulty.as_ref().and_then(|d| d.level())), (text("Exhalation"), Some(2)));
     assert_eq!(
-        by_sql(r#"SELECT j0."title" AS answer, count(*) AS metric FROM "loans" b JOIN "books" j0 ON b."book_id" = j0."book_id" GROUP BY j0."title" ORDER BY metric DESC, answer LIMIT 1"#).expected,
+        by_sql("SELECT b.title, count(*) FROM loans l JOIN books b ON l.book_id = b.book_id GROUP BY b.title ORDER BY count(*) DESC, b.title LIMIT 1").expected,
         text("Solaris")
     );
     // two hops: loans -> books -> authors; Lem's and Chiang's books were lent 3 times each
-    assert_eq!(by_sql(&format!(r#"SELECT count(*) AS n FROM (SELECT j1."name" {LOANS_AUTHORS} GROUP BY j1."name" HAVING count(*) > 1)"#)).expected, num(2.0));
-    assert_eq!(
-        by_sql(r#"SELECT b."member" AS answer, b."loan_date" AS metric FROM "loans" b WHERE b."loan_date" IS NOT NULL ORDER BY metric ASC, answer LIMIT 1"#).expected,
-        text("bob")
-    );
+    assert_eq!(by_sql(&format!("SELECT count(*) FROM (SELECT a.name {LOANS_AUTHORS} GROUP BY a.name HAVING count(*) > 1)")).expected, num(2.0));
+    assert_eq!(by_sql("SELECT member, loan_date FROM loans WHERE loan_date IS NOT NULL ORDER BY loan_date ASC, member LIMIT 1").expected, text("bob"));
     assert!(
-        !out.scenarios
-            .iter()
-            .any(|x| x.extra["sql"]
-                == format!(r#"SELECT j1."name" AS answer, count(*) AS metric {LOANS_AUTHORS} GROUP BY j1."name" ORDER BY metric DESC, answer LIMIT 1"#)),
+        !out.scenarios.iter().any(|x| x.extra["sql"] == format!("SELECT a.name, count(*) {LOANS_AUTHORS} GROUP BY a.name ORDER BY count(*) DESC, a.name LIMIT 1")),
         "Lem and Chiang tie for the most loans: the question is dropped"
     );
     // the natural share never shows a raw name
@@ -234,10 +221,10 @@ async fn keyword_and_quoted_names_are_quoted_and_a_server_error_in_plain_text_is
         assert!(s.per_table.get(t).is_some_and(|n| *n > 0), "no scenario on {t}: {s:?}");
     }
     let by_sql = |sql: &str| out.scenarios.iter().find(|x| x.extra["sql"] == sql).unwrap_or_else(|| panic!("no scenario for {sql}"));
-    assert_eq!(by_sql(r#"SELECT count(*) AS n FROM "we""ird 'tab" b"#).expected, Some(Expected::Number(3.0)));
-    assert_eq!(by_sql(r#"SELECT count(DISTINCT b."group") AS n FROM "items" b"#).expected, Some(Expected::Number(3.0)));
+    assert_eq!(by_sql(r#"SELECT count(*) FROM "we""ird 'tab""#).expected, Some(Expected::Number(3.0)));
+    assert_eq!(by_sql(r#"SELECT count(DISTINCT "group") FROM items"#).expected, Some(Expected::Number(3.0)));
     assert_eq!(
-        by_sql(r#"SELECT round(100.0 * sum(b."group" = 'metal') / count(*), 1) AS answer FROM "items" b"#).expected,
+        by_sql(r#"SELECT round(100.0 * sum("group" = 'metal') / count(*), 1) FROM items"#).expected,
         Some(Expected::Rule(ExpectedRule::Number { number: 33.3, tolerance: 0.01 }))
     );
     let conn = rusqlite::Connection::open(&db).unwrap();
@@ -271,4 +258,45 @@ async fn a_big_table_is_synthesized_with_bounded_list_queries() {
     assert!(!s.dropped.contains_key(ta_synth::QUERY_FAILED), "{:?}", s.dropped);
     assert!(s.dropped.get("more than 12 rows to list").is_some_and(|n| *n > 0), "{:?}", s.dropped);
     assert_eq!(s.scenarios, 40, "{s:?}");
+}
+
+/// A CSV import: no declared types, numbers and dates stored as text, blanks for missing values,
+/// and a lookup table joined by a same-named column that is declared nowhere.
+const CSV_IMPORT: &str = r#"
+CREATE TABLE plants (Name, Country, Capacity, Opened, state_code);
+CREATE TABLE states (State_Code INTEGER, State TEXT);
+INSERT INTO plants VALUES ('A-1', 'France', '998', '1980-01-02', 1), ('A-2', 'France', '1200', '', 1), ('B-1', 'Japan', '450', '1975-06-01', 2),
+  ('B-2', 'Japan', '', '1990-03-04', 2), ('C-1', 'Spain', '1050', '1985-07-08', 3);
+INSERT INTO states VALUES (1, 'North'), (2, 'South'), (3, 'East');
+"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn numbers_stored_as_text_are_numbers_and_blanks_are_missing() {
+    let Some(server) = ta_testkit::MCP_SERVER_SQLITE.path("numbers_stored_as_text_are_numbers_and_blanks_are_missing") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("csv.db");
+    rusqlite::Connection::open(&db).unwrap().execute_batch(CSV_IMPORT).unwrap();
+    let tools = connect(&format!("{} --db-path {}", server.display(), db.display())).await;
+    let opts = SynthOptions { n: 100_000, query_tool: None, validation_fraction: 0.25, seed: 3, concurrency: 4 };
+    let out = synthesize(&tools, &opts).await.unwrap();
+    tools.client().close().await;
+    let plants = out.schema.tables.iter().find(|t| t.name == "plants").unwrap();
+    let capacity = plants.column("Capacity").unwrap();
+    assert!(capacity.numeric_text && capacity.blanks && capacity.nulls == 1, "{capacity:?}");
+    assert_eq!(plants.keys.iter().map(|k| (k.from.as_str(), k.parent.as_str(), k.to.as_str())).collect::<Vec<_>>(), [("state_code", "states", "State_Code")]);
+    let by_sql = |sql: &str| out.scenarios.iter().find(|x| x.extra["sql"] == sql).unwrap_or_else(|| panic!("no scenario for {sql}"));
+    // As text, '998' is the largest capacity; as a number it is 1200.
+    let max = "SELECT max(CAST(NULLIF(Capacity, '') AS REAL)) FROM plants";
+    assert_eq!(by_sql(max).expected, Some(Expected::Rule(ExpectedRule::Number { number: 1200.0, tolerance: 0.01 })));
+    // The blank date is not the earliest.
+    assert_eq!(by_sql("SELECT min(NULLIF(Opened, '')) FROM plants").expected, Some(Expected::Text("1975-06-01".into())));
+    let state = "SELECT s.State, count(*) FROM plants p JOIN states s ON p.state_code = s.State_Code GROUP BY s.State ORDER BY count(*) DESC, s.State LIMIT 1";
+    assert!(out.scenarios.iter().all(|x| x.extra["sql"] != state), "North and South tie with two plants each");
+    let lookup = "SELECT s.State FROM plants p JOIN states s ON p.state_code = s.State_Code WHERE p.Name = 'A-1'";
+    assert_eq!(by_sql(lookup).expected, Some(Expected::Text("North".into())));
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    for sc in &out.scenarios {
+        let sql = sc.extra["sql"].as_str().unwrap();
+        assert!(same(sc.expected.as_ref().unwrap(), &direct(&conn, sql, shape(sc))), "{}: {sql}", sc.task);
+    }
 }
