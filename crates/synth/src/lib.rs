@@ -154,10 +154,14 @@ pub async fn synthesize<T: ToolHost>(host: &T, opts: &SynthOptions) -> Result<Sy
     let mut group_of: Vec<usize> = Vec::new();
     let mut texts: HashSet<String> = HashSet::new();
     let mut duplicates = 0;
-    for (g, (c, ok)) in kept.iter().enumerate() {
-        for phrasing in c.all_phrasings() {
+    // First phrasings first: a consumer that takes the first k tasks (`collect --limit`) gets
+    // as many distinct queries as it can, and their other phrasings after.
+    let rounds = kept.iter().map(|(c, _)| c.all_phrasings().count()).max().unwrap_or(0);
+    'rounds: for round in 0..rounds {
+        for (g, (c, ok)) in kept.iter().enumerate() {
+            let Some(phrasing) = c.all_phrasings().nth(round) else { continue };
             if scenarios.len() >= opts.n {
-                break;
+                break 'rounds;
             }
             if !texts.insert(normalize(phrasing)) {
                 duplicates += 1;
