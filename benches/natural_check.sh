@@ -34,6 +34,9 @@
 #   TA_TRACES      reference traces of the train split for SFT (300)
 #   TA_SFT_EPOCHS  SFT epochs (3; lr 2e-4)
 #   TA_STEPS       GRPO steps of 8 groups x 8 rollouts, lr 2e-5 (0: no GRPO)
+#   TA_FRONTIER    K > 0: before GRPO, sample K episodes of the SFT adapter on up to
+#                  TA_FRONTIER_TASKS (256) train tasks and train only on those it solves
+#                  sometimes but not always (`scenarios frontier`); 0: train on every task
 #   TA_SEED        seed of synth, SFT and GRPO (0)
 #   TA_GPU_UTIL    the engine's share of GPU memory in `eval` (0.9); `train`, whose engine shares
 #                  the GPU with the trainer, gets a third of it (0.3, train's own default). Lower
@@ -60,6 +63,8 @@ SYNTH_N=${TA_SYNTH_N:-1200}
 TRACES=${TA_TRACES:-300}
 SFT_EPOCHS=${TA_SFT_EPOCHS:-3}
 STEPS=${TA_STEPS:-0}
+FRONTIER=${TA_FRONTIER:-0}
+FRONTIER_TASKS=${TA_FRONTIER_TASKS:-256}
 SEED=${TA_SEED:-0}
 GPU_UTIL=${TA_GPU_UTIL:-0.9}
 TRAIN_GPU_UTIL=$(python3 -c "print(round($GPU_UTIL / 3, 3))")
@@ -135,6 +140,24 @@ run_db() {
   # 3. GRPO from the SFT adapter on the same tasks.
   local trained=$sft_final baseline=()
   if (( STEPS > 0 )); then
+    # The learnable frontier: the train tasks the SFT adapter solves sometimes but not always,
+    # measured with TA_FRONTIER sampled episodes each; GRPO trains on those (and validates on
+    # the validation split as before).
+    if (( FRONTIER > 0 )); then
+      if [[ -f $d/frontier.jsonl ]]; then
+        stamp "frontier done earlier"
+      else
+        stamp "frontier: $FRONTIER sampled episodes of the SFT adapter on up to $FRONTIER_TASKS train tasks"
+        "$TA_BIN" eval --server "$server" --scenarios "$scenarios" --split train --limit "$FRONTIER_TASKS" --model "$sft_final" \
+          --base-model "$TA_MODEL" --rollouts "$FRONTIER" --temperature 1.0 --seed "$SEED" --gpu-memory-utilization "$GPU_UTIL" --out "$d/frontier-eval"
+        "$TA_BIN" scenarios frontier --scenarios "$scenarios" --eval "$d/frontier-eval" --out "$d/frontier-train.jsonl"
+        python3 -c 'import json,sys; [print(l, end="") for l in open(sys.argv[1]) if l.strip() and json.loads(l).get("split") == "validation"]' "$scenarios" \
+          | cat "$d/frontier-train.jsonl" - > "$d/frontier.jsonl"
+      fi
+      scenarios=$d/frontier.jsonl
+      n_train=$(python3 -c 'import json,sys; print(sum(1 for l in open(sys.argv[1]) if l.strip() and json.loads(l).get("split") != "validation"))' "$scenarios")
+      stamp "$n_train frontier tasks"
+    fi
     if [[ -f $d/.train-done ]]; then
       stamp "train done earlier"
     else

@@ -5,6 +5,7 @@
 //! `ta-metrics`', which training reads too.
 
 pub mod evaluate;
+pub mod frontier;
 pub mod report;
 pub mod rundir;
 pub mod stats;

@@ -1,7 +1,8 @@
 //! `train-agent scenarios`: task supply for any MCP server. `generate` asks a teacher model for
 //! tasks and checks their answers by running them; `synth` writes SQL tasks offline from the
-//! server's own schema and data.
+//! server's own schema and data; `frontier` keeps the tasks a model solves sometimes.
 
+pub mod frontier;
 pub mod generate;
 pub mod synth;
 
@@ -14,11 +15,15 @@ pub enum Command {
     Generate(Box<generate::Args>),
     /// Synthesize SQL question/answer scenarios offline (no model) through a server's SQL query tool.
     Synth(synth::Args),
+    /// Keep the scenarios a model solves sometimes but not always (0 < pass < K in a sampled
+    /// `eval`): the learnable frontier, where GRPO's groups carry a signal.
+    Frontier(frontier::Args),
 }
 
 pub async fn run(command: Command) -> Result<()> {
     match command {
         Command::Generate(a) => generate::run(*a).await,
         Command::Synth(a) => synth::run(a).await,
+        Command::Frontier(a) => frontier::run(a),
     }
 }
