@@ -23,6 +23,7 @@ fn synth_on_the_demo_server_then_reference_traces() {
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("query tool        run_query (list: list_tables, describe: describe_table)"), "{stdout}");
     assert!(stdout.contains("per difficulty") && stdout.contains("per table"), "{stdout}");
+    assert!(!stdout.contains(ta_synth::QUERY_FAILED), "every composed query is valid SQL on the demo's several join paths: {stdout}");
 
     let scenarios = jsonl(&out_dir.join("scenarios.jsonl"));
     assert_eq!(scenarios.len(), 400);

@@ -88,6 +88,7 @@ async fn synth_on(command: &str, db: &Path, query_tool: &str, describe_tool: &st
     assert_eq!((s.query_tool.as_str(), s.list_tool.as_deref(), s.describe_tool.as_deref()), (query_tool, Some("list_tables"), Some(describe_tool)));
     assert_eq!(s.tables, ["authors", "books", "loans"]);
     assert!(s.scenarios >= 300, "{s:?}");
+    assert!(!s.dropped.contains_key(ta_synth::QUERY_FAILED), "every composed query is valid SQL: {:?}", s.dropped);
     assert!(s.per_table.len() == 3 && s.per_difficulty.len() == 5, "{s:?}");
 
     // keys: declared (books.author_id) and inferred from the name and the values (loans.book_id)
