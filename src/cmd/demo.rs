@@ -86,6 +86,8 @@ struct Profile {
     /// The training and validation tasks (`scenarios synth` on the demo database) keep only those
     /// of these templates (`None`: all).
     templates: Option<&'static [&'static str]>,
+    /// Tasks `scenarios synth` writes before that filter.
+    synth_n: usize,
     /// Evaluate base, SFT and SFT+GRPO on the 88 hand-written questions, a check set from another
     /// distribution (hand-written wording, harder joins).
     check_set: bool,
@@ -101,15 +103,22 @@ struct Profile {
     grpo: TrainConfig,
 }
 
-/// 1,500 candidates give >= 1,000 train and >= 200 validation tasks on the demo database.
+/// 1,500 tasks give >= 1,000 train and >= 200 validation tasks on the demo database.
 const SYNTH_N: usize = 1500;
+/// The CPU profile's synthesis: the grammar spreads tasks over ~20 shapes, so the one-table
+/// counts the CPU profile keeps need more of them (8,000 give 131 train and 24 validation; a
+/// few seconds).
+const CPU_SYNTH_N: usize = 8000;
 const SYNTH_SEED: u64 = 1;
-/// The CPU profile's tasks: counts over one table with at most one condition (difficulty 1; 106
-/// train and 20 validation tasks of the 1,500 candidates). After one epoch on 96 difficulty-1
+/// The CPU profile's tasks: counts over one table with at most one condition (templates
+/// [`CPU_TEMPLATES`] up to difficulty [`CPU_MAX_DIFFICULTY`]; the grammar composes joins and
+/// second conditions into the same templates at higher levels). After one epoch on 96 difficulty-1
 /// traces SmolLM2-135M answered 5 of 18 held-out counts and none of the one-row lookups of the
 /// same level (benches/RESULTS.md, "The demo and CPU training speed").
 const CPU_TEMPLATES: &[&str] = &["count_rows", "count_distinct", "count_where"];
-/// The CPU profile's SFT share: the traces of 48 of the 106 train tasks, what one epoch on 2
+/// One table and at most one condition: a count is level 1, each condition and each join adds one.
+const CPU_MAX_DIFFICULTY: u64 = 2;
+/// The CPU profile's SFT share: the traces of 59 of the 131 train tasks, what one epoch on 2
 /// cores affords.
 const CPU_SFT_SHARE: f64 = 0.45;
 
@@ -181,7 +190,8 @@ fn profile(gpu: bool, model: &str, steps: Option<u64>, train_limit: Option<usize
         grpo.rollout.dynamic_sampling = false;
         grpo.optim.lr = 5e-5;
     }
-    Profile { model: model.into(), templates, check_set: gpu, train_limit, validation_limit, sft_share: sft_share.unwrap_or(default_share), sft, grpo }
+    let synth_n = if gpu { SYNTH_N } else { CPU_SYNTH_N };
+    Profile { model: model.into(), templates, synth_n, check_set: gpu, train_limit, validation_limit, sft_share: sft_share.unwrap_or(default_share), sft, grpo }
 }
 
 /// Epochs of `train` scenarios that `steps` steps of `per_step` scenarios need, so `--steps`
@@ -200,7 +210,7 @@ pub async fn run(args: Args) -> Result<()> {
         None => python.has_cuda().await,
     };
     let model = args.model.clone().unwrap_or_else(|| if gpu { "qwen0.5b" } else { "small" }.into());
-    let Profile { model, templates, check_set, train_limit, validation_limit, sft_share, mut sft, mut grpo } =
+    let Profile { model, templates, synth_n, check_set, train_limit, validation_limit, sft_share, mut sft, mut grpo } =
         profile(gpu, &model, args.steps, args.train_limit, args.validation_limit, args.sft_share);
     anyhow::ensure!(
         sft_share > 0.0 && sft_share <= 1.0,
@@ -223,7 +233,7 @@ pub async fn run(args: Args) -> Result<()> {
     let written = synth_dir.join("scenarios.jsonl");
     let stage_n = n();
     if !synth_dir.join("summary.json").exists() {
-        let argv = ["--server", SERVER, "--n", &SYNTH_N.to_string(), "--seed", &SYNTH_SEED.to_string(), "--out", &path(synth_dir.clone())].map(String::from);
+        let argv = ["--server", SERVER, "--n", &synth_n.to_string(), "--seed", &SYNTH_SEED.to_string(), "--out", &path(synth_dir.clone())].map(String::from);
         scenarios::synth::run(stage(stage_n, "scenarios synth", "tasks with checked answers, written from the demo database", &argv)?).await?;
     }
     let source = std::fs::read_to_string(&written).with_context(|| format!("cannot read {}", written.display()))?;
@@ -327,10 +337,14 @@ pub async fn run(args: Args) -> Result<()> {
     print_tables(&grpo_dir, check_set.then_some(check_dir.as_path()))
 }
 
-/// The scenarios of `text` (JSON lines) whose `template` is one of `templates` (all when `None`).
+/// The scenarios of `text` (JSON lines) whose `template` is one of `templates`, up to
+/// [`CPU_MAX_DIFFICULTY`] (all when `None`).
 fn of_templates(text: &str, templates: Option<&[&str]>) -> String {
     let Some(templates) = templates else { return text.to_string() };
-    let kept = |l: &&str| serde_json::from_str::<serde_json::Value>(l).is_ok_and(|v| v["template"].as_str().is_some_and(|t| templates.contains(&t)));
+    let kept = |l: &&str| {
+        serde_json::from_str::<serde_json::Value>(l)
+            .is_ok_and(|v| v["template"].as_str().is_some_and(|t| templates.contains(&t)) && v["difficulty"].as_u64().is_some_and(|d| d <= CPU_MAX_DIFFICULTY))
+    };
     text.lines().filter(kept).map(|l| format!("{l}\n")).collect()
 }
 
@@ -443,8 +457,12 @@ mod tests {
 
     #[test]
     fn the_template_filter_keeps_those_tasks_in_order() {
-        let text = "{\"id\":\"a\",\"template\":\"count_rows\"}\n{\"id\":\"b\",\"template\":\"lookup\"}\n{\"id\":\"c\",\"template\":\"count_where\"}\n{\"id\":\"d\"}\n";
-        assert_eq!(of_templates(text, Some(CPU_TEMPLATES)), "{\"id\":\"a\",\"template\":\"count_rows\"}\n{\"id\":\"c\",\"template\":\"count_where\"}\n");
+        let text = "{\"id\":\"a\",\"template\":\"count_rows\",\"difficulty\":1}\n{\"id\":\"b\",\"template\":\"lookup\",\"difficulty\":1}\n\
+                    {\"id\":\"c\",\"template\":\"count_where\",\"difficulty\":2}\n{\"id\":\"e\",\"template\":\"count_where\",\"difficulty\":3}\n{\"id\":\"d\"}\n";
+        assert_eq!(
+            of_templates(text, Some(CPU_TEMPLATES)),
+            "{\"id\":\"a\",\"template\":\"count_rows\",\"difficulty\":1}\n{\"id\":\"c\",\"template\":\"count_where\",\"difficulty\":2}\n"
+        );
         assert_eq!(of_templates(text, None), text);
     }
 

@@ -78,7 +78,20 @@ impl Teacher {
     }
 
     async fn ask(&self, prompt: &Prompt, turns: &[Message], opts: &GenerateOptions, schema: &serde_json::Value) -> Result<String, GenerateError> {
-        let reply = self.endpoint.call(&prompt.system, turns, opts.max_tokens, opts.temperature, (SCHEMA_NAME, schema)).await.map_err(|e| match e {
+        self.complete(&prompt.system, turns, opts.max_tokens, opts.temperature, SCHEMA_NAME, schema).await
+    }
+
+    /// One call with guided JSON output (`schema`, named `schema_name`), priced and counted.
+    pub async fn complete(
+        &self,
+        system: &str,
+        turns: &[Message],
+        max_tokens: u32,
+        temperature: Option<f32>,
+        schema_name: &str,
+        schema: &serde_json::Value,
+    ) -> Result<String, GenerateError> {
+        let reply = self.endpoint.call(system, turns, max_tokens, temperature, (schema_name, schema)).await.map_err(|e| match e {
             ChatError::Status { status: status @ (401 | 403), message, .. } => GenerateError::Auth { model: self.name.clone(), status, message },
             source => GenerateError::Call { model: self.name.clone(), source },
         })?;

@@ -8,11 +8,14 @@
 //! 4. [`solve`] and [`agree`]: a solver attempts each task k times through the real server; a
 //!    task is kept when m answers agree, and the agreed answer becomes `expected`;
 //! 5. [`pipeline`]: the stages in order, resumable, with counts and cost.
+//!
+//! [`paraphrase`] asks a teacher for other wordings of checked tasks (`scenarios paraphrase`).
 
 pub mod agree;
 pub mod dedupe;
 pub mod discover;
 pub mod generate;
+pub mod paraphrase;
 pub mod pipeline;
 pub mod prompt;
 pub mod solve;

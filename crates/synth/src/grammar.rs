@@ -565,7 +565,12 @@ impl Gen {
                         );
                         // Aggregates of each quantity per group.
                         for (qi, q) in s.attrs.iter().enumerate() {
-                            if qi == ai || !matches!(q.role, Role::Quantity(_)) || !compatible(&q.path, ap) || wh.touches(qi) || !wh.paths().iter().all(|p| compatible(p, &q.path)) {
+                            if qi == ai
+                                || !matches!(q.role, Role::Quantity(_))
+                                || !compatible(&q.path, ap)
+                                || wh.touches(qi)
+                                || !wh.paths().iter().all(|p| compatible(p, &q.path))
+                            {
                                 continue;
                             }
                             let qp = &q.phrase;

@@ -1,9 +1,11 @@
 //! `train-agent scenarios`: task supply for any MCP server. `generate` asks a teacher model for
 //! tasks and checks their answers by running them; `synth` writes SQL tasks offline from the
-//! server's own schema and data; `frontier` keeps the tasks a model solves sometimes.
+//! server's own schema and data; `paraphrase` rewords checked tasks with a teacher; `frontier`
+//! keeps the tasks a model solves sometimes.
 
 pub mod frontier;
 pub mod generate;
+pub mod paraphrase;
 pub mod synth;
 
 use anyhow::Result;
@@ -18,6 +20,9 @@ pub enum Command {
     /// Keep the scenarios a model solves sometimes but not always (0 < pass < K in a sampled
     /// `eval`): the learnable frontier, where GRPO's groups carry a signal.
     Frontier(frontier::Args),
+    /// Other wordings of checked tasks by a teacher model, kept only when they keep the
+    /// question's values and operation; the answers stay the tasks' own.
+    Paraphrase(Box<paraphrase::Args>),
 }
 
 pub async fn run(command: Command) -> Result<()> {
@@ -25,5 +30,6 @@ pub async fn run(command: Command) -> Result<()> {
         Command::Generate(a) => generate::run(*a).await,
         Command::Synth(a) => synth::run(a).await,
         Command::Frontier(a) => frontier::run(a),
+        Command::Paraphrase(a) => paraphrase::run(*a).await,
     }
 }

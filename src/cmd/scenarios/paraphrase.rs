@@ -1,0 +1,155 @@
+//! `train-agent scenarios paraphrase`: other wordings of checked tasks, written by a teacher
+//! (any OpenAI-compatible API, Anthropic, or `local/NAME` on the embedded engine) with guided
+//! JSON output. The answer stays the task's own, so a paraphrase is kept only when it keeps the
+//! question's values and its operation (`ta_scenarios::paraphrase`); the output holds the
+//! originals and the kept paraphrases, each on its original's side of the split.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use futures::StreamExt;
+use serde::Serialize;
+use ta_python::{EngineSource, PythonEnv};
+use ta_scenarios::Teacher;
+use ta_scenarios::paraphrase;
+use ta_types::Scenario;
+
+use crate::args::EngineArgs;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Checked scenarios to paraphrase (e.g. a synth's scenarios.jsonl); each needs its `sql`.
+    #[arg(long, value_name = "FILE")]
+    scenarios: PathBuf,
+    /// The teacher: `openai/MODEL`, `openrouter/VENDOR/MODEL`, `anthropic/MODEL`, or
+    /// `local/MODEL` (served by the embedded engine unless --teacher-base-url is given).
+    #[arg(long, value_name = "MODEL")]
+    teacher: String,
+    /// The teacher's OpenAI-compatible base URL (a `train-agent serve` or `vllm serve`).
+    #[arg(long, value_name = "URL")]
+    teacher_base_url: Option<String>,
+    /// Paraphrases asked for per task.
+    #[arg(long, default_value_t = 2)]
+    per_task: usize,
+    /// Only the first N scenarios (natural phrasings first, as synth writes them).
+    #[arg(long)]
+    limit: Option<usize>,
+    /// Tokens the teacher may write per reply.
+    #[arg(long, default_value_t = 512)]
+    teacher_max_tokens: u32,
+    /// The teacher's sampling temperature (unset: the provider's default).
+    #[arg(long)]
+    teacher_temperature: Option<f32>,
+    /// Teacher calls in flight at once.
+    #[arg(long, default_value_t = 8)]
+    concurrency: usize,
+    #[command(flatten)]
+    http: crate::args::HttpArgs,
+    #[command(flatten)]
+    engine: EngineArgs,
+    /// Output directory: scenarios.jsonl (the originals and the kept paraphrases) and summary.json.
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
+}
+
+/// What a paraphrase run did.
+#[derive(Debug, Default, Serialize)]
+struct Summary {
+    tasks: usize,
+    asked: usize,
+    returned: usize,
+    kept: usize,
+    rejected: BTreeMap<&'static str, usize>,
+    failed_calls: usize,
+}
+
+pub async fn run(args: Args) -> Result<()> {
+    let _lock = ta_eval::rundir::RunLock::acquire(&args.out)?;
+    let logs = args.out.join("logs");
+    std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
+    let mut scenarios = ta_types::scenario::load_scenarios(&args.scenarios)?;
+    if let Some(n) = args.limit {
+        scenarios.truncate(n);
+    }
+    let sql_of = |s: &Scenario| s.extra.get("sql").and_then(|v| v.as_str()).map(String::from);
+    anyhow::ensure!(
+        scenarios.iter().any(|s| sql_of(s).is_some()),
+        "{} has no scenario with a `sql` field\nhint: paraphrase checks a rewording against its task's SQL; `scenarios synth` writes it",
+        args.scenarios.display()
+    );
+    let mut engine = None;
+    let url = match (&args.teacher_base_url, args.teacher.strip_prefix("local/")) {
+        (None, Some(model)) => {
+            let options = args.engine.options(model, model, logs.join("engine.log"));
+            let served = EngineSource::Start { python: PythonEnv::ensure()?, options: Box::new(options) }.open().await.context("the embedded engine did not start")?;
+            engine = served.process;
+            Some(served.client.base_url())
+        }
+        (url, _) => url.clone(),
+    };
+    let teacher = Teacher::new(&args.teacher, url.as_deref(), &BTreeMap::new(), args.http.limits()?).context("--teacher")?;
+
+    let mut summary = Summary { tasks: scenarios.len(), ..Default::default() };
+    let asked: Vec<(usize, String, String)> = scenarios.iter().enumerate().filter_map(|(i, s)| Some((i, s.task.clone(), sql_of(s)?))).collect();
+    summary.asked = asked.len();
+    let teacher = &teacher;
+    let progress = indicatif::ProgressBar::new(asked.len() as u64);
+    let mut replies = futures::stream::iter(asked)
+        .map(|(i, task, sql)| async move {
+            let r = paraphrase::ask(teacher, &task, args.per_task, args.teacher_max_tokens, args.teacher_temperature).await;
+            (i, task, sql, r)
+        })
+        .buffered(args.concurrency.max(1));
+    let mut kept: Vec<Scenario> = Vec::new();
+    while let Some((i, task, sql, reply)) = replies.next().await {
+        progress.inc(1);
+        let texts = match reply {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::warn!("a teacher call failed: {e}");
+                summary.failed_calls += 1;
+                continue;
+            }
+        };
+        summary.returned += texts.len();
+        let mut seen: Vec<String> = Vec::new();
+        for (k, text) in texts.iter().enumerate() {
+            match paraphrase::check(&task, &sql, text, &seen) {
+                Ok(()) => {
+                    seen.push(ta_synth::normalize(text));
+                    let mut p = scenarios[i].clone();
+                    p.id = format!("{}-p{k}", scenarios[i].id);
+                    p.task = text.trim().to_string();
+                    p.extra.insert("paraphrase_of".into(), scenarios[i].id.clone().into());
+                    p.extra.insert("phrasing".into(), "paraphrase".into());
+                    kept.push(p);
+                }
+                Err(why) => *summary.rejected.entry(why.reason()).or_default() += 1,
+            }
+        }
+    }
+    progress.finish_and_clear();
+    drop(engine);
+    summary.kept = kept.len();
+
+    let path = args.out.join("scenarios.jsonl");
+    let mut file = std::io::BufWriter::new(std::fs::File::create(&path).with_context(|| format!("cannot write {}", path.display()))?);
+    for s in scenarios.iter().chain(&kept) {
+        serde_json::to_writer(&mut file, s)?;
+        file.write_all(b"\n")?;
+    }
+    file.flush()?;
+    std::fs::write(args.out.join("summary.json"), serde_json::to_vec_pretty(&summary)?)?;
+    println!("tasks             {} ({} with their SQL asked about)", summary.tasks, summary.asked);
+    println!("paraphrases       {} returned, {} kept", summary.returned, summary.kept);
+    for (reason, n) in &summary.rejected {
+        println!("  rejected {n:>5}  {reason}");
+    }
+    if summary.failed_calls > 0 {
+        println!("  failed calls {:>3}", summary.failed_calls);
+    }
+    println!("scenarios: {} ({} originals + {} paraphrases)", path.display(), scenarios.len(), summary.kept);
+    Ok(())
+}

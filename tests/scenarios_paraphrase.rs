@@ -1,0 +1,80 @@
+//! `scenarios paraphrase` end to end: tasks synthesized from the real demo server, reworded by
+//! a scripted teacher that follows OpenAI's chat-completions API (guided JSON output). Each
+//! reply holds a good rewording, the original again, a duplicate of the first and one that
+//! drops the question's values; only the good one is kept, with its original's answer, split
+//! and SQL.
+
+mod common;
+
+use std::collections::HashMap;
+
+use axum::Json;
+use axum::routing::post;
+use serde_json::{Value, json};
+use ta_types::scenario::load_scenarios;
+
+async fn chat(Json(body): Json<Value>) -> Json<Value> {
+    assert_eq!(body["response_format"]["json_schema"]["name"], "paraphrases", "{body}");
+    let user = body["messages"].as_array().unwrap().iter().rev().find(|m| m["role"] == "user").unwrap()["content"].as_str().unwrap().to_string();
+    let question = user.strip_prefix("Question: ").unwrap().split("\n\n").next().unwrap().to_string();
+    let reply = json!({"paraphrases": [
+        format!("Could you tell me this: {question}"),
+        question.clone(),
+        format!("could you tell me this {question}"),
+        "Tell me about that one thing.",
+    ]});
+    Json(common::text(&reply.to_string()).1)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn paraphrases_keep_the_answer_and_only_rewordings_that_keep_the_question() {
+    let dir = tempfile::tempdir().unwrap();
+    let synth = dir.path().join("synth");
+    let run = std::process::Command::new(common::bin())
+        .args(["scenarios", "synth", "--server", "train-agent demo-server", "--n", "40", "--seed", "2", "--out"])
+        .arg(&synth)
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+
+    let app = axum::Router::new().route("/v1/chat/completions", post(chat));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+
+    let out = dir.path().join("para");
+    let run = tokio::process::Command::new(common::bin())
+        .args(["scenarios", "paraphrase", "--teacher", "openai/gpt-4o-mini", "--teacher-base-url", &url, "--per-task", "4", "--limit", "12", "--scenarios"])
+        .arg(synth.join("scenarios.jsonl"))
+        .arg("--out")
+        .arg(&out)
+        .env("OPENAI_API_KEY", "sk-test-not-a-secret")
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(run.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&run.stderr));
+
+    let all = load_scenarios(&out.join("scenarios.jsonl")).unwrap();
+    let originals: HashMap<&str, &ta_types::Scenario> = all.iter().filter(|s| !s.extra.contains_key("paraphrase_of")).map(|s| (s.id.as_str(), s)).collect();
+    let paraphrases: Vec<&ta_types::Scenario> = all.iter().filter(|s| s.extra.contains_key("paraphrase_of")).collect();
+    assert_eq!(originals.len(), 12);
+    // One good rewording per task; "Tell me about that one thing." keeps neither values nor an
+    // operation, so it is kept only for a task that names neither.
+    let plain = paraphrases.iter().filter(|p| p.task.starts_with("Could you tell me this: ")).count();
+    assert_eq!(plain, 12, "{stdout}");
+    for p in &paraphrases {
+        let o = originals[p.extra["paraphrase_of"].as_str().unwrap()];
+        assert_eq!((&p.expected, p.split, &p.extra["sql"], &p.reference), (&o.expected, o.split, &o.extra["sql"], &o.reference), "a paraphrase never changes the answer");
+        assert_eq!(p.extra["phrasing"], "paraphrase");
+        assert_ne!(p.task, o.task);
+    }
+    let summary: Value = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!((summary["asked"].as_u64(), summary["returned"].as_u64()), (Some(12), Some(48)), "{summary}");
+    assert_eq!(summary["rejected"]["the original question again"], 12, "{summary}");
+    assert_eq!(summary["rejected"]["a duplicate of another paraphrase"], 12, "{summary}");
+    let vague = summary["rejected"]["a value of the question is missing"].as_u64().unwrap_or(0)
+        + summary["rejected"]["the question's operation is missing"].as_u64().unwrap_or(0);
+    assert!(vague >= 6, "most synthesized questions name a value or an operation: {summary}");
+    assert_eq!(summary["kept"].as_u64().unwrap() as usize, paraphrases.len());
+}
