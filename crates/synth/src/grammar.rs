@@ -26,15 +26,10 @@ use rand_chacha::ChaCha8Rng;
 use serde_json::Value;
 
 use crate::candidate::{Candidate, MAX_LIST, Probe, Shape};
-use crate::names::{human, is_place, plural, plural_of, relation, shown, singular, words};
-use crate::schema::{Column, Kind, Schema, Table, ident, literal, value_literal};
+use crate::names::{is_place, plural_of, shown, with_article};
+use crate::schema::{Schema, ident, literal, value_literal};
+use crate::scope::{Attr, BASE, Filter, Role, Scope, Where, compatible, filters};
 
-/// Categories with more values than this are not filtered or grouped on.
-const MAX_CATEGORIES: u64 = 25;
-/// Values of one category used as filters.
-const VALUES_PER_CATEGORY: usize = 8;
-/// Entities named per scope in lookups and parent filters.
-const MAX_ENTITIES: usize = 24;
 /// Single filters tried per target, and pairs of filters.
 const SINGLE_FILTERS: usize = 10;
 const FILTER_PAIRS: usize = 6;
@@ -54,330 +49,14 @@ pub fn candidates(schema: &Schema, seed: u64) -> Vec<Candidate> {
     g.out
 }
 
-/// What an attribute is for.
-#[derive(Debug, Clone)]
-enum Role {
-    /// A few distinct values: filtered on and grouped by.
-    Category(Vec<Value>),
-    /// Numbers to aggregate and rank by; `values` sorted.
-    Quantity(Vec<Value>),
-    /// `YYYY-MM-DD` text: earliest/latest and years.
-    Date(Vec<Value>),
-    /// The column naming a row for a person, with names that name one row each.
-    Label(Vec<String>),
-    /// Free text with frequent words (for `LIKE`).
-    Text(Vec<String>),
-}
-
-/// A column of the scope's table or of a table its keys lead to.
-#[derive(Debug, Clone)]
-struct Attr {
-    expr: String,
-    /// "status", "department location"; a parent's label is the relation's name ("department").
-    phrase: String,
-    /// The schema's own name (`table.column`), for technical phrasings.
-    raw: String,
-    /// The joins it needs: a prefix of one of the scope's join chains.
-    path: Vec<usize>,
-    role: Role,
-    /// Some rows have no value (a filter can ask for those).
-    nullable: bool,
-}
-
-/// One table's rows and everything reachable from them along keys.
-struct Scope<'a> {
-    table: &'a Table,
-    plural: String,
-    singular: String,
-    /// `JOIN ...` clauses, by index; a path lists the ones an attribute needs, in order.
-    joins: Vec<(String, String)>,
-    attrs: Vec<Attr>,
-    /// The index of the table's own label among `attrs`.
-    label: Option<usize>,
-    /// The table's alias in queries with joins.
-    alias: String,
-}
-
-/// A short alias from a table's initials (`project_assignments` → `pa`), unique among `used`
-/// and never a keyword.
-fn initials(table: &str, used: &mut Vec<String>) -> String {
-    let stem: String = words(table).iter().filter_map(|w| w.chars().next()).filter(char::is_ascii_alphabetic).collect();
-    let stem = if stem.is_empty() { "t".to_string() } else { stem };
-    let mut alias = stem.clone();
-    let mut n = 1;
-    while used.contains(&alias) || ident(&alias) != alias {
-        n += 1;
-        alias = format!("{stem}{n}");
-    }
-    used.push(alias.clone());
-    alias
-}
-
-/// The scope table's alias while a query is built: [`Scope::finish`] drops it from a query
-/// without joins (`SELECT count(*) FROM plants`, as people write it) and names it otherwise.
-const BASE: &str = "\u{1}";
-
-impl<'a> Scope<'a> {
-    fn new(schema: &'a Schema, table: &'a Table) -> Self {
-        let mut used = Vec::new();
-        let alias = initials(&table.name, &mut used);
-        let mut s = Scope { table, alias, plural: plural(&table.name), singular: singular(&table.name), joins: Vec::new(), attrs: Vec::new(), label: None };
-        s.add_attrs(table, BASE, &[], None);
-        s.label = s.attrs.iter().position(|a| a.path.is_empty() && matches!(a.role, Role::Label(_)));
-        for fk in &table.keys {
-            let Some(parent) = schema.tables.iter().find(|p| p.name == fk.parent && p.name != table.name) else { continue };
-            let j = s.joins.len();
-            let alias = initials(&parent.name, &mut used);
-            s.joins.push((format!("JOIN {} {alias} ON {BASE}.{} = {alias}.{}", ident(&parent.name), ident(&fk.from), ident(&fk.to)), parent.name.clone()));
-            let rel = relation(&fk.from);
-            s.add_attrs(parent, &alias, &[j], Some(&rel));
-            for fk2 in &parent.keys {
-                let Some(top) = schema.tables.iter().find(|p| p.name == fk2.parent && p.name != parent.name && p.name != table.name) else { continue };
-                let k = s.joins.len();
-                let alias2 = initials(&top.name, &mut used);
-                s.joins.push((format!("JOIN {} {alias2} ON {alias}.{} = {alias2}.{}", ident(&top.name), ident(&fk2.from), ident(&fk2.to)), top.name.clone()));
-                let rel2 = format!("{rel}'s {}", relation(&fk2.from));
-                s.add_attrs(top, &alias2, &[j, k], Some(&rel2));
-            }
-        }
-        s
-    }
-
-    /// The attributes of `t` (aliased `alias`), reached through `path`; `rel` names the
-    /// relation for a joined table (its label becomes "the department", its columns "the
-    /// department's location").
-    fn add_attrs(&mut self, t: &Table, alias: &str, path: &[usize], rel: Option<&str>) {
-        let phrase = |c: &Column| match rel {
-            Some(r) => format!("{r}'s {}", human(&c.name)),
-            None => human(&c.name),
-        };
-        let raw = |c: &Column| format!("{}.{}", t.name, c.name);
-        if let Some(l) = t.label(Some(alias))
-            && !t.labels.is_empty()
-        {
-            let (phrase, raw) = match rel {
-                Some(r) => (r.to_string(), format!("{}'s label", t.name)),
-                None => (self.singular.clone(), format!("{} label", t.name)),
-            };
-            self.attrs.push(Attr {
-                expr: l,
-                phrase,
-                raw,
-                path: path.to_vec(),
-                role: Role::Label(t.labels.iter().take(MAX_ENTITIES).cloned().collect()),
-                nullable: false,
-            });
-        }
-        for c in &t.columns {
-            if t.is_key(c) || c.nulls >= t.rows {
-                continue;
-            }
-            let role = if c.kind == Kind::Date {
-                Role::Date(c.values.clone())
-            } else if is_category(t, c) {
-                Role::Category(c.values.iter().take(VALUES_PER_CATEGORY).cloned().collect())
-            } else if is_quantity(t, c) {
-                Role::Quantity(c.values.clone())
-            } else if c.kind == Kind::Text && rel.is_none() && c.distinct > MAX_CATEGORIES {
-                Role::Text(frequent_words(&c.values))
-            } else {
-                continue;
-            };
-            self.attrs.push(Attr { expr: c.sql(alias), phrase: phrase(c), raw: raw(c), path: path.to_vec(), role, nullable: c.nulls > 0 });
-        }
-    }
-
-    /// A built query as it is asked: the scope's alias named where there are joins, dropped
-    /// where there are none.
-    fn finish(&self, sql: &str) -> String {
-        if sql.contains(" JOIN ") { sql.replace(BASE, &self.alias) } else { sql.replace(&format!("{BASE}."), "").replace(&format!(" {BASE}"), "") }
-    }
-
-    /// FROM with the joins of the longest of `paths` (they are prefixes of one chain).
-    fn from(&self, paths: &[&[usize]]) -> String {
-        let longest = paths.iter().max_by_key(|p| p.len()).copied().unwrap_or(&[]);
-        let mut from = format!("FROM {} {BASE}", ident(&self.table.name));
-        for &j in longest {
-            from.push(' ');
-            from.push_str(&self.joins[j].0);
-        }
-        from
-    }
-
-    fn tables(&self, paths: &[&[usize]]) -> Vec<String> {
-        let longest = paths.iter().max_by_key(|p| p.len()).copied().unwrap_or(&[]);
-        let mut t: Vec<String> = longest.iter().rev().map(|&j| self.joins[j].1.clone()).collect();
-        t.push(self.table.name.clone());
-        t
-    }
-}
-
-/// "a price", "an amount".
-fn with_article(phrase: &str) -> String {
-    let article = if phrase.starts_with(['a', 'e', 'i', 'o', 'u']) { "an" } else { "a" };
-    format!("{article} {phrase}")
-}
-
 /// Whether a quantity adds up to something: a total of years or of ratings means nothing.
 fn summable(phrase: &str) -> bool {
     !["year", "rating", "score", "age", "latitude", "longitude", "rank", "grade"].iter().any(|w| phrase.ends_with(w))
 }
 
-/// Whether two join paths can share one FROM (one is a prefix of the other).
-fn compatible(a: &[usize], b: &[usize]) -> bool {
-    a.iter().zip(b).all(|(x, y)| x == y)
-}
-
 /// The longer of two compatible paths.
 fn longer<'p>(a: &'p [usize], b: &'p [usize]) -> &'p [usize] {
     if a.len() >= b.len() { a } else { b }
-}
-
-fn is_category(t: &Table, c: &Column) -> bool {
-    matches!(c.kind, Kind::Text | Kind::Integer) && c.distinct >= 2 && c.distinct <= MAX_CATEGORIES && c.distinct < t.rows && c.values.len() as u64 == c.distinct
-}
-
-fn is_quantity(t: &Table, c: &Column) -> bool {
-    matches!(c.kind, Kind::Integer | Kind::Real) && c.distinct > MAX_CATEGORIES.min(t.rows / 2).max(3)
-}
-
-/// Words of 4+ letters shared by several sampled values: what a person searches text for.
-fn frequent_words(values: &[Value]) -> Vec<String> {
-    let mut counts: std::collections::BTreeMap<String, usize> = Default::default();
-    for v in values.iter().filter_map(Value::as_str) {
-        let mut seen = std::collections::HashSet::new();
-        for w in v.split(|c: char| !c.is_alphanumeric()).filter(|w| w.len() >= 4 && w.chars().all(char::is_alphabetic)) {
-            if seen.insert(w.to_string()) {
-                *counts.entry(w.to_string()).or_default() += 1;
-            }
-        }
-    }
-    let mut words: Vec<(String, usize)> = counts.into_iter().filter(|(_, n)| *n >= 2).collect();
-    words.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-    words.into_iter().take(4).map(|(w, _)| w).collect()
-}
-
-/// A condition on the scope's rows.
-#[derive(Debug, Clone)]
-struct Filter {
-    sql: String,
-    /// Words that follow the rows' noun: "with status Operational", "in France".
-    post: Vec<String>,
-    raw: String,
-    path: Vec<usize>,
-    /// The attribute it constrains (not grouped by nor asked about).
-    attr: usize,
-}
-
-fn filters(s: &Scope) -> Vec<Filter> {
-    let mut out = Vec::new();
-    for (i, a) in s.attrs.iter().enumerate() {
-        let f = |sql: String, post: Vec<String>, raw: String| Filter { sql, post, raw, path: a.path.clone(), attr: i };
-        let p = &a.phrase;
-        if a.nullable && a.path.is_empty() {
-            out.push(f(format!("{} IS NULL", a.expr), vec![format!("with no {p} recorded"), format!("whose {p} is missing")], format!("{} IS NULL", a.raw)));
-            out.push(f(format!("{} IS NOT NULL", a.expr), vec![format!("with a {p} recorded"), format!("whose {p} is known")], format!("{} IS NOT NULL", a.raw)));
-        }
-        match &a.role {
-            Role::Category(values) => {
-                for v in values {
-                    let (vs, vl) = (shown(v), value_literal(v));
-                    if vs.trim().is_empty() {
-                        continue;
-                    }
-                    let mut post = vec![format!("with {p} {vs}"), format!("whose {p} is {vs}")];
-                    if is_place(p) && v.is_string() {
-                        post.push(format!("in {vs}"));
-                    }
-                    out.push(f(format!("{} = {vl}", a.expr), post, format!("{} = {vl}", a.raw)));
-                }
-            }
-            Role::Label(names) if !a.path.is_empty() => {
-                for who in names.iter().take(6) {
-                    let mut post = vec![format!("whose {p} is {who}"), format!("of the {p} {who}")];
-                    if is_place(p) {
-                        post.push(format!("in {who}"));
-                    }
-                    out.push(f(format!("{} = {}", a.expr, literal(who)), post, format!("{} = {}", a.raw, literal(who))));
-                }
-            }
-            Role::Quantity(values) => {
-                if let Some(mid) = values.get(values.len() / 2).filter(|v| v.is_number()) {
-                    out.push(f(
-                        format!("{} > {mid}", a.expr),
-                        vec![format!("with {} above {mid}", with_article(p)), format!("whose {p} is more than {mid}")],
-                        format!("{} > {mid}", a.raw),
-                    ));
-                    out.push(f(
-                        format!("{} < {mid}", a.expr),
-                        vec![format!("with {} below {mid}", with_article(p)), format!("whose {p} is less than {mid}")],
-                        format!("{} < {mid}", a.raw),
-                    ));
-                }
-            }
-            Role::Date(values) => {
-                for y in years(values).into_iter().take(6) {
-                    out.push(f(
-                        format!("strftime('%Y', {}) = '{y}'", a.expr),
-                        vec![format!("with {} in {y}", with_article(p)), format!("whose {p} falls in {y}")],
-                        format!("year({}) = {y}", a.raw),
-                    ));
-                }
-            }
-            Role::Text(words) => {
-                for w in words {
-                    out.push(f(
-                        format!("{} LIKE {}", a.expr, literal(&format!("%{w}%"))),
-                        vec![format!("whose {p} contains \"{w}\""), format!("with \"{w}\" in their {p}")],
-                        format!("{} LIKE '%{w}%'", a.raw),
-                    ));
-                }
-            }
-            Role::Label(_) => {}
-        }
-    }
-    out
-}
-
-fn years(values: &[Value]) -> Vec<i32> {
-    let year = |v: &Value| v.as_str().and_then(|s| s.get(..4)).and_then(|y| y.parse::<i32>().ok());
-    let mut y: Vec<i32> = values.iter().filter_map(year).collect();
-    y.dedup();
-    y
-}
-
-/// Filters applied together: their SQL, their words, their joins.
-#[derive(Debug, Clone, Default)]
-struct Where {
-    parts: Vec<Filter>,
-}
-
-impl Where {
-    fn sql(&self) -> String {
-        if self.parts.is_empty() { String::new() } else { format!(" WHERE {}", self.parts.iter().map(|f| f.sql.as_str()).collect::<Vec<_>>().join(" AND ")) }
-    }
-
-    /// "AND ..." to add to an existing WHERE.
-    fn and(&self) -> String {
-        self.parts.iter().map(|f| format!(" AND {}", f.sql)).collect()
-    }
-
-    /// The filters' words in the `k`-th variant (" with status Operational in France").
-    fn post(&self, k: usize) -> String {
-        self.parts.iter().enumerate().map(|(i, f)| format!(" {}", f.post[(k + i) % f.post.len()])).collect::<Vec<_>>().join(" and").replace(" and in ", " in ")
-    }
-
-    fn raw(&self) -> String {
-        if self.parts.is_empty() { String::new() } else { format!(" where {}", self.parts.iter().map(|f| f.raw.as_str()).collect::<Vec<_>>().join(" and ")) }
-    }
-
-    fn paths(&self) -> Vec<&[usize]> {
-        self.parts.iter().map(|f| f.path.as_slice()).collect()
-    }
-
-    fn touches(&self, attr: usize) -> bool {
-        self.parts.iter().any(|f| f.attr == attr)
-    }
 }
 
 struct Gen {
@@ -691,20 +370,7 @@ impl Gen {
                                         format!("What {} does the {one} with the {sup} {p}{} have?", b.phrase, post(1)),
                                     ]
                                 };
-                                let d = self.ranked(
-                                    "argmax_row",
-                                    2,
-                                    natural,
-                                    format!("The {} of the {table_raw} row with the {sup} {}{}.", b.raw, a.raw, wh.raw()),
-                                    &b.expr,
-                                    &a.expr,
-                                    &format!("{f} WHERE {} IS NOT NULL{}", a.expr, wh.and()),
-                                    dir,
-                                    0,
-                                    &wh,
-                                    ap,
-                                );
-                                self.push(s, d);
+                                self.extreme_row(s, "argmax_row", natural, a, b, &wh, &f, dir, sup, ap);
                             }
                         }
                         // Top k rows, when the rows have names.
@@ -869,20 +535,7 @@ impl Gen {
                                     format!("What is the {} of the {one}{} with the {sup} {p}?", b.phrase, post(0)),
                                     format!("Which {} had the {first} {one}{}, by {p}?", b.phrase, post(1)),
                                 ];
-                                let d = self.ranked(
-                                    "date_argmin",
-                                    2,
-                                    natural,
-                                    format!("The {} of the {table_raw} row with the {sup} {}{}.", b.raw, a.raw, wh.raw()),
-                                    &b.expr,
-                                    &a.expr,
-                                    &format!("{f} WHERE {} IS NOT NULL{}", a.expr, wh.and()),
-                                    dir,
-                                    0,
-                                    &wh,
-                                    ap,
-                                );
-                                self.push(s, d);
+                                self.extreme_row(s, "date_argmin", natural, a, b, &wh, &f, dir, sup, ap);
                             }
                         }
                     }
@@ -1082,6 +735,15 @@ impl Gen {
                 );
             }
         }
+    }
+
+    /// The `b` column of the row with the highest or lowest `a` (a quantity or a date) among
+    /// the rows `wh` keeps, with its tie probe.
+    #[allow(clippy::too_many_arguments)]
+    fn extreme_row(&mut self, s: &Scope, template: &'static str, natural: Vec<String>, a: &Attr, b: &Attr, wh: &Where, from: &str, dir: &str, sup: &str, ap: &[usize]) {
+        let technical = format!("The {} of the {} row with the {sup} {}{}.", b.raw, s.table.name, a.raw, wh.raw());
+        let d = self.ranked(template, 2, natural, technical, &b.expr, &a.expr, &format!("{from} WHERE {} IS NOT NULL{}", a.expr, wh.and()), dir, 0, wh, ap);
+        self.push(s, d);
     }
 
     /// An arg-max/arg-min question with its tie probe: `answer` and `metric` ordered by the

@@ -20,6 +20,7 @@ pub mod exec;
 pub mod grammar;
 pub mod names;
 pub mod schema;
+mod scope;
 pub mod tools;
 
 use std::collections::{BTreeMap, HashMap, HashSet};

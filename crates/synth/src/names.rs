@@ -150,6 +150,12 @@ pub fn shown(v: &Value) -> String {
     }
 }
 
+/// "a price", "an amount".
+pub fn with_article(phrase: &str) -> String {
+    let article = if phrase.starts_with(['a', 'e', 'i', 'o', 'u']) { "an" } else { "a" };
+    format!("{article} {phrase}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
