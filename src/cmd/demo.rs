@@ -106,7 +106,7 @@ struct Profile {
 /// 1,500 tasks give >= 1,000 train and >= 200 validation tasks on the demo database.
 const SYNTH_N: usize = 1500;
 /// The CPU profile's synthesis: the grammar spreads tasks over ~20 shapes, so the one-table
-/// counts the CPU profile keeps need more of them (8,000 give 131 train and 24 validation; a
+/// counts the CPU profile keeps need more of them (8,000 give 125 train and 33 validation; a
 /// few seconds).
 const CPU_SYNTH_N: usize = 8000;
 const SYNTH_SEED: u64 = 1;
@@ -118,7 +118,7 @@ const SYNTH_SEED: u64 = 1;
 const CPU_TEMPLATES: &[&str] = &["count_rows", "count_distinct", "count_where"];
 /// One table and at most one condition: a count is level 1, each condition and each join adds one.
 const CPU_MAX_DIFFICULTY: u64 = 2;
-/// The CPU profile's SFT share: the traces of 59 of the 131 train tasks, what one epoch on 2
+/// The CPU profile's SFT share: the traces of 56 of the 125 train tasks, what one epoch on 2
 /// cores affords.
 const CPU_SFT_SHARE: f64 = 0.45;
 
