@@ -28,7 +28,7 @@ use serde_json::Value;
 use crate::candidate::{Candidate, MAX_LIST, Probe, Shape};
 use crate::names::{is_place, plural_of, shown, with_article};
 use crate::schema::{Schema, ident, literal, value_literal};
-use crate::scope::{Attr, BASE, Filter, Role, Scope, Where, compatible, filters};
+use crate::scope::{Attr, BASE, Filter, Role, Scope, Where, compatible, filters, longest};
 
 /// Single filters tried per target, and pairs of filters.
 const SINGLE_FILTERS: usize = 10;
@@ -52,11 +52,6 @@ pub fn candidates(schema: &Schema, seed: u64) -> Vec<Candidate> {
 /// Whether a quantity adds up to something: a total of years or of ratings means nothing.
 fn summable(phrase: &str) -> bool {
     !["year", "rating", "score", "age", "latitude", "longitude", "rank", "grade"].iter().any(|w| phrase.ends_with(w))
-}
-
-/// The longer of two compatible paths.
-fn longer<'p>(a: &'p [usize], b: &'p [usize]) -> &'p [usize] {
-    if a.len() >= b.len() { a } else { b }
 }
 
 struct Gen {
@@ -84,7 +79,7 @@ impl Gen {
     fn push(&mut self, s: &Scope, d: Draft) {
         let mut paths = d.wh.paths();
         paths.extend(d.extra_paths.iter().copied());
-        let hops = paths.iter().map(|p| p.len()).max().unwrap_or(0);
+        let hops = longest(&paths).len();
         let difficulty = (d.level as usize + d.wh.parts.len() + hops).clamp(1, 5) as u8;
         let mut natural = d.natural;
         natural.sort();
@@ -191,7 +186,8 @@ impl Gen {
                                     format!("What is the least common {p} among the {n}{}?", post(1))
                                 },
                             ];
-                            let d = self.ranked(
+                            self.ranked(
+                                s,
                                 "group_argmax",
                                 2,
                                 natural,
@@ -204,7 +200,6 @@ impl Gen {
                                 &wh,
                                 ap,
                             );
-                            self.push(s, d);
                         }
                         // Top k groups.
                         for k in [3, 5] {
@@ -213,7 +208,8 @@ impl Gen {
                                 format!("List the {k} {ps} that have the most {n}{}.", post(1)),
                                 format!("Which {k} {ps} have the largest number of {n}{}?", post(0)),
                             ];
-                            let d = self.top(
+                            self.top(
+                                s,
                                 "top_groups",
                                 natural,
                                 format!("The {k} most frequent values of {}{}.", a.raw, wh.raw()),
@@ -224,7 +220,6 @@ impl Gen {
                                 &wh,
                                 ap,
                             );
-                            self.push(s, d);
                         }
                         // Groups with exactly one row.
                         self.push(
@@ -272,7 +267,8 @@ impl Gen {
                                         format!("Among the {n}{}, which {p} has the {sup} {word} {qp}?", post(0)),
                                     ]
                                 };
-                                let d = self.ranked(
+                                self.ranked(
+                                    s,
                                     "group_aggregate_argmax",
                                     2,
                                     natural,
@@ -283,9 +279,8 @@ impl Gen {
                                     dir,
                                     0,
                                     &wh,
-                                    longer(&q.path, ap),
+                                    longest(&[&q.path, ap]),
                                 );
-                                self.push(s, d);
                             }
                         }
                     }
@@ -382,7 +377,8 @@ impl Gen {
                                     format!("What are the top {k} {n} by {p}{}?", post(1)),
                                     format!("Which {k} {n}{} have the largest {p}?", post(1)),
                                 ];
-                                let d = self.top(
+                                self.top(
+                                    s,
                                     "top_rows",
                                     natural,
                                     format!("The {k} {table_raw} rows with the highest {}{}.", a.raw, wh.raw()),
@@ -393,7 +389,6 @@ impl Gen {
                                     &wh,
                                     ap,
                                 );
-                                self.push(s, d);
                             }
                         }
                     }
@@ -573,7 +568,8 @@ impl Gen {
                             let paths: Vec<&[usize]> = wh.paths().into_iter().chain([ap]).collect();
                             let f = from(&paths);
                             let post = |k| wh.post(k);
-                            let d = self.ranked(
+                            self.ranked(
+                                s,
                                 "group_argmax",
                                 2,
                                 vec![format!("Which {p} has the most {n}{}?", post(0)), format!("Which {p} has the largest number of {n}{}?", post(1))],
@@ -586,7 +582,6 @@ impl Gen {
                                 &wh,
                                 ap,
                             );
-                            self.push(s, d);
                             for k in [1, 2, 3, 5] {
                                 self.push(
                                     s,
@@ -742,15 +737,15 @@ impl Gen {
     #[allow(clippy::too_many_arguments)]
     fn extreme_row(&mut self, s: &Scope, template: &'static str, natural: Vec<String>, a: &Attr, b: &Attr, wh: &Where, from: &str, dir: &str, sup: &str, ap: &[usize]) {
         let technical = format!("The {} of the {} row with the {sup} {}{}.", b.raw, s.table.name, a.raw, wh.raw());
-        let d = self.ranked(template, 2, natural, technical, &b.expr, &a.expr, &format!("{from} WHERE {} IS NOT NULL{}", a.expr, wh.and()), dir, 0, wh, ap);
-        self.push(s, d);
+        self.ranked(s, template, 2, natural, technical, &b.expr, &a.expr, &format!("{from} WHERE {} IS NOT NULL{}", a.expr, wh.and()), dir, 0, wh, ap);
     }
 
-    /// An arg-max/arg-min question with its tie probe: `answer` and `metric` ordered by the
+    /// Adds an arg-max/arg-min question with its tie probe: `answer` and `metric` ordered by the
     /// metric (`dir`), ties broken by the answer, the answer at `index`.
     #[allow(clippy::too_many_arguments)]
-    fn ranked<'s>(
-        &self,
+    fn ranked(
+        &mut self,
+        s: &Scope,
         template: &'static str,
         level: u8,
         natural: Vec<String>,
@@ -760,31 +755,22 @@ impl Gen {
         rest: &str,
         dir: &str,
         index: usize,
-        wh: &'s Where,
-        path: &'s [usize],
-    ) -> Draft<'s> {
+        wh: &Where,
+        path: &[usize],
+    ) {
         let offset = if index > 0 { format!(" OFFSET {index}") } else { String::new() };
         let head = format!("SELECT {answer}, {metric} {rest} ORDER BY {metric} {dir}, {answer}");
         let probe = Probe { sql: format!("{head} LIMIT {}", index + 2), width: 2, metric: 1, index, exact_rank: index > 0 };
-        Draft {
-            template,
-            level,
-            sql: format!("{head} LIMIT 1{offset}"),
-            width: 2,
-            answer: Shape::One,
-            probe: Some(probe),
-            natural,
-            technical,
-            wh,
-            extra_paths: vec![path],
-        }
+        let sql = format!("{head} LIMIT 1{offset}");
+        self.push(s, Draft { template, level, sql, width: 2, answer: Shape::One, probe: Some(probe), natural, technical, wh, extra_paths: vec![path] });
     }
 
-    /// A top-`k` question: the first `k` rows by `metric`, with a probe that drops it when row
+    /// Adds a top-`k` question: the first `k` rows by `metric`, with a probe that drops it when row
     /// `k` ties with row `k - 1`.
     #[allow(clippy::too_many_arguments)]
-    fn top<'s>(
-        &self,
+    fn top(
+        &mut self,
+        s: &Scope,
         template: &'static str,
         natural: Vec<String>,
         technical: String,
@@ -792,12 +778,26 @@ impl Gen {
         metric: &str,
         rest: &str,
         k: usize,
-        wh: &'s Where,
-        path: &'s [usize],
-    ) -> Draft<'s> {
+        wh: &Where,
+        path: &[usize],
+    ) {
         debug_assert!(k < MAX_LIST);
         let head = format!("SELECT {answer}, {metric} {rest} ORDER BY {metric} DESC, {answer}");
         let probe = Probe { sql: format!("{head} LIMIT {}", k + 1), width: 2, metric: 1, index: k - 1, exact_rank: false };
-        Draft { template, level: 3, sql: format!("{head} LIMIT {k}"), width: 2, answer: Shape::List, probe: Some(probe), natural, technical, wh, extra_paths: vec![path] }
+        self.push(
+            s,
+            Draft {
+                template,
+                level: 3,
+                sql: format!("{head} LIMIT {k}"),
+                width: 2,
+                answer: Shape::List,
+                probe: Some(probe),
+                natural,
+                technical,
+                wh,
+                extra_paths: vec![path],
+            },
+        );
     }
 }

@@ -154,9 +154,8 @@ impl<'a> Scope<'a> {
 
     /// FROM with the joins of the longest of `paths` (they are prefixes of one chain).
     pub(crate) fn from(&self, paths: &[&[usize]]) -> String {
-        let longest = paths.iter().max_by_key(|p| p.len()).copied().unwrap_or(&[]);
         let mut from = format!("FROM {} {BASE}", ident(&self.table.name));
-        for &j in longest {
+        for &j in longest(paths) {
             from.push(' ');
             from.push_str(&self.joins[j].0);
         }
@@ -164,11 +163,15 @@ impl<'a> Scope<'a> {
     }
 
     pub(crate) fn tables(&self, paths: &[&[usize]]) -> Vec<String> {
-        let longest = paths.iter().max_by_key(|p| p.len()).copied().unwrap_or(&[]);
-        let mut t: Vec<String> = longest.iter().rev().map(|&j| self.joins[j].1.clone()).collect();
+        let mut t: Vec<String> = longest(paths).iter().rev().map(|&j| self.joins[j].1.clone()).collect();
         t.push(self.table.name.clone());
         t
     }
+}
+
+/// The longest of compatible join paths: the joins a query over all of them needs.
+pub(crate) fn longest<'p>(paths: &[&'p [usize]]) -> &'p [usize] {
+    paths.iter().max_by_key(|p| p.len()).copied().unwrap_or(&[])
 }
 
 /// Whether two join paths can share one FROM (one is a prefix of the other).
