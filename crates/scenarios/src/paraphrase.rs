@@ -89,8 +89,9 @@ fn normalized(text: &str) -> String {
 }
 
 /// Whether `paraphrase` still asks `task` (whose SQL is `sql`); `seen` holds the normalized
-/// texts kept so far (the original's first).
-pub fn check(task: &str, sql: &str, paraphrase: &str, seen: &[String]) -> Result<(), Rejected> {
+/// texts of the paraphrases kept so far. A kept paraphrase's normalized text comes back, for
+/// `seen`.
+pub fn check(task: &str, sql: &str, paraphrase: &str, seen: &[String]) -> Result<String, Rejected> {
     let p = paraphrase.trim();
     if p.is_empty() {
         return Err(Rejected::Empty);
@@ -109,7 +110,7 @@ pub fn check(task: &str, sql: &str, paraphrase: &str, seen: &[String]) -> Result
     if !cues(task, sql).iter().all(|words| words.iter().any(|w| says(p, w))) {
         return Err(Rejected::LostOperation);
     }
-    Ok(())
+    Ok(n)
 }
 
 /// The reply's JSON schema: `{"paraphrases": [string, ...]}`.
@@ -156,7 +157,7 @@ mod tests {
     #[test]
     fn a_paraphrase_keeps_the_values_and_the_operation() {
         assert_eq!(values(TASK, SQL), ["Under Construction"]);
-        assert_eq!(check(TASK, SQL, "Which nation is building the most reactors right now (status Under Construction)?", &[]), Ok(()));
+        assert_eq!(check(TASK, SQL, "Which nation is building the most reactors right now (status Under Construction)?", &[]).map(|_| ()), Ok(()));
         assert_eq!(check(TASK, SQL, "Which country has the most plants being built?", &[]), Err(Rejected::LostValue));
         assert_eq!(check(TASK, SQL, "Which country has plants with status Under Construction?", &[]), Err(Rejected::LostOperation));
         assert_eq!(check(TASK, SQL, "  which COUNTRY has the most nuclear power plants with status under construction ", &[]), Err(Rejected::SameAsOriginal));
@@ -170,7 +171,7 @@ mod tests {
         let sql = "SELECT name, budget FROM projects WHERE budget IS NOT NULL AND status = 'on_hold' ORDER BY budget DESC, name LIMIT 3";
         let task = "What are the top 3 projects by budget whose status is on_hold?";
         assert_eq!(values(task, sql), ["3", "on_hold"]);
-        assert_eq!(check(task, sql, "Show me the 3 biggest on_hold projects by budget.", &[]), Ok(()));
+        assert_eq!(check(task, sql, "Show me the 3 biggest on_hold projects by budget.", &[]).map(|_| ()), Ok(()));
         assert_eq!(check(task, sql, "Show me the five biggest on_hold projects by budget.", &[]), Err(Rejected::LostValue));
         // A literal the question never names (a LIKE pattern) is not required.
         assert!(values("How many crimes mention Street?", "SELECT count(*) FROM c WHERE Location LIKE '%Street%'").iter().all(|v| v != "%Street%"));
@@ -182,7 +183,7 @@ mod tests {
         // The original says "how many": a paraphrase must ask for a number too ("country" is no count).
         assert_eq!(check("How many employees are active?", sql, "Which country are the active employees in?", &[]), Err(Rejected::LostOperation));
         assert_eq!(check("How many employees are active?", sql, "List the active employees.", &[]), Err(Rejected::LostOperation));
-        assert_eq!(check("How many employees are active?", sql, "What's the number of active staff?", &[]), Ok(()));
+        assert_eq!(check("How many employees are active?", sql, "What's the number of active staff?", &[]).map(|_| ()), Ok(()));
         assert_eq!(parse("Sure: {\"paraphrases\": [\"a\", \"b\"]}"), ["a", "b"]);
         assert!(parse("no json").is_empty());
     }

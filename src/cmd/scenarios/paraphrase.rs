@@ -117,8 +117,8 @@ pub async fn run(args: Args) -> Result<()> {
         let mut seen: Vec<String> = Vec::new();
         for (k, text) in texts.iter().enumerate() {
             match paraphrase::check(&task, &sql, text, &seen) {
-                Ok(()) => {
-                    seen.push(ta_synth::normalize(text));
+                Ok(normalized) => {
+                    seen.push(normalized);
                     let mut p = scenarios[i].clone();
                     p.id = format!("{}-p{k}", scenarios[i].id);
                     p.task = text.trim().to_string();
