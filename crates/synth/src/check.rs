@@ -74,7 +74,7 @@ pub fn expected(shape: Shape, rows: &[Vec<Value>]) -> Result<Expected, String> {
         (Shape::List, rows) if rows.len() > MAX_LIST => Err(format!("more than {MAX_LIST} rows to list")),
         (Shape::List, rows) => {
             let values: Vec<Value> = rows.iter().map(first).collect();
-            if values.iter().any(|v| v.is_null() || v.as_str().is_some_and(|s| s.trim().is_empty())) {
+            if values.iter().any(missing) {
                 return Err("a NULL or empty value in the list".into());
             }
             Ok(Expected::Rule(ExpectedRule::Set(values)))
@@ -85,10 +85,15 @@ pub fn expected(shape: Shape, rows: &[Vec<Value>]) -> Result<Expected, String> {
 /// One row of several cells, all of them the answer: the set of its cells (a NULL or empty
 /// cell drops the question, as a NULL answer does).
 fn cells(row: &[Value]) -> Result<Expected, String> {
-    if row.iter().any(|v| v.is_null() || v.as_str().is_some_and(|s| s.trim().is_empty())) {
+    if row.iter().any(missing) {
         return Err("a NULL or empty cell in the row".into());
     }
     Ok(Expected::Rule(ExpectedRule::Set(row.to_vec())))
+}
+
+/// NULL or blank text: no answer to ask for.
+fn missing(v: &Value) -> bool {
+    v.is_null() || v.as_str().is_some_and(|s| s.trim().is_empty())
 }
 
 fn one(v: &Value) -> Result<Expected, String> {
