@@ -2,8 +2,8 @@
 //! would ask it. The answer stays the task's own (its SQL's), so a paraphrase is kept only if it
 //! still asks the same thing, which two cheap checks decide without a model:
 //! - **values**: every value the question names (the SQL's string literals and the numbers that
-//!   appear in the question) appears in the paraphrase, verbatim (case aside): "Which country is
-//!   Kaiga-4 in?" must still say Kaiga-4;
+//!   appear in the question) appears in the paraphrase, verbatim (case aside): "Who wrote
+//!   Solaris?" must still say Solaris;
 //! - **operation**: the words that carry the query's operation survive: a count still asks "how
 //!   many" (or "number", "count"), an arg-max still says "most"/"highest"/"top", an average
 //!   "average"/"mean", a percentage "percent"/"share", `EXCEPT` "never"/"not"/"no", `INTERSECT`
@@ -151,18 +151,18 @@ pub async fn ask(teacher: &Teacher, task: &str, k: usize, max_tokens: u32, tempe
 mod tests {
     use super::*;
 
-    const SQL: &str = "SELECT Country, count(*) FROM nuclear_power_plants WHERE Status = 'Under Construction' GROUP BY Country ORDER BY count(*) DESC, Country LIMIT 1";
-    const TASK: &str = "Which country has the most nuclear power plants with status Under Construction?";
+    const SQL: &str = "SELECT country, count(*) FROM authors WHERE status = 'Out Of Print' GROUP BY country ORDER BY count(*) DESC, country LIMIT 1";
+    const TASK: &str = "Which country has the most authors with status Out Of Print?";
 
     #[test]
     fn a_paraphrase_keeps_the_values_and_the_operation() {
-        assert_eq!(values(TASK, SQL), ["Under Construction"]);
-        assert_eq!(check(TASK, SQL, "Which nation is building the most reactors right now (status Under Construction)?", &[]).map(|_| ()), Ok(()));
-        assert_eq!(check(TASK, SQL, "Which country has the most plants being built?", &[]), Err(Rejected::LostValue));
-        assert_eq!(check(TASK, SQL, "Which country has plants with status Under Construction?", &[]), Err(Rejected::LostOperation));
-        assert_eq!(check(TASK, SQL, "  which COUNTRY has the most nuclear power plants with status under construction ", &[]), Err(Rejected::SameAsOriginal));
-        let seen = vec![normalized("Top country for Under Construction plants?")];
-        assert_eq!(check(TASK, SQL, "Top country for Under Construction plants?", &seen), Err(Rejected::Duplicate));
+        assert_eq!(values(TASK, SQL), ["Out Of Print"]);
+        assert_eq!(check(TASK, SQL, "Which nation has the most writers right now (status Out Of Print)?", &[]).map(|_| ()), Ok(()));
+        assert_eq!(check(TASK, SQL, "Which country has the most authors whose books are gone?", &[]), Err(Rejected::LostValue));
+        assert_eq!(check(TASK, SQL, "Which country has authors with status Out Of Print?", &[]), Err(Rejected::LostOperation));
+        assert_eq!(check(TASK, SQL, "  which COUNTRY has the most authors with status out of print ", &[]), Err(Rejected::SameAsOriginal));
+        let seen = vec![normalized("Top country for Out Of Print authors?")];
+        assert_eq!(check(TASK, SQL, "Top country for Out Of Print authors?", &seen), Err(Rejected::Duplicate));
         assert_eq!(check(TASK, SQL, " ", &[]), Err(Rejected::Empty));
     }
 
