@@ -47,6 +47,16 @@ pub const SERVER_EVERYTHING: ThirdParty =
 pub const SERVER_MEMORY: ThirdParty =
     ThirdParty { bin: "mcp-server-memory", source: Source::Npm { package: "@modelcontextprotocol/server-memory", version: "2026.8.31", allow_scripts: &[] } };
 
+/// `@modelcontextprotocol/server-filesystem`: files under the directories given as arguments
+/// (tools `read_text_file`, `list_directory`, `search_files`, `get_file_info`, ...).
+pub const SERVER_FILESYSTEM: ThirdParty =
+    ThirdParty { bin: "mcp-server-filesystem", source: Source::Npm { package: "@modelcontextprotocol/server-filesystem", version: "2026.8.31", allow_scripts: &[] } };
+
+/// PyPI's `mcp-server-git` (tools `git_log`, `git_show`, `git_branch`, ..., each taking
+/// `repo_path`), on the 2.x MCP SDK and GitPython it depends on.
+pub const MCP_SERVER_GIT: ThirdParty =
+    ThirdParty { bin: "mcp-server-git", source: Source::PyPi { requirements: &["mcp-server-git==2026.10.19"] } };
+
 /// npm's `mcp-sqlite` (tool `query`); its `sqlite3` dependency builds from source offline.
 pub const MCP_SQLITE: ThirdParty =
     ThirdParty { bin: "mcp-sqlite-server", source: Source::Npm { package: "mcp-sqlite", version: "1.0.9", allow_scripts: &["mcp-sqlite", "sqlite3"] } };
