@@ -54,8 +54,7 @@ pub const SERVER_FILESYSTEM: ThirdParty =
 
 /// PyPI's `mcp-server-git` (tools `git_log`, `git_show`, `git_branch`, ..., each taking
 /// `repo_path`), on the 2.x MCP SDK and GitPython it depends on.
-pub const MCP_SERVER_GIT: ThirdParty =
-    ThirdParty { bin: "mcp-server-git", source: Source::PyPi { requirements: &["mcp-server-git==2026.10.19"] } };
+pub const MCP_SERVER_GIT: ThirdParty = ThirdParty { bin: "mcp-server-git", source: Source::PyPi { requirements: &["mcp-server-git==2026.10.19"] } };
 
 /// npm's `mcp-sqlite` (tool `query`); its `sqlite3` dependency builds from source offline.
 pub const MCP_SQLITE: ThirdParty =

@@ -1,0 +1,534 @@
+//! Questions about what the walk saw. Each task is an operation on one call's parsed result
+//! (a field, a count, a lookup by name, an extreme, the most common value, existence, a
+//! filtered list, a file's lines or title), phrased from the tools' arguments, the lists' and
+//! fields' names in several frames, and answered by applying the operation; the replay applies
+//! it again to a fresh server's result.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use rand::SeedableRng;
+use rand::seq::SliceRandom;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use ta_synth::names::{human, plural, plural_of, singular, with_article, words};
+use ta_types::Expected;
+use ta_types::scenario::ExpectedRule;
+
+use crate::explore::{Call, LINES, Walked, entry_kind, label_field};
+use crate::parse::{CHANGED_FILES, Listing, Parsed, Record};
+
+/// What answers a task, given the answering call's parsed result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Op {
+    /// A single field of the result.
+    Field { field: String },
+    /// The items of a list, or those whose `filter` field has a value.
+    Count { listing: String, filter: Option<(String, Value)> },
+    /// A field of the item whose `by` field is `value`.
+    Lookup { listing: String, by: String, value: Value, field: String },
+    /// The label of the item with the largest (or smallest) `field`.
+    Extreme { listing: String, field: String, max: bool, label: String },
+    /// The value of `field` most items share.
+    Most { listing: String, field: String },
+    /// Whether an item's `field` is `value`: "yes" or "no".
+    Exists { listing: String, field: String, value: Value },
+    /// The labels of every item.
+    List { listing: String, label: String },
+    /// The labels of the items whose `filter` field has a value.
+    Select { listing: String, filter: (String, Value), label: String },
+    /// Lines of a text (a file's contents).
+    Lines,
+    /// A Markdown text's first heading.
+    Heading,
+}
+
+/// Items of one list asked about by name (a seeded sample), so that one long list does not
+/// crowd out every other question.
+const LOOKUPS_PER_LIST: usize = 12;
+
+/// At most this many items in a list answer.
+const MAX_SELECT: usize = 8;
+
+impl Op {
+    /// The answer `p` gives; `None` when it has none (missing, tied, empty).
+    pub fn answer(&self, p: &Parsed) -> Option<Expected> {
+        let listing = |key: &str| p.listings.iter().find(|l| l.key == key).map(|l| &l.records);
+        match self {
+            Op::Field { field } => p.fields.get(field).and_then(value_answer),
+            Op::Count { listing: l, filter } => {
+                let n = listing(l)?.iter().filter(|r| filter.as_ref().is_none_or(|(f, v)| r.get(f) == Some(v))).count();
+                (n > 0).then_some(Expected::Number(n as f64))
+            }
+            Op::Lookup { listing: l, by, value, field } => {
+                let hits: Vec<&Record> = listing(l)?.iter().filter(|r| r.get(by) == Some(value)).collect();
+                match hits.as_slice() {
+                    [one] => one.get(field).and_then(value_answer),
+                    _ => None,
+                }
+            }
+            Op::Extreme { listing: l, field, max, label } => {
+                let rs = listing(l)?;
+                let key = |r: &Record| r.get(field).and_then(order_key);
+                let best = rs.iter().filter_map(key).max_by(|a, b| if *max { a.total_cmp(b) } else { b.total_cmp(a) })?;
+                let at: Vec<&Record> = rs.iter().filter(|r| key(r) == Some(best)).collect();
+                match at.as_slice() {
+                    [one] => one.get(label).and_then(value_answer),
+                    _ => None,
+                }
+            }
+            Op::Most { listing: l, field } => {
+                let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+                for v in listing(l)?.iter().filter_map(|r| r.get(field)).filter_map(Value::as_str) {
+                    *counts.entry(v.to_string()).or_default() += 1;
+                }
+                let top = *counts.values().max()?;
+                let at: Vec<&String> = counts.iter().filter(|(_, n)| **n == top).map(|(k, _)| k).collect();
+                match at.as_slice() {
+                    [one] if top >= 2 => Some(Expected::Text((*one).clone())),
+                    _ => None,
+                }
+            }
+            Op::Exists { listing: l, field, value } => {
+                let found = listing(l)?.iter().any(|r| r.get(field) == Some(value));
+                Some(Expected::Rule(ExpectedRule::Exact(if found { "yes" } else { "no" }.into())))
+            }
+            Op::Select { listing: l, filter: (f, v), label } => {
+                let labels: Vec<Value> = listing(l)?.iter().filter(|r| r.get(f) == Some(v)).filter_map(|r| r.get(label).cloned()).collect();
+                (labels.len() >= 2 && labels.len() <= MAX_SELECT).then_some(Expected::Rule(ExpectedRule::Set(labels)))
+            }
+            Op::List { listing: l, label } => {
+                let labels: Vec<Value> = listing(l)?.iter().filter_map(|r| r.get(label).cloned()).collect();
+                (labels.len() >= 2 && labels.len() <= MAX_SELECT).then_some(Expected::Rule(ExpectedRule::Set(labels)))
+            }
+            Op::Lines => (!p.lines.is_empty() && p.listings.is_empty()).then(|| Expected::Number(p.lines.len() as f64)),
+            Op::Heading => p.lines.iter().find_map(|l| l.strip_prefix("# ")).map(|h| Expected::Text(h.trim().to_string())),
+        }
+    }
+
+    /// The template name scenarios are tagged with.
+    pub fn template(&self) -> &'static str {
+        match self {
+            Op::Field { .. } => "field",
+            Op::Count { filter: None, .. } => "count",
+            Op::Count { .. } => "count_where",
+            Op::Lookup { .. } => "lookup",
+            Op::Extreme { .. } => "extreme",
+            Op::Most { .. } => "most",
+            Op::Exists { .. } => "exists",
+            Op::List { .. } => "list",
+            Op::Select { .. } => "select",
+            Op::Lines => "lines",
+            Op::Heading => "heading",
+        }
+    }
+
+    /// Whether the answer is worked out from the result rather than read off it.
+    pub fn derived(&self) -> bool {
+        !matches!(self, Op::Field { .. } | Op::Lookup { .. } | Op::Heading)
+    }
+
+    /// Difficulty added to the chain's length.
+    fn weight(&self) -> usize {
+        match self {
+            Op::Field { .. } | Op::Lookup { .. } | Op::Heading => 0,
+            Op::Count { filter: None, .. } | Op::Exists { .. } | Op::Lines | Op::List { .. } => 1,
+            Op::Count { .. } | Op::Extreme { .. } | Op::Most { .. } | Op::Select { .. } => 2,
+        }
+    }
+}
+
+fn value_answer(v: &Value) -> Option<Expected> {
+    match v {
+        Value::Number(n) => n.as_f64().map(|x| if x.fract() == 0.0 { Expected::Number(x) } else { Expected::Rule(ExpectedRule::Number { number: x, tolerance: 0.01 }) }),
+        Value::String(s) if !s.trim().is_empty() => Some(Expected::Text(s.clone())),
+        Value::Bool(b) => Some(Expected::Rule(ExpectedRule::Exact(if *b { "yes" } else { "no" }.into()))),
+        _ => None,
+    }
+}
+
+/// Numbers order as numbers, ISO dates (`2024-02-01 …`) as days.
+fn order_key(v: &Value) -> Option<f64> {
+    if let Some(x) = v.as_f64() {
+        return Some(x);
+    }
+    let s = v.as_str()?;
+    let d: Vec<f64> = [0..4, 5..7, 8..10].iter().map(|r| s.get(r.clone()).and_then(|x| x.parse().ok())).collect::<Option<_>>()?;
+    let ok = s.as_bytes().get(4) == Some(&b'-') && s.as_bytes().get(7) == Some(&b'-');
+    let rest = s.get(11..19).map(|t| t.split(':').filter_map(|x| x.parse::<f64>().ok()).fold(0.0, |acc, x| acc * 60.0 + x)).unwrap_or(0.0);
+    ok.then(|| (d[0] * 12.0 + d[1]) * 31.0 + d[2] + rest / 86400.0)
+}
+
+fn is_date(v: &Value) -> bool {
+    v.is_string() && order_key(v).is_some()
+}
+
+/// A task about one call's result.
+#[derive(Debug, Clone)]
+pub struct Task {
+    pub call: usize,
+    pub op: Op,
+    pub expected: Expected,
+    pub phrasings: Vec<String>,
+    pub difficulty: u8,
+}
+
+/// How a question names what a call was about.
+struct Subject {
+    /// "in the docs folder", "in the repository at /srv/repo".
+    place: String,
+    /// "the file notes/todo.md": set when the call is about one file or item.
+    thing: Option<String>,
+    /// Enum arguments, read as adjectives ("local" branches).
+    adjectives: Vec<String>,
+    /// Whether the call reads one file (its lines and title are asked about).
+    file: bool,
+}
+
+fn relative<'a>(path: &'a str, roots: &[String]) -> Option<&'a str> {
+    roots.iter().filter_map(|r| path.strip_prefix(r.as_str())).map(|rest| rest.trim_start_matches('/')).min_by_key(|rest| rest.len())
+}
+
+fn subject(call: &Call, walked: &Walked) -> Subject {
+    let mut places = Vec::new();
+    let mut thing = None;
+    let mut adjectives = Vec::new();
+    let mut file = false;
+    for ((name, value), (_, origin)) in call.args.iter().zip(&call.origins) {
+        let pw = words(name);
+        let one = value.as_array().is_none();
+        let Some(v) = value.as_str().or_else(|| value.as_array().and_then(|a| a.first()).and_then(Value::as_str)) else { continue };
+        if origin.call.is_none() && origin.phrase == v && !v.starts_with('/') {
+            if !["all", "any", "both", "every", "everything"].contains(&v) {
+                adjectives.push(v.to_string());
+            }
+            continue;
+        }
+        if v.starts_with('/') {
+            let is_file = std::path::Path::new(v).extension().is_some() || pw.iter().any(|w| w == "file");
+            match relative(v, &walked.roots) {
+                Some("") => places.push("in the top folder".to_string()),
+                Some(rel) if is_file => {
+                    file = one;
+                    thing = Some(format!("the file {rel}"));
+                }
+                Some(rel) => places.push(format!("in the {rel} folder")),
+                None => {
+                    let noun: Vec<String> = pw.into_iter().filter(|w| w != "path").collect();
+                    let noun = if noun.is_empty() { "folder".to_string() } else { noun.join(" ") };
+                    places.push(format!("in the {noun} at {v}"));
+                }
+            }
+        } else if origin.phrase != v {
+            thing = Some(origin.phrase.clone());
+        } else {
+            places.push(format!("for {v}"));
+        }
+    }
+    Subject { place: places.join(" "), thing, adjectives, file }
+}
+
+/// The noun for a list's items: its key, the id field's name, the entries' tags, or the tool.
+fn item_noun(call: &Call, listing: &Listing) -> String {
+    if !listing.key.is_empty() {
+        return singular(&listing.key);
+    }
+    let first = &listing.records[0];
+    if entry_kind(first).is_some() {
+        return "item".into();
+    }
+    if let Some((k, _)) = first.iter().find(|(_, v)| v.as_str().is_some_and(|s| s.len() >= 7 && s.chars().all(|c| c.is_ascii_hexdigit()))) {
+        return singular(&human(k));
+    }
+    let verbs = ["git", "list", "get", "show", "read", "search", "fetch", "find", "view", "all"];
+    let w: Vec<String> = words(&call.tool).into_iter().filter(|w| !verbs.contains(&w.as_str())).collect();
+    if w.is_empty() { "item".into() } else { singular(&w.join(" ")) }
+}
+
+/// The noun an entry tag stands for: "file" → "file", "dir" → "folder".
+fn tag_noun(tag: &str) -> String {
+    match tag {
+        "dir" | "directory" => "folder".into(),
+        t => human(t),
+    }
+}
+
+const PERSON_WORDS: &[&str] = &["author", "owner", "creator", "user", "assignee", "committer", "reporter", "by"];
+const TAG_WORDS: &[&str] = &["kind", "type", "category", "status", "state", "entity"];
+
+/// Whether a field may be asked about: not a secret (a key, a token), not a bare preposition
+/// ("the to of the relation" asks nothing a person would).
+fn askable(field: &str) -> bool {
+    let w = words(field);
+    !ta_types::redact::is_secret_param(field) && !(w.len() == 1 && ["to", "from", "of", "in", "at", "by", "on"].contains(&w[0].as_str()))
+}
+
+fn is_person(field: &str) -> bool {
+    words(field).iter().any(|w| PERSON_WORDS.contains(&w.as_str()))
+}
+
+fn is_tag(field: &str) -> bool {
+    words(field).iter().any(|w| TAG_WORDS.contains(&w.as_str()))
+}
+
+/// A name as a question quotes it: in quotes when it has spaces or dots.
+pub(crate) fn quoted(v: &str) -> String {
+    if v.contains(' ') || v.contains('.') { format!("\"{v}\"") } else { v.to_string() }
+}
+
+fn sentence(parts: &[&str]) -> String {
+    parts.iter().filter(|p| !p.is_empty()).copied().collect::<Vec<_>>().join(" ").replace(" ?", "?").replace(" .", ".")
+}
+
+/// "What is the size of X?", "When was X modified?", "What are the permissions of X?", "Who is
+/// the author of X?", best first.
+fn what_is(f: &str, v: &Value, thing: &str, place: &str) -> Vec<String> {
+    let last = f.rsplit(' ').next().unwrap_or(f);
+    let mut frames = Vec::new();
+    if is_person(f) {
+        frames.push(sentence(&["Who is the", f, "of", thing, place, "?"]));
+    } else if last.ends_with("ed") && !f.contains(' ') {
+        frames.push(sentence(&["When was", thing, place, f, "?"]));
+    } else if is_date(v) {
+        frames.push(sentence(&["When was", thing, place, "made?"]));
+    } else if f == "size" {
+        frames.push(sentence(&["How big is", thing, place, "in bytes?"]));
+    } else if is_tag(f) {
+        frames.push(sentence(&["What", f, "is", thing, place, "?"]));
+    }
+    let verb = if last.ends_with('s') && !last.ends_with("ss") { "What are the" } else { "What is the" };
+    frames.push(sentence(&[verb, f, "of", thing, place, "?"]));
+    frames.push(sentence(&["Tell me the", f, "of", thing, place, "."]));
+    frames
+}
+
+/// Every task the walk's results offer.
+pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
+    let mut out = Vec::new();
+    // Names seen in each kind of list, for questions whose answer is "no".
+    let mut elsewhere: HashMap<String, Vec<Value>> = HashMap::new();
+    for c in walked.calls.iter().filter(|c| !c.is_error) {
+        for l in &c.parsed.listings {
+            if let Some(label) = label_field(&l.records) {
+                elsewhere.entry(format!("{}/{}", c.tool, l.key)).or_default().extend(l.records.iter().filter_map(|r| r.get(&label).cloned()));
+            }
+        }
+    }
+    let mut asked: HashSet<String> = HashSet::new();
+    // One question per field of one thing, whichever call answers it first ("the author of the
+    // commit X" from the log, not again from `show` with the e-mail address added).
+    let mut about: HashSet<(String, String)> = HashSet::new();
+    for c in walked.calls.iter().filter(|c| !c.is_error) {
+        let unstable = walked.unstable.get(&c.tool).cloned().unwrap_or_default();
+        let mut s = subject(c, walked);
+        if s.thing.is_none() && c.parsed.listings.is_empty() && !s.adjectives.is_empty() {
+            // A result chosen by enum arguments only ("the weather for New York").
+            s.thing = Some(s.adjectives.join(" "));
+        }
+        let chain = walked.chain(c.id).len();
+        let mut push = |op: Op, frames: Vec<String>| {
+            let Some(expected) = op.answer(&c.parsed) else { return };
+            let mut frames: Vec<String> = frames.into_iter().filter(|f| asked.insert(ta_synth::normalize(f))).collect();
+            if frames.is_empty() {
+                return;
+            }
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ (c.id as u64) << 16 ^ out.len() as u64);
+            frames[1..].shuffle(&mut rng);
+            frames.truncate(3);
+            let difficulty = (chain + op.weight()).clamp(1, 5) as u8;
+            out.push(Task { call: c.id, op, expected, phrasings: frames, difficulty });
+        };
+        let adj = s.adjectives.join(" ");
+        let place = s.place.as_str();
+        // Fields of a single result: "What is the size of the file notes/todo.md?"
+        if c.parsed.listings.is_empty() {
+            if let Some(thing) = &s.thing {
+                for (k, v) in &c.parsed.fields {
+                    if unstable.contains(k) || !askable(k) || v.is_null() || v.is_boolean() || v.as_str().is_some_and(|x| x.len() > 80) {
+                        continue;
+                    }
+                    let f = human(k);
+                    if !about.insert((thing.clone(), f.to_lowercase())) {
+                        continue;
+                    }
+                    let frames = what_is(&f, v, thing, place);
+                    push(Op::Field { field: k.clone() }, frames);
+                }
+            }
+            // File contents: lines and title.
+            let binary = c.text.split_whitespace().any(|w| w.len() > 200);
+            if !unstable.contains(LINES)
+                && s.file
+                && !binary
+                && let Some(thing) = &s.thing
+                && !c.parsed.lines.is_empty()
+            {
+                push(Op::Lines, vec![sentence(&["How many lines does", thing, place, "have?"]), sentence(&["Count the lines of", thing, place, "."])]);
+                push(Op::Heading, vec![sentence(&["What is the title of", thing, place, "?"]), sentence(&["What heading does", thing, place, "start with?"])]);
+            }
+            continue;
+        }
+        for l in &c.parsed.listings {
+            let rs = &l.records;
+            if rs.is_empty() {
+                continue;
+            }
+            let noun = item_noun(c, l);
+            let items = plural_of(&sentence(&[&adj, &noun]));
+            // A flattened tree holds the items of every folder below: "anywhere in".
+            let tree = rs.iter().any(|r| r.get("path").and_then(Value::as_str).is_some_and(|p| p.contains('/')));
+            let tree_or_entries = tree || entry_kind(&rs[0]).is_some();
+            let whole_place = match (&s.thing, tree) {
+                (Some(t), _) => format!("in {t} {place}").trim().to_string(),
+                (None, true) => format!("anywhere {place}").trim().to_string(),
+                (None, false) => place.to_string(),
+            };
+            let wp = whole_place.as_str();
+            let label = if tree { Some("path".to_string()) } else { label_field(rs) }.filter(|k| !unstable.contains(k));
+            let stable = |k: &String| !unstable.contains(k);
+            // What a commit changed, as people ask it.
+            let changed = match (&s.thing, l.key == CHANGED_FILES) {
+                (Some(t), true) => Some(t.as_str()),
+                _ => None,
+            };
+            if let Some(t) = changed {
+                push(
+                    Op::Count { listing: l.key.clone(), filter: None },
+                    vec![sentence(&["How many files did", t, "change", place, "?"]), sentence(&["How many files were changed in", t, place, "?"])],
+                );
+            } else if !c.maybe_cut {
+                push(
+                    Op::Count { listing: l.key.clone(), filter: None },
+                    vec![
+                        sentence(&["How many", &items, "are there", wp, "?"]),
+                        sentence(&["Count the", &items, wp, "."]),
+                        sentence(&["What's the number of", &items, wp, "?"]),
+                    ],
+                );
+            }
+            // Fields with a few values shared by several items: tags, people, states.
+            let keys: Vec<String> = rs[0].keys().filter(|k| stable(k) && askable(k) && Some(*k) != label.as_ref()).cloned().collect();
+            for k in &keys {
+                let values: Vec<&str> = rs.iter().filter_map(|r| r.get(k)).filter_map(Value::as_str).collect();
+                let distinct: HashSet<&str> = values.iter().copied().collect();
+                let categorical =
+                    values.len() == rs.len() && rs.len() >= 3 && distinct.len() >= 2 && distinct.len() <= 8.min(rs.len() - 1) && distinct.iter().all(|v| v.len() <= 40);
+                if !categorical || c.maybe_cut {
+                    continue;
+                }
+                let f = human(k);
+                if tree_or_entries && is_tag(k) {
+                    // "What type do most items have?" asks nothing a person would.
+                } else if is_person(k) {
+                    push(
+                        Op::Most { listing: l.key.clone(), field: k.clone() },
+                        vec![sentence(&["Who has the most", &items, wp, "?"]), sentence(&["Which", &f, "has the most", &items, wp, "?"])],
+                    );
+                } else {
+                    push(
+                        Op::Most { listing: l.key.clone(), field: k.clone() },
+                        vec![sentence(&["Which", &f, "is the most common among the", &items, wp, "?"]), sentence(&["What", &f, "do most", &items, wp, "have?"])],
+                    );
+                }
+                let mut distinct: Vec<&str> = distinct.into_iter().collect();
+                distinct.sort_unstable();
+                for v in distinct {
+                    let val = Value::String(v.to_string());
+                    let (count_frames, select_frames) = if k == "kind" || entry_kind(&rs[0]).is_some() && is_tag(k) {
+                        let these = plural(&tag_noun(v));
+                        (
+                            vec![sentence(&["How many", &these, "are", wp, "?"]), sentence(&["Count the", &these, wp, "."])],
+                            vec![sentence(&["Which", &these, "are", wp, "?"]), sentence(&["List the", &these, wp, "."])],
+                        )
+                    } else if is_person(k) {
+                        (
+                            vec![sentence(&["How many", &items, "did", v, "make", wp, "?"]), sentence(&["How many", &items, wp, "are by", v, "?"])],
+                            vec![sentence(&["Which", &items, "did", v, "make", wp, "?"]), sentence(&["List the", &items, "by", v, wp, "."])],
+                        )
+                    } else if is_tag(k) {
+                        (
+                            vec![sentence(&["How many", v, &items, "are there", wp, "?"]), sentence(&["Count the", v, &items, wp, "."])],
+                            vec![sentence(&["Which", &items, wp, "are", &with_article(v), "?"]), sentence(&["List the", v, &items, wp, "."])],
+                        )
+                    } else {
+                        (vec![sentence(&["How many", &items, wp, "have", &f, &quoted(v), "?"])], vec![sentence(&["Which", &items, wp, "have", &f, &quoted(v), "?"])])
+                    };
+                    push(Op::Count { listing: l.key.clone(), filter: Some((k.clone(), val.clone())) }, count_frames);
+                    if let Some(label) = &label {
+                        push(Op::Select { listing: l.key.clone(), filter: (k.clone(), val), label: label.clone() }, select_frames);
+                    }
+                }
+            }
+            let Some(label) = label else { continue };
+            let one = singular(&items);
+            let list_frames = match changed {
+                Some(t) => vec![sentence(&["Which files did", t, "change", place, "?"]), sentence(&["List the files changed in", t, place, "."])],
+                None => vec![sentence(&["List the", &items, wp, "."]), sentence(&["Which", &items, "are there", wp, "?"]), sentence(&["What are the", &items, wp, "?"])],
+            };
+            push(Op::List { listing: l.key.clone(), label: label.clone() }, list_frames);
+            // Extremes over numbers and dates.
+            if !c.maybe_cut {
+                for k in &keys {
+                    let all_ordered = rs.iter().all(|r| r.get(k).and_then(order_key).is_some());
+                    if !all_ordered {
+                        continue;
+                    }
+                    let date = rs.iter().all(|r| r.get(k).is_some_and(is_date));
+                    let f = human(k);
+                    for max in [true, false] {
+                        let frames = if date {
+                            let (adj1, adj2) = if max { ("most recent", "latest") } else { ("oldest", "earliest") };
+                            vec![sentence(&["Which is the", adj1, &one, wp, "?"]), sentence(&["What is the", adj2, &one, wp, "?"])]
+                        } else if k == "size" {
+                            let (a, b) = if max { ("largest", "biggest") } else { ("smallest", "smallest") };
+                            vec![sentence(&["What is the", a, &one, wp, "?"]), sentence(&["Which", &one, wp, "is the", b, "?"])]
+                        } else {
+                            let a = if max { "highest" } else { "lowest" };
+                            vec![sentence(&["Which", &one, wp, "has the", a, &f, "?"])]
+                        };
+                        push(Op::Extreme { listing: l.key.clone(), field: k.clone(), max, label: label.clone() }, frames);
+                    }
+                }
+            }
+            // Lookups of one item by its label.
+            let mut rows: Vec<&Record> = rs.iter().collect();
+            rows.shuffle(&mut rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ c.id as u64));
+            for r in rows.into_iter().take(LOOKUPS_PER_LIST) {
+                let Some(name) = r.get(&label).and_then(Value::as_str) else { continue };
+                if rs.iter().filter(|x| x.get(&label) == r.get(&label)).count() > 1 {
+                    continue;
+                }
+                let it = format!("the {one} {}", quoted(name));
+                for k in &keys {
+                    let Some(v) = r.get(k) else { continue };
+                    if v.as_str().is_some_and(|x| x.len() > 80 || (x.len() >= 7 && x.chars().all(|c| c.is_ascii_hexdigit()))) || k.ends_with(".count") && v == 0 {
+                        continue;
+                    }
+                    let f = human(k);
+                    let in_label = v.as_str().is_some_and(|x| name.contains(x));
+                    if tree_or_entries && is_tag(k) || in_label || v.is_boolean() || !about.insert((it.clone(), f.to_lowercase())) {
+                        continue;
+                    }
+                    let mut frames = what_is(&f, v, &it, wp);
+                    frames.truncate(2);
+                    push(Op::Lookup { listing: l.key.clone(), by: label.clone(), value: Value::String(name.into()), field: k.clone() }, frames);
+                }
+            }
+            // Existence, both ways.
+            let here: Vec<&Value> = rs.iter().filter_map(|r| r.get(&label)).collect();
+            let absent = elsewhere.get(&format!("{}/{}", c.tool, l.key)).and_then(|vs| vs.iter().find(|v| !here.contains(v)).cloned());
+            for v in here.iter().take(2).map(|v| (*v).clone()).chain(absent) {
+                let Some(name) = v.as_str().map(String::from) else { continue };
+                let named = quoted(&name);
+                let frames = match changed {
+                    Some(t) => vec![sentence(&["Did", t, "change", &named, place, "?"]), sentence(&["Was", &named, "changed in", t, place, "?"])],
+                    None => {
+                        vec![sentence(&["Is there", &with_article(&one), "named", &named, wp, "?"]), sentence(&["Does", &named, "appear among the", &items, wp, "?"])]
+                    }
+                };
+                push(Op::Exists { listing: l.key.clone(), field: label.clone(), value: v }, frames);
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,428 @@
+//! The walk itself: call the read tools breadth-first with arguments built from their schemas
+//! (enums, defaults) and from values earlier results showed (paths, ids, names), within a budget
+//! of calls and time. Every call is recorded with where each argument came from, so a question
+//! about a result can be answered by replaying the chain of calls that led to it.
+
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use serde::Serialize;
+use serde_json::{Map, Value};
+use ta_rollout::ToolHost;
+use ta_synth::names::{singular, words};
+use ta_types::ToolSpec;
+
+use crate::WalkError;
+use crate::parse::{Parsed, Record, parse};
+
+/// Bounds of a walk.
+#[derive(Debug, Clone)]
+pub struct Budget {
+    pub max_calls: usize,
+    /// Calls of one tool at most, so that one tool with many possible arguments does not use
+    /// the whole budget.
+    pub max_per_tool: usize,
+    pub time: Duration,
+    /// Calls in flight at once.
+    pub concurrency: usize,
+}
+
+/// Where an argument's value came from, and how a question names it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Origin {
+    /// The call whose result showed the value; `None` for a seed, an enum value or a default.
+    pub call: Option<usize>,
+    /// "the docs folder", "the commit \"Fix pager\"", "/srv/repo".
+    pub phrase: String,
+}
+
+/// One recorded call (`calls.jsonl` holds its id, tool, arguments, error flag and text).
+#[derive(Debug, Clone, Serialize)]
+pub struct Call {
+    pub id: usize,
+    pub tool: String,
+    pub args: Map<String, Value>,
+    pub text: String,
+    pub is_error: bool,
+    #[serde(skip)]
+    pub parsed: Parsed,
+    /// Each argument's origin, in the order of the arguments.
+    #[serde(skip)]
+    pub origins: Vec<(String, Origin)>,
+    /// Whether a limit argument was left at its default and the result has exactly that many
+    /// items: the list may be cut, so nothing is counted over it.
+    pub maybe_cut: bool,
+}
+
+/// What a value is, as far as filling an argument goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Dir,
+    File,
+    /// A long hexadecimal id (a commit hash).
+    Id,
+    Name,
+}
+
+/// A value seen in a result (or given as a seed), ready to fill an argument.
+#[derive(Debug, Clone)]
+struct Known {
+    value: String,
+    /// Words of the field (and list) it came from: `name`, `commit`, `path`...
+    key: Vec<String>,
+    kind: Kind,
+    origin: Origin,
+}
+
+/// The walk's record.
+#[derive(Debug, Default)]
+pub struct Walked {
+    pub calls: Vec<Call>,
+    /// Folders the server showed without being asked about one (`list_allowed_directories`):
+    /// paths under them are named relative to them in questions.
+    pub roots: Vec<String>,
+    /// Fields whose value changed between two identical calls, by tool.
+    pub unstable: HashMap<String, HashSet<String>>,
+    /// Whether the budget stopped the walk before it ran out of calls to make.
+    pub stopped_by_budget: bool,
+}
+
+impl Walked {
+    /// The calls `id` depends on and `id` itself, in call order.
+    pub fn chain(&self, id: usize) -> Vec<usize> {
+        let mut out = Vec::new();
+        let mut todo = vec![id];
+        while let Some(c) = todo.pop() {
+            if out.contains(&c) {
+                continue;
+            }
+            out.push(c);
+            todo.extend(self.calls[c].origins.iter().filter_map(|(_, o)| o.call));
+        }
+        out.sort_unstable();
+        out
+    }
+}
+
+const LIMIT_WORDS: &[&str] = &["max", "limit", "count", "top", "n", "size", "per", "page"];
+/// The value given to a limit argument, to see a whole list.
+const WHOLE: i64 = 1000;
+
+fn param_words(name: &str) -> Vec<String> {
+    let mut w = words(name);
+    let singulars: Vec<String> = w.iter().map(|x| singular(x)).collect();
+    w.extend(singulars);
+    w
+}
+
+fn is_pathish(w: &[String]) -> bool {
+    w.iter().any(|x| ["path", "directory", "folder", "file", "repository", "root"].contains(&x.as_str()))
+}
+
+fn schema_type(schema: &Value) -> &str {
+    match schema.get("type") {
+        Some(Value::String(t)) => t,
+        Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).find(|t| *t != "null").unwrap_or(""),
+        _ => "",
+    }
+}
+
+/// The values an argument may take, best first.
+fn candidates(name: &str, schema: &Value, pool: &[Known], required: bool) -> Vec<(Value, Origin)> {
+    let literal = |v: &Value| (v.clone(), Origin { call: None, phrase: ta_synth::names::shown(v) });
+    if let Some(e) = schema.get("enum").and_then(Value::as_array) {
+        return if required { e.iter().map(literal).collect() } else { Vec::new() };
+    }
+    if required && let Some(examples) = examples(schema) {
+        return examples.iter().map(literal).collect();
+    }
+    let pw = param_words(name);
+    let ty = schema_type(schema);
+    match ty {
+        "integer" | "number" => {
+            if !required && pw.iter().any(|w| LIMIT_WORDS.contains(&w.as_str())) {
+                return vec![(Value::from(WHOLE), Origin { call: None, phrase: WHOLE.to_string() })];
+            }
+            if required && let Some(d) = schema.get("default") {
+                return vec![literal(d)];
+            }
+            return Vec::new();
+        }
+        "string" | "array" => {}
+        _ => return Vec::new(),
+    }
+    if !required {
+        return Vec::new();
+    }
+    let wants_dir = pw.iter().any(|w| ["directory", "folder", "repository", "root"].contains(&w.as_str()));
+    let wants_file = pw.iter().any(|w| w == "file");
+    let fits = |k: &Known| -> bool {
+        if is_pathish(&pw) {
+            return match k.kind {
+                Kind::Dir => !wants_file || wants_dir,
+                Kind::File => !wants_dir,
+                _ => false,
+            };
+        }
+        match k.kind {
+            Kind::Dir | Kind::File => false,
+            Kind::Id => pw.iter().any(|w| ["revision", "commit", "sha", "hash", "ref", "id", "rev"].contains(&w.as_str())),
+            Kind::Name => k.key.iter().any(|w| pw.contains(w)),
+        }
+    };
+    let mut out: Vec<&Known> = pool.iter().filter(|k| fits(k)).collect();
+    if out.is_empty() && !is_pathish(&pw) {
+        // A free text argument (a search query, a message): the names results showed.
+        out = pool.iter().filter(|k| k.kind == Kind::Name && k.key.iter().any(|w| w == "name")).collect();
+    }
+    if let Some(d) = schema.get("default") {
+        return vec![literal(d)];
+    }
+    let wrap = |v: &str| if ty == "array" { Value::Array(vec![Value::String(v.into())]) } else { Value::String(v.into()) };
+    out.into_iter().map(|k| (wrap(&k.value), k.origin.clone())).collect()
+}
+
+/// The values a schema offers as examples: `examples`, or a few short 'quoted' words in its
+/// description ("Whether to list local branches ('local') or all branches ('all')").
+fn examples(schema: &Value) -> Option<Vec<Value>> {
+    if let Some(e) = schema.get("examples").and_then(Value::as_array).filter(|e| !e.is_empty()) {
+        return Some(e.clone());
+    }
+    static QUOTED: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| regex::Regex::new(r"'([A-Za-z0-9_./-]{1,30})'").expect("valid"));
+    let description = schema.get("description").and_then(Value::as_str)?;
+    let found: Vec<Value> = QUOTED.captures_iter(description).map(|c| Value::String(c[1].to_string())).collect();
+    (!found.is_empty() && found.len() <= 6).then_some(found)
+}
+
+/// Argument sets for `spec` from the values known so far (about `cap` of them at most).
+fn argument_sets(spec: &ToolSpec, pool: &[Known], cap: usize) -> Vec<Vec<(String, Value, Origin)>> {
+    let p = &spec.function.parameters;
+    let props = p.get("properties").and_then(Value::as_object).cloned().unwrap_or_default();
+    let required: Vec<String> = p.get("required").and_then(Value::as_array).map(|a| a.iter().filter_map(Value::as_str).map(String::from).collect()).unwrap_or_default();
+    let mut sets: Vec<Vec<(String, Value, Origin)>> = vec![Vec::new()];
+    let mut limit_variant: Option<(String, Value, Origin)> = None;
+    for (name, schema) in &props {
+        let is_required = required.contains(name);
+        let values = candidates(name, schema, pool, is_required);
+        if !is_required {
+            if let Some((v, o)) = values.into_iter().next() {
+                limit_variant = Some((name.clone(), v, o));
+            }
+            continue;
+        }
+        if values.is_empty() {
+            return Vec::new();
+        }
+        let mut next = Vec::new();
+        for set in &sets {
+            for (v, o) in &values {
+                let mut s = set.clone();
+                s.push((name.clone(), v.clone(), o.clone()));
+                next.push(s);
+                if next.len() >= cap * 4 {
+                    break;
+                }
+            }
+        }
+        sets = next;
+    }
+    if let Some(l) = limit_variant {
+        let with: Vec<_> = sets.iter().map(|s| s.iter().cloned().chain([l.clone()]).collect()).collect();
+        sets.extend(with);
+    }
+    sets
+}
+
+/// Walks the tools named in `readable` (the others are never called).
+pub async fn walk<T: ToolHost>(host: &T, readable: &[String], seeds: &[String], budget: &Budget) -> Result<Walked, WalkError> {
+    let started = Instant::now();
+    let specs: Vec<&ToolSpec> = host.specs().iter().filter(|s| readable.iter().any(|r| r == s.name())).collect();
+    let mut walked = Walked::default();
+    let mut pool: Vec<Known> = seeds
+        .iter()
+        .map(|s| {
+            let kind = if std::path::Path::new(s).is_file() { Kind::File } else { Kind::Dir };
+            Known { value: s.clone(), key: vec!["path".into()], kind, origin: Origin { call: None, phrase: s.clone() } }
+        })
+        .collect();
+    let mut done: HashSet<(String, String)> = HashSet::new();
+    let mut per_tool: HashMap<String, usize> = HashMap::new();
+    loop {
+        let mut wave: Vec<(String, Map<String, Value>, Vec<(String, Origin)>, Option<usize>)> = Vec::new();
+        for spec in &specs {
+            let cap = budget.max_per_tool.saturating_sub(per_tool.get(spec.name()).copied().unwrap_or(0));
+            for set in argument_sets(spec, &pool, cap) {
+                let args: Map<String, Value> = set.iter().map(|(k, v, _)| (k.clone(), v.clone())).collect();
+                let key = (spec.name().to_string(), Value::Object(args.clone()).to_string());
+                let used = per_tool.entry(spec.name().to_string()).or_default();
+                if *used >= budget.max_per_tool || done.contains(&key) {
+                    continue;
+                }
+                done.insert(key);
+                *used += 1;
+                let limit_default = limit_default(spec, &args);
+                wave.push((spec.name().to_string(), args, set.into_iter().map(|(k, _, o)| (k, o)).collect(), limit_default));
+            }
+        }
+        if wave.is_empty() {
+            break;
+        }
+        let room = budget.max_calls.saturating_sub(walked.calls.len());
+        if wave.len() > room || started.elapsed() > budget.time {
+            walked.stopped_by_budget = true;
+            wave.truncate(if started.elapsed() > budget.time { 0 } else { room });
+        }
+        if wave.is_empty() {
+            break;
+        }
+        let results: Vec<_> = futures::stream::iter(wave)
+            .map(|(tool, args, origins, limit)| async move {
+                let r = host.call(&tool, Value::Object(args.clone())).await;
+                (tool, args, origins, limit, r)
+            })
+            .buffered(budget.concurrency.max(1))
+            .collect()
+            .await;
+        for (tool, args, origins, limit, r) in results {
+            let r = r.map_err(WalkError::Connection)?;
+            let id = walked.calls.len();
+            let parsed = if r.is_error { Parsed::default() } else { parse(&r.text) };
+            let maybe_cut = limit.is_some_and(|n| parsed.listings.iter().any(|l| l.records.len() == n));
+            let call = Call { id, tool, args, text: r.text, is_error: r.is_error, parsed, origins, maybe_cut };
+            if !call.is_error {
+                learn(&call, &mut pool, &mut walked.roots);
+            }
+            walked.calls.push(call);
+        }
+    }
+    walked.unstable = unstable(host, &walked, budget).await?;
+    tracing::info!(calls = walked.calls.len(), values = pool.len(), seconds = started.elapsed().as_secs_f64(), "walk done");
+    Ok(walked)
+}
+
+/// The default of a limit argument `args` leaves out, if the tool has one.
+fn limit_default(spec: &ToolSpec, args: &Map<String, Value>) -> Option<usize> {
+    let props = spec.function.parameters.get("properties").and_then(Value::as_object)?;
+    props.iter().filter(|(k, _)| !args.contains_key(*k)).find_map(|(k, s)| {
+        let limit = param_words(k).iter().any(|w| LIMIT_WORDS.contains(&w.as_str()));
+        if limit { s.get("default").and_then(Value::as_u64).map(|d| d as usize) } else { None }
+    })
+}
+
+/// Adds what `call`'s result shows to the pool of values.
+fn learn(call: &Call, pool: &mut Vec<Known>, roots: &mut Vec<String>) {
+    let dir_arg = call.args.iter().zip(&call.origins).find_map(|((k, v), (_, o))| {
+        let path = v.as_str()?;
+        (is_pathish(&param_words(k)) && path.starts_with('/')).then(|| (path.to_string(), o.clone()))
+    });
+    let add = |pool: &mut Vec<Known>, k: Known| {
+        if !pool.iter().any(|p| p.value == k.value && p.kind == k.kind) {
+            pool.push(k);
+        }
+    };
+    for listing in &call.parsed.listings {
+        let noun: Vec<String> = words(&listing.key);
+        let label = label_field(&listing.records);
+        for r in &listing.records {
+            let name = r.get("name").and_then(Value::as_str);
+            // A path of the server's own, shown without asking about one: a root.
+            if call.args.is_empty()
+                && let Some(p) = name.filter(|p| p.starts_with('/'))
+            {
+                roots.push(p.to_string());
+                add(pool, Known { value: p.into(), key: vec!["path".into()], kind: Kind::Dir, origin: Origin { call: Some(call.id), phrase: p.into() } });
+                continue;
+            }
+            if let (Some((dir, _)), Some(kind)) = (&dir_arg, entry_kind(r)) {
+                let rel = r.get("path").and_then(Value::as_str).or(name);
+                if let Some(rel) = rel {
+                    let path = format!("{}/{rel}", dir.trim_end_matches('/'));
+                    add(pool, Known { value: path.clone(), key: vec!["path".into()], kind, origin: Origin { call: Some(call.id), phrase: path } });
+                }
+                continue;
+            }
+            for (k, v) in r {
+                let Some(s) = v.as_str() else { continue };
+                let is_id = s.len() >= 7 && s.len() <= 64 && s.chars().all(|c| c.is_ascii_hexdigit());
+                let kind = if is_id { Kind::Id } else { Kind::Name };
+                if kind == Kind::Name && (s.len() > 80 || s.contains('\n')) {
+                    continue;
+                }
+                let phrase = match (kind, label.as_ref().and_then(|l| r.get(l)).and_then(Value::as_str)) {
+                    (Kind::Id, Some(l)) if l != s => format!("the {} {}", singular(&ta_synth::names::human(k)), crate::ask::quoted(l)),
+                    _ => s.to_string(),
+                };
+                let mut key = words(k);
+                key.extend(noun.iter().cloned());
+                add(pool, Known { value: s.to_string(), key, kind, origin: Origin { call: Some(call.id), phrase } });
+            }
+        }
+    }
+}
+
+/// Whether a record is a file or a folder entry, from its `kind`/`type` tag.
+pub fn entry_kind(r: &Record) -> Option<Kind> {
+    let tag = r.get("kind").or_else(|| r.get("type")).and_then(Value::as_str)?.to_ascii_lowercase();
+    match tag.as_str() {
+        "dir" | "directory" | "folder" => Some(Kind::Dir),
+        "file" => Some(Kind::File),
+        _ => None,
+    }
+}
+
+/// The field that names an item the way a person recognises it: a name, title or message,
+/// else a path, else the first text field.
+pub fn label_field(records: &[Record]) -> Option<String> {
+    let first = records.first()?;
+    let text_keys: Vec<&String> = first.keys().filter(|k| records.iter().all(|r| r.get(*k).is_some_and(Value::is_string))).collect();
+    for want in ["name", "title", "message", "subject", "summary", "path", "label"] {
+        if let Some(k) = text_keys.iter().find(|k| k.eq_ignore_ascii_case(want)) {
+            return Some((*k).clone());
+        }
+    }
+    text_keys.first().map(|k| (*k).clone())
+}
+
+/// Fields that change between two identical calls: the first two calls of each tool are made
+/// again and their results compared.
+async fn unstable<T: ToolHost>(host: &T, walked: &Walked, budget: &Budget) -> Result<HashMap<String, HashSet<String>>, WalkError> {
+    let mut picked: Vec<&Call> = Vec::new();
+    let mut seen: HashMap<&str, usize> = HashMap::new();
+    for c in walked.calls.iter().filter(|c| !c.is_error) {
+        let n = seen.entry(c.tool.as_str()).or_default();
+        if *n < 2 {
+            *n += 1;
+            picked.push(c);
+        }
+    }
+    let again: Vec<_> = futures::stream::iter(picked)
+        .map(|c| async move { (c, host.call(&c.tool, Value::Object(c.args.clone())).await) })
+        .buffered(budget.concurrency.max(1))
+        .collect()
+        .await;
+    let mut out: HashMap<String, HashSet<String>> = HashMap::new();
+    for (c, r) in again {
+        let r = r.map_err(WalkError::Connection)?;
+        let p = parse(&r.text);
+        let set = out.entry(c.tool.clone()).or_default();
+        for (k, v) in &c.parsed.fields {
+            if p.fields.get(k) != Some(v) {
+                set.insert(k.clone());
+            }
+        }
+        for (a, b) in c.parsed.listings.iter().zip(&p.listings) {
+            for (ra, rb) in a.records.iter().zip(&b.records) {
+                set.extend(ra.iter().filter(|(k, v)| rb.get(*k) != Some(*v)).map(|(k, _)| k.clone()));
+            }
+        }
+        if c.parsed.lines != p.lines {
+            set.insert(LINES.into());
+        }
+    }
+    out.retain(|_, s| !s.is_empty());
+    Ok(out)
+}
+
+/// The [`Walked::unstable`] name of a result's prose lines.
+pub const LINES: &str = "(lines)";

@@ -1,0 +1,327 @@
+//! A tool's text result read as data. Servers answer in JSON, in `Key: value` blocks (one block
+//! per item, as `git_log` prints commits), in tagged lines (`[FILE] notes.md  1.2 KB`) or in bare
+//! lines (branch names, paths); anything else is prose, kept as lines. One reader for all of
+//! them, so the walk asks the same kinds of questions of every server.
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+use serde_json::{Map, Number, Value};
+
+/// One item of a list: its scalar fields by name (JSON paths joined with `.`).
+pub type Record = Map<String, Value>;
+
+/// The [`Listing::key`] of the files a diff changes.
+pub const CHANGED_FILES: &str = "changed files";
+
+/// The [`Listing::key`] of a CSV text's rows.
+pub const ROWS: &str = "rows";
+
+/// A list of items in a result; `key` names it where the result holds several (`entities`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Listing {
+    pub key: String,
+    pub records: Vec<Record>,
+}
+
+/// What a result holds.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Parsed {
+    /// Single values: `key: value` lines of one block, a JSON object's scalar fields.
+    pub fields: Record,
+    pub listings: Vec<Listing>,
+    /// Lines of prose or file contents (headers and item lists excluded).
+    pub lines: Vec<String>,
+}
+
+static TAGGED: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^\[([A-Za-z]+)\]\s+(.+?)(?:\s{2,}(\S.*))?$").expect("valid"));
+static KEY_VALUE: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^([A-Za-z][A-Za-z0-9 _-]{0,40}):(?:\s+(.*))?$").expect("valid"));
+static SIZE: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|TB)$").expect("valid"));
+
+/// Reads `text` as data.
+pub fn parse(text: &str) -> Parsed {
+    let trimmed = text.trim();
+    if let Ok(v) = serde_json::from_str::<Value>(trimmed)
+        && (v.is_object() || v.is_array())
+    {
+        return from_json(&v);
+    }
+    from_text(trimmed)
+}
+
+/// A text value as the JSON it stands for: numbers, booleans, sizes with units (as bytes).
+pub fn scalar(s: &str) -> Value {
+    let s = s.trim();
+    if let Ok(i) = s.parse::<i64>() {
+        return Value::from(i);
+    }
+    if let Some(n) = s.parse::<f64>().ok().filter(|x| x.is_finite()).and_then(Number::from_f64) {
+        return Value::Number(n);
+    }
+    if let Some(c) = SIZE.captures(s) {
+        let x: f64 = c[1].parse().unwrap_or(0.0);
+        let unit = ["B", "KB", "MB", "GB", "TB"].iter().position(|u| *u == &c[2]).unwrap_or(0) as i32;
+        let bytes = x * 1024f64.powi(unit);
+        return if bytes.fract() == 0.0 { Value::from(bytes as i64) } else { Number::from_f64(bytes).map_or(Value::Null, Value::Number) };
+    }
+    match s {
+        "true" => Value::Bool(true),
+        "false" => Value::Bool(false),
+        _ => Value::String(s.to_string()),
+    }
+}
+
+/// The text before a unified diff (`diff --git`, `--- a/`/`+++ b/` headers), and the files the
+/// diff changes, each once, in order.
+fn split_diff(text: &str) -> (String, Vec<Record>) {
+    let start = text.lines().position(|l| l.starts_with("diff --git ") || l.starts_with("--- a/") || l.starts_with("--- /dev/null"));
+    let Some(start) = start else { return (text.to_string(), Vec::new()) };
+    let mut files: Vec<String> = Vec::new();
+    let mut old: Option<&str> = None;
+    for l in text.lines().skip(start) {
+        if let Some(p) = l.strip_prefix("--- ") {
+            old = p.strip_prefix("a/");
+        } else if let Some(p) = l.strip_prefix("+++ ") {
+            let file = p.strip_prefix("b/").or(old);
+            if let Some(f) = file.filter(|f| !files.iter().any(|x| x == f)) {
+                files.push(f.to_string());
+            }
+        }
+    }
+    let head = text.lines().take(start).collect::<Vec<_>>().join("\n");
+    (head, files.into_iter().map(|f| Record::from_iter([("file".to_string(), Value::String(f))])).collect())
+}
+
+/// A CSV or TSV text (a header and at least two rows, every line with the header's number of
+/// cells) as its rows.
+fn table(text: &str) -> Option<Vec<Record>> {
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    if lines.len() < 3 {
+        return None;
+    }
+    let sep = ['\t', ','].into_iter().find(|c| lines[0].contains(*c))?;
+    let header: Vec<&str> = lines[0].split(sep).map(str::trim).collect();
+    let unique: std::collections::HashSet<&&str> = header.iter().collect();
+    if header.len() < 2 || unique.len() != header.len() || header.iter().any(|h| h.is_empty() || h.parse::<f64>().is_ok()) {
+        return None;
+    }
+    lines[1..]
+        .iter()
+        .map(|l| {
+            let cells: Vec<&str> = l.split(sep).collect();
+            (cells.len() == header.len()).then(|| header.iter().zip(cells).map(|(h, c)| (h.to_string(), scalar(c))).collect())
+        })
+        .collect()
+}
+
+fn from_text(text: &str) -> Parsed {
+    let mut out = Parsed::default();
+    if let Some(rows) = table(text) {
+        out.listings.push(Listing { key: ROWS.into(), records: rows });
+        return out;
+    }
+    let (text, files) = split_diff(text);
+    if !files.is_empty() {
+        out.listings.push(Listing { key: CHANGED_FILES.into(), records: files });
+    }
+    let text = text.as_str();
+    let mut blocks: Vec<Record> = Vec::new();
+    let mut items: Vec<Record> = Vec::new();
+    let mut bare: Vec<String> = Vec::new();
+    for block in text.split("\n\n").map(str::trim).filter(|b| !b.is_empty()) {
+        let lines: Vec<&str> = block.lines().map(str::trim_end).filter(|l| !l.trim().is_empty()).collect();
+        let tagged: Vec<_> = lines.iter().filter_map(|l| TAGGED.captures(l.trim())).collect();
+        if tagged.len() == lines.len() {
+            for c in tagged {
+                let mut r = Record::new();
+                r.insert("kind".into(), Value::String(c[1].to_lowercase()));
+                r.insert("name".into(), Value::String(c[2].trim().to_string()));
+                if let Some(rest) = c.get(3) {
+                    r.insert("size".into(), scalar(rest.as_str()));
+                }
+                items.push(r);
+            }
+            continue;
+        }
+        let pairs: Vec<(String, String)> = lines
+            .iter()
+            .filter_map(|l| KEY_VALUE.captures(l.trim()))
+            .filter_map(|c| c.get(2).map(|v| (c[1].trim().to_string(), v.as_str().trim().to_string())))
+            .filter(|(_, v)| !v.is_empty())
+            .collect();
+        let headers = lines.iter().filter(|l| l.trim_end().ends_with(':')).count();
+        if pairs.len() >= 2 && pairs.len() * 3 >= (lines.len() - headers) * 2 {
+            blocks.push(pairs.into_iter().map(|(k, v)| (k, scalar(&v))).collect());
+            continue;
+        }
+        for l in lines.iter().filter(|l| !l.trim_end().ends_with(':')) {
+            let t = l.trim();
+            out.lines.push(t.to_string());
+            bare.push(t.trim_start_matches("* ").to_string());
+        }
+    }
+    // Blocks with the same keys are the items of a list; a lone block is the result's fields.
+    let same_keys = blocks.len() >= 2 && blocks.iter().all(|b| b.keys().eq(blocks[0].keys()));
+    if same_keys {
+        items.extend(blocks);
+    } else {
+        blocks.into_iter().for_each(|b| out.fields.extend(b));
+    }
+    // Bare lines without spaces (names, paths, ids) are a list too, when nothing else is.
+    if items.is_empty() && !bare.is_empty() && bare.iter().all(|l| !l.contains(char::is_whitespace) && !l.contains(',') && l.len() <= 200) {
+        items = bare.into_iter().map(|l| Record::from_iter([("name".to_string(), Value::String(l))])).collect();
+        out.lines.clear();
+    }
+    if !items.is_empty() {
+        out.listings.push(Listing { key: String::new(), records: items });
+    }
+    out
+}
+
+fn from_json(v: &Value) -> Parsed {
+    let mut out = Parsed::default();
+    match v {
+        Value::Array(a) => {
+            if let Some(records) = records_of(a) {
+                out.listings.push(Listing { key: String::new(), records });
+            }
+        }
+        Value::Object(o) => object_into(o, "", &mut out),
+        _ => {}
+    }
+    out
+}
+
+fn object_into(o: &Map<String, Value>, prefix: &str, out: &mut Parsed) {
+    for (k, v) in o {
+        let key = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+        match v {
+            Value::Object(inner) => object_into(inner, &key, out),
+            Value::Array(a) => {
+                if let Some(records) = records_of(a) {
+                    out.listings.push(Listing { key, records });
+                }
+            }
+            scalar => {
+                out.fields.insert(key, scalar.clone());
+            }
+        }
+    }
+}
+
+/// The records of a JSON array: objects (trees flattened, each node with its `path`), or bare
+/// strings and numbers as `name`s. `None` for an empty or mixed array.
+fn records_of(a: &[Value]) -> Option<Vec<Record>> {
+    if a.is_empty() {
+        return None;
+    }
+    if a.iter().all(Value::is_object) {
+        let mut out = Vec::new();
+        flatten(a, "", &mut out);
+        return Some(out);
+    }
+    if a.iter().all(|x| x.is_string() || x.is_number()) {
+        return Some(a.iter().map(|x| Record::from_iter([("name".to_string(), x.clone())])).collect());
+    }
+    None
+}
+
+/// Nodes of a tree (objects whose array field holds objects like them) as one list.
+fn flatten(nodes: &[Value], parent: &str, out: &mut Vec<Record>) {
+    for node in nodes.iter().filter_map(Value::as_object) {
+        let mut r = Record::new();
+        let mut children: Option<&Vec<Value>> = None;
+        for (k, v) in node {
+            match v {
+                Value::Array(c) if !c.is_empty() && c.iter().all(Value::is_object) => children = Some(c),
+                Value::Object(_) | Value::Array(_) => {}
+                scalar => {
+                    r.insert(k.clone(), scalar.clone());
+                }
+            }
+            if let Value::Array(items) = v
+                && items.iter().all(|x| !x.is_object())
+            {
+                r.insert(format!("{k}.count"), Value::from(items.len()));
+            }
+        }
+        let name = r.get("name").and_then(Value::as_str).map(String::from);
+        let path = match (&name, parent) {
+            (Some(n), "") => n.clone(),
+            (Some(n), p) => format!("{p}/{n}"),
+            (None, p) => p.to_string(),
+        };
+        let is_tree = children.is_some() || !parent.is_empty();
+        if is_tree && name.is_some() {
+            r.insert("path".into(), Value::String(path.clone()));
+        }
+        out.push(r);
+        if let Some(c) = children {
+            flatten(c, &path, out);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn reads_key_value_blocks_as_items_and_a_lone_block_as_fields() {
+        let log = "Commit history:\nCommit: 2e75\nAuthor: Bob\nDate: 2024-02-01 10:00:00+00:00\nMessage: Change b 2\n\n\nCommit: 03b8\nAuthor: Ann\nDate: 2024-01-01 10:00:00+00:00\nMessage: init\n\n";
+        let p = parse(log);
+        assert_eq!(p.listings.len(), 1);
+        assert_eq!(p.listings[0].records[1]["Author"], json!("Ann"));
+        assert_eq!(p.listings[0].records[0]["Date"], json!("2024-02-01 10:00:00+00:00"));
+        let info = "size: 14\ncreated: Thu Nov 26 2026\nisDirectory: false\npermissions: 644";
+        let p = parse(info);
+        assert!(p.listings.is_empty());
+        assert_eq!(p.fields["size"], json!(14));
+        assert_eq!(p.fields["isDirectory"], json!(false));
+    }
+
+    #[test]
+    fn reads_tagged_lines_with_sizes_and_bare_lines() {
+        let p =
+            parse("[FILE] readme.md                            14 B\n[DIR] docs\n[FILE] big data.csv   1.5 KB\n\nTotal: 2 files, 1 directories\nCombined size: 1.51 KB");
+        let r = &p.listings[0].records;
+        assert_eq!(r.len(), 3);
+        assert_eq!((r[0]["kind"].clone(), r[0]["name"].clone(), r[0]["size"].clone()), (json!("file"), json!("readme.md"), json!(14)));
+        assert_eq!(r[2]["name"], json!("big data.csv"));
+        assert_eq!(r[2]["size"], json!(1536));
+        assert_eq!(p.fields["Total"], json!("2 files, 1 directories"));
+        let p = parse("  feature/x\n* main");
+        assert_eq!(p.listings[0].records.iter().map(|r| r["name"].clone()).collect::<Vec<_>>(), vec![json!("feature/x"), json!("main")]);
+        let p = parse("Allowed directories:\n/tmp/root");
+        assert_eq!(p.listings[0].records[0]["name"], json!("/tmp/root"));
+        let csv = parse("date,amount,payee\n2024-01-02,12.5,Bakery\n2024-01-03,40,Garage\n");
+        assert_eq!(csv.listings[0].key, ROWS);
+        assert_eq!(csv.listings[0].records[1]["amount"], json!(40));
+        let prose = parse("# Title\nSome words here.\n");
+        assert!(prose.listings.is_empty());
+        assert_eq!(prose.lines, vec!["# Title", "Some words here."]);
+    }
+
+    #[test]
+    fn reads_the_files_a_diff_changes() {
+        let show = "commit 2e75\nAuthor: Bob <b@x>\nDate:   2024-02-01 10:00:00 +0000\n\n    Change b\n\n--- a/b\n+++ b/b\n@@ -1 +1,2 @@\n 1\n+2\n--- a/gone.txt\n+++ /dev/null\n@@ -1 +0,0 @@\n-x\n";
+        let p = parse(show);
+        let files: Vec<_> = p.listings[0].records.iter().map(|r| r["file"].clone()).collect();
+        assert_eq!((p.listings[0].key.as_str(), files), (CHANGED_FILES, vec![json!("b"), json!("gone.txt")]));
+        assert_eq!(p.fields["Author"], json!("Bob <b@x>"));
+    }
+
+    #[test]
+    fn flattens_json_trees_and_keeps_named_lists() {
+        let tree = json!([{"name": "a", "type": "directory", "children": [{"name": "x.txt", "type": "file"}]}, {"name": "b.md", "type": "file"}]);
+        let p = parse(&tree.to_string());
+        let paths: Vec<_> = p.listings[0].records.iter().map(|r| r.get("path").cloned()).collect();
+        assert_eq!(paths, vec![Some(json!("a")), Some(json!("a/x.txt")), None]);
+        let graph = json!({"entities": [{"name": "Ann", "entityType": "person", "observations": ["x", "y"]}], "relations": [{"from": "Ann", "to": "Acme", "relationType": "works_at"}], "meta": {"n": 2}});
+        let p = parse(&graph.to_string());
+        assert_eq!(p.listings.iter().map(|l| l.key.as_str()).collect::<Vec<_>>(), vec!["entities", "relations"]);
+        assert_eq!(p.listings[0].records[0]["observations.count"], json!(2));
+        assert_eq!(p.fields["meta.n"], json!(2));
+    }
+}

@@ -1,0 +1,49 @@
+//! The check: every call a kept task depends on is made again on a fresh server (started the
+//! same way, so no state of the walk carries over), and a task is kept only when its operation
+//! gives the same answer on the fresh result. Each distinct call is replayed once.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use futures::StreamExt;
+use serde_json::Value;
+use ta_rollout::ToolHost;
+
+use crate::WalkError;
+use crate::ask::Task;
+use crate::explore::Walked;
+use crate::parse::{Parsed, parse};
+
+/// The [`crate::Summary::dropped`] reasons.
+pub const CHAIN_FAILED: &str = "a call of its chain failed on the fresh server";
+pub const ANSWER_CHANGED: &str = "its answer differs on the fresh server";
+
+/// The tasks whose answers the replay reproduces, and why the others were dropped.
+pub async fn replay<F: ToolHost>(fresh: &F, walked: &Walked, tasks: Vec<Task>, concurrency: usize) -> Result<(Vec<Task>, BTreeMap<String, usize>), WalkError> {
+    let needed: BTreeSet<usize> = tasks.iter().flat_map(|t| walked.chain(t.call)).collect();
+    let results: Vec<(usize, Result<ta_rollout::ToolResult, String>)> = futures::stream::iter(needed)
+        .map(|id| async move {
+            let c = &walked.calls[id];
+            (id, fresh.call(&c.tool, Value::Object(c.args.clone())).await)
+        })
+        .buffered(concurrency.max(1))
+        .collect()
+        .await;
+    let mut replayed: HashMap<usize, Option<Parsed>> = HashMap::new();
+    for (id, r) in results {
+        let r = r.map_err(WalkError::Connection)?;
+        replayed.insert(id, (!r.is_error).then(|| parse(&r.text)));
+    }
+    let mut kept = Vec::new();
+    let mut dropped: BTreeMap<String, usize> = BTreeMap::new();
+    for t in tasks {
+        if walked.chain(t.call).iter().any(|id| replayed[id].is_none()) {
+            *dropped.entry(CHAIN_FAILED.into()).or_default() += 1;
+            continue;
+        }
+        match replayed[&t.call].as_ref().and_then(|p| t.op.answer(p)) {
+            Some(a) if a == t.expected => kept.push(t),
+            _ => *dropped.entry(ANSWER_CHANGED.into()).or_default() += 1,
+        }
+    }
+    Ok((kept, dropped))
+}
