@@ -26,8 +26,8 @@ pub struct Args {
     model: ModelArgs,
     #[command(flatten)]
     scenarios: ScenarioArgs,
-    /// Build ideal traces from the scenarios' `reference_sql` instead of asking a model (needs a
-    /// SQL server with list_tables, describe_table and run_query, such as the demo server).
+    /// Build ideal traces by replaying the scenarios' `reference` steps (from `scenarios synth` or
+    /// `scenarios walk`) or their `reference_sql`, instead of asking a model.
     #[arg(long, conflicts_with_all = ["base_model", "base_url"])]
     reference: bool,
     /// Only scenarios of this split (validation traces would leak the evaluation into training).

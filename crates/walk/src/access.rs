@@ -93,12 +93,16 @@ fn words(text: &str) -> Vec<String> {
     ta_synth::names::words(text)
 }
 
-/// Whether the walk may call `tool`, and why.
+/// Whether the walk may call `tool`, and why. A tool the server declares as writing
+/// (`readOnlyHint: false`, `destructiveHint`) is never called, whatever the overrides say.
 pub fn classify(tool: &Tool, overrides: &Overrides) -> Verdict {
     let name = tool.name.to_string();
     let verdict = |read: bool, reason: String| Verdict { tool: name.clone(), read, reason };
     if overrides.deny.contains(&name) {
         return verdict(false, "--deny-tool".into());
+    }
+    if let Some(why) = declared_writer(tool) {
+        return verdict(false, why.into());
     }
     if overrides.allow.contains(&name) {
         return verdict(true, "--allow-tool".into());
@@ -107,14 +111,8 @@ pub fn classify(tool: &Tool, overrides: &Overrides) -> Verdict {
     if let Some(w) = name_words.iter().find(|w| SECRET_WORDS.contains(&w.as_str())) {
         return verdict(false, format!("it may return secrets (\"{w}\"); --allow-tool to call it anyway"));
     }
-    let hints = tool.annotations.as_ref();
-    match hints.and_then(|a| a.read_only_hint) {
-        Some(true) => return verdict(true, "declares readOnlyHint".into()),
-        Some(false) => return verdict(false, "declares readOnlyHint: false".into()),
-        None => {}
-    }
-    if hints.and_then(|a| a.destructive_hint) == Some(true) {
-        return verdict(false, "declares destructiveHint".into());
+    if tool.annotations.as_ref().and_then(|a| a.read_only_hint) == Some(true) {
+        return verdict(true, "declares readOnlyHint".into());
     }
     if let Some(w) = name_words.iter().find(|w| WRITE_WORDS.contains(&w.as_str())) {
         return verdict(false, format!("its name says it changes something (\"{w}\")"));
@@ -127,6 +125,34 @@ pub fn classify(tool: &Tool, overrides: &Overrides) -> Verdict {
         Some(w) => verdict(true, format!("its name says it reads (\"{w}\") and nothing says it writes")),
         None => verdict(false, "nothing says it only reads".into()),
     }
+}
+
+/// Why the server's own annotations say `tool` writes, if they do.
+fn declared_writer(tool: &Tool) -> Option<&'static str> {
+    let hints = tool.annotations.as_ref()?;
+    if hints.read_only_hint == Some(false) {
+        Some("declares readOnlyHint: false")
+    } else if hints.destructive_hint == Some(true) && hints.read_only_hint != Some(true) {
+        Some("declares destructiveHint")
+    } else {
+        None
+    }
+}
+
+/// Overrides that name no tool of the server, or ask to call a tool the server says writes.
+pub fn check_overrides(tools: &[Tool], overrides: &Overrides) -> Result<(), String> {
+    for name in overrides.allow.iter().chain(&overrides.deny) {
+        if !tools.iter().any(|t| t.name == name.as_str()) {
+            let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+            return Err(format!("the server has no tool `{name}` (it offers: {})", names.join(", ")));
+        }
+    }
+    for name in &overrides.allow {
+        if let Some(why) = tools.iter().find(|t| t.name == name.as_str()).and_then(declared_writer) {
+            return Err(format!("--allow-tool {name}: the server {why} for it, and the walk never calls a tool that writes"));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -165,6 +191,14 @@ mod tests {
         let t = tool("frobnicate", "Does a thing", None);
         let allow = Overrides { allow: vec!["frobnicate".into()], deny: vec![] };
         assert_eq!(classify(&t, &allow).reason, "--allow-tool");
+        // a declared writer stays refused even when asked for
+        let writer = tool("create_entities", "Create entities", Some(false));
+        let asked = Overrides { allow: vec!["create_entities".into()], deny: vec![] };
+        assert!(!classify(&writer, &asked).read);
+        let err = check_overrides(&[writer, t.clone()], &asked).unwrap_err();
+        assert!(err.contains("--allow-tool create_entities") && err.contains("readOnlyHint: false"), "{err}");
+        let typo = Overrides { allow: vec![], deny: vec!["frobnicat".into()] };
+        assert!(check_overrides(&[t], &typo).unwrap_err().contains("no tool `frobnicat`"));
         let both = Overrides { allow: vec!["git_log".into()], deny: vec!["git_log".into()] };
         assert!(!classify(&tool("git_log", "Shows the commit logs", Some(true)), &both).read);
     }

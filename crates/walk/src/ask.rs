@@ -15,7 +15,7 @@ use ta_types::Expected;
 use ta_types::scenario::ExpectedRule;
 
 use crate::explore::{Call, LINES, Walked, entry_kind, label_field};
-use crate::parse::{CHANGED_FILES, Listing, Parsed, Record};
+use crate::parse::{CHANGED_FILES, Listing, Parsed, ROWS, Record};
 
 /// What answers a task, given the answering call's parsed result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -260,7 +260,8 @@ const TAG_WORDS: &[&str] = &["kind", "type", "category", "status", "state", "ent
 /// ("the to of the relation" asks nothing a person would).
 fn askable(field: &str) -> bool {
     let w = words(field);
-    !ta_types::redact::is_secret_param(field) && !(w.len() == 1 && ["to", "from", "of", "in", "at", "by", "on"].contains(&w[0].as_str()))
+    let preposition = w.len() == 1 && ["to", "from", "of", "in", "at", "by", "on"].contains(&w[0].as_str());
+    !(ta_types::redact::is_secret_param(field) || preposition)
 }
 
 fn is_person(field: &str) -> bool {
@@ -310,7 +311,7 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
     for c in walked.calls.iter().filter(|c| !c.is_error) {
         for l in &c.parsed.listings {
             if let Some(label) = label_field(&l.records) {
-                elsewhere.entry(format!("{}/{}", c.tool, l.key)).or_default().extend(l.records.iter().filter_map(|r| r.get(&label).cloned()));
+                elsewhere.entry(format!("{}/{}/{label}", c.tool, l.key)).or_default().extend(l.records.iter().filter_map(|r| r.get(&label).cloned()));
             }
         }
     }
@@ -328,6 +329,11 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
         let chain = walked.chain(c.id).len();
         let mut push = |op: Op, frames: Vec<String>| {
             let Some(expected) = op.answer(&c.parsed) else { return };
+            // The server's own folders are found by asking it, never spelled out.
+            let spelled = serde_json::to_string(&expected).unwrap_or_default();
+            if walked.roots.iter().any(|r| spelled.contains(r.as_str()) || frames.iter().any(|f| f.contains(r.as_str()))) {
+                return;
+            }
             let mut frames: Vec<String> = frames.into_iter().filter(|f| asked.insert(ta_synth::normalize(f))).collect();
             if frames.is_empty() {
                 return;
@@ -509,19 +515,29 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
                     if tree_or_entries && is_tag(k) || in_label || v.is_boolean() || !about.insert((it.clone(), f.to_lowercase())) {
                         continue;
                     }
-                    let mut frames = what_is(&f, v, &it, wp);
-                    frames.truncate(2);
+                    let frames = if l.key == ROWS {
+                        // A table's row is named by its first cell: "the amount for 2024-03".
+                        let named = quoted(name);
+                        vec![sentence(&["What is the", &f, "for", &named, wp, "?"]), sentence(&["Look up the", &f, "for", &named, wp, "."])]
+                    } else {
+                        let mut frames = what_is(&f, v, &it, wp);
+                        frames.truncate(2);
+                        frames
+                    };
                     push(Op::Lookup { listing: l.key.clone(), by: label.clone(), value: Value::String(name.into()), field: k.clone() }, frames);
                 }
             }
             // Existence, both ways.
             let here: Vec<&Value> = rs.iter().filter_map(|r| r.get(&label)).collect();
-            let absent = elsewhere.get(&format!("{}/{}", c.tool, l.key)).and_then(|vs| vs.iter().find(|v| !here.contains(v)).cloned());
+            let absent = elsewhere.get(&format!("{}/{}/{label}", c.tool, l.key)).and_then(|vs| vs.iter().find(|v| !here.contains(v)).cloned());
             for v in here.iter().take(2).map(|v| (*v).clone()).chain(absent) {
                 let Some(name) = v.as_str().map(String::from) else { continue };
                 let named = quoted(&name);
                 let frames = match changed {
                     Some(t) => vec![sentence(&["Did", t, "change", &named, place, "?"]), sentence(&["Was", &named, "changed in", t, place, "?"])],
+                    None if l.key == ROWS => {
+                        vec![sentence(&["Is there a row for", &named, wp, "?"]), sentence(&["Does", wp.trim_start_matches("in "), "have a row for", &named, "?"])]
+                    }
                     None => {
                         vec![sentence(&["Is there", &with_article(&one), "named", &named, wp, "?"]), sentence(&["Does", &named, "appear among the", &items, wp, "?"])]
                     }

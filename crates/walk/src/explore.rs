@@ -234,6 +234,10 @@ fn argument_sets(spec: &ToolSpec, pool: &[Known], cap: usize) -> Vec<Vec<(String
     sets
 }
 
+/// A call about to be made: tool, arguments, their origins, and the default of a limit argument
+/// left out.
+type Planned = (String, Map<String, Value>, Vec<(String, Origin)>, Option<usize>);
+
 /// Walks the tools named in `readable` (the others are never called).
 pub async fn walk<T: ToolHost>(host: &T, readable: &[String], seeds: &[String], budget: &Budget) -> Result<Walked, WalkError> {
     let started = Instant::now();
@@ -249,7 +253,7 @@ pub async fn walk<T: ToolHost>(host: &T, readable: &[String], seeds: &[String], 
     let mut done: HashSet<(String, String)> = HashSet::new();
     let mut per_tool: HashMap<String, usize> = HashMap::new();
     loop {
-        let mut wave: Vec<(String, Map<String, Value>, Vec<(String, Origin)>, Option<usize>)> = Vec::new();
+        let mut wave: Vec<Planned> = Vec::new();
         for spec in &specs {
             let cap = budget.max_per_tool.saturating_sub(per_tool.get(spec.name()).copied().unwrap_or(0));
             for set in argument_sets(spec, &pool, cap) {
@@ -297,6 +301,15 @@ pub async fn walk<T: ToolHost>(host: &T, readable: &[String], seeds: &[String], 
         }
     }
     walked.unstable = unstable(host, &walked, budget).await?;
+    // Some fields change only now and then (a file's access time moves on its first read after a
+    // day): their names say so.
+    for c in &walked.calls {
+        let keys = c.parsed.fields.keys().chain(c.parsed.listings.iter().flat_map(|l| l.records.iter().flat_map(|r| r.keys())));
+        let volatile: Vec<String> = keys.filter(|k| is_volatile(k)).cloned().collect();
+        if !volatile.is_empty() {
+            walked.unstable.entry(c.tool.clone()).or_default().extend(volatile);
+        }
+    }
     tracing::info!(calls = walked.calls.len(), values = pool.len(), seconds = started.elapsed().as_secs_f64(), "walk done");
     Ok(walked)
 }
@@ -422,6 +435,14 @@ async fn unstable<T: ToolHost>(host: &T, walked: &Walked, budget: &Budget) -> Re
     }
     out.retain(|_, s| !s.is_empty());
     Ok(out)
+}
+
+/// Words in a field's name that say its value moves on by itself: access times, the time now,
+/// request ids, random values.
+const VOLATILE_WORDS: &[&str] = &["accessed", "access", "atime", "now", "uptime", "elapsed", "request", "nonce", "random", "uuid"];
+
+fn is_volatile(field: &str) -> bool {
+    words(field).iter().any(|w| VOLATILE_WORDS.contains(&w.as_str()))
 }
 
 /// The [`Walked::unstable`] name of a result's prose lines.

@@ -31,7 +31,7 @@ use serde_json::{Map, Value};
 use ta_rollout::ToolHost;
 use ta_types::{Difficulty, ReferenceStep, Scenario, Split};
 
-pub use access::{Overrides, Verdict, classify};
+pub use access::{Overrides, Verdict, check_overrides, classify};
 pub use explore::{Budget, Walked};
 
 /// `source` of walked scenarios.
@@ -45,6 +45,8 @@ pub const DERIVED: &str = "derived";
 pub enum WalkError {
     #[error("no tool of this server may be called by the walk: {0}\nhint: the walk only calls tools that read; name a tool you know only reads with --allow-tool NAME")]
     NothingToRead(String),
+    #[error("{0}\nhint: --allow-tool and --deny-tool take names from `train-agent tools`")]
+    Overrides(String),
     #[error("the MCP connection failed: {0}")]
     Connection(String),
 }
@@ -97,6 +99,7 @@ pub struct Synthesized {
 
 /// The read tools of `tools` (MCP's discovery) and every verdict.
 pub fn readable(tools: &[ta_mcp::Tool], overrides: &Overrides) -> Result<(Vec<String>, Vec<Verdict>), WalkError> {
+    access::check_overrides(tools, overrides).map_err(WalkError::Overrides)?;
     let verdicts: Vec<Verdict> = tools.iter().map(|t| classify(t, overrides)).collect();
     for v in &verdicts {
         tracing::info!(tool = %v.tool, call = v.read, reason = %v.reason, "walk access");

@@ -1,0 +1,193 @@
+//! `scenarios walk` on four third-party servers (installed into the cache on first use), each on
+//! a seeded fixture (`benches/walk/fixtures.py`), behind a proxy that records every tool the
+//! walk calls: only read tools are ever called, fields that change between calls are never asked
+//! about, and every scenario's reference, replayed on a fresh server, gives its answer.
+
+mod common;
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use common::bin;
+use serde_json::Value;
+use ta_rollout::ToolHost;
+use ta_testkit::{MCP_SERVER_GIT, SERVER_EVERYTHING, SERVER_FILESYSTEM, SERVER_MEMORY};
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+fn jsonl(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+/// Builds a fixture with `benches/walk/fixtures.py KIND PATH`.
+fn fixture(kind: &str, path: &Path) {
+    let out = Command::new("python3").arg(format!("{ROOT}/benches/walk/fixtures.py")).arg(kind).arg(path).output().unwrap();
+    assert!(out.status.success(), "fixtures.py {kind}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+struct Walk {
+    out: PathBuf,
+    stdout: String,
+    scenarios: Vec<Value>,
+    summary: Value,
+    /// Every tool the walk called, as the proxy saw it.
+    called: BTreeSet<String>,
+}
+
+/// `scenarios walk` on `server` behind the call-recording proxy.
+fn walk(dir: &Path, server: &str, extra: &[&str]) -> Result<Walk, String> {
+    let log = dir.join("calls.log");
+    std::fs::write(&log, "").unwrap();
+    let proxied = format!("python3 {ROOT}/tests/common/mcp_call_log.py {} {server}", log.display());
+    let out_dir = dir.join("walk");
+    let out = Command::new(bin()).args(["scenarios", "walk", "--server", &proxied, "--out"]).arg(&out_dir).args(extra).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    if !out.status.success() {
+        return Err(format!("{stdout}\n{}", String::from_utf8_lossy(&out.stderr)));
+    }
+    let called = std::fs::read_to_string(&log).unwrap().lines().map(String::from).collect();
+    let summary = serde_json::from_str(&std::fs::read_to_string(out_dir.join("summary.json")).unwrap()).unwrap();
+    Ok(Walk { scenarios: jsonl(&out_dir.join("scenarios.jsonl")), out: out_dir, stdout, summary, called })
+}
+
+impl Walk {
+    /// The tools the summary says may be called.
+    fn readable(&self) -> BTreeSet<String> {
+        self.summary["tools"].as_array().unwrap().iter().filter(|t| t["read"] == true).map(|t| t["tool"].as_str().unwrap().to_string()).collect()
+    }
+
+    /// Only read tools were called (as the proxy saw it), none of `writers`, and every called
+    /// tool declares readOnlyHint.
+    fn assert_read_only(&self, writers: &[&str]) {
+        assert!(!self.called.is_empty(), "the proxy saw no call");
+        assert!(self.called.is_subset(&self.readable()), "called {:?}, readable {:?}", self.called, self.readable());
+        for w in writers {
+            assert!(!self.called.contains(*w), "the walk called the write tool {w}");
+            assert!(self.stdout.contains(&format!("{w:<28} never")), "{w} is not listed as never called:\n{}", self.stdout);
+        }
+    }
+
+    fn levels(&self) -> BTreeSet<u64> {
+        self.scenarios.iter().map(|s| s["difficulty"].as_u64().unwrap()).collect()
+    }
+}
+
+/// Replays every scenario's reference on a fresh server started with `server`, applies the
+/// scenario's operation to the last result and compares with its expected answer. Identical
+/// calls are made once.
+async fn replay_all(server: &str, scenarios: &[Value]) {
+    let spec = ta_mcp::ServerSpec::parse(server).unwrap();
+    let client = ta_mcp::McpClient::connect(spec, ta_mcp::ClientOptions::default()).await.unwrap();
+    let discovery = client.discover().await.unwrap();
+    let tools = ta_rollout::McpTools::new(Arc::new(client), ta_mcp::ToolCatalog::from_discovery(&discovery));
+    let mut results: HashMap<String, String> = HashMap::new();
+    for s in scenarios {
+        let mut last = String::new();
+        for step in s["reference"].as_array().unwrap() {
+            let key = step.to_string();
+            if !results.contains_key(&key) {
+                let r = tools.call(step["tool"].as_str().unwrap(), step["arguments"].clone()).await.unwrap();
+                assert!(!r.is_error, "{step} failed on a fresh server: {}", r.text);
+                results.insert(key.clone(), r.text);
+            }
+            last = results[&key].clone();
+        }
+        let op: ta_walk::ask::Op = serde_json::from_value(s["op"].clone()).unwrap();
+        let expected: ta_types::Expected = serde_json::from_value(s["expected"].clone()).unwrap();
+        assert_eq!(op.answer(&ta_walk::parse::parse(&last)), Some(expected), "{s}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn walk_on_the_filesystem_server() {
+    let Some(exe) = SERVER_FILESYSTEM.path("walk_on_the_filesystem_server") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("fs");
+    fixture("fs", &root);
+    let server = format!("{} {}", exe.display(), root.display());
+    let w = walk(dir.path(), &server, &[]).unwrap();
+    w.assert_read_only(&["write_file", "edit_file", "create_directory", "move_file"]);
+    assert!(w.scenarios.len() >= 300 && w.summary["questions"].as_u64().unwrap() >= 300, "{}", w.stdout);
+    assert!(w.levels().len() >= 3, "levels {:?}", w.levels());
+    // `accessed` changes when a file is read: never asked about.
+    let unstable: Vec<&str> = w.summary["unstable"]["get_file_info"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    assert!(unstable.contains(&"accessed"), "{unstable:?}");
+    assert!(w.scenarios.iter().all(|s| s["op"]["field"] != "accessed"));
+    let templates: BTreeSet<&str> = w.scenarios.iter().map(|s| s["template"].as_str().unwrap()).collect();
+    for t in ["count", "count_where", "lookup", "field", "extreme", "exists", "select", "list", "lines"] {
+        assert!(templates.contains(t), "no {t} question: {templates:?}");
+    }
+    // Answers never carry the fixture's absolute path, and questions name files relative to it.
+    for s in &w.scenarios {
+        assert!(!s["expected"].to_string().contains(&root.display().to_string()), "{s}");
+        assert!(!s["task"].as_str().unwrap().contains(&root.display().to_string()), "{s}");
+    }
+    replay_all(&server, &w.scenarios).await;
+
+    // The references are demonstrations: `collect --reference` turns them into traces.
+    let traces = dir.path().join("traces");
+    let out = Command::new(bin())
+        .args(["collect", "--reference", "--server", &server, "--split", "train", "--limit", "120", "--scenarios"])
+        .arg(w.out.join("scenarios.jsonl"))
+        .arg("--out")
+        .arg(&traces)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let kept = jsonl(&traces.join("traces.jsonl")).len();
+    // A few rows of long files lie beyond what a tool result shows the model: those are skipped.
+    assert!(kept >= 110, "{kept} of 120 reference traces\n{}", String::from_utf8_lossy(&out.stdout));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn walk_on_the_git_server() {
+    let Some(exe) = MCP_SERVER_GIT.path("walk_on_the_git_server") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("repo");
+    fixture("git", &repo);
+    let head = || String::from_utf8(Command::new("git").arg("-C").arg(&repo).args(["rev-parse", "HEAD"]).output().unwrap().stdout).unwrap();
+    let before = head();
+    let server = format!("{} --repository {}", exe.display(), repo.display());
+    let w = walk(dir.path(), &server, &[]).unwrap();
+    w.assert_read_only(&["git_commit", "git_add", "git_reset", "git_create_branch", "git_checkout"]);
+    assert_eq!(head(), before);
+    assert!(w.scenarios.len() >= 300, "{}", w.stdout);
+    assert!(w.levels().len() >= 3, "levels {:?}", w.levels());
+    // The repository is named by the path the server was started on: the walk's seed.
+    assert!(w.scenarios.iter().all(|s| s["task"].as_str().unwrap().contains(&repo.display().to_string())));
+    let chained = w.scenarios.iter().filter(|s| s["reference"].as_array().unwrap().len() >= 2).count();
+    assert!(chained >= 100, "{chained} scenarios chain two calls or more");
+    replay_all(&server, &w.scenarios).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn walk_on_the_memory_server_leaves_the_graph_unchanged() {
+    let Some(exe) = SERVER_MEMORY.path("walk_on_the_memory_server_leaves_the_graph_unchanged") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let graph = dir.path().join("memory.jsonl");
+    fixture("memory", &graph);
+    let before = std::fs::read(&graph).unwrap();
+    let server = format!("env MEMORY_FILE_PATH={} {}", graph.display(), exe.display());
+    // Asked to call a tool the server declares as writing, the walk refuses before any call.
+    let err = walk(dir.path(), &server, &["--allow-tool", "create_entities"]).err().expect("a declared writer is refused");
+    assert!(err.contains("--allow-tool create_entities") && err.contains("readOnlyHint: false"), "{err}");
+    let w = walk(dir.path(), &server, &[]).unwrap();
+    w.assert_read_only(&["create_entities", "create_relations", "add_observations", "delete_entities", "delete_observations", "delete_relations"]);
+    assert_eq!(std::fs::read(&graph).unwrap(), before, "the walk changed the knowledge graph");
+    assert!(w.scenarios.len() >= 100, "{}", w.stdout);
+    replay_all(&server, &w.scenarios).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn walk_on_server_everything() {
+    let Some(exe) = SERVER_EVERYTHING.path("walk_on_server_everything") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let server = exe.display().to_string();
+    // A tool that only waits is left out by name; one that returns the environment never runs.
+    let w = walk(dir.path(), &server, &["--deny-tool", "trigger-long-running-operation"]).unwrap();
+    w.assert_read_only(&["toggle-simulated-logging", "get-env", "trigger-long-running-operation"]);
+    assert!(!w.scenarios.is_empty(), "{}", w.stdout);
+    replay_all(&server, &w.scenarios).await;
+}
