@@ -13,7 +13,11 @@
 # Databases: KaggleDBQA's GeoNuclearData, GreaterManchesterCrime and StudentMathScore (NAME.sqlite,
 # served by `$TA_BIN demo-server --db NAME.sqlite`; questions NAME.jsonl, all `split:
 # validation`), and `demo` (the demo server; questions scenarios/company.jsonl, the 88
-# hand-written ones).
+# hand-written ones). Servers without SQL (issue 32): `fs` (@modelcontextprotocol/server-filesystem
+# on benches/walk's seeded workspace) and `git` (mcp-server-git on its seeded repository), whose
+# tasks come from `scenarios walk` and whose check sets (40 and 41 hand-written questions) from
+# benches/walk/fixtures.py; their server commands are TA_FS_SERVER and TA_GIT_SERVER (default:
+# the copies the tests installed in the cache), given the fixture's path.
 #
 # THE CHECK SET IS NEVER TRAINING DATA. The KaggleDBQA files are read where they lie, in TA_DATA
 # (default ../shared/data/kaggledbqa from the repository root), and never copied: training sees
@@ -81,11 +85,29 @@ mkdir -p "$TA_OUT"
 if [[ -n ${TA_SCENARIOS_DIR:-} ]]; then TA_SCENARIOS_DIR=$(realpath "$TA_SCENARIOS_DIR"); fi
 
 server_of() {
-  if [[ $1 == demo ]]; then echo "$TA_BIN demo-server"; else echo "$TA_BIN demo-server --db $TA_DATA/$1.sqlite"; fi
+  case $1 in
+    demo) echo "$TA_BIN demo-server" ;;
+    fs) echo "$TA_FS_SERVER $TA_OUT/fs/fixture" ;;
+    git) echo "$TA_GIT_SERVER --repository $TA_OUT/git/fixture" ;;
+    *) echo "$TA_BIN demo-server --db $TA_DATA/$1.sqlite" ;;
+  esac
 }
 questions_of() {
-  if [[ $1 == demo ]]; then echo "$root/scenarios/company.jsonl"; else echo "$TA_DATA/$1.jsonl"; fi
+  case $1 in
+    demo) echo "$root/scenarios/company.jsonl" ;;
+    fs | git) echo "$TA_OUT/$1/check-set.jsonl" ;;
+    *) echo "$TA_DATA/$1.jsonl" ;;
+  esac
 }
+# A server without SQL (fs, git) gets its tasks from `scenarios walk` on a seeded fixture, and
+# its check set from benches/walk/fixtures.py (hand-written questions, answers computed from the
+# fixture).
+is_walked() { [[ $1 == fs || $1 == git ]]; }
+third_party() {
+  compgen -G "${TRAIN_AGENT_CACHE:-$HOME/.cache/train-agent}/third-party/$1-*/$2" | head -1 || true
+}
+TA_FS_SERVER=${TA_FS_SERVER:-$(third_party mcp-server-filesystem node_modules/.bin/mcp-server-filesystem)}
+TA_GIT_SERVER=${TA_GIT_SERVER:-$(third_party mcp-server-git venv/bin/mcp-server-git)}
 
 # One database's pipeline; runs in a subshell with `set -e`, so its first failure ends it.
 run_db() {
@@ -93,9 +115,18 @@ run_db() {
   server=$(server_of "$name"); questions=$(questions_of "$name")
   t0=$(date +%s)
   stamp() { echo "[$name $(( $(date +%s) - t0 )) s] $*"; }
-  [[ -f $questions ]] || { echo "$questions: no such file (TA_DATA=$TA_DATA)" >&2; return 1; }
-  if [[ $name != demo ]]; then [[ -f $TA_DATA/$name.sqlite ]] || { echo "$TA_DATA/$name.sqlite: no such file" >&2; return 1; }; fi
   mkdir -p "$d"
+  if is_walked "$name"; then
+    if [[ ! -f $questions ]]; then
+      stamp "fixture and check set"
+      rm -rf "$d/fixture"
+      python3 "$root/benches/walk/fixtures.py" "$name" "$d/fixture"
+      python3 "$root/benches/walk/fixtures.py" check-set "$name" "$d/fixture" "$questions"
+    fi
+  elif [[ $name != demo ]]; then
+    [[ -f $TA_DATA/$name.sqlite ]] || { echo "$TA_DATA/$name.sqlite: no such file" >&2; return 1; }
+  fi
+  [[ -f $questions ]] || { echo "$questions: no such file (TA_DATA=$TA_DATA)" >&2; return 1; }
 
   # 1. The training tasks.
   if [[ -n ${TA_SCENARIOS_DIR:-} ]]; then
@@ -107,8 +138,13 @@ run_db() {
     if [[ -f $d/synth/summary.json ]]; then
       stamp "synth done earlier"
     else
-      stamp "synth on: $server"
-      "$TA_BIN" scenarios synth --server "$server" --n "$SYNTH_N" --seed "$SEED" --out "$d/synth"
+      if is_walked "$name"; then
+        stamp "walk on: $server"
+        "$TA_BIN" scenarios walk --server "$server" --n "$SYNTH_N" --seed "$SEED" --out "$d/synth"
+      else
+        stamp "synth on: $server"
+        "$TA_BIN" scenarios synth --server "$server" --n "$SYNTH_N" --seed "$SEED" --out "$d/synth"
+      fi
     fi
   fi
   local n_train

@@ -548,3 +548,58 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse::parse;
+    use serde_json::json;
+
+    fn listing(rows: Value) -> Parsed {
+        parse(&rows.to_string())
+    }
+
+    #[test]
+    fn operations_refuse_ties_and_out_of_range_lists() {
+        let p = listing(json!([
+            {"name": "a.md", "size": 10, "author": "Ann"},
+            {"name": "b.md", "size": 30, "author": "Bob"},
+            {"name": "c.md", "size": 30, "author": "Ann"},
+        ]));
+        let extreme = |max| Op::Extreme { listing: String::new(), field: "size".into(), max, label: "name".into() };
+        assert_eq!(extreme(false).answer(&p), Some(Expected::Text("a.md".into())));
+        assert_eq!(extreme(true).answer(&p), None, "b.md and c.md tie");
+        assert_eq!(Op::Most { listing: String::new(), field: "author".into() }.answer(&p), Some(Expected::Text("Ann".into())));
+        let count = Op::Count { listing: String::new(), filter: Some(("author".into(), json!("Ann"))) };
+        assert_eq!(count.answer(&p), Some(Expected::Number(2.0)));
+        let nobody = Op::Count { listing: String::new(), filter: Some(("author".into(), json!("Cy"))) };
+        assert_eq!(nobody.answer(&p), None, "a count of nothing is no question");
+        let select = Op::Select { listing: String::new(), filter: ("author".into(), json!("Bob")), label: "name".into() };
+        assert_eq!(select.answer(&p), None, "a list of one is a lookup, not a list");
+        let exists = |v: &str| Op::Exists { listing: String::new(), field: "name".into(), value: json!(v) }.answer(&p);
+        assert_eq!(exists("b.md"), Some(Expected::Rule(ExpectedRule::Exact("yes".into()))));
+        assert_eq!(exists("z.md"), Some(Expected::Rule(ExpectedRule::Exact("no".into()))));
+        let lookup = Op::Lookup { listing: String::new(), by: "name".into(), value: json!("b.md"), field: "size".into() };
+        assert_eq!(lookup.answer(&p), Some(Expected::Number(30.0)));
+    }
+
+    #[test]
+    fn dates_order_by_day_and_time() {
+        let early = order_key(&json!("2024-01-31 23:00:00+00:00")).unwrap();
+        let late = order_key(&json!("2024-02-01 01:00:00+00:00")).unwrap();
+        assert!(early < late);
+        assert!(is_date(&json!("2024-02-01")) && !is_date(&json!("Feb 1")) && !is_date(&json!(2024)));
+        let text = parse("# Pancakes\n\nFlour, eggs and milk.\n");
+        assert_eq!(Op::Heading.answer(&text), Some(Expected::Text("Pancakes".into())));
+        assert_eq!(Op::Lines.answer(&text), Some(Expected::Number(2.0)));
+    }
+
+    #[test]
+    fn field_questions_read_as_people_ask_them() {
+        let v = json!("x");
+        assert_eq!(what_is("modified", &v, "the file a.md", "")[0], "When was the file a.md modified?");
+        assert_eq!(what_is("permissions", &v, "the file a.md", "")[0], "What are the permissions of the file a.md?");
+        assert_eq!(what_is("author", &v, "the commit \"Fix\"", "in the repository at /r")[0], "Who is the author of the commit \"Fix\" in the repository at /r?");
+        assert!(!askable("api_key") && !askable("to") && askable("size"));
+    }
+}
