@@ -45,7 +45,7 @@ const SECRET_NAMES: &[&str] = &["code"];
 
 /// Whether the value of parameter `name` is a secret. The name is percent-decoded and compared
 /// case-insensitively, with `-`, `_`, `.` and camelCase as word breaks.
-pub fn is_secret_param(name: &str) -> bool {
+fn is_secret_param(name: &str) -> bool {
     let name = percent_decode(name);
     let words = words(&name);
     let joined: String = words.concat();

@@ -15,7 +15,7 @@ use ta_types::Expected;
 use ta_types::scenario::ExpectedRule;
 
 use crate::explore::{Call, LINES, Walked, entry_kind, label_field};
-use crate::parse::{CHANGED_FILES, Listing, Parsed, ROWS, Record};
+use crate::parse::{CHANGED_FILES, EXTENSION, Listing, Parsed, ROWS, Record};
 
 /// What answers a task, given the answering call's parsed result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -139,6 +139,9 @@ impl Op {
 }
 
 fn value_answer(v: &Value) -> Option<Expected> {
+    if let Some(day) = v.as_str().and_then(iso_day) {
+        return Some(Expected::Text(day));
+    }
     match v {
         Value::Number(n) => n.as_f64().map(|x| if x.fract() == 0.0 { Expected::Number(x) } else { Expected::Rule(ExpectedRule::Number { number: x, tolerance: 0.01 }) }),
         Value::String(s) if !s.trim().is_empty() => Some(Expected::Text(s.clone())),
@@ -147,12 +150,37 @@ fn value_answer(v: &Value) -> Option<Expected> {
     }
 }
 
-/// Numbers order as numbers, ISO dates (`2024-02-01 …`) as days.
+const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+
+/// A timestamp as ISO text from the start: `2024-02-01 10:00:00+00:00` as is, JavaScript's
+/// `Sun Nov 10 2024 17:39:00 GMT+0000 (…)` as `2024-11-10 17:39:00`.
+fn iso(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    if s.len() >= 10 && b[4] == b'-' && b[7] == b'-' && s[..4].parse::<u32>().is_ok() {
+        return Some(s.to_string());
+    }
+    let w: Vec<&str> = s.split_whitespace().collect();
+    let month = MONTHS.iter().position(|m| w.get(1) == Some(m))? + 1;
+    let day: u32 = w.get(2)?.parse().ok()?;
+    let year: u32 = w.get(3)?.parse().ok()?;
+    let time = w.get(4).filter(|t| t.len() == 8 && t.as_bytes()[2] == b':')?;
+    Some(format!("{year:04}-{month:02}-{day:02} {time}"))
+}
+
+/// The day of a timestamp, as people write it in an answer: `2024-11-10`.
+fn iso_day(s: &str) -> Option<String> {
+    let full = iso(s)?;
+    order_key(&Value::String(full.clone()))?;
+    Some(full[..10].to_string())
+}
+
+/// Numbers order as numbers, timestamps by day and time.
 fn order_key(v: &Value) -> Option<f64> {
     if let Some(x) = v.as_f64() {
         return Some(x);
     }
-    let s = v.as_str()?;
+    let s = iso(v.as_str()?)?;
+    let s = s.as_str();
     let d: Vec<f64> = [0..4, 5..7, 8..10].iter().map(|r| s.get(r.clone()).and_then(|x| x.parse().ok())).collect::<Option<_>>()?;
     let ok = s.as_bytes().get(4) == Some(&b'-') && s.as_bytes().get(7) == Some(&b'-');
     let rest = s.get(11..19).map(|t| t.split(':').filter_map(|x| x.parse::<f64>().ok()).fold(0.0, |acc, x| acc * 60.0 + x)).unwrap_or(0.0);
@@ -256,12 +284,18 @@ fn tag_noun(tag: &str) -> String {
 const PERSON_WORDS: &[&str] = &["author", "owner", "creator", "user", "assignee", "committer", "reporter", "by"];
 const TAG_WORDS: &[&str] = &["kind", "type", "category", "status", "state", "entity"];
 
+/// Words in a field's name that say its value is a secret.
+const SECRET_FIELD_WORDS: &[&str] =
+    &["token", "secret", "password", "passwd", "pwd", "apikey", "credential", "credentials", "cookie", "bearer", "signature", "auth", "session"];
+
 /// Whether a field may be asked about: not a secret (a key, a token), not a bare preposition
 /// ("the to of the relation" asks nothing a person would).
 fn askable(field: &str) -> bool {
     let w = words(field);
     let preposition = w.len() == 1 && ["to", "from", "of", "in", "at", "by", "on"].contains(&w[0].as_str());
-    !(ta_types::redact::is_secret_param(field) || preposition)
+    // Whole words, not fragments: "author" holds "auth" and is no secret.
+    let secret = w.iter().any(|x| SECRET_FIELD_WORDS.contains(&x.as_str())) || w.windows(2).any(|p| p[0] == "api" && p[1] == "key");
+    !(secret || preposition)
 }
 
 fn is_person(field: &str) -> bool {
@@ -278,7 +312,11 @@ pub(crate) fn quoted(v: &str) -> String {
 }
 
 fn sentence(parts: &[&str]) -> String {
-    parts.iter().filter(|p| !p.is_empty()).copied().collect::<Vec<_>>().join(" ").replace(" ?", "?").replace(" .", ".")
+    let s = parts.iter().filter(|p| !p.is_empty()).copied().collect::<Vec<_>>().join(" ");
+    match s.strip_suffix(" ?").or_else(|| s.strip_suffix(" .")) {
+        Some(head) => format!("{head}{}", &s[s.len() - 1..]),
+        None => s,
+    }
 }
 
 /// "What is the size of X?", "When was X modified?", "What are the permissions of X?", "Who is
@@ -289,7 +327,8 @@ fn what_is(f: &str, v: &Value, thing: &str, place: &str) -> Vec<String> {
     if is_person(f) {
         frames.push(sentence(&["Who is the", f, "of", thing, place, "?"]));
     } else if last.ends_with("ed") && !f.contains(' ') {
-        frames.push(sentence(&["When was", thing, place, f, "?"]));
+        // "modified", "created": a when, never "the modified of".
+        return vec![sentence(&["When was", thing, place, f, "?"]), sentence(&["On what day was", thing, place, f, "?"])];
     } else if is_date(v) {
         frames.push(sentence(&["When was", thing, place, "made?"]));
     } else if f == "size" {
@@ -357,7 +396,12 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
                     if !about.insert((thing.clone(), f.to_lowercase())) {
                         continue;
                     }
-                    let frames = what_is(&f, v, thing, place);
+                    let mut frames = what_is(&f, v, thing, place);
+                    let reads = words(&c.tool).iter().any(|w| ["read", "open", "content", "contents", "cat", "view"].contains(&w.as_str()));
+                    if s.file && reads {
+                        // A value inside a file's contents: "the currency in the file config.json".
+                        frames = vec![sentence(&["What is the", &f, "in", thing, place, "?"]), sentence(&["Look up the", &f, "in", thing, place, "."])];
+                    }
                     push(Op::Field { field: k.clone() }, frames);
                 }
             }
@@ -417,13 +461,13 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
             for k in &keys {
                 let values: Vec<&str> = rs.iter().filter_map(|r| r.get(k)).filter_map(Value::as_str).collect();
                 let distinct: HashSet<&str> = values.iter().copied().collect();
-                let categorical =
-                    values.len() == rs.len() && rs.len() >= 3 && distinct.len() >= 2 && distinct.len() <= 8.min(rs.len() - 1) && distinct.iter().all(|v| v.len() <= 40);
+                let every = values.len() == rs.len() || k == EXTENSION;
+                let categorical = every && values.len() >= 3 && distinct.len() >= 2 && distinct.len() <= 8.min(rs.len() - 1) && distinct.iter().all(|v| v.len() <= 40);
                 if !categorical || c.maybe_cut {
                     continue;
                 }
                 let f = human(k);
-                if tree_or_entries && is_tag(k) {
+                if tree_or_entries && is_tag(k) || k == EXTENSION {
                     // "What type do most items have?" asks nothing a person would.
                 } else if is_person(k) {
                     push(
@@ -440,7 +484,13 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
                 distinct.sort_unstable();
                 for v in distinct {
                     let val = Value::String(v.to_string());
-                    let (count_frames, select_frames) = if k == "kind" || entry_kind(&rs[0]).is_some() && is_tag(k) {
+                    let (count_frames, select_frames) = if k == EXTENSION {
+                        let these = format!(".{v} files");
+                        (
+                            vec![sentence(&["How many", &these, "are there", wp, "?"]), sentence(&["Count the", &these, wp, "."])],
+                            vec![sentence(&["Which", &these, "are there", wp, "?"]), sentence(&["List the", &these, wp, "."])],
+                        )
+                    } else if k == "kind" || entry_kind(&rs[0]).is_some() && is_tag(k) {
                         let these = plural(&tag_noun(v));
                         (
                             vec![sentence(&["How many", &these, "are", wp, "?"]), sentence(&["Count the", &these, wp, "."])],
@@ -482,7 +532,10 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
                     let date = rs.iter().all(|r| r.get(k).is_some_and(is_date));
                     let f = human(k);
                     for max in [true, false] {
-                        let frames = if date {
+                        let frames = if date && l.key == ROWS {
+                            let a = if max { "latest" } else { "earliest" };
+                            vec![sentence(&["Which", &one, wp, "has the", a, &f, "?"])]
+                        } else if date {
                             let (adj1, adj2) = if max { ("most recent", "latest") } else { ("oldest", "earliest") };
                             vec![sentence(&["Which is the", adj1, &one, wp, "?"]), sentence(&["What is the", adj2, &one, wp, "?"])]
                         } else if k == "size" {
@@ -589,6 +642,9 @@ mod tests {
         let late = order_key(&json!("2024-02-01 01:00:00+00:00")).unwrap();
         assert!(early < late);
         assert!(is_date(&json!("2024-02-01")) && !is_date(&json!("Feb 1")) && !is_date(&json!(2024)));
+        let js = json!("Sun Nov 10 2024 17:39:00 GMT+0000 (Coordinated Universal Time)");
+        assert!(order_key(&js).unwrap() > late);
+        assert_eq!(value_answer(&js), Some(Expected::Text("2024-11-10".into())));
         let text = parse("# Pancakes\n\nFlour, eggs and milk.\n");
         assert_eq!(Op::Heading.answer(&text), Some(Expected::Text("Pancakes".into())));
         assert_eq!(Op::Lines.answer(&text), Some(Expected::Number(2.0)));
@@ -600,6 +656,6 @@ mod tests {
         assert_eq!(what_is("modified", &v, "the file a.md", "")[0], "When was the file a.md modified?");
         assert_eq!(what_is("permissions", &v, "the file a.md", "")[0], "What are the permissions of the file a.md?");
         assert_eq!(what_is("author", &v, "the commit \"Fix\"", "in the repository at /r")[0], "Who is the author of the commit \"Fix\" in the repository at /r?");
-        assert!(!askable("api_key") && !askable("to") && askable("size"));
+        assert!(!askable("api_key") && !askable("accessToken") && !askable("to") && askable("size") && askable("Author"));
     }
 }

@@ -243,13 +243,16 @@ pub async fn walk<T: ToolHost>(host: &T, readable: &[String], seeds: &[String], 
     let started = Instant::now();
     let specs: Vec<&ToolSpec> = host.specs().iter().filter(|s| readable.iter().any(|r| r == s.name())).collect();
     let mut walked = Walked::default();
-    let mut pool: Vec<Known> = seeds
+    // The seeds join after the tools that take no argument had their turn: a folder a server
+    // lists itself is then found by asking it, and only what no tool shows is spelled out.
+    let mut seeds: Vec<Known> = seeds
         .iter()
         .map(|s| {
             let kind = if std::path::Path::new(s).is_file() { Kind::File } else { Kind::Dir };
             Known { value: s.clone(), key: vec!["path".into()], kind, origin: Origin { call: None, phrase: s.clone() } }
         })
         .collect();
+    let mut pool: Vec<Known> = Vec::new();
     let mut done: HashSet<(String, String)> = HashSet::new();
     let mut per_tool: HashMap<String, usize> = HashMap::new();
     loop {
@@ -268,6 +271,14 @@ pub async fn walk<T: ToolHost>(host: &T, readable: &[String], seeds: &[String], 
                 let limit_default = limit_default(spec, &args);
                 wave.push((spec.name().to_string(), args, set.into_iter().map(|(k, _, o)| (k, o)).collect(), limit_default));
             }
+        }
+        if wave.is_empty() && !seeds.is_empty() {
+            for k in seeds.drain(..) {
+                if !pool.iter().any(|p| p.value == k.value) {
+                    pool.push(k);
+                }
+            }
+            continue;
         }
         if wave.is_empty() {
             break;
@@ -329,10 +340,13 @@ fn learn(call: &Call, pool: &mut Vec<Known>, roots: &mut Vec<String>) {
         let path = v.as_str()?;
         (is_pathish(&param_words(k)) && path.starts_with('/')).then(|| (path.to_string(), o.clone()))
     });
-    let add = |pool: &mut Vec<Known>, k: Known| {
-        if !pool.iter().any(|p| p.value == k.value && p.kind == k.kind) {
-            pool.push(k);
-        }
+    // A value the server shows is found by asking it: it replaces the same value given as a
+    // seed, so that chains start from the call that shows it, not from a path the model cannot
+    // know.
+    let add = |pool: &mut Vec<Known>, k: Known| match pool.iter_mut().find(|p| p.value == k.value && p.kind == k.kind) {
+        Some(p) if p.origin.call.is_none() && k.origin.call.is_some() => p.origin = k.origin,
+        Some(_) => {}
+        None => pool.push(k),
     };
     for listing in &call.parsed.listings {
         let noun: Vec<String> = words(&listing.key);

@@ -11,6 +11,17 @@ use serde_json::{Map, Number, Value};
 /// One item of a list: its scalar fields by name (JSON paths joined with `.`).
 pub type Record = Map<String, Value>;
 
+/// The field a file entry gets from its name's extension (`md` for `notes.md`): people ask
+/// for "the Markdown files", "the CSVs".
+pub const EXTENSION: &str = "extension";
+
+fn add_extension(r: &mut Record) {
+    let ext = r.get("name").and_then(Value::as_str).and_then(|n| n.rsplit_once('.')).map(|(stem, ext)| (stem.is_empty(), ext.to_ascii_lowercase()));
+    if let Some((false, ext)) = ext.filter(|(_, e)| !e.is_empty() && e.len() <= 5 && e.chars().all(|c| c.is_ascii_alphanumeric())) {
+        r.insert(EXTENSION.into(), Value::String(ext));
+    }
+}
+
 /// The [`Listing::key`] of the files a diff changes.
 pub const CHANGED_FILES: &str = "changed files";
 
@@ -136,6 +147,9 @@ fn from_text(text: &str) -> Parsed {
                 let mut r = Record::new();
                 r.insert("kind".into(), Value::String(c[1].to_lowercase()));
                 r.insert("name".into(), Value::String(c[2].trim().to_string()));
+                if c[1].eq_ignore_ascii_case("file") {
+                    add_extension(&mut r);
+                }
                 if let Some(rest) = c.get(3) {
                     r.insert("size".into(), scalar(rest.as_str()));
                 }
@@ -251,6 +265,9 @@ fn flatten(nodes: &[Value], parent: &str, out: &mut Vec<Record>) {
             (Some(n), p) => format!("{p}/{n}"),
             (None, p) => p.to_string(),
         };
+        if r.get("type").and_then(Value::as_str) == Some("file") {
+            add_extension(&mut r);
+        }
         let is_tree = children.is_some() || !parent.is_empty();
         if is_tree && name.is_some() {
             r.insert("path".into(), Value::String(path.clone()));
@@ -289,6 +306,7 @@ mod tests {
         assert_eq!(r.len(), 3);
         assert_eq!((r[0]["kind"].clone(), r[0]["name"].clone(), r[0]["size"].clone()), (json!("file"), json!("readme.md"), json!(14)));
         assert_eq!(r[2]["name"], json!("big data.csv"));
+        assert_eq!((r[2]["extension"].clone(), r[1].get("extension")), (json!("csv"), None));
         assert_eq!(r[2]["size"], json!(1536));
         assert_eq!(p.fields["Total"], json!("2 files, 1 directories"));
         let p = parse("  feature/x\n* main");
