@@ -166,7 +166,10 @@ async fn episode<T: ToolHost>(
         return Ok(Err(format!("the last tool result does not show the expected answer {answer:?}")));
     }
     let args = json!({"summary": answer});
-    t.messages.push(assistant_call(t.num_turns, ta_mcp::COMPLETE_TASK, &args));
+    let mut answer_turn = assistant_call(t.num_turns, ta_mcp::COMPLETE_TASK, &args);
+    // A worked-out answer (a count, an extreme) is worked out in the open first.
+    answer_turn.content = s.extra.get(ta_walk::EXPLANATION).and_then(Value::as_str).map(String::from);
+    t.messages.push(answer_turn);
     t.num_turns += 1;
     t.final_answer = Some(answer.to_string());
     t.outcome = Outcome::Completed;

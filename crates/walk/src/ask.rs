@@ -47,6 +47,9 @@ pub enum Op {
 /// crowd out every other question.
 const LOOKUPS_PER_LIST: usize = 12;
 
+/// Items named in an explanation at most.
+const MAX_ENUMERATED: usize = 40;
+
 /// At most this many items in a list answer.
 const MAX_SELECT: usize = 8;
 
@@ -103,6 +106,64 @@ impl Op {
             }
             Op::Lines => (!p.lines.is_empty() && p.listings.is_empty()).then(|| Expected::Number(p.lines.len() as f64)),
             Op::Heading => p.lines.iter().find_map(|l| l.strip_prefix("# ")).map(|h| Expected::Text(h.trim().to_string())),
+        }
+    }
+
+    /// How the answer follows from `p`, in a sentence or two, for the answers that are worked out
+    /// (a count, an extreme): the reference trace says it before answering, so that a model
+    /// learns to count and compare in the open rather than to guess a number.
+    pub fn explain(&self, p: &Parsed) -> Option<String> {
+        let records = |key: &str| p.listings.iter().find(|l| l.key == key).map(|l| &l.records);
+        let named = |r: &Record, label: &str| r.get(label).map(|v| ta_synth::names::shown(v));
+        let enumerate = |names: Vec<String>| {
+            let n = names.len();
+            let shown: Vec<String> = names.into_iter().take(MAX_ENUMERATED).collect();
+            let more = if n > MAX_ENUMERATED { format!(" and {} more", n - MAX_ENUMERATED) } else { String::new() };
+            format!("{}{more}", shown.join(", "))
+        };
+        match self {
+            Op::Count { listing, filter } => {
+                let rs = records(listing)?;
+                let label = label_field(rs)?;
+                let hits: Vec<String> = rs.iter().filter(|r| filter.as_ref().is_none_or(|(f, v)| r.get(f) == Some(v))).filter_map(|r| named(r, &label)).collect();
+                let n = hits.len();
+                let things = match filter {
+                    Some((f, Value::String(v))) if f == "kind" => plural(&tag_noun(v)),
+                    Some((f, Value::String(v))) if f == EXTENSION => format!(".{v} files"),
+                    Some((f, v)) => format!("items with {} {}", human(f), ta_synth::names::shown(v)),
+                    None => "items".into(),
+                };
+                Some(format!("The result lists {n} {things}: {}.", enumerate(hits)))
+            }
+            Op::Extreme { listing, field, max, label } => {
+                let rs = records(listing)?;
+                let best = rs.iter().filter(|r| r.get(field).and_then(order_key).is_some()).max_by(|a, b| {
+                    let (x, y) = (order_key(&a[field.as_str()]).unwrap_or(0.0), order_key(&b[field.as_str()]).unwrap_or(0.0));
+                    if *max { x.total_cmp(&y) } else { y.total_cmp(&x) }
+                })?;
+                let word = if *max { "largest" } else { "smallest" };
+                Some(format!(
+                    "Comparing the {} of the {} items, the {word} is {}, for {}.",
+                    human(field),
+                    rs.len(),
+                    ta_synth::names::shown(&best[field.as_str()]),
+                    named(best, label)?
+                ))
+            }
+            Op::Most { listing, field } => {
+                let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+                for v in records(listing)?.iter().filter_map(|r| r.get(field)).filter_map(Value::as_str) {
+                    *counts.entry(v.to_string()).or_default() += 1;
+                }
+                let tally: Vec<String> = counts.iter().map(|(k, n)| format!("{k} {n}")).collect();
+                Some(format!("Counting the items by {}: {}.", human(field), tally.join(", ")))
+            }
+            Op::Select { listing, filter: (f, v), label } => {
+                let hits: Vec<String> = records(listing)?.iter().filter(|r| r.get(f) == Some(v)).filter_map(|r| named(r, label)).collect();
+                Some(format!("The items with {} {}: {}.", human(f), ta_synth::names::shown(v), enumerate(hits)))
+            }
+            Op::Lines => Some(format!("The file has {} lines of text.", p.lines.len())),
+            Op::Field { .. } | Op::Lookup { .. } | Op::Exists { .. } | Op::List { .. } | Op::Heading => None,
         }
     }
 
@@ -199,6 +260,8 @@ pub struct Task {
     pub expected: Expected,
     pub phrasings: Vec<String>,
     pub difficulty: u8,
+    /// How the answer follows from the result, for an answer worked out rather than read off.
+    pub explanation: Option<String>,
 }
 
 /// How a question names what a call was about.
@@ -381,7 +444,8 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
             frames[1..].shuffle(&mut rng);
             frames.truncate(3);
             let difficulty = (chain + op.weight()).clamp(1, 5) as u8;
-            out.push(Task { call: c.id, op, expected, phrasings: frames, difficulty });
+            let explanation = op.explain(&c.parsed);
+            out.push(Task { call: c.id, op, expected, phrasings: frames, difficulty, explanation });
         };
         let adj = s.adjectives.join(" ");
         let place = s.place.as_str();
@@ -625,6 +689,8 @@ mod tests {
         assert_eq!(Op::Most { listing: String::new(), field: "author".into() }.answer(&p), Some(Expected::Text("Ann".into())));
         let count = Op::Count { listing: String::new(), filter: Some(("author".into(), json!("Ann"))) };
         assert_eq!(count.answer(&p), Some(Expected::Number(2.0)));
+        assert_eq!(count.explain(&p).as_deref(), Some("The result lists 2 items with author Ann: a.md, c.md."));
+        assert_eq!(extreme(false).explain(&p).as_deref(), Some("Comparing the size of the 3 items, the smallest is 10, for a.md."));
         let nobody = Op::Count { listing: String::new(), filter: Some(("author".into(), json!("Cy"))) };
         assert_eq!(nobody.answer(&p), None, "a count of nothing is no question");
         let select = Op::Select { listing: String::new(), filter: ("author".into(), json!("Bob")), label: "name".into() };

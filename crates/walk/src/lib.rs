@@ -41,6 +41,10 @@ pub const SOURCE_WALK: &str = "walk";
 /// extreme) rather than shown in it.
 pub const DERIVED: &str = "derived";
 
+/// `extra.explanation` of a scenario: how its answer follows from the last result, said before
+/// answering in its reference trace.
+pub const EXPLANATION: &str = "explanation";
+
 #[derive(Debug, thiserror::Error)]
 pub enum WalkError {
     #[error("no tool of this server may be called by the walk: {0}\nhint: the walk only calls tools that read; name a tool you know only reads with --allow-tool NAME")]
@@ -218,6 +222,9 @@ fn scenario(walked: &Walked, t: &ask::Task, text: &str, index: usize) -> Scenari
     };
     extra.insert(DERIVED.into(), (t.op.derived() || !shown).into());
     extra.insert("op".into(), serde_json::to_value(&t.op).unwrap_or(Value::Null));
+    if let Some(e) = &t.explanation {
+        extra.insert(EXPLANATION.into(), e.clone().into());
+    }
     Scenario {
         id: format!("walk-{index:05}"),
         task: text.to_string(),
