@@ -110,7 +110,7 @@ impl SqlTools {
                     .iter()
                     .filter_map(|s| query_score(s).map(|(score, arg)| (score, s.name(), arg)))
                     .max_by_key(|(score, name, _)| (*score, std::cmp::Reverse(name.len())));
-                let (_, name, arg) = best.ok_or_else(|| SynthError::Tools(format!("no SQL query tool found among: {}\nhint: a query tool takes one SQL string, e.g. run_query(sql); name it with --query-tool NAME if the server's schema does not say so", names())))?;
+                let (_, name, arg) = best.ok_or_else(|| SynthError::Tools(format!("no SQL query tool found among: {}\nhint: a query tool takes one SQL string, e.g. run_query(sql); name it with --query-tool NAME if the server's schema does not say so; a server without SQL gets its tasks from `scenarios walk`", names())))?;
                 ArgTool { name: name.to_string(), arg }
             }
         };
