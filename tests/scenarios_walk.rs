@@ -1,6 +1,6 @@
 //! `scenarios walk` on four third-party servers (installed into the cache on first use), each on
 //! a seeded fixture (`benches/walk/fixtures.py`), behind a proxy that records every tool the
-//! walk calls: only read tools are ever called, fields that change between calls are never asked
+//! walk calls (`tests/common/mcp_fault_proxy.py log`): only read tools are ever called, fields that change between calls are never asked
 //! about, and every scenario's reference, replayed on a fresh server, gives its answer.
 
 mod common;
@@ -40,7 +40,7 @@ struct Walk {
 fn walk(dir: &Path, server: &str, extra: &[&str]) -> Result<Walk, String> {
     let log = dir.join("calls.log");
     std::fs::write(&log, "").unwrap();
-    let proxied = format!("python3 {ROOT}/tests/common/mcp_call_log.py {} {server}", log.display());
+    let proxied = format!("python3 {ROOT}/tests/common/mcp_fault_proxy.py log 0 {} {server}", log.display());
     let out_dir = dir.join("walk");
     let out = Command::new(bin()).args(["scenarios", "walk", "--server", &proxied, "--out"]).arg(&out_dir).args(extra).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();

@@ -9,9 +9,12 @@ messages both ways. Once the server has sent AFTER messages, the next one trigge
   crash    the same, but every later start exits at once (a server that stays down)
   stall    forward nothing more from the server (requests still reach it; answers never return)
   corrupt  send a line that is not JSON-RPC in place of that message, then carry on
+  log      break nothing: append the name of every tool the client calls to MARKER, one per
+           line, before the call reaches the server (AFTER is ignored)
 MARKER is a file created when the fault fires (`crash` checks it at start); `-` for none.
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -26,6 +29,8 @@ def main() -> None:
 
     def to_server() -> None:
         for line in sys.stdin.buffer:
+            if mode == "log":
+                record_call(line, marker)
             try:
                 server.stdin.write(line)
                 server.stdin.flush()
@@ -40,7 +45,7 @@ def main() -> None:
     sent = 0
     out = sys.stdout.buffer
     for line in server.stdout:
-        if sent >= after:
+        if mode != "log" and sent >= after:
             if sent == after and marker != "-":
                 open(marker, "w").close()
             if mode in ("kill", "crash"):
@@ -56,6 +61,17 @@ def main() -> None:
         out.flush()
         sent += 1
     server.wait()
+
+
+def record_call(line: bytes, log: str) -> None:
+    """Appends the tool name of a `tools/call` request to `log`."""
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return
+    if isinstance(message, dict) and message.get("method") == "tools/call":
+        with open(log, "a", encoding="utf-8") as out:
+            out.write(str(message.get("params", {}).get("name")) + "\n")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,9 @@ pub mod paraphrase;
 pub mod synth;
 pub mod walk;
 
-use anyhow::Result;
+use std::path::Path;
+
+use anyhow::{Context, Result};
 
 #[derive(clap::Subcommand)]
 pub enum Command {
@@ -37,5 +39,40 @@ pub async fn run(command: Command) -> Result<()> {
         Command::Walk(a) => walk::run(a).await,
         Command::Frontier(a) => frontier::run(a),
         Command::Paraphrase(a) => paraphrase::run(*a).await,
+    }
+}
+
+/// The train/validation split of a synthesizer's output (`synth`, `walk`).
+#[derive(clap::Args)]
+pub struct SplitArgs {
+    /// Share of the questions (whole groups of phrasings of one question) put in validation.
+    #[arg(long, default_value_t = 0.2)]
+    pub validation_fraction: f64,
+    /// Seed of the question order, the phrasings and the split.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+impl SplitArgs {
+    pub fn check(&self) -> Result<()> {
+        anyhow::ensure!(
+            (0.0..1.0).contains(&self.validation_fraction),
+            "--validation-fraction {} is outside [0, 1)\nhint: e.g. 0.2 puts a fifth of the questions in validation",
+            self.validation_fraction
+        );
+        Ok(())
+    }
+}
+
+/// Writes `rows` to `path` as JSON lines, whole or not at all.
+pub fn write_jsonl<T: serde::Serialize>(path: &Path, rows: &[T]) -> Result<()> {
+    ta_types::atomic::write_atomic(path, |w| ta_types::jsonl::write_rows(w, rows)).with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// A titled table of counts, as the synthesizers print their summaries.
+pub fn print_counts<'a>(title: &str, items: impl IntoIterator<Item = (String, &'a usize)>) {
+    println!("{title}");
+    for (k, n) in items {
+        println!("  {:<24} {n}", ta_types::terminal::terminal_safe(&k));
     }
 }

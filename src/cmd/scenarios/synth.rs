@@ -2,7 +2,6 @@
 //! through a server's SQL query tool, every answer checked by running its SQL there. The logic
 //! lives in `ta_synth`; this parses flags, connects and writes the files.
 
-use std::io::Write;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -24,43 +23,35 @@ pub struct Args {
     /// The server's SQL query tool, when detection from the schemas picks the wrong one or none.
     #[arg(long, value_name = "NAME")]
     query_tool: Option<String>,
-    /// Share of the questions (whole groups of paraphrases of one SQL query) put in validation.
-    #[arg(long, default_value_t = 0.2)]
-    validation_fraction: f64,
-    /// Seed of the question order and the split.
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
+    #[command(flatten)]
+    split: super::SplitArgs,
     /// Queries in flight at once.
     #[arg(long, default_value_t = 8)]
     concurrency: usize,
 }
 
 pub async fn run(args: Args) -> Result<()> {
-    anyhow::ensure!(
-        (0.0..1.0).contains(&args.validation_fraction),
-        "--validation-fraction {} is outside [0, 1)\nhint: e.g. 0.2 puts a fifth of the questions in validation",
-        args.validation_fraction
-    );
+    args.split.check()?;
     let started = Instant::now();
     let _lock = ta_eval::rundir::RunLock::acquire(&args.out)?;
     let logs = args.out.join("logs");
     std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
     let server = crate::server::Server::connect(&args.server, Some(&logs)).await?;
     let tools = server.tools();
-    let opts =
-        SynthOptions { n: args.n, query_tool: args.query_tool.clone(), validation_fraction: args.validation_fraction, seed: args.seed, concurrency: args.concurrency };
+    let opts = SynthOptions {
+        n: args.n,
+        query_tool: args.query_tool.clone(),
+        validation_fraction: args.split.validation_fraction,
+        seed: args.split.seed,
+        concurrency: args.concurrency,
+    };
     eprintln!("synthesizing up to {} scenarios through {} ...", args.n, server.description);
     let result = synthesize(&tools, &opts).await;
     server.client.close().await;
     let out = result?;
 
     let path = args.out.join("scenarios.jsonl");
-    let mut file = std::io::BufWriter::new(std::fs::File::create(&path).with_context(|| format!("cannot write {}", path.display()))?);
-    for s in &out.scenarios {
-        serde_json::to_writer(&mut file, s)?;
-        file.write_all(b"\n")?;
-    }
-    file.flush()?;
+    super::write_jsonl(&path, &out.scenarios)?;
     std::fs::write(args.out.join("summary.json"), serde_json::to_vec_pretty(&out.summary)?)?;
     std::fs::write(args.out.join("schema.json"), serde_json::to_vec_pretty(&out.schema)?)?;
 
@@ -82,15 +73,9 @@ pub async fn run(args: Args) -> Result<()> {
         println!("  duplicates {:>3}  (same normalized text)", s.duplicates);
     }
     println!("scenarios         {} (train {}, validation {})", s.scenarios, s.train, s.validation);
-    let row = |title: &str, items: Vec<(String, usize)>| {
-        println!("{title}");
-        for (k, n) in items {
-            println!("  {k:<24} {n}");
-        }
-    };
-    row("per template", s.per_template.iter().map(|(k, n)| (k.clone(), *n)).collect());
-    row("per difficulty", s.per_difficulty.iter().map(|(k, n)| (format!("level {k}"), *n)).collect());
-    row("per table", s.per_table.iter().map(|(k, n)| (k.clone(), *n)).collect());
+    super::print_counts("per template", s.per_template.iter().map(|(k, n)| (k.clone(), n)));
+    super::print_counts("per difficulty", s.per_difficulty.iter().map(|(k, n)| (format!("level {k}"), n)));
+    super::print_counts("per table", s.per_table.iter().map(|(k, n)| (k.clone(), n)));
     println!("time              {:.1} s", started.elapsed().as_secs_f64());
     println!("scenarios: {}", path.display());
     if s.scenarios < args.n {

@@ -3,7 +3,6 @@
 //! replay on a second, fresh server reproduces its answer. The logic lives in `ta_walk`; this
 //! parses flags, starts the two servers and writes the files.
 
-use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -42,12 +41,8 @@ pub struct Args {
     /// Seconds the walk may take (the replay comes after).
     #[arg(long, default_value_t = 40)]
     max_seconds: u64,
-    /// Share of the questions (whole groups of phrasings of one question) put in validation.
-    #[arg(long, default_value_t = 0.2)]
-    validation_fraction: f64,
-    /// Seed of the phrasings and the split.
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
+    #[command(flatten)]
+    split: super::SplitArgs,
     /// Calls in flight at once.
     #[arg(long, default_value_t = 8)]
     concurrency: usize,
@@ -65,11 +60,7 @@ fn command_paths(args: &ServerArgs) -> Vec<String> {
 }
 
 pub async fn run(args: Args) -> Result<()> {
-    anyhow::ensure!(
-        (0.0..1.0).contains(&args.validation_fraction),
-        "--validation-fraction {} is outside [0, 1)\nhint: e.g. 0.2 puts a fifth of the questions in validation",
-        args.validation_fraction
-    );
+    args.split.check()?;
     let started = Instant::now();
     let _lock = ta_eval::rundir::RunLock::acquire(&args.out)?;
     let logs = args.out.join("logs");
@@ -81,8 +72,8 @@ pub async fn run(args: Args) -> Result<()> {
         overrides: Overrides { allow: args.allow.clone(), deny: args.deny.clone() },
         seeds,
         budget: Budget { max_calls: args.max_calls, max_per_tool: args.max_calls_per_tool, time: Duration::from_secs(args.max_seconds), concurrency: args.concurrency },
-        validation_fraction: args.validation_fraction,
-        seed: args.seed,
+        validation_fraction: args.split.validation_fraction,
+        seed: args.split.seed,
     };
     let server = crate::server::Server::connect(&args.server, Some(&logs)).await?;
     // The replay's server: started the same way, after the walk's, so nothing the walk's server
@@ -93,21 +84,9 @@ pub async fn run(args: Args) -> Result<()> {
     server.close().await;
     fresh.close().await;
     let ta_walk::Synthesized { scenarios, summary, walked } = result?;
-    let calls = args.out.join("calls.jsonl");
-    let mut file = std::io::BufWriter::new(std::fs::File::create(&calls).with_context(|| format!("cannot write {}", calls.display()))?);
-    for c in &walked.calls {
-        serde_json::to_writer(&mut file, c)?;
-        file.write_all(b"\n")?;
-    }
-    file.flush()?;
-
+    super::write_jsonl(&args.out.join("calls.jsonl"), &walked.calls)?;
     let path = args.out.join("scenarios.jsonl");
-    let mut file = std::io::BufWriter::new(std::fs::File::create(&path).with_context(|| format!("cannot write {}", path.display()))?);
-    for s in &scenarios {
-        serde_json::to_writer(&mut file, s)?;
-        file.write_all(b"\n")?;
-    }
-    file.flush()?;
+    super::write_jsonl(&path, &scenarios)?;
     std::fs::write(args.out.join("summary.json"), serde_json::to_vec_pretty(&summary)?)?;
 
     let safe = |t: &str| ta_types::terminal::terminal_safe(t).into_owned();
@@ -124,15 +103,9 @@ pub async fn run(args: Args) -> Result<()> {
         println!("  dropped {n:>5}   {reason}");
     }
     println!("scenarios         {} phrasings of {} questions (train {}, validation {})", summary.scenarios, summary.questions, summary.train, summary.validation);
-    let row = |title: &str, items: Vec<(String, usize)>| {
-        println!("{title}");
-        for (k, n) in items {
-            println!("  {:<24} {n}", safe(&k));
-        }
-    };
-    row("per template", summary.per_template.iter().map(|(k, n)| (k.clone(), *n)).collect());
-    row("per difficulty", summary.per_difficulty.iter().map(|(k, n)| (format!("level {k}"), *n)).collect());
-    row("per tool", summary.per_tool.iter().map(|(k, n)| (k.clone(), *n)).collect());
+    super::print_counts("per template", summary.per_template.iter().map(|(k, n)| (k.clone(), n)));
+    super::print_counts("per difficulty", summary.per_difficulty.iter().map(|(k, n)| (format!("level {k}"), n)));
+    super::print_counts("per tool", summary.per_tool.iter().map(|(k, n)| (k.clone(), n)));
     println!("time              {:.1} s (walk {:.1} s, replay {:.1} s)", started.elapsed().as_secs_f64(), summary.walk_seconds, summary.replay_seconds);
     println!("scenarios: {}", path.display());
     Ok(())
