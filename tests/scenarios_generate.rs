@@ -169,3 +169,24 @@ async fn generated_tasks_are_checked_by_running_them() {
     let unverified = scenarios.iter().find(|s| s.task == NEXT_HIRE).unwrap();
     assert_eq!((unverified.checked, &unverified.expected), (Some(false), &None));
 }
+
+/// `--walk DIR`: the read calls `scenarios walk` recorded, and what they returned, reach the
+/// teacher's prompt, so that its tasks name records the server really holds.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_walk_shows_the_teacher_the_servers_state() {
+    let teacher = Teacher::default();
+    let url = serve(teacher.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let walk = dir.path().join("walk");
+    let run = std::process::Command::new(common::bin())
+        .args(["scenarios", "walk", "--server", "train-agent demo-server", "--max-calls", "40", "--out"])
+        .arg(&walk)
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let (_, stderr) = generate(&url, &dir.path().join("gen"), &["--walk", walk.to_str().unwrap()]).await;
+    assert!(stderr.contains("showing the teacher") && stderr.contains("recorded calls"), "{stderr}");
+    let requests = teacher.requests.lock().unwrap();
+    let prompt = requests.iter().find(|r| r["response_format"]["json_schema"]["name"] == "scenario_tasks").unwrap().to_string();
+    assert!(prompt.contains("What the read tools returned") && prompt.contains("list_tables({})") && prompt.contains("departments"), "{prompt}");
+}

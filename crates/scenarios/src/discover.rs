@@ -52,6 +52,54 @@ pub struct Surface {
     pub resources: Vec<ResourceInfo>,
     pub resource_templates: Vec<TemplateInfo>,
     pub prompts: Vec<PromptInfo>,
+    /// Calls of the read tools and what they returned (from `scenarios walk`): the server's
+    /// real state, so that the teacher's tasks name records that exist.
+    pub observed: Vec<Observed>,
+}
+
+/// One recorded call of a read tool and the start of its result.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Observed {
+    pub tool: String,
+    /// The arguments as JSON.
+    pub arguments: String,
+    pub result: String,
+}
+
+/// Calls shown to the teacher at most, and characters of each result.
+pub const OBSERVED_CALLS: usize = 24;
+pub const OBSERVED_CHARS: usize = 600;
+
+impl Observed {
+    /// Up to [`OBSERVED_CALLS`] successful calls of `calls.jsonl` (`scenarios walk`'s record,
+    /// one `{tool, args, is_error, text}` object per line), taken from each tool in turn so
+    /// that every read tool is shown, results cut to [`OBSERVED_CHARS`].
+    pub fn from_walk(calls_jsonl: &str) -> Result<Vec<Observed>, String> {
+        let mut by_tool: Vec<(String, Vec<Observed>)> = Vec::new();
+        for (i, line) in calls_jsonl.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+            let v: serde_json::Value = serde_json::from_str(line).map_err(|e| format!("line {}: {e}", i + 1))?;
+            if v["is_error"].as_bool().unwrap_or(true) {
+                continue;
+            }
+            let (Some(tool), Some(text)) = (v["tool"].as_str(), v["text"].as_str()) else {
+                return Err(format!("line {}: no `tool` and `text` (is this a `scenarios walk` calls.jsonl?)", i + 1));
+            };
+            let o = Observed { tool: tool.into(), arguments: v["args"].to_string(), result: text.chars().take(OBSERVED_CHARS).collect() };
+            match by_tool.iter_mut().find(|(t, _)| t == tool) {
+                Some((_, list)) => list.push(o),
+                None => by_tool.push((tool.into(), vec![o])),
+            }
+        }
+        let mut out = Vec::new();
+        for round in 0.. {
+            let before = out.len();
+            out.extend(by_tool.iter().filter_map(|(_, list)| list.get(round).cloned()).take(OBSERVED_CALLS - out.len()));
+            if out.len() == before || out.len() >= OBSERVED_CALLS {
+                break;
+            }
+        }
+        Ok(out)
+    }
 }
 
 /// How much of the server to show.
@@ -137,7 +185,15 @@ impl Surface {
         } else {
             Vec::new()
         };
-        Surface { server_name: discovery.server_name.clone(), instructions: discovery.instructions.clone(), tools, resources, resource_templates, prompts }
+        Surface {
+            observed: Vec::new(),
+            server_name: discovery.server_name.clone(),
+            instructions: discovery.instructions.clone(),
+            tools,
+            resources,
+            resource_templates,
+            prompts,
+        }
     }
 
     pub fn tool_names(&self) -> Vec<String> {
@@ -152,4 +208,23 @@ fn cut(text: &str, max: usize) -> String {
         return text.to_string();
     }
     format!("{}\n[... {} more characters]", text.chars().take(max).collect::<String>(), total - max)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn observed_calls_come_from_every_tool_in_turn_and_skip_errors() {
+        let line = |tool: &str, err: bool, text: &str| serde_json::json!({"id": 0, "tool": tool, "args": {"path": "/r"}, "is_error": err, "text": text}).to_string();
+        let mut lines: Vec<String> = (0..30).map(|i| line("read_file", false, &format!("file {i}"))).collect();
+        lines.insert(3, line("git_log", false, &"x".repeat(2000)));
+        lines.insert(4, line("list_directory", true, "ENOTDIR"));
+        let got = Observed::from_walk(&lines.join("\n")).unwrap();
+        assert_eq!(got.len(), OBSERVED_CALLS);
+        assert_eq!((got[0].tool.as_str(), got[1].tool.as_str(), got[2].tool.as_str()), ("read_file", "git_log", "read_file"));
+        assert_eq!(got[1].result.chars().count(), OBSERVED_CHARS);
+        assert!(got.iter().all(|o| o.tool != "list_directory"));
+        assert!(Observed::from_walk("{\"x\": 1, \"is_error\": false}").unwrap_err().contains("scenarios walk"));
+    }
 }

@@ -17,7 +17,7 @@ pub const SCHEMA_NAME: &str = "scenario_tasks";
 
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "scenario prompt template {origin}: {source}\nhint: the template is minijinja with blocks `system` and `user`; variables: n, batch, server_name, instructions, tools, resources, resource_templates, prompts, avoid"
+    "scenario prompt template {origin}: {source}\nhint: the template is minijinja with blocks `system` and `user`; variables: n, batch, server_name, instructions, tools, resources, resource_templates, prompts, observed, avoid"
 )]
 pub struct TemplateError {
     origin: String,
@@ -38,6 +38,7 @@ pub fn render(template: &str, origin: &str, surface: &Surface, n: usize, batch: 
         resources => minijinja::value::Serde(&surface.resources),
         resource_templates => minijinja::value::Serde(&surface.resource_templates),
         prompts => minijinja::value::Serde(&surface.prompts),
+        observed => minijinja::value::Serde(&surface.observed),
         avoid => avoid.to_vec(),
     };
     ta_reward::judge::prompt::render_blocks(template, ctx).map_err(err)
@@ -106,7 +107,7 @@ pub(crate) fn json_body(text: &str) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::discover::{PromptInfo, ResourceInfo, TemplateInfo, ToolInfo};
+    use crate::discover::{Observed, PromptInfo, ResourceInfo, TemplateInfo, ToolInfo};
 
     fn surface() -> Surface {
         Surface {
@@ -129,6 +130,7 @@ mod tests {
             }],
             resource_templates: vec![TemplateInfo { uri_template: "schema://{table}".into(), name: "table".into(), description: "One table's columns.".into() }],
             prompts: vec![PromptInfo { name: "monthly_report".into(), description: "Summarize a month.".into(), arguments: vec!["month".into(), "team?".into()] }],
+            observed: vec![Observed { tool: "list_tables".into(), arguments: "{}".into(), result: "departments\nemployees".into() }],
         }
     }
 

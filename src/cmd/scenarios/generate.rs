@@ -94,6 +94,10 @@ pub struct Args {
     /// Resources whose contents are read and shown to the teacher.
     #[arg(long, default_value_t = 5)]
     sample_resources: usize,
+    /// A `scenarios walk` output directory: its recorded calls of the read tools and their
+    /// results are shown to the teacher, so that its tasks name records the server really holds.
+    #[arg(long, value_name = "DIR")]
+    walk: Option<PathBuf>,
     #[command(flatten)]
     http: crate::args::HttpArgs,
     #[command(flatten)]
@@ -123,7 +127,14 @@ pub async fn run(args: Args) -> Result<()> {
     };
 
     let server = crate::server::Server::connect(&args.server, Some(&logs)).await?;
-    let surface = Surface::gather(&server.client, &server.discovery, &DiscoverOptions { sample_resources: args.sample_resources, ..Default::default() }).await;
+    let mut surface = Surface::gather(&server.client, &server.discovery, &DiscoverOptions { sample_resources: args.sample_resources, ..Default::default() }).await;
+    if let Some(dir) = &args.walk {
+        let path = dir.join("calls.jsonl");
+        let text =
+            std::fs::read_to_string(&path).with_context(|| format!("cannot read {}\nhint: --walk takes the --out directory of `scenarios walk`", path.display()))?;
+        surface.observed = ta_scenarios::discover::Observed::from_walk(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        eprintln!("showing the teacher {} recorded calls from {}", surface.observed.len(), path.display());
+    }
     eprintln!(
         "server {}: {} tools, {} resources, {} resource templates, {} prompts",
         server.description,
