@@ -114,7 +114,7 @@ impl Op {
     /// learns to count and compare in the open rather than to guess a number.
     pub fn explain(&self, p: &Parsed) -> Option<String> {
         let records = |key: &str| p.listings.iter().find(|l| l.key == key).map(|l| &l.records);
-        let named = |r: &Record, label: &str| r.get(label).map(|v| ta_synth::names::shown(v));
+        let named = |r: &Record, label: &str| r.get(label).map(ta_synth::names::shown);
         let enumerate = |names: Vec<String>| {
             let n = names.len();
             let shown: Vec<String> = names.into_iter().take(MAX_ENUMERATED).collect();
