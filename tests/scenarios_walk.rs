@@ -136,7 +136,12 @@ async fn walk_on_the_filesystem_server() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let kept = jsonl(&traces.join("traces.jsonl")).len();
+    let traces = jsonl(&traces.join("traces.jsonl"));
+    let kept = traces.len();
+    // A worked-out answer is worked out in the open before `complete_task`.
+    let explained =
+        traces.iter().filter(|t| t["messages"].as_array().unwrap().iter().any(|m| m["content"].as_str().is_some_and(|c| c.starts_with("The result lists")))).count();
+    assert!(explained > 0, "no reference trace explains a count");
     // A few rows of long files lie beyond what a tool result shows the model: those are skipped.
     assert!(kept >= 110, "{kept} of 120 reference traces\n{}", String::from_utf8_lossy(&out.stdout));
 }

@@ -161,14 +161,14 @@ async fn episode<T: ToolHost>(
     let expected = s.expected.as_ref().expect("checked by the caller");
     // A count or an extreme is worked out from the last result, not shown in it; the walk's
     // replay checked it already.
-    let derived = s.extra.get(ta_walk::DERIVED).and_then(Value::as_bool).unwrap_or(false);
+    let derived = s.extra.get(ta_types::scenario::EXTRA_DERIVED).and_then(Value::as_bool).unwrap_or(false);
     if !derived && !shows(expected, &last) {
         return Ok(Err(format!("the last tool result does not show the expected answer {answer:?}")));
     }
     let args = json!({"summary": answer});
     let mut answer_turn = assistant_call(t.num_turns, ta_mcp::COMPLETE_TASK, &args);
     // A worked-out answer (a count, an extreme) is worked out in the open first.
-    answer_turn.content = s.extra.get(ta_walk::EXPLANATION).and_then(Value::as_str).map(String::from);
+    answer_turn.content = s.extra.get(ta_types::scenario::EXTRA_EXPLANATION).and_then(Value::as_str).map(String::from);
     t.messages.push(answer_turn);
     t.num_turns += 1;
     t.final_answer = Some(answer.to_string());

@@ -40,6 +40,15 @@ impl std::str::FromStr for Split {
     }
 }
 
+/// `extra.derived`: the answer is worked out from the reference's last result (a count, an
+/// extreme, a date written as a day) rather than shown in it, so `collect --reference` does not
+/// look for it there. Written by `scenarios walk`.
+pub const EXTRA_DERIVED: &str = "derived";
+
+/// `extra.explanation`: how the answer follows from the reference's last result, said before
+/// answering in the reference trace. Written by `scenarios walk`.
+pub const EXTRA_EXPLANATION: &str = "explanation";
+
 /// Ground truth for a scenario: a plain string or number, or a rule.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]

@@ -37,14 +37,6 @@ pub use explore::{Budget, Walked};
 /// `source` of walked scenarios.
 pub const SOURCE_WALK: &str = "walk";
 
-/// `extra.derived` of a scenario whose answer is worked out from the last result (a count, an
-/// extreme) rather than shown in it.
-pub const DERIVED: &str = "derived";
-
-/// `extra.explanation` of a scenario: how its answer follows from the last result, said before
-/// answering in its reference trace.
-pub const EXPLANATION: &str = "explanation";
-
 #[derive(Debug, thiserror::Error)]
 pub enum WalkError {
     #[error("no tool of this server may be called by the walk: {0}\nhint: the walk only calls tools that read; name a tool you know only reads with --allow-tool NAME")]
@@ -220,10 +212,10 @@ fn scenario(walked: &Walked, t: &ask::Task, text: &str, index: usize) -> Scenari
         ta_types::Expected::Text(s) => answering.text.contains(s.as_str()),
         _ => true,
     };
-    extra.insert(DERIVED.into(), (t.op.derived() || !shown).into());
+    extra.insert(ta_types::scenario::EXTRA_DERIVED.into(), (t.op.derived() || !shown).into());
     extra.insert("op".into(), serde_json::to_value(&t.op).unwrap_or(Value::Null));
     if let Some(e) = &t.explanation {
-        extra.insert(EXPLANATION.into(), e.clone().into());
+        extra.insert(ta_types::scenario::EXTRA_EXPLANATION.into(), e.clone().into());
     }
     Scenario {
         id: format!("walk-{index:05}"),
