@@ -279,6 +279,13 @@ pub struct ServerArgs {
     /// stdio server that does not answer in time is stopped.
     #[arg(long, default_value_t = 60)]
     pub mcp_timeout: u64,
+    /// Offer the model only these tools of the server (comma-separated or repeated): the tools
+    /// the tasks need. When all of them declare readOnlyHint, episodes need no isolation.
+    #[arg(long, value_name = "NAMES", value_delimiter = ',')]
+    pub tools: Vec<String>,
+    /// Offer every tool of the server but these (comma-separated or repeated).
+    #[arg(long, value_name = "NAMES", value_delimiter = ',')]
+    pub exclude_tools: Vec<String>,
 }
 
 /// Rollout isolation for servers that change state (docs/isolation.md). Unset flags keep the

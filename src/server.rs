@@ -34,7 +34,12 @@ impl Server {
     pub async fn connect_isolated(args: &ServerArgs, settings: &IsolationSettings, log_dir: Option<&Path>) -> Result<Server> {
         let (spec, options) = spec(args, log_dir)?;
         let description = spec.describe();
+        let filter = options.tools.clone();
         let (isolation, discovery) = Isolation::connect(settings, spec, options).await?;
+        if !filter.is_all() {
+            let names: Vec<String> = discovery.tools.iter().map(|t| ta_types::terminal::terminal_safe(&t.name).into_owned()).collect();
+            eprintln!("tools offered: {} (--tools/--exclude-tools)", names.join(", "));
+        }
         eprintln!("isolation: {} ({})", isolation.mode(), isolation.reason());
         let isolation = Arc::new(isolation);
         Ok(Server { client: isolation.shared_client().clone(), discovery, description, isolation: Some(isolation) })
@@ -81,6 +86,7 @@ fn spec(args: &ServerArgs, log_dir: Option<&Path>) -> Result<(ta_mcp::ServerSpec
         connect_timeout: Duration::from_secs(args.mcp_timeout),
         bearer_token: ta_mcp::Secret::from_env(&args.bearer_token_env),
         stderr_log: log_dir.map(|d| d.join("mcp-stderr.log")),
+        tools: ta_mcp::ToolFilter { only: (!args.tools.is_empty()).then(|| args.tools.clone()), exclude: args.exclude_tools.clone() },
         ..Default::default()
     };
     Ok((spec, options))

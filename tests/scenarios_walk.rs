@@ -165,6 +165,33 @@ async fn walk_on_the_git_server() {
     let chained = w.scenarios.iter().filter(|s| s["reference"].as_array().unwrap().len() >= 2).count();
     assert!(chained >= 100, "{chained} scenarios chain two calls or more");
     replay_all(&server, &w.scenarios).await;
+
+    // Only the tools the tasks need: with the write tools left out, every tool offered declares
+    // readOnlyHint, so episodes share one server; the traces show the model those tools only.
+    let collect = |extra: &[&str], out: &str| {
+        Command::new(bin())
+            .args(["collect", "--reference", "--server", &server, "--split", "train", "--limit", "20", "--scenarios"])
+            .arg(w.out.join("scenarios.jsonl"))
+            .args(extra)
+            .arg("--out")
+            .arg(dir.path().join(out))
+            .output()
+            .unwrap()
+    };
+    let read = "git_log,git_show,git_branch,git_diff,git_status";
+    let out = collect(&["--tools", read], "traces");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && stderr.contains("isolation: none (every tool declares readOnlyHint"), "{stderr}");
+    assert!(stderr.contains("tools offered: git_status, git_diff, git_log, git_show, git_branch"), "{stderr}");
+    let traces = jsonl(&dir.path().join("traces/traces.jsonl"));
+    assert!(!traces.is_empty());
+    for t in &traces {
+        let offered: BTreeSet<&str> = t["tools"].as_array().unwrap().iter().map(|x| x["function"]["name"].as_str().unwrap()).collect();
+        assert!(offered.iter().all(|n| read.contains(n) || *n == "complete_task"), "{offered:?}");
+    }
+    let out = collect(&["--exclude-tools", "git_comit"], "typo");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("`git_comit`") && stderr.contains("git_commit"), "{stderr}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

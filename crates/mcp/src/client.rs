@@ -46,6 +46,44 @@ pub struct ClientOptions {
     pub stderr_log: Option<PathBuf>,
     /// The `clientInfo` name sent in `initialize`.
     pub client_name: String,
+    /// Which of the server's tools this client offers (`--tools`, `--exclude-tools`).
+    pub tools: ToolFilter,
+}
+
+/// The tools a run offers the model and lets it call: all of the server's, only some
+/// (`--tools`), or all but some (`--exclude-tools`). Applied where tools are discovered, so the
+/// model's tool list, the system prompt, the check of every call and the isolation default
+/// (which looks for tools that may write) all see the same tools.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolFilter {
+    /// Only these, when given.
+    pub only: Option<Vec<String>>,
+    pub exclude: Vec<String>,
+}
+
+impl ToolFilter {
+    pub fn is_all(&self) -> bool {
+        self.only.is_none() && self.exclude.is_empty()
+    }
+
+    pub fn keeps(&self, name: &str) -> bool {
+        self.only.as_ref().is_none_or(|only| only.iter().any(|n| n == name)) && !self.exclude.iter().any(|n| n == name)
+    }
+
+    /// `tools` without the ones left out; a name the server does not have is an error (a typo
+    /// would otherwise leave a write tool in, or every tool out).
+    pub fn apply(&self, tools: Vec<Tool>, server: &str) -> Result<Vec<Tool>, McpError> {
+        let named = self.only.iter().flatten().chain(&self.exclude);
+        if let Some(unknown) = named.into_iter().find(|n| !tools.iter().any(|t| t.name == n.as_str())) {
+            let offered: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+            return Err(McpError::UnknownTool { server: server.to_string(), name: unknown.clone(), offered: offered.join(", ") });
+        }
+        let kept: Vec<Tool> = tools.into_iter().filter(|t| self.keeps(&t.name)).collect();
+        if kept.is_empty() {
+            return Err(McpError::NoToolLeft { server: server.to_string() });
+        }
+        Ok(kept)
+    }
 }
 
 impl Default for ClientOptions {
@@ -56,6 +94,7 @@ impl Default for ClientOptions {
             bearer_token: None,
             stderr_log: None,
             client_name: "train-agent".to_string(),
+            tools: ToolFilter::default(),
         }
     }
 }
@@ -96,6 +135,12 @@ pub enum McpError {
     Protocol { server: String, what: String, code: i32, message: String },
     #[error("tool arguments must be a JSON object, got {got}")]
     ArgumentsNotObject { got: String },
+    #[error(
+        "--tools/--exclude-tools name `{name}`, which MCP server {server} does not have (it offers: {offered})\nhint: `train-agent tools --server ...` lists its tools"
+    )]
+    UnknownTool { server: String, name: String, offered: String },
+    #[error("--tools/--exclude-tools leave no tool of MCP server {server}\nhint: --tools names the tools to keep, --exclude-tools the ones to leave out")]
+    NoToolLeft { server: String },
     #[error("the MCP client for {server} is closed")]
     Closed { server: String },
 }
@@ -221,7 +266,7 @@ impl McpClient {
     /// Lists every tool and resource and reads the server's instructions.
     pub async fn discover(&self) -> Result<Discovery, McpError> {
         let info = self.server_info().await?;
-        let tools = self.list_tools().await?;
+        let tools = self.options.tools.apply(self.list_tools().await?, &self.spec.describe())?;
         let has_resources = info.as_ref().is_some_and(|i| i.capabilities.resources.is_some());
         let resources = if has_resources {
             // Resources only enrich prompts: a server that advertises them but fails to list
@@ -521,4 +566,18 @@ fn stderr_target(log: Option<&Path>) -> Result<Stdio, McpError> {
     }
     let file = std::fs::OpenOptions::new().create(true).append(true).open(path).map_err(err)?;
     Ok(Stdio::from(file))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tool_filter_keeps_only_or_all_but() {
+        let all = ToolFilter::default();
+        assert!(all.is_all() && all.keeps("write_query"));
+        let only = ToolFilter { only: Some(vec!["read_query".into(), "list_tables".into()]), exclude: vec!["list_tables".into()] };
+        assert!(!only.is_all() && only.keeps("read_query"));
+        assert!(!only.keeps("list_tables") && !only.keeps("write_query"), "exclusion wins, and what is not named is out");
+    }
 }

@@ -19,7 +19,7 @@ pub mod stdio;
 pub mod template;
 
 pub use catalog::{CallError, ToolCatalog, writing_tools};
-pub use client::{ClientOptions, McpClient, McpError};
+pub use client::{ClientOptions, McpClient, McpError, ToolFilter};
 pub use content::{ToolOutput, render_result};
 pub use discovery::Discovery;
 pub use schema::{COMPLETE_TASK, complete_task_tool, convert_schema, enrichment_text, tools_to_openai};
