@@ -112,7 +112,7 @@ pub async fn synthesize<T: ToolHost>(host: &T, opts: &SynthOptions) -> Result<Sy
     let sql = exec::Sql { host, tool: &tools.query };
     let schema = schema::introspect(&sql).await?;
     let all = grammar::candidates(&schema, opts.seed);
-    let ordered = interleave(all.clone(), opts.seed);
+    let ordered = interleave(all.clone(), |c| c.template, opts.seed);
 
     let mut kept: Vec<(Candidate, Checked)> = Vec::new();
     let mut dropped: BTreeMap<String, usize> = BTreeMap::new();
@@ -151,26 +151,14 @@ pub async fn synthesize<T: ToolHost>(host: &T, opts: &SynthOptions) -> Result<Sy
     }
     drop(stream);
 
+    let phrasings: Vec<Vec<&str>> = kept.iter().map(|(c, _)| c.all_phrasings().map(String::as_str).collect()).collect();
+    let (picked, duplicates) = first_phrasings_first(&phrasings, opts.n);
     let mut scenarios = Vec::new();
     let mut group_of: Vec<usize> = Vec::new();
-    let mut texts: HashSet<String> = HashSet::new();
-    let mut duplicates = 0;
-    // First phrasings first: a consumer that takes the first k tasks (`collect --limit`) gets
-    // as many distinct queries as it can, and their other phrasings after.
-    let rounds = kept.iter().map(|(c, _)| c.all_phrasings().count()).max().unwrap_or(0);
-    'rounds: for round in 0..rounds {
-        for (g, (c, ok)) in kept.iter().enumerate() {
-            let Some(phrasing) = c.all_phrasings().nth(round) else { continue };
-            if scenarios.len() >= opts.n {
-                break 'rounds;
-            }
-            if !texts.insert(normalize(phrasing)) {
-                duplicates += 1;
-                continue;
-            }
-            scenarios.push(scenario(&tools, c, ok, phrasing, scenarios.len()));
-            group_of.push(g);
-        }
+    for (g, phrasing) in picked {
+        let (c, ok) = &kept[g];
+        scenarios.push(scenario(&tools, c, ok, phrasing, scenarios.len()));
+        group_of.push(g);
     }
     split_by_group(&mut scenarios, &group_of, opts.validation_fraction, opts.seed);
 
@@ -202,15 +190,18 @@ pub async fn synthesize<T: ToolHost>(host: &T, opts: &SynthOptions) -> Result<Sy
     Ok(Synthesized { scenarios, schema, summary })
 }
 
-/// Candidates shuffled (seeded) within each template, then taken one template at a time in
-/// turn, so that a small `n` still covers every template and table.
-fn interleave(all: Vec<Candidate>, seed: u64) -> Vec<Candidate> {
+/// Items shuffled (seeded) within each template (`template` of an item), then taken one
+/// template at a time in turn, templates in the order they first appear, so that a small `n`
+/// still covers every template and table. `scenarios synth` and `scenarios walk` both order
+/// their questions so.
+pub fn interleave<T>(items: Vec<T>, template: impl Fn(&T) -> &str, seed: u64) -> Vec<T> {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-    let mut by_template: Vec<(&'static str, Vec<Candidate>)> = Vec::new();
-    for c in all {
-        match by_template.iter_mut().find(|(t, _)| *t == c.template) {
-            Some((_, v)) => v.push(c),
-            None => by_template.push((c.template, vec![c])),
+    let mut by_template: Vec<(String, Vec<T>)> = Vec::new();
+    for item in items {
+        let t = template(&item).to_string();
+        match by_template.iter_mut().find(|(name, _)| *name == t) {
+            Some((_, v)) => v.push(item),
+            None => by_template.push((t, vec![item])),
         }
     }
     for (_, v) in &mut by_template {
@@ -220,12 +211,37 @@ fn interleave(all: Vec<Candidate>, seed: u64) -> Vec<Candidate> {
     let mut out = Vec::new();
     while by_template.iter().any(|(_, v)| !v.is_empty()) {
         for (_, v) in &mut by_template {
-            if let Some(c) = v.pop() {
-                out.push(c);
+            if let Some(item) = v.pop() {
+                out.push(item);
             }
         }
     }
     out
+}
+
+/// Which phrasings become scenarios, as `(question, phrasing)` indices: the first phrasing of
+/// every question before any second one, so that a consumer taking the first k tasks
+/// (`collect --limit`) gets as many distinct questions as it can; at most `n`; a phrasing whose
+/// normalized text came earlier is left out. Also the number left out so.
+pub fn first_phrasings_first<'a>(questions: &[Vec<&'a str>], n: usize) -> (Vec<(usize, &'a str)>, usize) {
+    let mut picked = Vec::new();
+    let mut texts: HashSet<String> = HashSet::new();
+    let mut duplicates = 0;
+    let rounds = questions.iter().map(Vec::len).max().unwrap_or(0);
+    'rounds: for round in 0..rounds {
+        for (q, phrasings) in questions.iter().enumerate() {
+            let Some(&text) = phrasings.get(round) else { continue };
+            if picked.len() >= n {
+                break 'rounds;
+            }
+            if texts.insert(normalize(text)) {
+                picked.push((q, text));
+            } else {
+                duplicates += 1;
+            }
+        }
+    }
+    (picked, duplicates)
 }
 
 /// Lower case, letters and digits only, single spaces: paraphrases that differ only in

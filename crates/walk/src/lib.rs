@@ -24,8 +24,6 @@ pub mod replay;
 use std::collections::{BTreeMap, HashSet};
 use std::time::Instant;
 
-use rand::SeedableRng;
-use rand::seq::SliceRandom;
 use serde::Serialize;
 use serde_json::{Map, Value};
 use ta_rollout::ToolHost;
@@ -127,22 +125,17 @@ pub async fn synthesize<T: ToolHost, F: ToolHost>(host: &T, fresh: &F, tools: &[
     let (kept, dropped) = replay::replay(fresh, &walked, tasks, opts.budget.concurrency).await?;
     let replay_seconds = started.elapsed().as_secs_f64();
 
-    let kept = interleave(kept, opts.seed);
+    // Templates in alphabetical order, then each template's questions in turn.
+    let mut kept = kept;
+    kept.sort_by_key(|t| t.op.template());
+    let kept = ta_synth::interleave(kept, |t| t.op.template(), opts.seed);
+    let phrasings: Vec<Vec<&str>> = kept.iter().map(|t| t.phrasings.iter().map(String::as_str).collect()).collect();
+    let (picked, _) = ta_synth::first_phrasings_first(&phrasings, opts.n);
     let mut scenarios = Vec::new();
     let mut group_of = Vec::new();
-    let mut texts: HashSet<String> = HashSet::new();
-    let rounds = kept.iter().map(|t| t.phrasings.len()).max().unwrap_or(0);
-    'rounds: for round in 0..rounds {
-        for (g, t) in kept.iter().enumerate() {
-            let Some(text) = t.phrasings.get(round) else { continue };
-            if scenarios.len() >= opts.n {
-                break 'rounds;
-            }
-            if texts.insert(ta_synth::normalize(text)) {
-                scenarios.push(scenario(&walked, t, text, scenarios.len()));
-                group_of.push(g);
-            }
-        }
+    for (g, text) in picked {
+        scenarios.push(scenario(&walked, &kept[g], text, scenarios.len()));
+        group_of.push(g);
     }
     ta_synth::split_by_group(&mut scenarios, &group_of, opts.validation_fraction, opts.seed);
 
@@ -175,31 +168,6 @@ pub async fn synthesize<T: ToolHost, F: ToolHost>(host: &T, fresh: &F, tools: &[
         *summary.per_tool.entry(walked.calls[t.call].tool.clone()).or_default() += 1;
     }
     Ok(Synthesized { scenarios, summary, walked })
-}
-
-/// Tasks shuffled (seeded) within each template, then taken one template at a time in turn, so
-/// that a small `n` still covers every kind of question.
-fn interleave(tasks: Vec<ask::Task>, seed: u64) -> Vec<ask::Task> {
-    let mut by_template: BTreeMap<&'static str, Vec<ask::Task>> = BTreeMap::new();
-    for t in tasks {
-        by_template.entry(t.op.template()).or_default().push(t);
-    }
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-    let mut queues: Vec<std::vec::IntoIter<ask::Task>> = by_template
-        .into_values()
-        .map(|mut v| {
-            v.shuffle(&mut rng);
-            v.into_iter()
-        })
-        .collect();
-    let mut out = Vec::new();
-    loop {
-        let before = out.len();
-        out.extend(queues.iter_mut().filter_map(Iterator::next));
-        if out.len() == before {
-            return out;
-        }
-    }
 }
 
 fn scenario(walked: &Walked, t: &ask::Task, text: &str, index: usize) -> Scenario {
