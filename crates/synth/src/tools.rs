@@ -38,7 +38,7 @@ fn is_write(name: &str) -> bool {
 }
 
 /// The properties of a tool's parameters and which of them are required.
-fn params(spec: &ToolSpec) -> (Vec<(String, Value)>, Vec<String>) {
+pub fn params(spec: &ToolSpec) -> (Vec<(String, Value)>, Vec<String>) {
     let p = &spec.function.parameters;
     let props = p.get("properties").and_then(Value::as_object).map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect()).unwrap_or_default();
     let required = p.get("required").and_then(Value::as_array).map(|a| a.iter().filter_map(Value::as_str).map(String::from).collect()).unwrap_or_default();

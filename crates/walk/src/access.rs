@@ -5,6 +5,7 @@
 
 use serde::Serialize;
 use ta_mcp::Tool;
+use ta_synth::names::words;
 
 /// Words in a tool's name that say it reads.
 const READ_WORDS: &[&str] = &[
@@ -87,10 +88,6 @@ pub struct Verdict {
 pub struct Overrides {
     pub allow: Vec<String>,
     pub deny: Vec<String>,
-}
-
-fn words(text: &str) -> Vec<String> {
-    ta_synth::names::words(text)
 }
 
 /// Whether the walk may call `tool`, and why. A tool the server declares as writing

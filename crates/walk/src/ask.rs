@@ -15,7 +15,7 @@ use ta_types::Expected;
 use ta_types::scenario::ExpectedRule;
 
 use crate::explore::{Call, LINES, Walked, entry_kind, label_field};
-use crate::parse::{CHANGED_FILES, EXTENSION, Listing, Parsed, ROWS, Record};
+use crate::parse::{CHANGED_FILES, EXTENSION, Listing, Parsed, ROWS, Record, is_hex_id};
 
 /// What answers a task, given the answering call's parsed result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -53,14 +53,35 @@ const MAX_ENUMERATED: usize = 40;
 /// At most this many items in a list answer.
 const MAX_SELECT: usize = 8;
 
+/// The items whose `filter` field has the value (every item without a filter).
+fn matching<'a>(rs: &'a [Record], filter: Option<&(String, Value)>) -> impl Iterator<Item = &'a Record> {
+    rs.iter().filter(move |r| filter.is_none_or(|(f, v)| r.get(f) == Some(v)))
+}
+
+/// The items sharing the largest (or smallest) `field`.
+fn at_extreme<'a>(rs: &'a [Record], field: &str, max: bool) -> Vec<&'a Record> {
+    let key = |r: &Record| r.get(field).and_then(order_key);
+    let Some(best) = rs.iter().filter_map(key).max_by(|a, b| if max { a.total_cmp(b) } else { b.total_cmp(a) }) else { return Vec::new() };
+    rs.iter().filter(|r| key(r) == Some(best)).collect()
+}
+
+/// How many items have each text value of `field`.
+fn tally(rs: &[Record], field: &str) -> BTreeMap<String, usize> {
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    for v in rs.iter().filter_map(|r| r.get(field)).filter_map(Value::as_str) {
+        *counts.entry(v.to_string()).or_default() += 1;
+    }
+    counts
+}
+
 impl Op {
     /// The answer `p` gives; `None` when it has none (missing, tied, empty).
     pub fn answer(&self, p: &Parsed) -> Option<Expected> {
-        let listing = |key: &str| p.listings.iter().find(|l| l.key == key).map(|l| &l.records);
+        let listing = |key: &str| p.records(key);
         match self {
             Op::Field { field } => p.fields.get(field).and_then(value_answer),
             Op::Count { listing: l, filter } => {
-                let n = listing(l)?.iter().filter(|r| filter.as_ref().is_none_or(|(f, v)| r.get(f) == Some(v))).count();
+                let n = matching(listing(l)?, filter.as_ref()).count();
                 (n > 0).then_some(Expected::Number(n as f64))
             }
             Op::Lookup { listing: l, by, value, field } => {
@@ -70,21 +91,12 @@ impl Op {
                     _ => None,
                 }
             }
-            Op::Extreme { listing: l, field, max, label } => {
-                let rs = listing(l)?;
-                let key = |r: &Record| r.get(field).and_then(order_key);
-                let best = rs.iter().filter_map(key).max_by(|a, b| if *max { a.total_cmp(b) } else { b.total_cmp(a) })?;
-                let at: Vec<&Record> = rs.iter().filter(|r| key(r) == Some(best)).collect();
-                match at.as_slice() {
-                    [one] => one.get(label).and_then(value_answer),
-                    _ => None,
-                }
-            }
+            Op::Extreme { listing: l, field, max, label } => match at_extreme(listing(l)?, field, *max).as_slice() {
+                [one] => one.get(label).and_then(value_answer),
+                _ => None,
+            },
             Op::Most { listing: l, field } => {
-                let mut counts: BTreeMap<String, usize> = BTreeMap::new();
-                for v in listing(l)?.iter().filter_map(|r| r.get(field)).filter_map(Value::as_str) {
-                    *counts.entry(v.to_string()).or_default() += 1;
-                }
+                let counts = tally(listing(l)?, field);
                 let top = *counts.values().max()?;
                 let at: Vec<&String> = counts.iter().filter(|(_, n)| **n == top).map(|(k, _)| k).collect();
                 match at.as_slice() {
@@ -96,8 +108,8 @@ impl Op {
                 let found = listing(l)?.iter().any(|r| r.get(field) == Some(value));
                 Some(Expected::Rule(ExpectedRule::Exact(if found { "yes" } else { "no" }.into())))
             }
-            Op::Select { listing: l, filter: (f, v), label } => {
-                let labels: Vec<Value> = listing(l)?.iter().filter(|r| r.get(f) == Some(v)).filter_map(|r| r.get(label).cloned()).collect();
+            Op::Select { listing: l, filter, label } => {
+                let labels: Vec<Value> = matching(listing(l)?, Some(filter)).filter_map(|r| r.get(label).cloned()).collect();
                 (labels.len() >= 2 && labels.len() <= MAX_SELECT).then_some(Expected::Rule(ExpectedRule::Set(labels)))
             }
             Op::List { listing: l, label } => {
@@ -113,7 +125,7 @@ impl Op {
     /// (a count, an extreme): the reference trace says it before answering, so that a model
     /// learns to count and compare in the open rather than to guess a number.
     pub fn explain(&self, p: &Parsed) -> Option<String> {
-        let records = |key: &str| p.listings.iter().find(|l| l.key == key).map(|l| &l.records);
+        let records = |key: &str| p.records(key);
         let named = |r: &Record, label: &str| r.get(label).map(ta_synth::names::shown);
         let enumerate = |names: Vec<String>| {
             let n = names.len();
@@ -125,7 +137,7 @@ impl Op {
             Op::Count { listing, filter } => {
                 let rs = records(listing)?;
                 let label = label_field(rs)?;
-                let hits: Vec<String> = rs.iter().filter(|r| filter.as_ref().is_none_or(|(f, v)| r.get(f) == Some(v))).filter_map(|r| named(r, &label)).collect();
+                let hits: Vec<String> = matching(rs, filter.as_ref()).filter_map(|r| named(r, &label)).collect();
                 let n = hits.len();
                 let things = match filter {
                     Some((f, Value::String(v))) if f == "kind" => plural(&tag_noun(v)),
@@ -137,10 +149,7 @@ impl Op {
             }
             Op::Extreme { listing, field, max, label } => {
                 let rs = records(listing)?;
-                let best = rs.iter().filter(|r| r.get(field).and_then(order_key).is_some()).max_by(|a, b| {
-                    let (x, y) = (order_key(&a[field.as_str()]).unwrap_or(0.0), order_key(&b[field.as_str()]).unwrap_or(0.0));
-                    if *max { x.total_cmp(&y) } else { y.total_cmp(&x) }
-                })?;
+                let best = *at_extreme(rs, field, *max).first()?;
                 let word = if *max { "largest" } else { "smallest" };
                 Some(format!(
                     "Comparing the {} of the {} items, the {word} is {}, for {}.",
@@ -151,15 +160,12 @@ impl Op {
                 ))
             }
             Op::Most { listing, field } => {
-                let mut counts: BTreeMap<String, usize> = BTreeMap::new();
-                for v in records(listing)?.iter().filter_map(|r| r.get(field)).filter_map(Value::as_str) {
-                    *counts.entry(v.to_string()).or_default() += 1;
-                }
-                let tally: Vec<String> = counts.iter().map(|(k, n)| format!("{k} {n}")).collect();
-                Some(format!("Counting the items by {}: {}.", human(field), tally.join(", ")))
+                let counts: Vec<String> = tally(records(listing)?, field).iter().map(|(k, n)| format!("{k} {n}")).collect();
+                Some(format!("Counting the items by {}: {}.", human(field), counts.join(", ")))
             }
-            Op::Select { listing, filter: (f, v), label } => {
-                let hits: Vec<String> = records(listing)?.iter().filter(|r| r.get(f) == Some(v)).filter_map(|r| named(r, label)).collect();
+            Op::Select { listing, filter, label } => {
+                let (f, v) = filter;
+                let hits: Vec<String> = matching(records(listing)?, Some(filter)).filter_map(|r| named(r, label)).collect();
                 Some(format!("The items with {} {}: {}.", human(f), ta_synth::names::shown(v), enumerate(hits)))
             }
             Op::Lines => Some(format!("The file has {} lines of text.", p.lines.len())),
@@ -242,10 +248,10 @@ fn order_key(v: &Value) -> Option<f64> {
     }
     let s = iso(v.as_str()?)?;
     let s = s.as_str();
+    // `iso` put the dashes at 4 and 7.
     let d: Vec<f64> = [0..4, 5..7, 8..10].iter().map(|r| s.get(r.clone()).and_then(|x| x.parse().ok())).collect::<Option<_>>()?;
-    let ok = s.as_bytes().get(4) == Some(&b'-') && s.as_bytes().get(7) == Some(&b'-');
     let rest = s.get(11..19).map(|t| t.split(':').filter_map(|x| x.parse::<f64>().ok()).fold(0.0, |acc, x| acc * 60.0 + x)).unwrap_or(0.0);
-    ok.then(|| (d[0] * 12.0 + d[1]) * 31.0 + d[2] + rest / 86400.0)
+    Some((d[0] * 12.0 + d[1]) * 31.0 + d[2] + rest / 86400.0)
 }
 
 fn is_date(v: &Value) -> bool {
@@ -328,7 +334,7 @@ fn item_noun(call: &Call, listing: &Listing) -> String {
     if entry_kind(first).is_some() {
         return "item".into();
     }
-    if let Some((k, _)) = first.iter().find(|(_, v)| v.as_str().is_some_and(|s| s.len() >= 7 && s.chars().all(|c| c.is_ascii_hexdigit()))) {
+    if let Some((k, _)) = first.iter().find(|(_, v)| v.as_str().is_some_and(is_hex_id)) {
         return singular(&human(k));
     }
     let verbs = ["git", "list", "get", "show", "read", "search", "fetch", "find", "view", "all"];
@@ -624,7 +630,7 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
                 let it = format!("the {one} {}", quoted(name));
                 for k in &keys {
                     let Some(v) = r.get(k) else { continue };
-                    if v.as_str().is_some_and(|x| x.len() > 80 || (x.len() >= 7 && x.chars().all(|c| c.is_ascii_hexdigit()))) || k.ends_with(".count") && v == 0 {
+                    if v.as_str().is_some_and(|x| x.len() > 80 || is_hex_id(x)) || k.ends_with(".count") && v == 0 {
                         continue;
                     }
                     let f = human(k);

@@ -11,10 +11,11 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use ta_rollout::ToolHost;
 use ta_synth::names::{singular, words};
+use ta_synth::tools::params;
 use ta_types::ToolSpec;
 
 use crate::WalkError;
-use crate::parse::{Parsed, Record, parse};
+use crate::parse::{Parsed, Record, is_hex_id, parse};
 
 /// Bounds of a walk.
 #[derive(Debug, Clone)]
@@ -37,7 +38,8 @@ pub struct Origin {
     pub phrase: String,
 }
 
-/// One recorded call (`calls.jsonl` holds its id, tool, arguments, error flag and text).
+/// One recorded call (`calls.jsonl` holds its id, tool, arguments, text, error flag and
+/// `maybe_cut`).
 #[derive(Debug, Clone, Serialize)]
 pub struct Call {
     pub id: usize,
@@ -171,13 +173,13 @@ fn candidates(name: &str, schema: &Value, pool: &[Known], required: bool) -> Vec
             Kind::Name => k.key.iter().any(|w| pw.contains(w)),
         }
     };
+    if let Some(d) = schema.get("default") {
+        return vec![literal(d)];
+    }
     let mut out: Vec<&Known> = pool.iter().filter(|k| fits(k)).collect();
     if out.is_empty() && !is_pathish(&pw) {
         // A free text argument (a search query, a message): the names results showed.
         out = pool.iter().filter(|k| k.kind == Kind::Name && k.key.iter().any(|w| w == "name")).collect();
-    }
-    if let Some(d) = schema.get("default") {
-        return vec![literal(d)];
     }
     let wrap = |v: &str| if ty == "array" { Value::Array(vec![Value::String(v.into())]) } else { Value::String(v.into()) };
     out.into_iter().map(|k| (wrap(&k.value), k.origin.clone())).collect()
@@ -197,9 +199,7 @@ fn examples(schema: &Value) -> Option<Vec<Value>> {
 
 /// Argument sets for `spec` from the values known so far (about `cap` of them at most).
 fn argument_sets(spec: &ToolSpec, pool: &[Known], cap: usize) -> Vec<Vec<(String, Value, Origin)>> {
-    let p = &spec.function.parameters;
-    let props = p.get("properties").and_then(Value::as_object).cloned().unwrap_or_default();
-    let required: Vec<String> = p.get("required").and_then(Value::as_array).map(|a| a.iter().filter_map(Value::as_str).map(String::from).collect()).unwrap_or_default();
+    let (props, required) = params(spec);
     let mut sets: Vec<Vec<(String, Value, Origin)>> = vec![Vec::new()];
     let mut limit_variant: Option<(String, Value, Origin)> = None;
     for (name, schema) in &props {
@@ -284,9 +284,10 @@ pub async fn walk<T: ToolHost>(host: &T, readable: &[String], seeds: &[String], 
             break;
         }
         let room = budget.max_calls.saturating_sub(walked.calls.len());
-        if wave.len() > room || started.elapsed() > budget.time {
+        let out_of_time = started.elapsed() > budget.time;
+        if wave.len() > room || out_of_time {
             walked.stopped_by_budget = true;
-            wave.truncate(if started.elapsed() > budget.time { 0 } else { room });
+            wave.truncate(if out_of_time { 0 } else { room });
         }
         if wave.is_empty() {
             break;
@@ -327,19 +328,16 @@ pub async fn walk<T: ToolHost>(host: &T, readable: &[String], seeds: &[String], 
 
 /// The default of a limit argument `args` leaves out, if the tool has one.
 fn limit_default(spec: &ToolSpec, args: &Map<String, Value>) -> Option<usize> {
-    let props = spec.function.parameters.get("properties").and_then(Value::as_object)?;
-    props.iter().filter(|(k, _)| !args.contains_key(*k)).find_map(|(k, s)| {
-        let limit = param_words(k).iter().any(|w| LIMIT_WORDS.contains(&w.as_str()));
-        if limit { s.get("default").and_then(Value::as_u64).map(|d| d as usize) } else { None }
-    })
+    let (props, _) = params(spec);
+    props
+        .iter()
+        .filter(|(k, _)| !args.contains_key(k) && param_words(k).iter().any(|w| LIMIT_WORDS.contains(&w.as_str())))
+        .find_map(|(_, s)| s.get("default").and_then(Value::as_u64).map(|d| d as usize))
 }
 
 /// Adds what `call`'s result shows to the pool of values.
 fn learn(call: &Call, pool: &mut Vec<Known>, roots: &mut Vec<String>) {
-    let dir_arg = call.args.iter().zip(&call.origins).find_map(|((k, v), (_, o))| {
-        let path = v.as_str()?;
-        (is_pathish(&param_words(k)) && path.starts_with('/')).then(|| (path.to_string(), o.clone()))
-    });
+    let dir_arg = call.args.iter().find_map(|(k, v)| v.as_str().filter(|path| is_pathish(&param_words(k)) && path.starts_with('/')));
     // A value the server shows is found by asking it: it replaces the same value given as a
     // seed, so that chains start from the call that shows it, not from a path the model cannot
     // know.
@@ -361,7 +359,7 @@ fn learn(call: &Call, pool: &mut Vec<Known>, roots: &mut Vec<String>) {
                 add(pool, Known { value: p.into(), key: vec!["path".into()], kind: Kind::Dir, origin: Origin { call: Some(call.id), phrase: p.into() } });
                 continue;
             }
-            if let (Some((dir, _)), Some(kind)) = (&dir_arg, entry_kind(r)) {
+            if let (Some(dir), Some(kind)) = (dir_arg, entry_kind(r)) {
                 let rel = r.get("path").and_then(Value::as_str).or(name);
                 if let Some(rel) = rel {
                     let path = format!("{}/{rel}", dir.trim_end_matches('/'));
@@ -371,7 +369,7 @@ fn learn(call: &Call, pool: &mut Vec<Known>, roots: &mut Vec<String>) {
             }
             for (k, v) in r {
                 let Some(s) = v.as_str() else { continue };
-                let is_id = s.len() >= 7 && s.len() <= 64 && s.chars().all(|c| c.is_ascii_hexdigit());
+                let is_id = is_hex_id(s) && s.len() <= 64;
                 let kind = if is_id { Kind::Id } else { Kind::Name };
                 if kind == Kind::Name && (s.len() > 80 || s.contains('\n')) {
                     continue;

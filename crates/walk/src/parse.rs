@@ -45,6 +45,13 @@ pub struct Parsed {
     pub lines: Vec<String>,
 }
 
+impl Parsed {
+    /// The items of the list named `key` (`""` for the result's main list).
+    pub fn records(&self, key: &str) -> Option<&[Record]> {
+        self.listings.iter().find(|l| l.key == key).map(|l| l.records.as_slice())
+    }
+}
+
 static TAGGED: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^\[([A-Za-z]+)\]\s+(.+?)(?:\s{2,}(\S.*))?$").expect("valid"));
 static KEY_VALUE: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^([A-Za-z][A-Za-z0-9 _-]{0,40}):(?:\s+(.*))?$").expect("valid"));
 static SIZE: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|TB)$").expect("valid"));
@@ -58,6 +65,13 @@ pub fn parse(text: &str) -> Parsed {
         return from_json(&v);
     }
     from_text(trimmed)
+}
+
+/// Whether a text looks like a generated id (a commit hash, a UUID without dashes): seven or
+/// more hexadecimal digits and nothing else. Such values fill id arguments, name nothing a
+/// person would ask about, and mark the field that names a list's items.
+pub fn is_hex_id(s: &str) -> bool {
+    s.len() >= 7 && s.chars().all(|c| c.is_ascii_hexdigit())
 }
 
 /// A text value as the JSON it stands for: numbers, booleans, sizes with units (as bytes).
