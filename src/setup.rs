@@ -32,12 +32,14 @@ impl RunSetup {
         Ok(logs)
     }
 
-    /// Checks that `scenarios` can be scored under `isolation`, connects the server with it,
-    /// and renders the system prompt (`template`, else the default) from what it offers.
+    /// Checks that `scenarios` can be scored under `isolation`, connects the server with it
+    /// (offering the tools the scenarios need, see [`scenario_tools`]), and renders the system
+    /// prompt (`template`, else the default) from what it offers.
     pub async fn start(out: &Path, server: &ServerArgs, isolation: &IsolationSettings, scenarios: &[Scenario], template: Option<&Path>) -> Result<RunSetup> {
         let logs = RunSetup::logs(out)?;
         check_state_capture(scenarios, isolation)?;
-        let server = Server::connect_isolated(server, isolation, Some(&logs)).await?;
+        let (server, isolation) = scenario_tools(server, isolation, scenarios);
+        let server = Server::connect_isolated(&server, &isolation, Some(&logs)).await?;
         let tools = server.tools();
         let system_prompt = server.system_prompt(template)?;
         Ok(RunSetup { logs, server, tools, system_prompt })
@@ -62,6 +64,25 @@ impl RunSetup {
     pub async fn close(&self) {
         self.server.close().await;
     }
+}
+
+/// The server flags and isolation a run of `scenarios` uses: without `--tools` or
+/// `--exclude-tools`, only the tools every scenario names (`tools`, written by the synthesizers),
+/// so the model never sees a tool the tasks do not need; and those the synthesizer found to only
+/// read count as read-only for the isolation default.
+pub fn scenario_tools(server: &ServerArgs, isolation: &IsolationSettings, scenarios: &[Scenario]) -> (ServerArgs, IsolationSettings) {
+    let (mut server, mut isolation) = (server.clone(), isolation.clone());
+    if let Some((tools, read_only)) = ta_types::scenario::tools_needed(scenarios) {
+        if server.tools.is_empty() && server.exclude_tools.is_empty() {
+            let shown: Vec<String> = tools.iter().map(|t| ta_types::terminal::terminal_safe(t).into_owned()).collect();
+            eprintln!("tools: {} (the scenarios' `tools`; --tools or --exclude-tools to choose others)", shown.join(", "));
+            server.tools = tools.clone();
+        }
+        if read_only {
+            isolation.read_only_tools = tools;
+        }
+    }
+    (server, isolation)
 }
 
 /// The scenarios of `--scenarios` that `select` keeps (the command's split), then the first

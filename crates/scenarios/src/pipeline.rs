@@ -293,6 +293,8 @@ fn draft_scenario(index: usize, d: &Draft, teacher: &str) -> Scenario {
         source: Some(teacher.to_string()),
         checked: None,
         expected_state: None,
+        tools: Vec::new(),
+        tools_read_only: false,
         extra: Default::default(),
     }
 }

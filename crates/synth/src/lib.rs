@@ -291,6 +291,8 @@ fn scenario(tools: &SqlTools, c: &Candidate, ok: &Checked, task: &str, index: us
         source: Some(SOURCE_SYNTH.into()),
         checked: Some(true),
         expected_state: None,
+        tools: tools.names(),
+        tools_read_only: tools.query_reads_only,
         extra,
     }
 }

@@ -23,6 +23,11 @@ pub struct SqlTools {
     pub list: Option<String>,
     /// Describes one table; takes the table name.
     pub describe: Option<ArgTool>,
+    /// Whether the query tool says it only reads (its name: `read_query`, `select`; or its
+    /// description: "read-only", "a SELECT query"). The list and describe tools read by their
+    /// names, so tasks offered only these tools need no isolation even where the server declares
+    /// no `readOnlyHint` (PyPI's `mcp-server-sqlite`). A raw `query` tool may write: not this.
+    pub query_reads_only: bool,
 }
 
 /// Words in a tool name that mark it as changing data: such a tool is never called.
@@ -62,6 +67,16 @@ fn single_string_arg(spec: &ToolSpec) -> Option<String> {
         [] if strings.len() == 1 => Some(strings[0].clone()),
         _ => None,
     }
+}
+
+/// Whether a query tool's name or description says it only reads (see [`SqlTools::query_reads_only`]).
+fn says_it_only_reads(spec: &ToolSpec) -> bool {
+    let desc = spec.function.description.as_deref().unwrap_or("").to_ascii_lowercase();
+    let names_writes = ["insert", "update", "delete"].iter().any(|w| desc.contains(w));
+    words(spec.name()).iter().any(|w| w == "read" || w == "select")
+        || desc.contains("read-only")
+        || desc.contains("read only")
+        || (!names_writes && (desc.contains("select query") || desc.contains("select statement")))
 }
 
 /// How much a tool looks like a read-only SQL query tool; `None` when it is not one.
@@ -132,7 +147,13 @@ impl SqlTools {
             })
             .map(|(s, arg)| ArgTool { name: s.name().to_string(), arg })
             .next();
-        Ok(SqlTools { query, list, describe })
+        let query_reads_only = specs.iter().find(|s| s.name() == query.name).is_some_and(says_it_only_reads);
+        Ok(SqlTools { query, list, describe, query_reads_only })
+    }
+
+    /// The names of the tools a task's reference calls, in the order it calls them.
+    pub fn names(&self) -> Vec<String> {
+        self.list.iter().cloned().chain(self.describe.iter().map(|d| d.name.clone())).chain([self.query.name.clone()]).collect()
     }
 }
 
@@ -164,6 +185,8 @@ mod tests {
         assert_eq!(t.query, ArgTool { name: "read_query".into(), arg: "query".into() });
         assert_eq!(t.list.as_deref(), Some("list_tables"));
         assert_eq!(t.describe, Some(ArgTool { name: "describe_table".into(), arg: "table_name".into() }));
+        assert!(t.query_reads_only, "read_query says it reads");
+        assert_eq!(t.names(), ["list_tables", "describe_table", "read_query"]);
         // mcp-sqlite (npm): camelCase argument, optional bind values
         let npm = vec![
             tool("db_info", "Get information about the database", none.clone()),
@@ -179,6 +202,13 @@ mod tests {
         let t = SqlTools::detect(&npm, None).unwrap();
         assert_eq!(t.query.name, "query");
         assert_eq!(t.describe.unwrap().name, "get_table_schema");
+        assert!(!t.query_reads_only, "a raw query tool may write");
+        let demo = tool("run_query", "Run one read-only SQLite SELECT statement; INSERT, UPDATE are refused.", one("sql"));
+        assert!(SqlTools::detect(&[demo], None).unwrap().query_reads_only);
+        let plain = tool("sql", "Run a SELECT statement", one("sql"));
+        assert!(SqlTools::detect(&[plain], None).unwrap().query_reads_only);
+        let any = tool("sql", "Run a SELECT statement or an INSERT", one("sql"));
+        assert!(!SqlTools::detect(&[any], None).unwrap().query_reads_only);
         assert!(is_write("deleteRecords") && is_write("write_query") && !is_write("read_query"));
         let err = SqlTools::detect(&[tool("echo", "Echoes", one("message"))], None).unwrap_err().to_string();
         assert!(err.contains("echo") && err.contains("--query-tool"), "{err}");

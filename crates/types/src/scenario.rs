@@ -49,6 +49,22 @@ pub const EXTRA_DERIVED: &str = "derived";
 /// answering in the reference trace. Written by `scenarios walk`.
 pub const EXTRA_EXPLANATION: &str = "explanation";
 
+/// The tools a run of `scenarios` offers when no flag says otherwise: the union of their
+/// `tools` (in first-seen order), when every one names them; and whether all of those were
+/// found to only read.
+pub fn tools_needed(scenarios: &[Scenario]) -> Option<(Vec<String>, bool)> {
+    if scenarios.is_empty() || scenarios.iter().any(|s| s.tools.is_empty()) {
+        return None;
+    }
+    let mut union: Vec<String> = Vec::new();
+    for t in scenarios.iter().flat_map(|s| &s.tools) {
+        if !union.contains(t) {
+            union.push(t.clone());
+        }
+    }
+    Some((union, scenarios.iter().all(|s| s.tools_read_only)))
+}
+
 /// Ground truth for a scenario: a plain string or number, or a rule.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
@@ -211,6 +227,16 @@ pub struct Scenario {
     /// The state expected after the episode, checked against the captured state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expected_state: Option<ExpectedState>,
+    /// The server's tools this task needs (a synthesizer writes the ones its reference calls).
+    /// When every scenario of a run names its tools, the run offers the model only their union
+    /// unless `--tools`/`--exclude-tools` say otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<String>,
+    /// Whether the writer of `tools` found every one of them to only read (a synthesizer's
+    /// choice, for servers that declare no `readOnlyHint`): episodes offered only these tools
+    /// need no isolation.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tools_read_only: bool,
     /// Fields this crate does not interpret, kept verbatim.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -340,6 +366,23 @@ mod tests {
         assert_eq!(s[4].split, Some(Split::Validation));
         assert_eq!(s[4].extra["reference_sql"], "SELECT 1");
         assert_eq!(s[5].expected, Some(Expected::Rule(ExpectedRule::Set(vec!["a".into(), 2.into()]))));
+    }
+
+    #[test]
+    fn a_run_needs_the_union_of_its_scenarios_tools_when_all_name_them() {
+        let text = r#"{"task": "a", "tools": ["list_tables", "read_query"], "tools_read_only": true}
+{"task": "b", "tools": ["describe_table", "read_query"], "tools_read_only": true}"#;
+        let s = parse_scenarios(text, "x").unwrap();
+        assert_eq!(tools_needed(&s), Some((vec!["list_tables".into(), "read_query".into(), "describe_table".into()], true)));
+        let mut one_unsure = s.clone();
+        one_unsure[1].tools_read_only = false;
+        assert_eq!(tools_needed(&one_unsure).map(|t| t.1), Some(false), "read-only only when every writer said so");
+        let mixed = parse_scenarios(&format!("{text}\n{{\"task\": \"c\"}}"), "x").unwrap();
+        assert_eq!(tools_needed(&mixed), None, "a scenario without tools may need any of them");
+        assert_eq!(tools_needed(&[]), None);
+        let line = serde_json::to_string(&s[0]).unwrap();
+        assert!(line.contains(r#""tools":["list_tables","read_query"],"tools_read_only":true"#), "{line}");
+        assert!(!serde_json::to_string(&mixed[2]).unwrap().contains("tools"), "absent when unknown");
     }
 
     #[test]

@@ -185,6 +185,13 @@ fn scenario(walked: &Walked, t: &ask::Task, text: &str, index: usize) -> Scenari
     if let Some(e) = &t.explanation {
         extra.insert(ta_types::scenario::EXTRA_EXPLANATION.into(), e.clone().into());
     }
+    let reference: Vec<ReferenceStep> = walked.chain(t.call).into_iter().map(|c| ReferenceStep { tool: walked.calls[c].tool.clone(), arguments: walked.calls[c].args.clone() }).collect();
+    let mut tools: Vec<String> = Vec::new();
+    for step in &reference {
+        if !tools.contains(&step.tool) {
+            tools.push(step.tool.clone());
+        }
+    }
     Scenario {
         id: format!("walk-{index:05}"),
         task: text.to_string(),
@@ -193,10 +200,13 @@ fn scenario(walked: &Walked, t: &ask::Task, text: &str, index: usize) -> Scenari
         difficulty: Some(Difficulty::Level(t.difficulty)),
         tags: vec![t.op.template().to_string(), answering.tool.clone()],
         max_turns: None,
-        reference: walked.chain(t.call).into_iter().map(|c| ReferenceStep { tool: walked.calls[c].tool.clone(), arguments: walked.calls[c].args.clone() }).collect(),
+        reference,
         source: Some(SOURCE_WALK.into()),
         checked: Some(true),
         expected_state: None,
+        // The walk called only tools its read-only guard let through (`access`).
+        tools,
+        tools_read_only: true,
         extra,
     }
 }

@@ -89,11 +89,16 @@ pub struct IsolationSettings {
     /// starts each episode's server when the episode begins. More than the rollout concurrency
     /// buys nothing.
     pub pool: usize,
+    /// Tools known to only read though they declare no `readOnlyHint`: the synthesizer of the
+    /// run's scenarios found so (`tools_read_only`). Set by the command from its scenarios, never
+    /// from a config file.
+    #[serde(skip)]
+    pub read_only_tools: Vec<String>,
 }
 
 impl Default for IsolationSettings {
     fn default() -> Self {
-        IsolationSettings { isolate: None, server_state: None, capture_state: None, reset_command: None, reset_url: None, pool: 4 }
+        IsolationSettings { isolate: None, server_state: None, capture_state: None, reset_command: None, reset_url: None, pool: 4, read_only_tools: Vec::new() }
     }
 }
 
@@ -134,17 +139,25 @@ pub struct Choice {
     pub reason: String,
 }
 
-/// Picks the isolation: the one asked for, else from the tools' `readOnlyHint` annotations.
-pub fn choose(requested: Option<Isolate>, spec: &ServerSpec, discovery: &Discovery, has_reset: bool) -> Result<Choice, IsolationError> {
+/// Picks the isolation: the one asked for, else from the tools' `readOnlyHint` annotations and
+/// the tools the scenarios' synthesizer found to only read (`read_only`).
+pub fn choose(requested: Option<Isolate>, spec: &ServerSpec, discovery: &Discovery, read_only: &[String], has_reset: bool) -> Result<Choice, IsolationError> {
     if let Some(mode) = requested {
         if mode != Isolate::None && !spec.is_stdio() && !has_reset {
             return Err(IsolationError::HttpNeedsReset { mode, server: spec.describe() });
         }
         return Ok(Choice { mode, reason: format!("--isolate {mode} was given") });
     }
-    let writers = ta_mcp::writing_tools(&discovery.tools);
+    let undeclared = ta_mcp::writing_tools(&discovery.tools);
+    let (found, writers): (Vec<&str>, Vec<&str>) = undeclared.iter().map(|w| w.as_ref()).partition(|w| read_only.iter().any(|r| r == w));
     if writers.is_empty() {
-        return Ok(Choice { mode: Isolate::None, reason: "every tool declares readOnlyHint, so episodes cannot change the server's state".into() });
+        let reason = if found.is_empty() {
+            "every tool declares readOnlyHint, so episodes cannot change the server's state".to_string()
+        } else {
+            let found: Vec<String> = found.iter().map(|w| ta_types::terminal::terminal_safe(w).into_owned()).collect();
+            format!("every tool offered only reads ({} declare no readOnlyHint, but the scenarios' synthesizer found they only read), so episodes cannot change the server's state", found.join(", "))
+        };
+        return Ok(Choice { mode: Isolate::None, reason });
     }
     // The reason is logged and printed, and the server chose these names.
     let writers: Vec<String> = writers.iter().map(|w| ta_types::terminal::terminal_safe(w).into_owned()).collect();
@@ -243,7 +256,7 @@ impl Isolation {
             (McpClient::connect(template.spec.clone(), template.options.clone()).await?, None)
         };
         let discovery = shared.discover().await?;
-        let Choice { mode, reason } = choose(settings.isolate, &template.spec, &discovery, reset.is_some())?;
+        let Choice { mode, reason } = choose(settings.isolate, &template.spec, &discovery, &settings.read_only_tools, reset.is_some())?;
         tracing::info!(isolate = %mode, %reason, "rollout isolation");
         let pool = (mode == Isolate::Episode && template.spec.is_stdio() && settings.pool > 0).then(|| Pool::start(template.clone(), settings.pool, counter.clone()));
         let iso = Isolation {
@@ -427,20 +440,30 @@ mod tests {
         let stdio = ServerSpec::parse("srv").unwrap();
         let http = ServerSpec::parse("http://h/mcp").unwrap();
         let ro = tools(&[("a", Some(true)), ("b", Some(true))]);
-        let c = choose(None, &stdio, &ro, false).unwrap();
+        let c = choose(None, &stdio, &ro, &[], false).unwrap();
         assert_eq!(c.mode, Isolate::None);
         assert!(c.reason.contains("every tool declares readOnlyHint"), "{}", c.reason);
 
         let rw = tools(&[("read", Some(true)), ("write", Some(false)), ("unannotated", None)]);
-        let c = choose(None, &stdio, &rw, false).unwrap();
+        let c = choose(None, &stdio, &rw, &[], false).unwrap();
         assert_eq!(c.mode, Isolate::Episode);
         assert!(c.reason.ends_with("write, unannotated"), "{}", c.reason);
         // An HTTP server can only be isolated with a reset hook.
-        assert_eq!(choose(None, &http, &rw, false).unwrap().mode, Isolate::None);
-        assert_eq!(choose(None, &http, &rw, true).unwrap().mode, Isolate::Episode);
-        let err = choose(Some(Isolate::Group), &http, &rw, false).unwrap_err().to_string();
+        assert_eq!(choose(None, &http, &rw, &[], false).unwrap().mode, Isolate::None);
+        assert_eq!(choose(None, &http, &rw, &[], true).unwrap().mode, Isolate::Episode);
+        let err = choose(Some(Isolate::Group), &http, &rw, &[], false).unwrap_err().to_string();
         assert!(err.contains("--reset-command") && err.contains("hint:"), "{err}");
-        assert_eq!(choose(Some(Isolate::None), &stdio, &rw, false).unwrap().reason, "--isolate none was given");
+        assert_eq!(choose(Some(Isolate::None), &stdio, &rw, &[], false).unwrap().reason, "--isolate none was given");
+
+        // mcp-server-sqlite's read tools declare nothing; the synthesizer found they only read.
+        let sqlite = tools(&[("list_tables", None), ("read_query", None)]);
+        let found = ["list_tables".to_string(), "read_query".to_string()];
+        let c = choose(None, &stdio, &sqlite, &found, false).unwrap();
+        assert_eq!(c.mode, Isolate::None);
+        assert!(c.reason.contains("list_tables, read_query declare no readOnlyHint, but the scenarios' synthesizer found they only read"), "{}", c.reason);
+        let c = choose(None, &stdio, &tools(&[("read_query", None), ("write_query", None)]), &found, false).unwrap();
+        assert_eq!(c.mode, Isolate::Episode, "a tool nobody found read-only still isolates");
+        assert!(c.reason.ends_with("write_query"), "{}", c.reason);
     }
 
     #[test]
