@@ -273,11 +273,11 @@ pub struct ServerArgs {
     #[arg(long, value_name = "NAME", requires = "mcp_config")]
     pub server_name: Option<String>,
     /// Environment variable holding a bearer token for HTTP servers (never printed or written).
-    #[arg(long, value_name = "NAME", default_value = "MCP_BEARER_TOKEN")]
+    #[arg(long, value_name = "NAME", default_value = DEFAULT_BEARER_TOKEN_ENV)]
     pub bearer_token_env: String,
     /// Seconds one MCP tool call may take, and starting the server through `initialize`. A
     /// stdio server that does not answer in time is stopped.
-    #[arg(long, default_value_t = 60)]
+    #[arg(long, default_value_t = DEFAULT_MCP_TIMEOUT)]
     pub mcp_timeout: u64,
     /// Offer the model only these tools of the server (comma-separated or repeated): the tools
     /// the tasks need. When all of them declare readOnlyHint, episodes need no isolation.
@@ -286,6 +286,45 @@ pub struct ServerArgs {
     /// Offer every tool of the server but these (comma-separated or repeated).
     #[arg(long, value_name = "NAMES", value_delimiter = ',')]
     pub exclude_tools: Vec<String>,
+}
+
+const DEFAULT_BEARER_TOKEN_ENV: &str = "MCP_BEARER_TOKEN";
+const DEFAULT_MCP_TIMEOUT: u64 = 60;
+
+impl ServerArgs {
+    /// The flags that name this server to another command (`fit` and `demo` print and run each
+    /// stage with them); defaults are left out.
+    pub fn argv(&self) -> Vec<String> {
+        let mut argv = Vec::new();
+        let mut flag = |name: &str, value: String| argv.extend([format!("--{name}"), value]);
+        if let Some(s) = &self.server {
+            flag("server", s.clone());
+        }
+        if let Some(p) = &self.mcp_config {
+            flag("mcp-config", p.display().to_string());
+        }
+        if let Some(n) = &self.server_name {
+            flag("server-name", n.clone());
+        }
+        if self.bearer_token_env != DEFAULT_BEARER_TOKEN_ENV {
+            flag("bearer-token-env", self.bearer_token_env.clone());
+        }
+        if self.mcp_timeout != DEFAULT_MCP_TIMEOUT {
+            flag("mcp-timeout", self.mcp_timeout.to_string());
+        }
+        if !self.tools.is_empty() {
+            flag("tools", self.tools.join(","));
+        }
+        if !self.exclude_tools.is_empty() {
+            flag("exclude-tools", self.exclude_tools.join(","));
+        }
+        argv
+    }
+
+    /// Whether the user chose the tools (`--tools`, `--exclude-tools`).
+    pub fn chooses_tools(&self) -> bool {
+        !self.tools.is_empty() || !self.exclude_tools.is_empty()
+    }
 }
 
 /// Rollout isolation for servers that change state (docs/isolation.md). Unset flags keep the
@@ -427,6 +466,27 @@ mod tests {
     struct Cmd {
         #[command(flatten)]
         episode: EpisodeArgs,
+    }
+
+    #[derive(Parser)]
+    struct ServerCmd {
+        #[command(flatten)]
+        server: super::ServerArgs,
+    }
+
+    /// The flags `fit` passes on name the same server, with the same options.
+    #[test]
+    fn server_flags_round_trip() {
+        let given = ["cmd", "--server", "mcp-server-sqlite --db-path a b.db", "--bearer-token-env", "TOK", "--mcp-timeout", "9", "--tools", "read_query,list_tables"];
+        let parsed = ServerCmd::parse_from(given).server;
+        let argv = parsed.argv();
+        assert_eq!(argv, &given[1..], "defaults left out, the rest kept in order");
+        let again = ServerCmd::parse_from(std::iter::once("cmd".to_string()).chain(argv.clone())).server;
+        assert_eq!(again.argv(), argv);
+        assert!(parsed.chooses_tools());
+        let plain = ServerCmd::parse_from(["cmd", "--server", "x"]).server;
+        assert_eq!(plain.argv(), ["--server", "x"]);
+        assert!(!plain.chooses_tools());
     }
 
     /// Every flag of the group with a default shows it in `--help`, and it is the value used.

@@ -27,6 +27,7 @@ struct Cli {
 const EXAMPLES: &str = "\
 Examples:
   train-agent demo
+  train-agent fit --server \"mcp-server-sqlite --db-path shop.db\" --check-set my-questions.jsonl
   train-agent tools --server \"train-agent demo-server\"
   train-agent tools --server \"npx -y @modelcontextprotocol/server-everything\" --json
   train-agent rollout --server \"train-agent demo-server\" --scenarios scenarios/company.jsonl \\
@@ -42,6 +43,9 @@ enum Command {
     /// The whole product on the bundled demo server: base baseline, SFT warm start, GRPO, and the
     /// base / SFT / SFT+GRPO table with a report. Runs on CPU (SmolLM2-135M) or GPU (Qwen 0.5B).
     Demo(cmd::demo::Args),
+    /// From your MCP server to a better adapter and its evidence: tasks (SQL synthesis or the tool
+    /// walk), SFT, GRPO, and base / SFT / SFT+GRPO on validation and your own check set.
+    Fit(cmd::fit::Args),
     /// List an MCP server's tools as the model will see them (OpenAI `tools` format with --json).
     Tools(cmd::tools::Args),
     /// Play episodes of scenarios against an MCP server with a model and write trajectories.
@@ -86,6 +90,7 @@ fn main() -> std::process::ExitCode {
             Command::Serve(a) => cmd::serve::run(a).await,
             Command::Train(a) => cmd::train::run(a).await.map(drop),
             Command::Demo(a) => cmd::demo::run(a).await,
+            Command::Fit(a) => cmd::fit::run(a).await,
             Command::Collect(a) => cmd::collect::run(a).await,
             Command::Curate(a) => cmd::curate::run(a).await,
             Command::Sft(a) => cmd::sft::run(a).await,

@@ -38,7 +38,7 @@ impl Server {
         let (isolation, discovery) = Isolation::connect(settings, spec, options).await?;
         if !filter.is_all() {
             let names: Vec<String> = discovery.tools.iter().map(|t| ta_types::terminal::terminal_safe(&t.name).into_owned()).collect();
-            eprintln!("tools offered: {} (--tools/--exclude-tools)", names.join(", "));
+            eprintln!("tools offered: {}", names.join(", "));
         }
         eprintln!("isolation: {} ({})", isolation.mode(), isolation.reason());
         let isolation = Arc::new(isolation);

@@ -15,6 +15,9 @@ use crate::args::{ModelArgs, ScenarioArgs, ServerArgs};
 use crate::model::ModelEndpoint;
 use crate::server::Server;
 
+/// The tools offered to the model (OpenAI `tools` format), written in the run's directory.
+pub const TOOLS_FILE: &str = "tools.json";
+
 /// A command's running parts for playing episodes. [`RunSetup::close`] stops the server.
 pub struct RunSetup {
     /// `--out/logs`: the engine's log, the MCP server's stderr.
@@ -40,6 +43,10 @@ impl RunSetup {
         check_state_capture(scenarios, isolation)?;
         let (server, isolation) = scenario_tools(server, isolation, scenarios);
         let server = Server::connect_isolated(&server, &isolation, Some(&logs)).await?;
+        // What the model is shown, kept beside the run: which tools it could call.
+        let specs = ta_mcp::ToolCatalog::from_discovery(&server.discovery).specs().to_vec();
+        let shown = out.join(TOOLS_FILE);
+        std::fs::write(&shown, serde_json::to_vec_pretty(&specs)?).with_context(|| format!("cannot write {}", shown.display()))?;
         let tools = server.tools();
         let system_prompt = server.system_prompt(template)?;
         Ok(RunSetup { logs, server, tools, system_prompt })

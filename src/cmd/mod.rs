@@ -5,6 +5,7 @@ pub mod curate;
 pub mod demo;
 pub mod demo_server;
 pub mod eval;
+pub mod fit;
 pub mod report;
 pub mod rollout;
 pub mod scenarios;

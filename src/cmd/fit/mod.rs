@@ -1,0 +1,148 @@
+//! `train-agent fit`: from an MCP server to a better adapter and its evidence, in one command.
+//! It picks the task source from the server's tools (SQL synthesis or the tool walk, and a
+//! teacher's paraphrases or tasks when `--teacher` is given), sizes the run for the hardware,
+//! and runs the stages `demo` runs on the bundled server: reference traces, SFT, GRPO from the
+//! SFT adapter with validation of base, SFT and the result, and the user's own check set.
+
+mod plan;
+pub mod profile;
+pub mod run;
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use ta_python::PythonEnv;
+
+use crate::args::{JudgeArgs, ServerArgs};
+use crate::server::Server;
+pub use plan::TaskSource;
+use profile::{Overrides, Rates, about};
+use run::{CheckScenarios, CheckSet, Job};
+
+/// Tasks `scenarios synth` writes: more than a database's distinct questions usually give, so
+/// the split sizes come from the database (the demo's gives >= 1,000 train and >= 200
+/// validation tasks).
+pub const SYNTH_N: usize = 1500;
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    server: ServerArgs,
+    /// The base model to specialize: `small` (SmolLM2-135M-Instruct, the default without a GPU),
+    /// `qwen0.5b` (Qwen2.5-Coder-0.5B-Instruct, the default with one), a Hugging Face id, a
+    /// directory or a .gguf file.
+    #[arg(long, value_name = "MODEL", env = "TRAIN_AGENT_BASE_MODEL")]
+    base_model: Option<String>,
+    /// Your own questions about the server's data, evaluated at the end on base, SFT and
+    /// SFT+GRPO (never trained on): JSONL or a JSON array of {"task": ..., "expected": ...}.
+    #[arg(long, value_name = "FILE")]
+    check_set: Option<PathBuf>,
+    /// A teacher for more tasks: paraphrases of the synthesized questions (SQL servers) or tasks
+    /// of its own seeded with the walk's calls (other servers). `openai/MODEL`,
+    /// `anthropic/MODEL`, `local/MODEL`... as `scenarios paraphrase` and `generate` take it.
+    #[arg(long, value_name = "MODEL")]
+    teacher: Option<String>,
+    /// Where every stage writes; running the same command again continues.
+    #[arg(long, value_name = "DIR", default_value = "runs/fit")]
+    out: PathBuf,
+    /// Settings for `cpu` or `gpu` (default: `gpu` when PyTorch sees CUDA).
+    #[arg(long, value_parser = ["cpu", "gpu"])]
+    profile: Option<String>,
+    /// GRPO steps (default: 16 with a GPU, 2 on CPU).
+    #[arg(long)]
+    steps: Option<u64>,
+    /// Share of the train split whose reference traces go to SFT (GRPO trains on all of it).
+    /// Default: the profile's.
+    #[arg(long, value_name = "SHARE")]
+    sft_share: Option<f64>,
+    /// Use only the first N train tasks (SFT traces and GRPO). Default: all.
+    #[arg(long, value_name = "N")]
+    train_limit: Option<usize>,
+    /// Validate on only the first N validation tasks. Default: all with a GPU, 20 on CPU.
+    #[arg(long, value_name = "N")]
+    validation_limit: Option<usize>,
+    /// Print the plan (task source, profile, stages and their estimates) and stop.
+    #[arg(long)]
+    plan: bool,
+    /// Also score with an LLM judge in GRPO (key from the provider's environment variable).
+    #[command(flatten)]
+    judge: JudgeArgs,
+}
+
+pub async fn run(args: Args) -> Result<()> {
+    let check_set = match &args.check_set {
+        Some(file) => Some(check_set(file)?),
+        None => None,
+    };
+    let server = Server::connect(&args.server, None).await?;
+    let specs = ta_mcp::ToolCatalog::from_discovery(&server.discovery).specs().to_vec();
+    server.close().await;
+    let source = TaskSource::pick(&specs, args.teacher.as_deref());
+    let gpu = match args.profile.as_deref() {
+        Some(p) => p == "gpu",
+        None => PythonEnv::ensure()?.has_cuda().await,
+    };
+    let model = args.base_model.clone().unwrap_or_else(|| if gpu { "qwen0.5b" } else { "small" }.into());
+    let overrides = Overrides { steps: args.steps, train_limit: args.train_limit, validation_limit: args.validation_limit, sft_share: args.sft_share };
+    let mut profile = profile::profile(gpu, &model, &overrides);
+    args.judge.apply(&mut profile.grpo.reward)?;
+    let job = Job {
+        command: "fit",
+        out: args.out.clone(),
+        server: args.server.argv(),
+        chooses_tools: args.server.chooses_tools(),
+        source,
+        synth_n: SYNTH_N,
+        profile,
+        check_set,
+    };
+    println!("{}", plan_text(&job, &server.description));
+    if args.plan {
+        return Ok(());
+    }
+    let _lock = ta_eval::rundir::RunLock::acquire(&args.out)?;
+    run::execute(job).await
+}
+
+/// The user's check set, read and checked before anything runs: every question needs the
+/// answer it is scored against.
+fn check_set(file: &std::path::Path) -> Result<CheckSet> {
+    let questions = ta_types::scenario::load_scenarios(file).with_context(|| format!("--check-set {}", file.display()))?;
+    anyhow::ensure!(!questions.is_empty(), "--check-set {} holds no question", file.display());
+    if let Some(q) = questions.iter().find(|q| q.expected.is_none()) {
+        anyhow::bail!(
+            "--check-set {}: question `{}` has no `expected` answer\nhint: each line is {{\"task\": \"...\", \"expected\": ...}}; the answer scores the three models",
+            file.display(),
+            q.id
+        );
+    }
+    let label = format!("{} questions of {}", questions.len(), file.display());
+    Ok(CheckSet { scenarios: CheckScenarios::File(std::path::absolute(file)?), label })
+}
+
+/// What the run will do, printed before it starts (and alone with `--plan`).
+fn plan_text(job: &Job, server: &str) -> String {
+    let p = &job.profile;
+    let g = &p.grpo.rollout;
+    let rates = Rates::of(p.gpu);
+    let lines = [
+        format!("server:   {}", ta_types::terminal::terminal_safe(server)),
+        format!("tasks:    {}", job.source),
+        format!(
+            "profile:  {} ({}): SFT {} epoch(s) on {:.0}% of the train split, GRPO {} steps of {} x {}{}",
+            if p.gpu { "gpu" } else { "cpu" },
+            p.model,
+            p.sft.epochs,
+            p.sft_share * 100.0,
+            g.max_steps,
+            g.scenarios_per_step,
+            g.rollouts_per_scenario,
+            p.validation_limit.map(|n| format!(", validation on {n} tasks")).unwrap_or_default()
+        ),
+        format!("check set: {}", job.check_set.as_ref().map_or("none (--check-set FILE adds your own questions)".to_string(), |c| c.label.clone())),
+        format!("stages:   {}", run::commands(job).join(" → ")),
+        format!("GRPO:     {} a step", about(rates.grpo_step)),
+        format!("out:      {}", job.out.display()),
+    ];
+    lines.join("\n")
+}

@@ -1,0 +1,253 @@
+//! How big a run is: the model, the tasks kept, SFT and GRPO settings, for a CPU (what fits
+//! about 15 minutes of a 2-core machine) or a GPU (what shows the full effect), and what each
+//! stage should take. Measured: `benches/RESULTS.md`, "The demo and CPU training speed" and
+//! "One command for your own server".
+
+use ta_sft::sft::SftConfig;
+use ta_train::TrainConfig;
+use ta_trainer::Packing;
+
+/// Settings of one profile.
+pub struct Profile {
+    pub gpu: bool,
+    pub model: String,
+    /// Which synthesized tasks train and validate.
+    pub keep: TaskFilter,
+    /// First N scenarios of each split (`None`: all).
+    pub train_limit: Option<usize>,
+    pub validation_limit: Option<usize>,
+    /// The first this share of the train split gives SFT its reference traces; GRPO samples all
+    /// of it. SFT on every train task saturates them (benches/RESULTS.md, "Synthesized tasks"),
+    /// leaving GRPO groups without reward variance; tasks SFT never saw keep GRPO's groups
+    /// informative.
+    pub sft_share: f64,
+    pub sft: SftConfig,
+    pub grpo: TrainConfig,
+}
+
+/// The tasks a profile keeps of those the synthesizer wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TaskFilter {
+    /// Only these templates (`None`: all).
+    pub templates: Option<&'static [&'static str]>,
+    /// Only tasks up to this difficulty level (`None`: all).
+    pub max_difficulty: Option<u64>,
+}
+
+impl TaskFilter {
+    pub const ALL: TaskFilter = TaskFilter { templates: None, max_difficulty: None };
+
+    /// The scenarios of `text` (JSON lines) this filter keeps, in order.
+    pub fn apply(&self, text: &str) -> String {
+        if *self == TaskFilter::ALL {
+            return text.to_string();
+        }
+        let kept = |l: &&str| {
+            serde_json::from_str::<serde_json::Value>(l).is_ok_and(|v| {
+                self.templates.is_none_or(|ts| v["template"].as_str().is_some_and(|t| ts.contains(&t)))
+                    && self.max_difficulty.is_none_or(|max| v["difficulty"].as_u64().is_some_and(|d| d <= max))
+            })
+        };
+        text.lines().filter(kept).map(|l| format!("{l}\n")).collect()
+    }
+}
+
+/// On CPU: one table and at most one condition (a count is level 1, each condition and each join
+/// adds one; a walked lookup is level 1 or 2). After one epoch on 96 difficulty-1 traces
+/// SmolLM2-135M answered 5 of 18 held-out counts and none of the one-row lookups of the same
+/// level (benches/RESULTS.md, "The demo and CPU training speed").
+pub const CPU_MAX_DIFFICULTY: u64 = 2;
+/// The CPU profile's SFT share: the traces of 56 of the demo's 125 counting tasks, what one
+/// epoch on 2 cores affords.
+pub const CPU_SFT_SHARE: f64 = 0.45;
+
+/// The packaged model a short name stands for (`small`, `qwen0.5b`); any other name is a model
+/// `train` takes as it is.
+pub fn model_name(name: &str) -> &str {
+    match name {
+        "small" => "smollm2-135m-instruct",
+        "qwen0.5b" => "qwen2.5-coder-0.5b-instruct",
+        other => other,
+    }
+}
+
+/// The flags a user may set over a profile's defaults.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    pub steps: Option<u64>,
+    pub train_limit: Option<usize>,
+    pub validation_limit: Option<usize>,
+    pub sft_share: Option<f64>,
+}
+
+pub fn profile(gpu: bool, model: &str, o: &Overrides) -> Profile {
+    let model = model_name(model);
+    let mut sft = SftConfig { base_model: model.into(), ..SftConfig::default() };
+    let mut grpo = TrainConfig { base_model: model.into(), ..TrainConfig::default() };
+    grpo.rollout.eval_every = 0;
+    let mut validation_limit = o.validation_limit;
+    let (keep, default_share);
+    if gpu {
+        keep = TaskFilter::ALL;
+        // About 120 traces: enough to learn the tool-calling workflow, few enough to leave most
+        // train tasks unsolved at GRPO's start. To be tuned by measurement (docs/demo.md).
+        default_share = 0.1;
+        // Four samples per validation task: pass@1 with an interval tight enough to see GRPO's
+        // gain, at 5x the greedy validation's episodes.
+        grpo.rollout.eval_rollouts = 4;
+        sft.epochs = 6;
+        sft.optim.lr = 2e-4;
+        // 16 steps of 8 x 8 with dynamic sampling: enough steps for GRPO to move its SFT start
+        // (benches/RESULTS.md, "Base → SFT → SFT + GRPO on the demo server").
+        grpo.rollout.max_steps = o.steps.unwrap_or(16);
+        grpo.rollout.scenarios_per_step = 8;
+        grpo.rollout.rollouts_per_scenario = 8;
+        grpo.optim.lr = 2e-5;
+        // Uniform task order (the default curriculum): from the same SFT adapter it gained more
+        // than the adaptive curriculum, whose easy-first epoch makes most first-round groups flat
+        // (benches/RESULTS.md, "GRPO ablation"). Dynamic sampling, on by default, replaces the
+        // flat groups.
+    } else {
+        // What SmolLM2-135M learns from a few dozen traces on 2 cores, so the table can show a
+        // rise in correct answers rather than only in reward.
+        keep = TaskFilter { templates: None, max_difficulty: Some(CPU_MAX_DIFFICULTY) };
+        default_share = CPU_SFT_SHARE;
+        validation_limit = validation_limit.or(Some(20));
+        // Sampled validation would multiply the CPU's slowest phase; the greedy table is the
+        // CPU profile's claim.
+        grpo.rollout.eval_rollouts = 0;
+        sft.epochs = 1;
+        // Eight traces a step share one system prompt: as a prefix tree (below) a step's forward
+        // runs it once, so larger steps cost fewer tokens per trace.
+        sft.batch_size = 8;
+        sft.optim.lr = 5e-4;
+        sft.lora.r = 16;
+        sft.max_seq_len = 3072;
+        // A real model on a CPU: prefix trees (docs/training.md, "Packing") of up to 4,096
+        // distinct tokens. In float32 a tree's activations grow with its tokens: at 8,192 a GRPO
+        // step's one tree was killed for memory beside the engine on a 24 GB VM, and a step takes
+        // the same time either way (benches/RESULTS.md, "The demo and CPU training speed").
+        sft.trainer.packing = Packing::PrefixTree;
+        grpo.trainer.packing = Packing::PrefixTree;
+        sft.trainer.micro_batch_tokens = 4096;
+        grpo.trainer.micro_batch_tokens = 4096;
+        grpo.rollout.max_steps = o.steps.unwrap_or(2);
+        grpo.rollout.scenarios_per_step = 3;
+        grpo.rollout.rollouts_per_scenario = 4;
+        // The workflow takes four turns (list, describe, query, answer) of at most ~40 tokens; one
+        // spare turn, and no more, for the base model to spend.
+        grpo.rollout.max_turns = 5;
+        grpo.rollout.max_tokens = 96;
+        grpo.rollout.tool_result_max_chars = 1500;
+        grpo.rollout.concurrency = 16;
+        // Replacing flat groups would multiply the CPU's slowest phase by up to
+        // `max_oversample`, and two steps are no learning claim to protect.
+        grpo.rollout.dynamic_sampling = false;
+        grpo.optim.lr = 5e-5;
+    }
+    Profile { gpu, model: model.into(), keep, train_limit: o.train_limit, validation_limit, sft_share: o.sft_share.unwrap_or(default_share), sft, grpo }
+}
+
+/// Epochs of `train` scenarios that `steps` steps of `per_step` scenarios need, so `--steps`
+/// is what runs (one epoch would stop a 10-step run on 68 scenarios after 9).
+pub fn epochs_for(steps: u64, per_step: usize, train: usize) -> u32 {
+    let needed = steps * per_step as u64;
+    u32::try_from(needed.div_ceil(train.max(1) as u64)).unwrap_or(u32::MAX).max(1)
+}
+
+/// What each stage costs on a profile's hardware, for the estimate printed before it starts.
+/// Rough by design (the base model's episodes run long, a user's server may be slow); the run
+/// records what each stage really took in `fit.json`.
+#[derive(Debug, Clone, Copy)]
+pub struct Rates {
+    /// Starting the engine or the trainer (Python, the model's weights).
+    pub start: f64,
+    /// One SFT trace for one epoch.
+    pub sft_trace: f64,
+    /// One greedy episode of one model, in a batch of many.
+    pub episode: f64,
+    /// One GRPO step of the profile's shape.
+    pub grpo_step: f64,
+}
+
+impl Rates {
+    pub fn of(gpu: bool) -> Rates {
+        if gpu {
+            // One H100, Qwen2.5-Coder-0.5B: the demo's GPU profile.
+            Rates { start: 30.0, sft_trace: 0.12, episode: 0.6, grpo_step: 14.0 }
+        } else {
+            // The 2-core VM without AMX, SmolLM2-135M, the CPU profile.
+            Rates { start: 30.0, sft_trace: 6.0, episode: 6.0, grpo_step: 120.0 }
+        }
+    }
+}
+
+/// `seconds` as people say it: "about 40 s", "about 3 min".
+pub fn about(seconds: f64) -> String {
+    if seconds < 90.0 { format!("about {} s", (seconds / 10.0).ceil().max(1.0) * 10.0) } else { format!("about {} min", (seconds / 60.0).round()) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steps_set_the_epochs() {
+        // The GPU profile on the 68 hand-written train questions: 10 steps of 8 need 2 epochs
+        // (one epoch stopped the run after 9 steps).
+        assert_eq!(epochs_for(10, 8, 68), 2);
+        assert_eq!(epochs_for(2, 3, 32), 1);
+        assert_eq!(epochs_for(30, 8, 1200), 1);
+        assert_eq!(epochs_for(0, 8, 10), 1);
+        assert_eq!(epochs_for(5, 8, 0), 40, "no train scenarios: train reports that itself");
+    }
+
+    #[test]
+    fn the_task_filter_keeps_those_tasks_in_order() {
+        let text = "{\"id\":\"a\",\"template\":\"count_rows\",\"difficulty\":1}\n{\"id\":\"b\",\"template\":\"lookup\",\"difficulty\":1}\n\
+                    {\"id\":\"c\",\"template\":\"count_where\",\"difficulty\":2}\n{\"id\":\"e\",\"template\":\"count_where\",\"difficulty\":3}\n{\"id\":\"d\"}\n";
+        let counts = TaskFilter { templates: Some(&["count_rows", "count_where"]), max_difficulty: Some(2) };
+        assert_eq!(counts.apply(text), "{\"id\":\"a\",\"template\":\"count_rows\",\"difficulty\":1}\n{\"id\":\"c\",\"template\":\"count_where\",\"difficulty\":2}\n");
+        let easy = TaskFilter { templates: None, max_difficulty: Some(1) };
+        assert_eq!(easy.apply(text).lines().count(), 2);
+        assert_eq!(TaskFilter::ALL.apply(text), text);
+    }
+
+    #[test]
+    fn profiles_pick_the_model_and_size_the_work() {
+        let none = Overrides::default();
+        let cpu = profile(false, "small", &none);
+        assert_eq!(cpu.model, "smollm2-135m-instruct");
+        assert_eq!((cpu.grpo.rollout.max_steps, cpu.sft.epochs), (2, 1));
+        assert_eq!((cpu.train_limit, cpu.validation_limit), (None, Some(20)));
+        assert_eq!(cpu.keep.max_difficulty, Some(CPU_MAX_DIFFICULTY), "the CPU keeps the easiest tasks");
+        assert_eq!((cpu.sft.trainer.packing, cpu.grpo.trainer.packing), (Packing::PrefixTree, Packing::PrefixTree));
+        assert_eq!((cpu.sft_share, cpu.grpo.rollout.eval_rollouts), (CPU_SFT_SHARE, 0));
+        assert!(!cpu.grpo.rollout.dynamic_sampling, "the CPU profile does not oversample its slowest phase");
+        let limited = Overrides { train_limit: Some(6), validation_limit: Some(2), ..Default::default() };
+        assert_eq!(profile(false, "small", &limited).validation_limit, Some(2), "--validation-limit wins");
+        let gpu = profile(true, "qwen0.5b", &Overrides { steps: Some(3), ..Default::default() });
+        assert_eq!(gpu.model, "qwen2.5-coder-0.5b-instruct");
+        assert_eq!(gpu.grpo.rollout.max_steps, 3, "--steps wins");
+        assert_eq!((gpu.train_limit, gpu.validation_limit), (None, None), "all scenarios on a GPU");
+        assert_eq!(gpu.keep, TaskFilter::ALL, "the GPU trains on all synthesized tasks");
+        assert_eq!(gpu.grpo.trainer.packing, Packing::Rows, "batched rows on a GPU");
+        assert!(gpu.sft_share < 0.5, "SFT on a part of the train split: {}", gpu.sft_share);
+        assert!(gpu.grpo.rollout.eval_rollouts >= 2, "sampled validation gives pass@1 with an interval");
+        assert!(gpu.grpo.rollout.dynamic_sampling, "from an SFT start most first-round groups are flat");
+        assert_eq!(profile(true, "qwen0.5b", &Overrides { sft_share: Some(0.5), ..Default::default() }).sft_share, 0.5, "--sft-share wins");
+        assert_eq!(profile(true, "/models/x.gguf", &none).grpo.base_model, "/models/x.gguf");
+        for p in [cpu, gpu] {
+            assert_eq!(p.sft.base_model, p.grpo.base_model);
+            assert_eq!(p.grpo.rollout.eval_every, 0, "validation only before and after: it is the table");
+        }
+    }
+
+    #[test]
+    fn estimates_read_as_people_say_them() {
+        assert_eq!(about(3.0), "about 10 s");
+        assert_eq!(about(41.0), "about 50 s");
+        assert_eq!(about(200.0), "about 3 min");
+        assert!(Rates::of(false).grpo_step > Rates::of(true).grpo_step);
+    }
+}

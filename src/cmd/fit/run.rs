@@ -1,0 +1,452 @@
+//! A whole run, stage by stage: the tasks (synthesis or walk, and the teacher's), reference
+//! traces of part of the train split, SFT on them, GRPO from the SFT adapter on the whole train
+//! split (validating base, SFT and the result), and the check set. Each stage is one of the
+//! ordinary subcommands, run with the flags it prints, in its own directory under `--out`; a
+//! stage whose output is complete is skipped, so running the same command again after a Ctrl-C
+//! or a crash continues where it stopped. What each stage took goes to `fit.json`.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use clap::Parser;
+use serde::{Deserialize, Serialize};
+use ta_eval::rundir::RunDir;
+use ta_metrics::{Comparison, Metrics, metrics_table};
+use ta_trainer::checkpoint::last_complete_step;
+
+use super::plan::{Synthesizer, TaskSource};
+use super::profile::{Profile, Rates, about, epochs_for};
+use crate::cmd::{collect, curate, eval, scenarios, sft, train};
+
+/// Seed of the task synthesis: the same tasks on every run of the same server.
+const SYNTH_SEED: u64 = 1;
+
+/// One run to do.
+pub struct Job {
+    /// `fit` or `demo`, for messages.
+    pub command: &'static str,
+    pub out: PathBuf,
+    /// The flags that name the server to every stage.
+    pub server: Vec<String>,
+    /// Whether the user chose the tools (the check set then gets the same flags).
+    pub chooses_tools: bool,
+    pub source: TaskSource,
+    /// Tasks `scenarios synth` writes before the profile's filter.
+    pub synth_n: usize,
+    pub profile: Profile,
+    pub check_set: Option<CheckSet>,
+}
+
+/// Questions training never sees, evaluated on base, SFT and SFT+GRPO at the end.
+pub struct CheckSet {
+    pub scenarios: CheckScenarios,
+    /// How the table names them, e.g. "the 88 hand-written questions".
+    pub label: String,
+}
+
+pub enum CheckScenarios {
+    File(PathBuf),
+    /// Embedded in the binary (the demo's), written to `--out` when used.
+    Text(&'static str),
+}
+
+/// What a stage took, in `fit.json`.
+#[derive(Debug, Serialize, Deserialize)]
+struct StageRecord {
+    stage: String,
+    command: String,
+    estimate_s: Option<f64>,
+    /// `None` while it runs (or when it was stopped).
+    seconds: Option<f64>,
+}
+
+/// The stages' records, written after every stage; a rerun keeps those of the stages it skips.
+struct Stages {
+    path: PathBuf,
+    records: Vec<StageRecord>,
+    next: usize,
+    of: usize,
+}
+
+impl Stages {
+    fn open(path: PathBuf, of: usize) -> Stages {
+        let records = std::fs::read_to_string(&path).ok().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default();
+        Stages { path, records, next: 0, of }
+    }
+
+    /// Prints the stage's command and estimate; returns its flags parsed as the subcommand's.
+    fn start<T: clap::Args>(&mut self, name: &str, what: &str, argv: &[String], estimate: Option<f64>) -> Result<(T, Instant)> {
+        self.next += 1;
+        let guess = estimate.map(|s| format!(" ({})", about(s))).unwrap_or_default();
+        eprintln!("\n[{}/{}] {what}{guess}\n      train-agent {name} {}", self.next, self.of, shell_words(argv));
+        let parsed = Stage::<T>::try_parse_from(std::iter::once(name.to_string()).chain(argv.iter().cloned()))
+            .with_context(|| format!("built bad flags for `{name}` (a bug)"))?;
+        self.records.retain(|r| r.stage != name);
+        self.records.push(StageRecord { stage: name.into(), command: format!("train-agent {name} {}", shell_words(argv)), estimate_s: estimate, seconds: None });
+        Ok((parsed.args, Instant::now()))
+    }
+
+    /// A stage complete from an earlier run.
+    fn skip(&mut self, name: &str) {
+        self.next += 1;
+        eprintln!("{name}: done in an earlier run");
+    }
+
+    fn done(&mut self, started: Instant) -> Result<()> {
+        let secs = started.elapsed().as_secs_f64();
+        eprintln!("      took {:.0} s", secs);
+        if let Some(r) = self.records.last_mut() {
+            r.seconds = Some(secs);
+        }
+        let text = serde_json::to_string_pretty(&self.records)?;
+        std::fs::write(&self.path, text).with_context(|| format!("cannot write {}", self.path.display()))
+    }
+}
+
+/// One stage's subcommand parsed from the flags it is shown with.
+#[derive(Parser)]
+struct Stage<T: clap::Args> {
+    #[command(flatten)]
+    args: T,
+}
+
+fn shell_words(argv: &[String]) -> String {
+    let quote = |a: &String| if a.contains([' ', '"', '\'']) { format!("{a:?}") } else { a.clone() };
+    argv.iter().map(quote).collect::<Vec<_>>().join(" ")
+}
+
+fn path(p: &Path) -> String {
+    p.display().to_string()
+}
+
+/// The subcommands a job runs, in order.
+pub fn commands(job: &Job) -> Vec<&'static str> {
+    let mut c = job.source.commands();
+    c.extend(["collect", "curate", "sft", "train"]);
+    if job.check_set.is_some() {
+        c.push("eval");
+    }
+    c
+}
+
+pub async fn execute(job: Job) -> Result<()> {
+    let Job { command, out, server, chooses_tools, source, synth_n, profile, check_set } = job;
+    let Profile { gpu, keep, train_limit, validation_limit, sft_share, mut sft, mut grpo, .. } = profile;
+    anyhow::ensure!(
+        sft_share > 0.0 && sft_share <= 1.0,
+        "--sft-share {sft_share} is outside (0, 1]\nhint: e.g. 0.25 gives SFT the traces of a quarter of the train split"
+    );
+    let rates = Rates::of(gpu);
+    let of = source.commands().len() + 4 + usize::from(check_set.is_some());
+    std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
+    let mut stages = Stages::open(out.join("fit.json"), of);
+    let with_server = |rest: &[String]| -> Vec<String> { server.iter().cloned().chain(rest.iter().cloned()).collect() };
+
+    // The tasks, checked by running them through the server.
+    let tasks = write_tasks(&mut stages, &source, &out, synth_n, &with_server).await?;
+    let source_text = std::fs::read_to_string(&tasks).with_context(|| format!("cannot read {}", tasks.display()))?;
+    let kept = limit_splits(&keep.apply(&source_text), train_limit, validation_limit);
+    let scenarios = out.join("scenarios.jsonl");
+    std::fs::write(&scenarios, &kept)?;
+    let n_train = kept.lines().filter(|l| is_train(l)).count();
+    let n_val = kept.lines().count() - n_train;
+    anyhow::ensure!(n_train > 0, "{} holds no train task after the profile's filter\nhint: see its summary.json for why tasks were dropped", tasks.display());
+    grpo.rollout.epochs = epochs_for(grpo.rollout.max_steps, grpo.rollout.scenarios_per_step, n_train);
+    let sft_scenarios = out.join("sft-scenarios.jsonl");
+    let sft_part = sft_part(&kept, sft_share);
+    let n_sft = sft_part.lines().count();
+    std::fs::write(&sft_scenarios, sft_part)?;
+    eprintln!("tasks: {n_train} train ({n_sft} of them for SFT's reference traces), {n_val} validation");
+
+    // Reference traces of the SFT part of the train split: the validation split stays unseen.
+    let (traces, dataset, sft_dir, grpo_dir, check_dir) = (out.join("traces"), out.join("dataset"), out.join("sft"), out.join("grpo"), out.join("check"));
+    if traces.join(ta_types::trace::TRACES_FILE).exists() {
+        stages.skip("collect");
+    } else {
+        let argv = with_server(&["--scenarios".into(), path(&sft_scenarios), "--reference".into(), "--split".into(), "train".into(), "--out".into(), path(&traces)]);
+        let (args, t) = stages.start("collect", "reference solutions of part of the train split, checked by ground truth", &argv, Some(5.0 + 0.05 * n_sft as f64))?;
+        collect::run(args).await?;
+        stages.done(t)?;
+    }
+    if dataset.join("train.jsonl").exists() {
+        stages.skip("curate");
+    } else {
+        let argv = [path(&traces), "--dedupe".into(), "--no-parquet".into(), "--out".into(), path(&dataset)];
+        let (args, t) = stages.start("curate", "keep the successful, distinct traces", &argv, Some(5.0))?;
+        curate::run(args).await?;
+        stages.done(t)?;
+    }
+
+    // SFT warm start: base models of this size make no tool call, so GRPO alone has nothing to
+    // learn from (every group scores 0).
+    let sft_final = sft_dir.join("final");
+    let sft_done = || sft_final.join("adapter_config.json").exists();
+    if sft_done() {
+        stages.skip("sft");
+    } else {
+        sft.dataset = path(&dataset);
+        let config = out.join("sft.toml");
+        std::fs::write(&config, sft.to_toml())?;
+        let mut argv = vec!["--config".into(), path(&config), "--out".into(), path(&sft_dir)];
+        if last_complete_step(&sft_dir) > 0 {
+            argv.push("--resume".into());
+        }
+        let estimate = rates.start + rates.sft_trace * (n_sft * sft.epochs as usize) as f64;
+        let (args, t) = stages.start("sft", "supervised fine-tuning on the traces (LoRA)", &argv, Some(estimate))?;
+        sft::run(args).await?;
+        if !sft_done() {
+            return interrupted(command);
+        }
+        stages.done(t)?;
+    }
+
+    // GRPO from the SFT adapter on the whole train split; its validation covers the base, the
+    // SFT adapter and the result.
+    if finished(&grpo_dir) {
+        stages.skip("train");
+    } else {
+        grpo.init_adapter = Some(path(&std::path::absolute(&sft_final)?));
+        let config = out.join("grpo.toml");
+        std::fs::write(&config, grpo.to_toml())?;
+        let mut argv = with_server(&["--scenarios".into(), path(&scenarios), "--config".into(), path(&config), "--out".into(), path(&grpo_dir)]);
+        if grpo_dir.join("config.toml").exists() {
+            argv.push("--resume".into());
+        }
+        if !gpu {
+            // Short contexts keep the CPU's prompt processing (the bulk of its time) small.
+            argv.extend(["--max-model-len".into(), "4096".into()]);
+        }
+        let episodes = n_val as f64 * (3.0 + 2.0 * grpo.rollout.eval_rollouts as f64);
+        let estimate = rates.start + rates.episode * episodes + rates.grpo_step * grpo.rollout.max_steps as f64;
+        let (args, t) = stages.start("train", "GRPO from the SFT adapter, validating base, SFT and the result", &argv, Some(estimate))?;
+        let finished_as = train::run(args).await?;
+        if !matches!(finished_as, ta_train::run::Finished::Done { .. }) {
+            return interrupted(command);
+        }
+        stages.done(t)?;
+    }
+
+    // The check set, which training never saw.
+    if let Some(check) = &check_set {
+        if check_dir.join("eval.json").exists() {
+            stages.skip("eval");
+        } else {
+            let file = match &check.scenarios {
+                CheckScenarios::File(p) => p.clone(),
+                CheckScenarios::Text(text) => {
+                    let p = out.join("check-scenarios.jsonl");
+                    std::fs::write(&p, text)?;
+                    p
+                }
+            };
+            let n_check = ta_types::scenario::load_scenarios(&file)?.len();
+            // No step trained (every group flat): GRPO's result is the SFT adapter itself.
+            let trained = if grpo_dir.join("final").exists() { grpo_dir.join("final") } else { sft_final.clone() };
+            let mut argv = with_server(&[]);
+            // The check set's questions name no tools: offer the ones the tasks were trained with.
+            if let Some((tools, read_only)) = ta_types::scenario::tools_needed(&ta_types::scenario::load_scenarios(&scenarios)?)
+                && !chooses_tools
+            {
+                argv.extend(["--tools".into(), tools.join(",")]);
+                if read_only {
+                    argv.extend(["--isolate".into(), "none".into()]);
+                }
+            }
+            argv.extend([
+                "--scenarios".into(),
+                path(&file),
+                "--split".into(),
+                "all".into(),
+                "--model".into(),
+                path(&std::path::absolute(&trained)?),
+                "--baseline".into(),
+                path(&std::path::absolute(&sft_final)?),
+                "--compare-base".into(),
+                "--max-turns".into(),
+                grpo.rollout.max_turns.to_string(),
+                "--max-tokens".into(),
+                grpo.rollout.max_tokens.to_string(),
+                "--out".into(),
+                path(&check_dir),
+            ]);
+            let estimate = rates.start + rates.episode * 3.0 * n_check as f64;
+            let what = format!("{} as a check set: base, SFT, SFT+GRPO", check.label);
+            let (args, t) = stages.start("eval", &what, &argv, Some(estimate))?;
+            eval::run(args).await?;
+            stages.done(t)?;
+        }
+    }
+    print_tables(&grpo_dir, check_set.as_ref().map(|c| (check_dir.as_path(), c.label.as_str())))
+}
+
+/// Runs the task stages the source needs (skipping those complete from an earlier run) and
+/// returns the file of tasks to train and validate on.
+async fn write_tasks(stages: &mut Stages, source: &TaskSource, out: &Path, synth_n: usize, with_server: &impl Fn(&[String]) -> Vec<String>) -> Result<PathBuf> {
+    let (first, dir) = match source.synthesizer {
+        Synthesizer::Sql => ("scenarios synth", out.join("synth")),
+        Synthesizer::Walk => ("scenarios walk", out.join("walk")),
+    };
+    if dir.join("summary.json").exists() {
+        stages.skip(first);
+    } else {
+        match source.synthesizer {
+            Synthesizer::Sql => {
+                let argv = with_server(&["--n".into(), synth_n.to_string(), "--seed".into(), SYNTH_SEED.to_string(), "--out".into(), path(&dir)]);
+                let (args, t) = stages.start(first, "tasks with checked answers, written from the server's database", &argv, Some(10.0))?;
+                scenarios::synth::run(args).await?;
+                stages.done(t)?;
+            }
+            Synthesizer::Walk => {
+                let argv = with_server(&["--seed".into(), SYNTH_SEED.to_string(), "--out".into(), path(&dir)]);
+                let (args, t) = stages.start(first, "tasks about what the server's read-only tools return, checked by replay", &argv, Some(60.0))?;
+                scenarios::walk::run(args).await?;
+                stages.done(t)?;
+            }
+        }
+    }
+    let synthesized = dir.join("scenarios.jsonl");
+    let Some(teacher) = &source.teacher else { return Ok(synthesized) };
+    match source.synthesizer {
+        Synthesizer::Sql => {
+            let para = out.join("paraphrase");
+            if para.join("summary.json").exists() {
+                stages.skip("scenarios paraphrase");
+            } else {
+                let argv = ["--scenarios".into(), path(&synthesized), "--teacher".into(), teacher.clone(), "--out".into(), path(&para)];
+                let (args, t) = stages.start("scenarios paraphrase", "other wordings of the tasks by the teacher, kept when they keep the values", &argv, None)?;
+                scenarios::paraphrase::run(args).await?;
+                stages.done(t)?;
+            }
+            Ok(para.join("scenarios.jsonl"))
+        }
+        Synthesizer::Walk => {
+            let generated = out.join("generate");
+            if generated.join("summary.json").exists() {
+                stages.skip("scenarios generate");
+            } else {
+                let argv = with_server(&["--teacher".into(), teacher.clone(), "--walk".into(), path(&dir), "--out".into(), path(&generated)]);
+                let (args, t) = stages.start("scenarios generate", "tasks written by the teacher from the walk's calls, kept when solvers agree", &argv, None)?;
+                scenarios::generate::run(args).await?;
+                stages.done(t)?;
+            }
+            // The walk's tasks and the teacher's checked ones.
+            let merged = out.join("tasks.jsonl");
+            let mut text = std::fs::read_to_string(&synthesized).with_context(|| format!("cannot read {}", synthesized.display()))?;
+            let teacher_tasks = ta_types::scenario::load_scenarios(&generated.join("scenarios.jsonl"))?;
+            for s in teacher_tasks.iter().filter(|s| s.checked == Some(true) && s.expected.is_some()) {
+                text.push_str(&serde_json::to_string(s)?);
+                text.push('\n');
+            }
+            std::fs::write(&merged, text)?;
+            Ok(merged)
+        }
+    }
+}
+
+fn is_train(line: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(line).is_ok_and(|v| v["split"] != "validation")
+}
+
+/// The scenarios of `text` (JSON lines), keeping the first `train` train and `validation`
+/// validation ones.
+pub fn limit_splits(text: &str, train: Option<usize>, validation: Option<usize>) -> String {
+    let (mut n_train, mut n_val) = (0, 0);
+    let mut out = String::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let (seen, limit) = if is_train(line) { (&mut n_train, train) } else { (&mut n_val, validation) };
+        *seen += 1;
+        if limit.is_none_or(|l| *seen <= l) {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// The first `share` of the train scenarios of `text` (at least one), for SFT.
+pub fn sft_part(text: &str, share: f64) -> String {
+    let train: Vec<&str> = text.lines().filter(|l| is_train(l)).collect();
+    let n = ((share * train.len() as f64).round() as usize).clamp(1.min(train.len()), train.len());
+    train[..n].iter().map(|l| format!("{l}\n")).collect()
+}
+
+/// Whether the GRPO run in `dir` has finished: its last completed step has been validated (the
+/// final validation; the run validates nowhere in between).
+fn finished(dir: &Path) -> bool {
+    let Ok(run) = RunDir::open(dir) else { return false };
+    let last = last_complete_step(dir);
+    last > 0 && run.validation_rows().iter().any(|r| r["step"] == last)
+}
+
+fn interrupted(command: &str) -> Result<()> {
+    eprintln!("\n{command} interrupted: every finished stage and step is kept; run the same command again to continue");
+    Ok(())
+}
+
+/// The base / SFT / SFT+GRPO tables: the GRPO run's validations (greedy, and sampled when it
+/// sampled), each with the paired test of SFT+GRPO against SFT, and the check set's evaluation.
+fn print_tables(grpo_dir: &Path, check: Option<(&Path, &str)>) -> Result<()> {
+    let labels = ["base", "SFT", "SFT+GRPO"];
+    let run = RunDir::open(grpo_dir)?;
+    let evaluated = run.evaluated()?;
+    // Without a baseline (validate_base off) the columns start at the SFT adapter.
+    let shown = &labels[labels.len() - evaluated.len().min(labels.len())..];
+    println!("\nvalidation split, one greedy episode per task:");
+    print_models(shown, &evaluated);
+    let sampled = run.evaluated_sampled()?;
+    if let [(_, first), ..] = sampled.as_slice() {
+        let k = first.len() / first.iter().map(|t| &t.scenario_id).collect::<std::collections::HashSet<_>>().len().max(1);
+        println!("\nvalidation split, {k} episodes per task at the rollout temperature:");
+        print_models(&labels[1..], &sampled);
+    }
+    if let Some((dir, label)) = check {
+        let check = RunDir::open(dir)?;
+        println!("\n{label} (a check set training never saw), one greedy episode each:");
+        print_models(&labels, &check.evaluated()?);
+    }
+    let report = ta_eval::write_report(grpo_dir)?;
+    println!("\nreport: {}", report.display());
+    Ok(())
+}
+
+/// The metrics table of `evaluated` under `labels`, and the paired test of the last two.
+fn print_models(labels: &[&str], evaluated: &[(String, Vec<ta_types::Trajectory>)]) {
+    let metrics: Vec<Metrics> = evaluated.iter().map(|(_, ts)| Metrics::of(ts)).collect();
+    let columns: Vec<(&str, &Metrics)> = labels.iter().copied().zip(&metrics).collect();
+    println!("{}", metrics_table(&columns));
+    if let (Some((_, _, Comparison { paired: Some(p), .. })), [.., a, b]) = (RunDir::comparison(evaluated), labels) {
+        println!("{}", p.line(a, b));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TEXT: &str = "{\"task\":\"a\",\"split\":\"train\"}\n{\"task\":\"b\",\"split\":\"validation\"}\n{\"task\":\"c\",\"split\":\"train\"}\n\
+                        {\"task\":\"d\",\"split\":\"train\"}\n{\"task\":\"e\",\"split\":\"validation\"}\n{\"task\":\"f\",\"split\":\"train\"}\n";
+
+    fn splits(text: &str) -> (usize, usize) {
+        let n_val = text.lines().filter(|l| !is_train(l)).count();
+        (text.lines().count() - n_val, n_val)
+    }
+
+    #[test]
+    fn limits_keep_the_first_scenarios_of_each_split() {
+        assert_eq!(splits(&limit_splits(TEXT, None, None)), (4, 2));
+        let some = limit_splits(TEXT, Some(3), Some(1));
+        assert_eq!(splits(&some), (3, 1));
+        assert!(some.starts_with(TEXT.lines().next().unwrap()), "the order is kept");
+        assert_eq!(splits(&limit_splits(TEXT, Some(100), Some(0))), (4, 0));
+    }
+
+    #[test]
+    fn sft_gets_the_first_share_of_the_train_split_only() {
+        assert_eq!(splits(&sft_part(TEXT, 1.0)), (4, 0), "no validation task reaches SFT");
+        let half = sft_part(TEXT, 0.5);
+        assert_eq!(half, "{\"task\":\"a\",\"split\":\"train\"}\n{\"task\":\"c\",\"split\":\"train\"}\n");
+        assert_eq!(splits(&sft_part(TEXT, 0.001)), (1, 0), "at least one trace");
+        assert_eq!(sft_part("", 0.5), "");
+    }
+}

@@ -1,0 +1,177 @@
+//! `train-agent fit` on servers of each kind: the plan it picks (task source, profile, stages)
+//! for the demo server, PyPI's `mcp-server-sqlite` and the filesystem server; a user's check set
+//! checked before anything runs; and a shortened run end to end on `mcp-server-sqlite` on CPU,
+//! where the model is offered only the read tools the tasks need and a second run continues.
+//! Not a learning claim: the model is the tiny random Llama (see benches/RESULTS.md for fit on
+//! the GPU).
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+use ta_testkit::{MCP_SERVER_SQLITE, SERVER_FILESYSTEM};
+
+fn fit(args: &[&str]) -> Output {
+    Command::new(common::bin())
+        .arg("fit")
+        .args(args)
+        .env("TRAIN_AGENT_PYTHONPATH", Path::new(env!("CARGO_MANIFEST_DIR")).join("python"))
+        .output()
+        .unwrap()
+}
+
+fn text(o: &Output) -> (String, String) {
+    (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+/// A shop database of 4 customers and 12 orders, as a user's server would hold.
+fn shop(path: &Path) {
+    let db = rusqlite::Connection::open(path).unwrap();
+    db.execute_batch(
+        "CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT NOT NULL, city TEXT NOT NULL);
+         CREATE TABLE orders (id INTEGER PRIMARY KEY, customer_id INTEGER NOT NULL REFERENCES customers(id), amount REAL NOT NULL, status TEXT NOT NULL);
+         INSERT INTO customers VALUES (1, 'Ada Lovelace', 'London'), (2, 'Grace Hopper', 'New York'), (3, 'Alan Turing', 'London'), (4, 'Edsger Dijkstra', 'Austin');",
+    )
+    .unwrap();
+    for i in 1..=12i64 {
+        let status = ["shipped", "pending", "cancelled"][(i % 3) as usize];
+        db.execute("INSERT INTO orders VALUES (?1, ?2, ?3, ?4)", rusqlite::params![i, (i % 4) + 1, 10.0 * i as f64, status]).unwrap();
+    }
+}
+
+fn plan_of(args: &[&str]) -> String {
+    let o = fit(&[args, &["--plan"]].concat());
+    let (stdout, stderr) = text(&o);
+    assert!(o.status.success(), "{stdout}\n{stderr}");
+    stdout
+}
+
+#[test]
+fn the_plan_follows_the_server_and_the_hardware() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("never");
+    let out_s = out.to_str().unwrap();
+    let demo = plan_of(&["--server", "train-agent demo-server", "--profile", "cpu", "--out", out_s]);
+    assert!(demo.contains("tasks:    scenarios synth (the server has a SQL query tool (run_query))"), "{demo}");
+    assert!(demo.contains("profile:  cpu (smollm2-135m-instruct)"), "{demo}");
+    assert!(demo.contains("stages:   scenarios synth → collect → curate → sft → train\n"), "{demo}");
+    assert!(!out.exists(), "--plan writes nothing");
+
+    if let Some(sqlite) = MCP_SERVER_SQLITE.path("the_plan_follows_the_server_and_the_hardware") {
+        let db = dir.path().join("shop.db");
+        shop(&db);
+        let server = format!("{} --db-path {}", sqlite.display(), db.display());
+        let check = dir.path().join("check.jsonl");
+        std::fs::write(&check, "{\"task\": \"How many customers live in London?\", \"expected\": 2}\n").unwrap();
+        let p = plan_of(&["--server", &server, "--profile", "gpu", "--teacher", "local/qwen", "--check-set", check.to_str().unwrap(), "--out", out_s]);
+        assert!(p.contains("scenarios synth + scenarios paraphrase (the server has a SQL query tool (read_query)); teacher local/qwen"), "{p}");
+        assert!(p.contains("profile:  gpu (qwen2.5-coder-0.5b-instruct)") && p.contains("GRPO 16 steps of 8 x 8"), "{p}");
+        assert!(p.contains("check set: 1 questions of"), "{p}");
+        assert!(p.contains("stages:   scenarios synth → scenarios paraphrase → collect → curate → sft → train → eval"), "{p}");
+    }
+    if let Some(fs) = SERVER_FILESYSTEM.path("the_plan_follows_the_server_and_the_hardware") {
+        let server = format!("{} {}", fs.display(), dir.path().display());
+        let p = plan_of(&["--server", &server, "--profile", "cpu", "--out", out_s]);
+        assert!(p.contains("tasks:    scenarios walk (the server has no SQL query tool"), "{p}");
+        assert!(p.contains("stages:   scenarios walk → collect"), "{p}");
+        let p = plan_of(&["--server", &server, "--profile", "gpu", "--teacher", "local/qwen", "--steps", "4", "--out", out_s]);
+        assert!(p.contains("stages:   scenarios walk → scenarios generate → collect") && p.contains("GRPO 4 steps"), "{p}");
+    }
+    assert!(!out.exists(), "--plan writes nothing");
+}
+
+#[test]
+fn a_check_set_without_answers_is_refused_before_anything_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let check = dir.path().join("check.jsonl");
+    std::fs::write(&check, "{\"id\": \"q1\", \"task\": \"How many customers?\", \"expected\": 4}\n{\"id\": \"q2\", \"task\": \"Who ordered most?\"}\n").unwrap();
+    let out = dir.path().join("run");
+    let o = fit(&["--server", "train-agent demo-server", "--profile", "cpu", "--check-set", check.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    let (_, stderr) = text(&o);
+    assert!(!o.status.success());
+    assert!(stderr.contains("question `q2` has no `expected` answer") && stderr.contains("hint:"), "{stderr}");
+    assert!(!out.exists(), "nothing was started");
+}
+
+fn jsonl(path: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+fn tool_names(run: &Path) -> Vec<String> {
+    let specs: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(run.join("tools.json")).unwrap()).unwrap();
+    specs.iter().map(|s| s["function"]["name"].as_str().unwrap().to_string()).collect()
+}
+
+#[test]
+fn fit_on_mcp_server_sqlite_offers_only_read_tools_and_continues_when_run_again() {
+    let Some(sqlite) = MCP_SERVER_SQLITE.path("fit_on_mcp_server_sqlite_offers_only_read_tools_and_continues_when_run_again") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("shop.db");
+    shop(&db);
+    let server = format!("{} --db-path {}", sqlite.display(), db.display());
+    let check = dir.path().join("check.jsonl");
+    std::fs::write(&check, "{\"task\": \"How many customers live in London?\", \"expected\": 2}\n{\"task\": \"How many orders were cancelled?\", \"expected\": 4}\n").unwrap();
+    let out = dir.path().join("fit");
+    let model = common::tiny_model(false);
+    let args = [
+        "--server",
+        &server,
+        "--profile",
+        "cpu",
+        "--steps",
+        "1",
+        "--train-limit",
+        "6",
+        "--validation-limit",
+        "2",
+        "--base-model",
+        model.to_str().unwrap(),
+        "--check-set",
+        check.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    let run = fit(&args);
+    let (stdout, stderr) = text(&run);
+    assert!(run.status.success(), "{stdout}\n{stderr}");
+
+    // Each stage is shown with the command that repeats it and an estimate; fit.json keeps what
+    // each took.
+    for stage in ["[1/6] tasks", "train-agent scenarios synth", "[2/6]", "train-agent collect", "[4/6]", "train-agent sft", "[5/6]", "train-agent train", "[6/6]", "train-agent eval"] {
+        assert!(stderr.contains(stage), "{stage} missing from:\n{stderr}");
+    }
+    assert!(stderr.contains("(about "), "an estimate before each stage:\n{stderr}");
+    let stages: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(out.join("fit.json")).unwrap()).unwrap();
+    let names: Vec<&str> = stages.iter().map(|s| s["stage"].as_str().unwrap()).collect();
+    assert_eq!(names, ["scenarios synth", "collect", "curate", "sft", "train", "eval"]);
+    assert!(stages.iter().all(|s| s["seconds"].as_f64().is_some_and(|t| t >= 0.0) && s["command"].as_str().unwrap().starts_with("train-agent ")));
+
+    // The tasks name the read tools they need; every stage that plays episodes offers only those,
+    // with no isolation (the synthesizer found read_query only reads), the check set included.
+    let tasks = jsonl(&out.join("scenarios.jsonl"));
+    assert!(tasks.iter().all(|t| t["tools"] == serde_json::json!(["list_tables", "describe_table", "read_query"]) && t["tools_read_only"] == true), "{tasks:?}");
+    for run in ["traces", "grpo", "check"] {
+        let names = tool_names(&out.join(run));
+        assert!(names.contains(&"read_query".to_string()), "{run}: {names:?}");
+        for writer in ["write_query", "create_table", "append_insight"] {
+            assert!(!names.contains(&writer.to_string()), "{run} offered {writer}: {names:?}");
+        }
+    }
+    assert!(stderr.contains("isolation: none (every tool offered only reads"), "{stderr}");
+    assert!(!stderr.contains("isolation: episode"), "{stderr}");
+    assert!(stderr.contains("--tools list_tables,describe_table,read_query --isolate none"), "the check set's eval gets the same tools:\n{stderr}");
+
+    // The check set: base, SFT and SFT+GRPO on the user's 2 questions, and the tables.
+    assert!(stdout.contains("2 questions of") && stdout.contains("SFT+GRPO"), "{stdout}");
+    assert!(out.join("grpo/report.html").exists());
+
+    // Run again: every stage is found complete, the tables are printed again.
+    let again = fit(&args);
+    let (stdout2, stderr2) = text(&again);
+    assert!(again.status.success(), "{stderr2}");
+    assert!(!stderr2.contains("[5/6]") && stderr2.contains("train: done in an earlier run"), "finished stages are not run again:\n{stderr2}");
+    assert!(stdout2.contains("SFT+GRPO"));
+}
