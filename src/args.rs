@@ -279,8 +279,10 @@ pub struct ServerArgs {
     /// stdio server that does not answer in time is stopped.
     #[arg(long, default_value_t = DEFAULT_MCP_TIMEOUT)]
     pub mcp_timeout: u64,
-    /// Offer the model only these tools of the server (comma-separated or repeated): the tools
-    /// the tasks need. When all of them declare readOnlyHint, episodes need no isolation.
+    /// Offer the model only these tools of the server (comma-separated or repeated). Default: the
+    /// tools the scenarios name (`tools`, written by the synthesizers), else all. When all of
+    /// them declare readOnlyHint, or the synthesizer found they only read, episodes need no
+    /// isolation.
     #[arg(long, value_name = "NAMES", value_delimiter = ',')]
     pub tools: Vec<String>,
     /// Offer every tool of the server but these (comma-separated or repeated).

@@ -157,7 +157,8 @@ pub fn epochs_for(steps: u64, per_step: usize, train: usize) -> u32 {
 
 /// What each stage costs on a profile's hardware, for the estimate printed before it starts.
 /// Rough by design (the base model's episodes run long, a user's server may be slow); the run
-/// records what each stage really took in `fit.json`.
+/// records what each stage really took in `fit.json`, and benches/RESULTS.md ("One command for
+/// your own server") sets these beside it.
 #[derive(Debug, Clone, Copy)]
 pub struct Rates {
     /// Starting the engine or the trainer (Python, the model's weights).
@@ -166,6 +167,9 @@ pub struct Rates {
     pub sft_trace: f64,
     /// One greedy episode of one model, in a batch of many.
     pub episode: f64,
+    /// The longest episode of a model's evaluation (the base model running out of turns): what a
+    /// small batch costs at least.
+    pub episode_wall: f64,
     /// One GRPO step of the profile's shape.
     pub grpo_step: f64,
 }
@@ -173,12 +177,20 @@ pub struct Rates {
 impl Rates {
     pub fn of(gpu: bool) -> Rates {
         if gpu {
-            // One H100, Qwen2.5-Coder-0.5B: the demo's GPU profile.
-            Rates { start: 30.0, sft_trace: 0.12, episode: 0.6, grpo_step: 14.0 }
+            // One H100, Qwen2.5-Coder-0.5B, the GPU profile.
+            Rates { start: 30.0, sft_trace: 0.18, episode: 0.3, episode_wall: 15.0, grpo_step: 15.0 }
         } else {
             // The 2-core VM without AMX, SmolLM2-135M, the CPU profile.
-            Rates { start: 30.0, sft_trace: 6.0, episode: 6.0, grpo_step: 120.0 }
+            Rates { start: 30.0, sft_trace: 6.0, episode: 6.0, episode_wall: 60.0, grpo_step: 120.0 }
         }
+    }
+
+    /// `models` evaluations of `tasks` tasks, `samples` episodes each.
+    pub fn evaluation(&self, models: f64, tasks: usize, samples: f64) -> f64 {
+        if samples == 0.0 || tasks == 0 {
+            return 0.0;
+        }
+        models * (self.episode_wall + self.episode * samples * tasks as f64)
     }
 }
 
@@ -248,6 +260,9 @@ mod tests {
         assert_eq!(about(3.0), "about 10 s");
         assert_eq!(about(41.0), "about 50 s");
         assert_eq!(about(200.0), "about 3 min");
-        assert!(Rates::of(false).grpo_step > Rates::of(true).grpo_step);
+        let gpu = Rates::of(true);
+        assert!(Rates::of(false).grpo_step > gpu.grpo_step);
+        assert_eq!(gpu.evaluation(2.0, 100, 0.0), 0.0, "no sampled validation costs nothing");
+        assert!(gpu.evaluation(3.0, 27, 1.0) > 3.0 * gpu.episode_wall, "a small batch still waits for its longest episode");
     }
 }

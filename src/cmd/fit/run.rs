@@ -217,8 +217,9 @@ pub async fn execute(job: Job) -> Result<()> {
             // Short contexts keep the CPU's prompt processing (the bulk of its time) small.
             argv.extend(["--max-model-len".into(), "4096".into()]);
         }
-        let episodes = n_val as f64 * (3.0 + 2.0 * grpo.rollout.eval_rollouts as f64);
-        let estimate = rates.start + rates.episode * episodes + rates.grpo_step * grpo.rollout.max_steps as f64;
+        // Greedy validation of base, SFT and the result; sampled of the last two.
+        let validation = rates.evaluation(3.0, n_val, 1.0) + rates.evaluation(2.0, n_val, grpo.rollout.eval_rollouts as f64);
+        let estimate = rates.start + validation + rates.grpo_step * grpo.rollout.max_steps as f64;
         let (args, t) = stages.start("train", "GRPO from the SFT adapter, validating base, SFT and the result", &argv, Some(estimate))?;
         let finished_as = train::run(args).await?;
         if !matches!(finished_as, ta_train::run::Finished::Done { .. }) {
@@ -270,7 +271,7 @@ pub async fn execute(job: Job) -> Result<()> {
                 "--out".into(),
                 path(&check_dir),
             ]);
-            let estimate = rates.start + rates.episode * 3.0 * n_check as f64;
+            let estimate = rates.start + rates.evaluation(3.0, n_check, 1.0);
             let what = format!("{} as a check set: base, SFT, SFT+GRPO", check.label);
             let (args, t) = stages.start("eval", &what, &argv, Some(estimate))?;
             eval::run(args).await?;
