@@ -14,12 +14,7 @@ use serde_json::Value;
 use ta_testkit::{MCP_SERVER_SQLITE, SERVER_FILESYSTEM};
 
 fn fit(args: &[&str]) -> Output {
-    Command::new(common::bin())
-        .arg("fit")
-        .args(args)
-        .env("TRAIN_AGENT_PYTHONPATH", Path::new(env!("CARGO_MANIFEST_DIR")).join("python"))
-        .output()
-        .unwrap()
+    Command::new(common::bin()).arg("fit").args(args).env("TRAIN_AGENT_PYTHONPATH", Path::new(env!("CARGO_MANIFEST_DIR")).join("python")).output().unwrap()
 }
 
 fn text(o: &Output) -> (String, String) {
@@ -113,7 +108,8 @@ fn fit_on_mcp_server_sqlite_offers_only_read_tools_and_continues_when_run_again(
     shop(&db);
     let server = format!("{} --db-path {}", sqlite.display(), db.display());
     let check = dir.path().join("check.jsonl");
-    std::fs::write(&check, "{\"task\": \"How many customers live in London?\", \"expected\": 2}\n{\"task\": \"How many orders were cancelled?\", \"expected\": 4}\n").unwrap();
+    std::fs::write(&check, "{\"task\": \"How many customers live in London?\", \"expected\": 2}\n{\"task\": \"How many orders were cancelled?\", \"expected\": 4}\n")
+        .unwrap();
     let out = dir.path().join("fit");
     let model = common::tiny_model(false);
     let args = [
@@ -140,7 +136,18 @@ fn fit_on_mcp_server_sqlite_offers_only_read_tools_and_continues_when_run_again(
 
     // Each stage is shown with the command that repeats it and an estimate; fit.json keeps what
     // each took.
-    for stage in ["[1/6] tasks", "train-agent scenarios synth", "[2/6]", "train-agent collect", "[4/6]", "train-agent sft", "[5/6]", "train-agent train", "[6/6]", "train-agent eval"] {
+    for stage in [
+        "[1/6] tasks",
+        "train-agent scenarios synth",
+        "[2/6]",
+        "train-agent collect",
+        "[4/6]",
+        "train-agent sft",
+        "[5/6]",
+        "train-agent train",
+        "[6/6]",
+        "train-agent eval",
+    ] {
         assert!(stderr.contains(stage), "{stage} missing from:\n{stderr}");
     }
     assert!(stderr.contains("(about "), "an estimate before each stage:\n{stderr}");

@@ -185,7 +185,8 @@ fn scenario(walked: &Walked, t: &ask::Task, text: &str, index: usize) -> Scenari
     if let Some(e) = &t.explanation {
         extra.insert(ta_types::scenario::EXTRA_EXPLANATION.into(), e.clone().into());
     }
-    let reference: Vec<ReferenceStep> = walked.chain(t.call).into_iter().map(|c| ReferenceStep { tool: walked.calls[c].tool.clone(), arguments: walked.calls[c].args.clone() }).collect();
+    let reference: Vec<ReferenceStep> =
+        walked.chain(t.call).into_iter().map(|c| ReferenceStep { tool: walked.calls[c].tool.clone(), arguments: walked.calls[c].args.clone() }).collect();
     let mut tools: Vec<String> = Vec::new();
     for step in &reference {
         if !tools.contains(&step.tool) {

@@ -80,8 +80,8 @@ impl Stages {
         self.next += 1;
         let guess = estimate.map(|s| format!(" ({})", about(s))).unwrap_or_default();
         eprintln!("\n[{}/{}] {what}{guess}\n      train-agent {name} {}", self.next, self.of, shell_words(argv));
-        let parsed = Stage::<T>::try_parse_from(std::iter::once(name.to_string()).chain(argv.iter().cloned()))
-            .with_context(|| format!("built bad flags for `{name}` (a bug)"))?;
+        let parsed =
+            Stage::<T>::try_parse_from(std::iter::once(name.to_string()).chain(argv.iter().cloned())).with_context(|| format!("built bad flags for `{name}` (a bug)"))?;
         self.records.retain(|r| r.stage != name);
         self.records.push(StageRecord { stage: name.into(), command: format!("train-agent {name} {}", shell_words(argv)), estimate_s: estimate, seconds: None });
         Ok((parsed.args, Instant::now()))

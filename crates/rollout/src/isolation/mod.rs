@@ -155,7 +155,10 @@ pub fn choose(requested: Option<Isolate>, spec: &ServerSpec, discovery: &Discove
             "every tool declares readOnlyHint, so episodes cannot change the server's state".to_string()
         } else {
             let found: Vec<String> = found.iter().map(|w| ta_types::terminal::terminal_safe(w).into_owned()).collect();
-            format!("every tool offered only reads ({} declare no readOnlyHint, but the scenarios' synthesizer found they only read), so episodes cannot change the server's state", found.join(", "))
+            format!(
+                "every tool offered only reads ({} declare no readOnlyHint, but the scenarios' synthesizer found they only read), so episodes cannot change the server's state",
+                found.join(", ")
+            )
         };
         return Ok(Choice { mode: Isolate::None, reason });
     }
