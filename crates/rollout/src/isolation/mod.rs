@@ -149,7 +149,9 @@ pub fn choose(requested: Option<Isolate>, spec: &ServerSpec, discovery: &Discove
         return Ok(Choice { mode, reason: format!("--isolate {mode} was given") });
     }
     let undeclared = ta_mcp::writing_tools(&discovery.tools);
-    let (found, writers): (Vec<&str>, Vec<&str>) = undeclared.iter().map(|w| w.as_ref()).partition(|w| read_only.iter().any(|r| r == w));
+    // A synthesizer's finding stands in for a missing hint, never against a declared writer.
+    let declared_writer = |name: &str| discovery.tools.iter().any(|t| t.name == name && t.annotations.as_ref().and_then(|a| a.read_only_hint) == Some(false));
+    let (found, writers): (Vec<&str>, Vec<&str>) = undeclared.iter().map(|w| w.as_ref()).partition(|w| read_only.iter().any(|r| r == w) && !declared_writer(w));
     if writers.is_empty() {
         let reason = if found.is_empty() {
             "every tool declares readOnlyHint, so episodes cannot change the server's state".to_string()
@@ -467,6 +469,8 @@ mod tests {
         let c = choose(None, &stdio, &tools(&[("read_query", None), ("write_query", None)]), &found, false).unwrap();
         assert_eq!(c.mode, Isolate::Episode, "a tool nobody found read-only still isolates");
         assert!(c.reason.ends_with("write_query"), "{}", c.reason);
+        let c = choose(None, &stdio, &tools(&[("read_query", Some(false))]), &found, false).unwrap();
+        assert_eq!(c.mode, Isolate::Episode, "a declared writer stays one whatever a synthesizer found");
     }
 
     #[test]
