@@ -8,9 +8,8 @@
 use std::path::PathBuf;
 
 use anyhow::Result;
-use ta_python::PythonEnv;
 
-use crate::cmd::fit::profile::{CPU_MAX_DIFFICULTY, Overrides, TaskFilter, profile};
+use crate::cmd::fit::profile::{CPU_MAX_DIFFICULTY, ProfileArgs, TaskFilter};
 use crate::cmd::fit::run::{CheckScenarios, CheckSet, Job, execute};
 use crate::cmd::fit::{SYNTH_N, TaskSource};
 
@@ -31,28 +30,13 @@ pub struct Args {
     /// Where every stage writes (traces/, dataset/, sft/, grpo/); running again continues.
     #[arg(long, value_name = "DIR", alias = "output-dir", default_value = "runs/demo")]
     out: PathBuf,
-    /// GRPO steps (default: 16 with a GPU, 2 on CPU). Runs as many epochs of the train split as
-    /// the steps need.
-    #[arg(long)]
-    steps: Option<u64>,
-    /// Share of the train split whose reference traces go to SFT (GRPO trains on all of it).
-    /// Default: the profile's (see docs/demo.md).
-    #[arg(long, value_name = "SHARE")]
-    sft_share: Option<f64>,
     /// `small` (SmolLM2-135M-Instruct, the default without a GPU), `qwen0.5b`
     /// (Qwen2.5-Coder-0.5B-Instruct, the default with one; both come from the package registry),
     /// or any base model `train` takes (Hugging Face id, directory, .gguf file).
     #[arg(long, value_name = "small|qwen0.5b|MODEL")]
     model: Option<String>,
-    /// Settings for `cpu` or `gpu` (default: `gpu` when PyTorch sees CUDA).
-    #[arg(long, value_parser = ["cpu", "gpu"])]
-    profile: Option<String>,
-    /// Use only the first N train scenarios (SFT traces and GRPO). Default: all.
-    #[arg(long, value_name = "N")]
-    train_limit: Option<usize>,
-    /// Validate on only the first N validation scenarios. Default: all with a GPU, 20 on CPU.
-    #[arg(long, value_name = "N")]
-    validation_limit: Option<usize>,
+    #[command(flatten)]
+    size: ProfileArgs,
     /// Also score with an LLM judge in GRPO (key from the provider's environment variable).
     #[command(flatten)]
     judge: crate::args::JudgeArgs,
@@ -60,13 +44,8 @@ pub struct Args {
 
 pub async fn run(args: Args) -> Result<()> {
     let _lock = ta_eval::rundir::RunLock::acquire(&args.out)?;
-    let gpu = match args.profile.as_deref() {
-        Some(p) => p == "gpu",
-        None => PythonEnv::ensure()?.has_cuda().await,
-    };
-    let model = args.model.clone().unwrap_or_else(|| if gpu { "qwen0.5b" } else { "small" }.into());
-    let overrides = Overrides { steps: args.steps, train_limit: args.train_limit, validation_limit: args.validation_limit, sft_share: args.sft_share };
-    let mut profile = profile(gpu, &model, &overrides);
+    let gpu = args.size.gpu().await?;
+    let mut profile = args.size.profile(gpu, args.model.as_deref());
     if !gpu {
         // What SmolLM2-135M learns from a few dozen traces on 2 cores: counts (benches/RESULTS.md,
         // "The demo and CPU training speed").

@@ -11,12 +11,11 @@ pub mod run;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
-use ta_python::PythonEnv;
 
 use crate::args::{JudgeArgs, ServerArgs};
 use crate::server::Server;
 pub use plan::TaskSource;
-use profile::{Overrides, Rates, about};
+use profile::{ProfileArgs, Rates, about};
 use run::{CheckScenarios, CheckSet, Job};
 
 /// Tasks `scenarios synth` writes: more than a database's distinct questions usually give, so
@@ -45,22 +44,8 @@ pub struct Args {
     /// Where every stage writes; running the same command again continues.
     #[arg(long, value_name = "DIR", default_value = "runs/fit")]
     out: PathBuf,
-    /// Settings for `cpu` or `gpu` (default: `gpu` when PyTorch sees CUDA).
-    #[arg(long, value_parser = ["cpu", "gpu"])]
-    profile: Option<String>,
-    /// GRPO steps (default: 16 with a GPU, 2 on CPU).
-    #[arg(long)]
-    steps: Option<u64>,
-    /// Share of the train split whose reference traces go to SFT (GRPO trains on all of it).
-    /// Default: the profile's.
-    #[arg(long, value_name = "SHARE")]
-    sft_share: Option<f64>,
-    /// Use only the first N train tasks (SFT traces and GRPO). Default: all.
-    #[arg(long, value_name = "N")]
-    train_limit: Option<usize>,
-    /// Validate on only the first N validation tasks. Default: all with a GPU, 20 on CPU.
-    #[arg(long, value_name = "N")]
-    validation_limit: Option<usize>,
+    #[command(flatten)]
+    size: ProfileArgs,
     /// Print the plan (task source, profile, stages and their estimates) and stop.
     #[arg(long)]
     plan: bool,
@@ -78,13 +63,8 @@ pub async fn run(args: Args) -> Result<()> {
     let specs = ta_mcp::ToolCatalog::from_discovery(&server.discovery).specs().to_vec();
     server.close().await;
     let source = TaskSource::pick(&specs, args.teacher.as_deref());
-    let gpu = match args.profile.as_deref() {
-        Some(p) => p == "gpu",
-        None => PythonEnv::ensure()?.has_cuda().await,
-    };
-    let model = args.base_model.clone().unwrap_or_else(|| if gpu { "qwen0.5b" } else { "small" }.into());
-    let overrides = Overrides { steps: args.steps, train_limit: args.train_limit, validation_limit: args.validation_limit, sft_share: args.sft_share };
-    let mut profile = profile::profile(gpu, &model, &overrides);
+    let gpu = args.size.gpu().await?;
+    let mut profile = args.size.profile(gpu, args.base_model.as_deref());
     args.judge.apply(&mut profile.grpo.reward)?;
     let job = Job {
         command: "fit",

@@ -71,6 +71,45 @@ pub fn model_name(name: &str) -> &str {
     }
 }
 
+/// The flags that choose and size a profile, shared by `fit` and `demo`.
+#[derive(clap::Args)]
+pub struct ProfileArgs {
+    /// Settings for `cpu` or `gpu` (default: `gpu` when PyTorch sees CUDA).
+    #[arg(long, value_parser = ["cpu", "gpu"])]
+    profile: Option<String>,
+    /// GRPO steps (default: 16 with a GPU, 2 on CPU). Runs as many epochs of the train split as
+    /// the steps need.
+    #[arg(long)]
+    steps: Option<u64>,
+    /// Share of the train split whose reference traces go to SFT (GRPO trains on all of it).
+    /// Default: the profile's (see docs/demo.md).
+    #[arg(long, value_name = "SHARE")]
+    sft_share: Option<f64>,
+    /// Use only the first N train tasks (SFT traces and GRPO). Default: all.
+    #[arg(long, value_name = "N")]
+    train_limit: Option<usize>,
+    /// Validate on only the first N validation tasks. Default: all with a GPU, 20 on CPU.
+    #[arg(long, value_name = "N")]
+    validation_limit: Option<usize>,
+}
+
+impl ProfileArgs {
+    /// Whether the run uses the GPU profile: `--profile`, else whether PyTorch sees CUDA.
+    pub async fn gpu(&self) -> anyhow::Result<bool> {
+        Ok(match self.profile.as_deref() {
+            Some(p) => p == "gpu",
+            None => ta_python::PythonEnv::ensure()?.has_cuda().await,
+        })
+    }
+
+    /// The profile for `model` (default: `small` on CPU, `qwen0.5b` on GPU) with these flags.
+    pub fn profile(&self, gpu: bool, model: Option<&str>) -> Profile {
+        let model = model.unwrap_or(if gpu { "qwen0.5b" } else { "small" });
+        let o = Overrides { steps: self.steps, train_limit: self.train_limit, validation_limit: self.validation_limit, sft_share: self.sft_share };
+        profile(gpu, model, &o)
+    }
+}
+
 /// The flags a user may set over a profile's defaults.
 #[derive(Debug, Clone, Default)]
 pub struct Overrides {
