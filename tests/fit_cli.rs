@@ -171,6 +171,25 @@ fn fit_on_mcp_server_sqlite_offers_only_read_tools_and_continues_when_run_again(
     assert!(!stderr.contains("isolation: episode"), "{stderr}");
     assert!(stderr.contains("--tools list_tables,describe_table,read_query --isolate none"), "the check set's eval gets the same tools:\n{stderr}");
 
+    // Where the time went: GRPO's phases (phases.jsonl), in the report and fit's last table.
+    let phases: Vec<String> = jsonl(&out.join("grpo/phases.jsonl")).iter().map(|p| p["phase"].as_str().unwrap().to_string()).collect();
+    for phase in [
+        "engine start-up",
+        "trainer start-up",
+        "validation of the base model",
+        "validation at step 0",
+        "GRPO rollout",
+        "GRPO score",
+        "GRPO train",
+        "GRPO reload",
+        "validation at step 1",
+    ] {
+        assert!(phases.iter().any(|p| p == phase), "{phase} missing from {phases:?}");
+    }
+    assert!(stdout.contains("wall time by stage") && stdout.contains("    GRPO rollout"), "{stdout}");
+    let html = std::fs::read_to_string(out.join("grpo/report.html")).unwrap();
+    assert!(html.contains("Where the run's time went") && html.contains("Wall time by phase"), "the report shows the phases");
+
     // The check set: base, SFT and SFT+GRPO on the user's 2 questions, and the tables.
     assert!(stdout.contains("2 questions of") && stdout.contains("SFT+GRPO"), "{stdout}");
     assert!(out.join("grpo/report.html").exists());

@@ -209,7 +209,11 @@ pub async fn run(args: Args) -> Result<Finished> {
     let engine = setup.engine(args.engine_url.as_deref(), &args.engine_model, |log| {
         Ok((python.clone(), placement.engine_options(&cfg, args.engine.options(&cfg.base_model, BASE_NAME, log))?))
     })?;
+    let started = std::time::Instant::now();
     let engine = engine.open().await.context("the embedded engine did not start")?;
+    if engine.process.is_some() {
+        ta_types::phases::PhaseLog::new(out).since(ta_types::phases::ENGINE_START, started);
+    }
     let chat = ta_chat::ChatClient::new(&engine.client.base_url(), None, args.http.limits()?);
     let ctx = ta_train::run::Context {
         cfg: &placement.trainer_cfg,

@@ -22,6 +22,7 @@ use ta_trainer::config::RunSpec;
 use ta_trainer::samples_from_trajectory;
 use ta_trainer::{LossConfig, StepFile, StepReport, TrainerConfig, metrics};
 use ta_types::Trajectory;
+use ta_types::phases::{self, PhaseLog};
 
 use crate::advantage::{GroupStats, group_advantages};
 use crate::config::{CurriculumMode, TrainConfig};
@@ -116,8 +117,11 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
     }
     let multi = MultiProgress::new();
     let steps_bar = progress::steps_bar(&multi, total, resume);
+    let phases = PhaseLog::new(ctx.out);
+    let t0 = Instant::now();
     let mut current_model = starting_model(ctx, resume, &multi).await?;
     let mut trainer = Trainer::start(ctx.python, ctx.out, &trainer_config(cfg, ctx.out, resume, total), resume, &ctx.trainer_env)?;
+    phases.since(phases::TRAINER_START, t0);
     let metrics_path = ctx.out.join("metrics.jsonl");
     // Rows of steps that did not finish (a kill between the row and the checkpoint) are dropped,
     // so every step has exactly one row however often the run was interrupted, and the judge's
@@ -137,16 +141,19 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
     // baseline goes beside it so the report shows base -> adapter -> trained.
     let baseline = ctx.out.join(ta_types::trajectory::BASELINE_VALIDATION);
     let wants_baseline = resume == 0 && cfg.init_adapter.is_some() && cfg.rollout.validate_base && !ctx.validation.is_empty();
-    if wants_baseline
-        // a finished validation holds one trajectory per scenario
-        && ta_types::trajectory::count_trajectories(&baseline) != ctx.validation.len()
-        && select_or_stop(validation::validate_into(ctx, &rewarder, ctx.base_name, 0, "of the base model", &baseline, None, &multi), &mut shutdown).await?.is_none()
-    {
-        return interrupted(0);
+    // a finished validation holds one trajectory per scenario
+    if wants_baseline && ta_types::trajectory::count_trajectories(&baseline) != ctx.validation.len() {
+        let t0 = Instant::now();
+        if select_or_stop(validation::validate_into(ctx, &rewarder, ctx.base_name, 0, "of the base model", &baseline, None, &multi), &mut shutdown).await?.is_none() {
+            return interrupted(0);
+        }
+        phases.since(&phases::validation(None), t0);
     }
     if resume == 0 && !ctx.validation.is_empty() && !validation::done(&metrics_path, 0) {
+        let t0 = Instant::now();
         let Some(v) = select_or_stop(validation::validate(ctx, &rewarder, &current_model, 0, &multi), &mut shutdown).await? else { return interrupted(0) };
         record_validation(&trainer, &metrics_path, 0, v, &rewarder, &mut reported)?;
+        phases.since(&phases::validation(Some(0)), t0);
     }
     if let Some(stop) = budget_reached(resume) {
         trainer.stop().await?;
@@ -186,14 +193,19 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
         current_model = hot_load(ctx, step, current_model).await?;
         let reload_s = t0.elapsed().as_secs_f64();
 
+        for (phase, seconds) in [(phases::ROLLOUT, played.rollout_s), (phases::SCORE, played.reward_s), (phases::TRAIN, train_s), (phases::RELOAD, reload_s)] {
+            phases.record(phase, seconds);
+        }
         let time = StepTimes { rollout_s: played.rollout_s, reward_s: played.reward_s, train_s, reload_s, step_s: 0.0 };
         let mut row = StepRow { rollout, trainer: trained, time, validation: None, judge: None };
         if cfg.rollout.eval_every > 0 && step % cfg.rollout.eval_every == 0 && step != total && !ctx.validation.is_empty() {
+            let t0 = Instant::now();
             let Some(v) = select_or_stop(validation::validate(ctx, &rewarder, &current_model, step, &multi), &mut shutdown).await? else {
                 return interrupted(step - 1);
             };
             validation::send(&trainer, step, &v)?;
             row.validation = Some(v);
+            phases.since(&phases::validation(Some(step)), t0);
         }
         row.judge = JudgeMetrics::since(&rewarder, &mut reported);
         row.time.step_s = step_start.elapsed().as_secs_f64();
@@ -214,10 +226,12 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
 
     // Final validation and the final adapter.
     if !ctx.validation.is_empty() && total > 0 && !validation::done(&metrics_path, total) {
+        let t0 = Instant::now();
         let Some(v) = select_or_stop(validation::validate(ctx, &rewarder, &current_model, total, &multi), &mut shutdown).await? else {
             return interrupted(total);
         };
         record_validation(&trainer, &metrics_path, total, v, &rewarder, &mut reported)?;
+        phases.since(&phases::validation(Some(total)), t0);
     }
     trainer.stop().await?;
     let last = checkpoint_dir(ctx.out, total).join("adapter");

@@ -278,7 +278,25 @@ pub async fn execute(job: Job) -> Result<()> {
             stages.done(t)?;
         }
     }
-    print_tables(&grpo_dir, check_set.as_ref().map(|c| (check_dir.as_path(), c.label.as_str())))
+    print_tables(&grpo_dir, check_set.as_ref().map(|c| (check_dir.as_path(), c.label.as_str())))?;
+    print_times(&stages.records, &grpo_dir);
+    Ok(())
+}
+
+/// Where the run's time went: each stage (`fit.json`), and GRPO's by phase (`grpo/phases.jsonl`).
+fn print_times(records: &[StageRecord], grpo_dir: &Path) {
+    println!("\nwall time by stage (fit.json; a stage done in an earlier run shows that run's time):");
+    for r in records {
+        let took = r.seconds.map_or("stopped".to_string(), |s| format!("{s:.0} s"));
+        let guess = r.estimate_s.map(|e| format!(" (estimate {e:.0} s)")).unwrap_or_default();
+        println!("  {:<22} {took:>8}{guess}", r.stage);
+        if r.stage == "train" {
+            for p in ta_types::phases::totals(grpo_dir) {
+                let times = if p.count > 1 { format!(" ({} times)", p.count) } else { String::new() };
+                println!("    {:<32} {:>6.0} s{times}", p.phase, p.seconds);
+            }
+        }
+    }
 }
 
 /// Runs the task stages the source needs (skipping those complete from an earlier run) and
