@@ -59,6 +59,22 @@ pub struct HttpLimits {
     pub max_retries: u32,
 }
 
+/// Installs ring as the process's TLS crypto provider, which every reqwest client needs before it
+/// is built: reqwest is built without one (`rustls-no-provider`), so that the build compiles ring
+/// rather than aws-lc-sys, and it panics when no provider is installed. Call it before a library
+/// builds a client of its own (rmcp's streamable HTTP transport); [`http_builder`] calls it.
+pub fn install_tls_provider() {
+    // Err: a provider is already installed, which is all that is needed.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// A reqwest client builder with the TLS provider installed, for every HTTP client of the
+/// workspace (model servers, the engine's management API, MCP servers over SSE).
+pub fn http_builder() -> reqwest::ClientBuilder {
+    install_tls_provider();
+    reqwest::Client::builder()
+}
+
 impl HttpLimits {
     pub const DEFAULT: HttpLimits = HttpLimits {
         connect: Duration::from_secs(10),
@@ -76,7 +92,7 @@ impl HttpLimits {
 
     /// The reqwest client these limits need (connect and per-attempt timeouts).
     pub fn http_client(&self) -> reqwest::Client {
-        reqwest::Client::builder().connect_timeout(self.connect).timeout(self.request).build().expect("reqwest client")
+        http_builder().connect_timeout(self.connect).timeout(self.request).build().expect("reqwest client")
     }
 }
 
@@ -259,6 +275,14 @@ fn is_context_error(message: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// reqwest is built without a crypto provider and panics building a client without one.
+    #[test]
+    fn clients_build_with_the_installed_tls_provider() {
+        let client = std::panic::catch_unwind(|| http_builder().build());
+        assert!(client.is_ok_and(|c| c.is_ok()), "a client builds once the provider is installed");
+        assert!(rustls::crypto::CryptoProvider::get_default().is_some(), "ring is the process's provider");
+    }
 
     #[test]
     fn api_root_appends_v1_only_to_bare_hosts() {

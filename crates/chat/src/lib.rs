@@ -9,5 +9,5 @@ mod client;
 pub mod textcalls;
 mod wire;
 
-pub use client::{ChatClient, ChatError, HttpLimits, MAX_BODY_BYTES, post_json};
+pub use client::{ChatClient, ChatError, HttpLimits, MAX_BODY_BYTES, http_builder, install_tls_provider, post_json};
 pub use wire::{ChatRequest, ChatResponse, Choice, ChoiceLogprobs, TokenLogprob, Usage};

@@ -22,6 +22,7 @@ async fn connect(url: &str, token: Option<&str>) -> Result<RunningService<RoleCl
     if let Some(token) = token {
         config = config.auth_header(token.to_string());
     }
+    ta_chat::install_tls_provider();
     ().serve(StreamableHttpClientTransport::from_config(config)).await.map_err(|e| e.to_string())
 }
 
@@ -73,7 +74,7 @@ async fn streamable_http_requires_the_bearer_token() {
     let (url, server) = start(Some("s3cret-token")).await;
 
     // Plain HTTP: missing and wrong tokens get 401 with a JSON body, before any MCP handling.
-    let http = reqwest::Client::new();
+    let http = ta_chat::http_builder().build().unwrap();
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}});
     for auth in [None, Some("Bearer wrong"), Some("Basic czNjcmV0LXRva2Vu"), Some("Bearer s3cret-token-x")] {

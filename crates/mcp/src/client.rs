@@ -504,6 +504,8 @@ async fn open(spec: &ServerSpec, options: &ClientOptions, generation: u64) -> Re
             if let Some(token) = &options.bearer_token {
                 config = config.auth_header(token.expose());
             }
+            // rmcp builds its own reqwest client (no idle pool, same-origin redirects).
+            ta_chat::install_tls_provider();
             let transport = StreamableHttpClientTransport::from_config(config);
             let service = tokio::time::timeout(timeout, info.serve(transport)).await.map_err(|_| timed_out())?.map_err(|e| {
                 if e.is_authorization_required() || e.auth_challenge().is_some() {
@@ -516,7 +518,7 @@ async fn open(spec: &ServerSpec, options: &ClientOptions, generation: u64) -> Re
             Ok(Conn { service, process: None, generation })
         }
         ServerSpec::Http { url, transport: HttpTransport::Sse, headers: headers_given } => {
-            let http = reqwest::Client::builder().build().map_err(|e| McpError::Connect {
+            let http = ta_chat::http_builder().build().map_err(|e| McpError::Connect {
                 server: server.clone(),
                 reason: e.to_string(),
                 hint: "the TLS backend failed to initialize".into(),

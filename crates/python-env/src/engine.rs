@@ -258,7 +258,7 @@ pub struct EngineClient {
 impl EngineClient {
     pub fn new(url: &str) -> Self {
         let root = url.trim_end_matches('/').trim_end_matches("/v1").to_string();
-        EngineClient { http: reqwest::Client::builder().timeout(Duration::from_secs(600)).build().expect("reqwest client"), root }
+        EngineClient { http: ta_chat::http_builder().timeout(Duration::from_secs(600)).build().expect("reqwest client"), root }
     }
 
     /// The OpenAI API root for chat clients.
