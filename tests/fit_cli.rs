@@ -62,6 +62,7 @@ fn the_plan_follows_the_server_and_the_hardware() {
         std::fs::write(&check, "{\"task\": \"How many customers live in London?\", \"expected\": 2}\n").unwrap();
         let p = plan_of(&["--server", &server, "--profile", "gpu", "--teacher", "local/qwen", "--check-set", check.to_str().unwrap(), "--out", out_s]);
         assert!(p.contains("scenarios synth + scenarios paraphrase (the server has a SQL query tool (read_query)); teacher local/qwen"), "{p}");
+        assert!(p.contains("tools:    list_tables, describe_table, read_query: the tasks' own, which only read (episodes share one server)"), "{p}");
         assert!(p.contains("profile:  gpu (qwen2.5-coder-0.5b-instruct)") && p.contains("GRPO 16 steps of 8 x 8"), "{p}");
         assert!(p.contains("check set: 1 questions of"), "{p}");
         assert!(p.contains("stages:   scenarios synth → scenarios paraphrase → collect → curate → sft → train → eval"), "{p}");
@@ -70,6 +71,7 @@ fn the_plan_follows_the_server_and_the_hardware() {
         let server = format!("{} {}", fs.display(), dir.path().display());
         let p = plan_of(&["--server", &server, "--profile", "cpu", "--out", out_s]);
         assert!(p.contains("tasks:    scenarios walk (the server has no SQL query tool"), "{p}");
+        assert!(p.contains("tools:    the read tools the tasks call"), "{p}");
         assert!(p.contains("stages:   scenarios walk → collect"), "{p}");
         let p = plan_of(&["--server", &server, "--profile", "gpu", "--teacher", "local/qwen", "--steps", "4", "--out", out_s]);
         assert!(p.contains("stages:   scenarios walk → scenarios generate → collect") && p.contains("GRPO 4 steps"), "{p}");

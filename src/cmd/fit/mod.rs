@@ -100,6 +100,18 @@ fn check_set(file: &std::path::Path) -> Result<CheckSet> {
     Ok(CheckSet { scenarios: CheckScenarios::File(std::path::absolute(file)?), label })
 }
 
+/// Which tools the model will be offered, and whether episodes share one server.
+fn tools_text(job: &Job) -> String {
+    if job.chooses_tools {
+        return "those --tools/--exclude-tools leave (isolation from their readOnlyHint)".into();
+    }
+    match &job.source.tools {
+        Some((tools, true)) => format!("{}: the tasks' own, which only read (episodes share one server)", tools.join(", ")),
+        Some((tools, false)) => format!("{}: the tasks' own (isolation from their readOnlyHint)", tools.join(", ")),
+        None => "the read tools the tasks call (named in each task; no isolation)".into(),
+    }
+}
+
 /// What the run will do, printed before it starts (and alone with `--plan`).
 fn plan_text(job: &Job, server: &str) -> String {
     let p = &job.profile;
@@ -108,6 +120,7 @@ fn plan_text(job: &Job, server: &str) -> String {
     let lines = [
         format!("server:   {}", ta_types::terminal::terminal_safe(server)),
         format!("tasks:    {}", job.source),
+        format!("tools:    {}", tools_text(job)),
         format!(
             "profile:  {} ({}): SFT {} epoch(s) on {:.0}% of the train split, GRPO {} steps of {} x {}{}",
             if p.gpu { "gpu" } else { "cpu" },

@@ -23,21 +23,24 @@ pub struct TaskSource {
     /// with the walk's calls (`scenarios generate --walk`).
     pub teacher: Option<String>,
     pub reason: String,
+    /// The tools the tasks will name, when known before they are written (SQL synthesis), and
+    /// whether they only read.
+    pub tools: Option<(Vec<String>, bool)>,
 }
 
 impl TaskSource {
     /// The source for a server offering `specs`.
     pub fn pick(specs: &[ToolSpec], teacher: Option<&str>) -> TaskSource {
-        let (synthesizer, reason) = match ta_synth::tools::SqlTools::detect(specs, None) {
-            Ok(sql) => (Synthesizer::Sql, format!("the server has a SQL query tool ({})", sql.query.name)),
-            Err(_) => (Synthesizer::Walk, "the server has no SQL query tool: questions about what its read-only tools return".to_string()),
+        let (synthesizer, reason, tools) = match ta_synth::tools::SqlTools::detect(specs, None) {
+            Ok(sql) => (Synthesizer::Sql, format!("the server has a SQL query tool ({})", sql.query.name), Some((sql.names(), sql.query_reads_only))),
+            Err(_) => (Synthesizer::Walk, "the server has no SQL query tool: questions about what its read-only tools return".to_string(), None),
         };
-        TaskSource { synthesizer, teacher: teacher.map(String::from), reason }
+        TaskSource { synthesizer, teacher: teacher.map(String::from), reason, tools }
     }
 
     /// SQL synthesis on a server known to have a query tool (`why` names it).
     pub fn sql(why: &str) -> TaskSource {
-        TaskSource { synthesizer: Synthesizer::Sql, teacher: None, reason: why.to_string() }
+        TaskSource { synthesizer: Synthesizer::Sql, teacher: None, reason: why.to_string(), tools: None }
     }
 
     /// The subcommands that write the tasks, in order.
@@ -86,9 +89,11 @@ mod tests {
         let s = TaskSource::pick(&sqlite, None);
         assert_eq!((s.synthesizer, s.commands()), (Synthesizer::Sql, vec!["scenarios synth"]));
         assert!(s.to_string().contains("read_query"), "{s}");
+        assert_eq!(s.tools, Some((vec!["list_tables".to_string(), "read_query".to_string()], true)), "known before synthesis, and read-only");
         let fs = [tool("read_text_file", "Read a file", Some("path")), tool("list_directory", "List a directory", Some("path"))];
         let w = TaskSource::pick(&fs, None);
         assert_eq!((w.synthesizer, w.commands()), (Synthesizer::Walk, vec!["scenarios walk"]));
+        assert_eq!(w.tools, None, "the walk finds its tools as it goes");
         assert_eq!(TaskSource::pick(&sqlite, Some("local/q")).commands(), ["scenarios synth", "scenarios paraphrase"]);
         assert_eq!(TaskSource::pick(&fs, Some("local/q")).commands(), ["scenarios walk", "scenarios generate"]);
     }
