@@ -43,11 +43,10 @@ impl RunSetup {
         check_state_capture(scenarios, isolation)?;
         let (server, isolation) = scenario_tools(server, isolation, scenarios);
         let server = Server::connect_isolated(&server, &isolation, Some(&logs)).await?;
-        // What the model is shown, kept beside the run: which tools it could call.
-        let specs = ta_mcp::ToolCatalog::from_discovery(&server.discovery).specs().to_vec();
-        let shown = out.join(TOOLS_FILE);
-        std::fs::write(&shown, serde_json::to_vec_pretty(&specs)?).with_context(|| format!("cannot write {}", shown.display()))?;
         let tools = server.tools();
+        // What the model is shown, kept beside the run: which tools it could call.
+        let shown = out.join(TOOLS_FILE);
+        std::fs::write(&shown, serde_json::to_vec_pretty(ta_rollout::ToolHost::specs(&tools))?).with_context(|| format!("cannot write {}", shown.display()))?;
         let system_prompt = server.system_prompt(template)?;
         Ok(RunSetup { logs, server, tools, system_prompt })
     }

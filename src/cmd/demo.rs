@@ -55,7 +55,10 @@ pub async fn run(args: Args) -> Result<()> {
     eprintln!("demo: {} on {}, {} GRPO steps, in {}", profile.model, if gpu { "GPU" } else { "CPU" }, profile.grpo.rollout.max_steps, args.out.display());
     // A distribution of its own (hand-written wording, harder joins): worth its time on a GPU,
     // it would double the CPU demo's.
-    let check_set = gpu.then(|| CheckSet { scenarios: CheckScenarios::Text(SCENARIOS), label: "the 88 hand-written questions".into() });
+    let check_set = gpu.then(|| {
+        let questions = SCENARIOS.lines().count();
+        CheckSet { scenarios: CheckScenarios::Text(SCENARIOS), questions, label: format!("the {questions} hand-written questions") }
+    });
     let job = Job {
         command: "demo",
         out: args.out.clone(),

@@ -185,10 +185,7 @@ fn fmt_duration(s: f64) -> String {
 fn phase_text(phases: &[ta_types::phases::PhaseTotal]) -> String {
     let mut sorted: Vec<&ta_types::phases::PhaseTotal> = phases.iter().collect();
     sorted.sort_by(|a, b| b.seconds.total_cmp(&a.seconds));
-    let one = |p: &&ta_types::phases::PhaseTotal| {
-        let times = if p.count > 1 { format!(" ({} times)", p.count) } else { String::new() };
-        format!("{} {}{times}", p.phase, fmt_duration(p.seconds))
-    };
+    let one = |p: &&ta_types::phases::PhaseTotal| format!("{} {}{}", p.phase, fmt_duration(p.seconds), p.times());
     sorted.iter().map(one).collect::<Vec<_>>().join(", ")
 }
 
@@ -298,9 +295,8 @@ fn training_charts(run: &RunDir) -> Vec<Chart> {
     let empty_note = stacked.is_empty().then(|| "not recorded in this run".to_string());
     charts.push(Chart { id: "step_time".into(), title: "Step time".into(), y_label: "seconds".into(), stacked: true, y_range: None, series: stacked, empty_note });
     // The whole run's wall time, one stacked bar of its phases (`phases.jsonl`).
-    let phases = ta_types::phases::totals(&run.path);
-    if !phases.is_empty() {
-        let series = phases.iter().map(|p| Series { label: p.phase.clone(), points: vec![[1.0, p.seconds]] }).collect();
+    if !run.phases.is_empty() {
+        let series = run.phases.iter().map(|p| Series { label: p.phase.clone(), points: vec![[1.0, p.seconds]] }).collect();
         charts.push(Chart {
             id: "phases".into(),
             title: "Where the run's time went".into(),
@@ -400,10 +396,9 @@ pub fn collect(dir: &Path) -> Result<ReportData, ReportError> {
             summary.push(row("Steps", planned.map_or(last.to_string(), |m| format!("{last} of {m}"))));
             summary.push(row("Rollouts per step", format!("{} scenarios x {} rollouts", cfg["rollout"]["scenarios_per_step"], cfg["rollout"]["rollouts_per_scenario"])));
             summary.push(row("Training time", fmt_duration(run.training_seconds())));
-            let phases = ta_types::phases::totals(&run.path);
-            if !phases.is_empty() {
-                let total: f64 = phases.iter().map(|p| p.seconds).sum();
-                summary.push(row("Wall time by phase", format!("{} in all: {}", fmt_duration(total), phase_text(&phases))));
+            if !run.phases.is_empty() {
+                let total: f64 = run.phases.iter().map(|p| p.seconds).sum();
+                summary.push(row("Wall time by phase", format!("{} in all: {}", fmt_duration(total), phase_text(&run.phases))));
             }
             summary.push(row("GPU hours", run.gpu_hours().map_or("none (CPU run)".into(), |h| format!("{h:.2} ({} GPU)", cfg["trainer"]["num_gpus"]))));
             summary.push(row("Judge cost", run.judge_cost_usd().map_or("no paid judge".into(), |c| format!("${c:.2}"))));

@@ -173,6 +173,8 @@ pub struct RunDir {
     /// `metrics.jsonl`, one value per line: step rows and validation rows.
     pub metrics: Vec<Value>,
     pub eval: Option<EvalSummary>,
+    /// `phases.jsonl` summed by phase (training runs; empty when not recorded).
+    pub phases: Vec<ta_types::phases::PhaseTotal>,
 }
 
 impl RunDir {
@@ -207,7 +209,7 @@ impl RunDir {
         } else {
             return Err(RunDirError::Unknown(path.to_path_buf()));
         };
-        Ok(RunDir { path: path.to_path_buf(), kind, config, run_info: read_json("run.json")?, metrics, eval })
+        Ok(RunDir { path: path.to_path_buf(), kind, config, run_info: read_json("run.json")?, metrics, eval, phases: ta_types::phases::totals(path) })
     }
 
     /// Training step rows (those with a trainer or reward entry), in step order.

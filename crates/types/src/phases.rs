@@ -45,6 +45,13 @@ pub struct PhaseTotal {
     pub count: usize,
 }
 
+impl PhaseTotal {
+    /// " (16 times)" after a phase that ran more than once, else nothing.
+    pub fn times(&self) -> String {
+        if self.count > 1 { format!(" ({} times)", self.count) } else { String::new() }
+    }
+}
+
 /// Appends phases to a run's `phases.jsonl`.
 #[derive(Debug, Clone)]
 pub struct PhaseLog {
@@ -113,5 +120,6 @@ mod tests {
             "a torn last line (a kill mid-write) is skipped"
         );
         assert_eq!(validation(None), "validation of the base model");
+        assert_eq!((t[0].times(), t[1].times()), (" (2 times)".to_string(), String::new()));
     }
 }

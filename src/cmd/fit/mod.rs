@@ -97,7 +97,7 @@ fn check_set(file: &std::path::Path) -> Result<CheckSet> {
         );
     }
     let label = format!("{} questions of {}", questions.len(), file.display());
-    Ok(CheckSet { scenarios: CheckScenarios::File(std::path::absolute(file)?), label })
+    Ok(CheckSet { scenarios: CheckScenarios::File(std::path::absolute(file)?), questions: questions.len(), label })
 }
 
 /// Which tools the model will be offered, and whether episodes share one server.

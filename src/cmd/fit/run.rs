@@ -41,6 +41,8 @@ pub struct Job {
 /// Questions training never sees, evaluated on base, SFT and SFT+GRPO at the end.
 pub struct CheckSet {
     pub scenarios: CheckScenarios,
+    /// How many questions it holds (counted when it was read and checked).
+    pub questions: usize,
     /// How the table names them, e.g. "the 88 hand-written questions".
     pub label: String,
 }
@@ -79,11 +81,12 @@ impl Stages {
     fn start<T: clap::Args>(&mut self, name: &str, what: &str, argv: &[String], estimate: Option<f64>) -> Result<(T, Instant)> {
         self.next += 1;
         let guess = estimate.map(|s| format!(" ({})", about(s))).unwrap_or_default();
-        eprintln!("\n[{}/{}] {what}{guess}\n      train-agent {name} {}", self.next, self.of, shell_words(argv));
+        let command = format!("train-agent {name} {}", shell_words(argv));
+        eprintln!("\n[{}/{}] {what}{guess}\n      {command}", self.next, self.of);
         let parsed =
             Stage::<T>::try_parse_from(std::iter::once(name.to_string()).chain(argv.iter().cloned())).with_context(|| format!("built bad flags for `{name}` (a bug)"))?;
         self.records.retain(|r| r.stage != name);
-        self.records.push(StageRecord { stage: name.into(), command: format!("train-agent {name} {}", shell_words(argv)), estimate_s: estimate, seconds: None });
+        self.records.push(StageRecord { stage: name.into(), command, estimate_s: estimate, seconds: None });
         Ok((parsed.args, Instant::now()))
     }
 
@@ -131,6 +134,7 @@ pub fn commands(job: &Job) -> Vec<&'static str> {
 }
 
 pub async fn execute(job: Job) -> Result<()> {
+    let of = commands(&job).len();
     let Job { command, out, server, chooses_tools, source, synth_n, profile, check_set } = job;
     let Profile { gpu, keep, train_limit, validation_limit, sft_share, mut sft, mut grpo, .. } = profile;
     anyhow::ensure!(
@@ -138,7 +142,6 @@ pub async fn execute(job: Job) -> Result<()> {
         "--sft-share {sft_share} is outside (0, 1]\nhint: e.g. 0.25 gives SFT the traces of a quarter of the train split"
     );
     let rates = Rates::of(gpu);
-    let of = source.commands().len() + 4 + usize::from(check_set.is_some());
     std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
     let mut stages = Stages::open(out.join("fit.json"), of);
     let with_server = |rest: &[String]| -> Vec<String> { server.iter().cloned().chain(rest.iter().cloned()).collect() };
@@ -241,12 +244,11 @@ pub async fn execute(job: Job) -> Result<()> {
                     p
                 }
             };
-            let n_check = ta_types::scenario::load_scenarios(&file)?.len();
             // No step trained (every group flat): GRPO's result is the SFT adapter itself.
             let trained = if grpo_dir.join("final").exists() { grpo_dir.join("final") } else { sft_final.clone() };
             let mut argv = with_server(&[]);
             // The check set's questions name no tools: offer the ones the tasks were trained with.
-            if let Some((tools, read_only)) = ta_types::scenario::tools_needed(&ta_types::scenario::load_scenarios(&scenarios)?)
+            if let Some((tools, read_only)) = ta_types::scenario::tools_needed(&ta_types::scenario::parse_scenarios(&kept, &path(&scenarios))?)
                 && !chooses_tools
             {
                 argv.extend(["--tools".into(), tools.join(",")]);
@@ -271,7 +273,7 @@ pub async fn execute(job: Job) -> Result<()> {
                 "--out".into(),
                 path(&check_dir),
             ]);
-            let estimate = rates.start + rates.evaluation(3.0, n_check, 1.0);
+            let estimate = rates.start + rates.evaluation(3.0, check.questions, 1.0);
             let what = format!("{} as a check set: base, SFT, SFT+GRPO", check.label);
             let (args, t) = stages.start("eval", &what, &argv, Some(estimate))?;
             eval::run(args).await?;
@@ -292,8 +294,7 @@ fn print_times(records: &[StageRecord], grpo_dir: &Path) {
         println!("  {:<22} {took:>8}{guess}", r.stage);
         if r.stage == "train" {
             for p in ta_types::phases::totals(grpo_dir) {
-                let times = if p.count > 1 { format!(" ({} times)", p.count) } else { String::new() };
-                println!("    {:<32} {:>6.0} s{times}", p.phase, p.seconds);
+                println!("    {:<32} {:>6.0} s{}", p.phase, p.seconds, p.times());
             }
         }
     }
