@@ -154,6 +154,10 @@ pub struct EpisodeArgs {
     /// Tokens the model may write per turn.
     #[arg(long)]
     pub max_tokens: Option<u32>,
+    /// Tokens the model may write over a whole episode (0: no budget); an episode that reaches
+    /// it without an answer fails like one out of turns.
+    #[arg(long)]
+    pub max_episode_tokens: Option<u32>,
     /// Sampling temperature.
     #[arg(long)]
     pub temperature: Option<f32>,
@@ -183,6 +187,7 @@ pub struct EpisodeArgs {
 pub struct EpisodeDefaults {
     pub max_turns: u32,
     pub max_tokens: u32,
+    pub max_episode_tokens: u32,
     /// `None`: the command picks it when it runs (`eval`: greedy with one rollout, 1.0 with several).
     pub temperature: Option<f32>,
     pub top_p: f32,
@@ -200,6 +205,7 @@ impl EpisodeDefaults {
         EpisodeDefaults {
             max_turns: agent.max_turns,
             max_tokens: agent.max_tokens,
+            max_episode_tokens: agent.max_episode_tokens,
             temperature: None,
             top_p: agent.top_p,
             seed: agent.seed,
@@ -214,6 +220,7 @@ impl EpisodeDefaults {
         let default = match arg.get_id().as_str() {
             "max_turns" => Some(self.max_turns.to_string()),
             "max_tokens" => Some(self.max_tokens.to_string()),
+            "max_episode_tokens" => Some(self.max_episode_tokens.to_string()),
             "temperature" => self.temperature.map(|t| t.to_string()),
             "top_p" => Some(self.top_p.to_string()),
             "seed" => self.seed.map(|s| s.to_string()),
@@ -235,6 +242,7 @@ impl EpisodeArgs {
         ta_rollout::AgentConfig {
             max_turns: self.max_turns.unwrap_or(defaults.max_turns),
             max_tokens: self.max_tokens.unwrap_or(defaults.max_tokens),
+            max_episode_tokens: self.max_episode_tokens.unwrap_or(defaults.max_episode_tokens),
             temperature: self.temperature.or(defaults.temperature).expect("every command's EpisodeDefaults give a temperature before it plays"),
             top_p: self.top_p.unwrap_or(defaults.top_p),
             tool_result_max_chars: self.tool_result_max_chars.unwrap_or(defaults.tool_result_max_chars),

@@ -114,3 +114,21 @@ async fn retries_server_errors_and_reports_context_overflow() {
     assert!(t.error.as_deref().unwrap().contains("maximum context length"));
     assert_eq!(replay.requests().len(), 3, "the 500 was retried once");
 }
+
+/// A model that writes turn after turn without finishing stops at the episode's token budget
+/// (7 tokens a turn here: 3 turns reach 20) and fails like one out of turns; without a budget it
+/// plays every turn.
+#[tokio::test]
+async fn a_runaway_episode_stops_at_its_token_budget_and_fails() {
+    let talk = || (0..6).map(|i| text(&format!("Let me think about it ({i})."))).collect::<Vec<_>>();
+    let tools = demo_tools().await;
+    for (budget, turns) in [(20, 3), (0, 6)] {
+        let replay = Replay::new(talk());
+        let (url, _server) = replay.serve().await;
+        let chat = ChatClient::new(&url, None, HttpLimits::DEFAULT.with_request(Duration::from_secs(10)));
+        let cfg = AgentConfig { max_turns: 6, max_episode_tokens: budget, ..cfg() };
+        let t = run_episode(&chat, "m", &tools, "S", &scenario(), GroupRef::default(), &cfg).await;
+        assert_eq!((t.outcome, t.num_turns), (Outcome::RanOutOfTurns, turns), "budget {budget}");
+        assert_eq!(replay.requests().len(), turns as usize);
+    }
+}

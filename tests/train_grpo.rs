@@ -342,3 +342,77 @@ fn an_engine_killed_alone_stops_the_run_with_a_resume_hint_and_resume_finishes_i
         assert!(text.lines().all(|l| serde_json::from_str::<Value>(l).unwrap()["error"].is_null()), "step {s} kept an errored episode");
     }
 }
+
+/// The model that played each episode of step `step`.
+fn players(out: &Path, step: u64) -> std::collections::BTreeSet<String> {
+    let text = std::fs::read_to_string(out.join(format!("trajectories/step-{step:06}.jsonl"))).unwrap();
+    text.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()["model"].as_str().unwrap().to_string()).collect()
+}
+
+/// Staleness 0 is the synchronous loop: every step is played by the adapter trained just before
+/// it, its step file is on-policy (no `policy_lag`, today's loss; the trainer's tests check that
+/// loss is unchanged) and the trainer reports no importance weights. Staleness 1 plays step n+1
+/// with the adapter of step n-1 while step n trains, and the trainer weighs those samples by
+/// truncated importance weights. Step 1 is on-policy in both, so its update is the same.
+#[test]
+fn staleness_1_plays_the_next_step_during_the_update_and_staleness_0_is_the_synchronous_loop() {
+    let model = tiny_model();
+    let dir = tempfile::tempdir().unwrap();
+    let run = |staleness: u32| {
+        let sub = dir.path().join(format!("staleness-{staleness}"));
+        std::fs::create_dir_all(&sub).unwrap();
+        let (scenarios, config) = setup_with(&sub, 4, 8, &format!("dynamic_sampling = false\nstaleness = {staleness}"), "");
+        let out = sub.join("run");
+        check(&train_command(&scenarios, &config, &model, &out).output().unwrap());
+        out
+    };
+    let (sync, asynchronous) = (run(0), run(1));
+    let lags = |out: &Path| step_rows(&metrics(out)).iter().map(|r| r["policy_lag"].as_u64().unwrap()).collect::<Vec<_>>();
+    assert_eq!(lags(&sync), vec![0, 0, 0, 0]);
+    assert_eq!(lags(&asynchronous), vec![0, 1, 1, 1]);
+    // Step k is played by the adapter of step k - 1 - staleness (a flat step's checkpoint keeps
+    // the adapter before it; before any adapter, the base model).
+    let base = players(&sync, 1);
+    for (out, staleness) in [(&sync, 0), (&asynchronous, 1)] {
+        for step in 1..=4u64 {
+            let j = step.saturating_sub(1 + staleness);
+            let by = format!("step-{j:06}");
+            let expected = if j > 0 && out.join(format!("checkpoints/{by}/adapter")).exists() { [by].into() } else { base.clone() };
+            assert_eq!(players(out, step), expected, "staleness {staleness}, step {step}");
+        }
+    }
+    for out in [&sync, &asynchronous] {
+        let rows = metrics(out);
+        // A flat step trains nothing (no step file, no report): the others are checked.
+        let trained: Vec<_> = step_rows(&rows).into_iter().filter(|r| r["trainer"].get("skipped").is_none()).collect();
+        let lagging = trained.iter().filter(|r| r["policy_lag"] == 1).count();
+        assert!(out == &sync || lagging > 0, "no step trained on samples played ahead");
+        for row in trained {
+            let lag = row["policy_lag"].as_u64().unwrap();
+            let weight = &row["trainer"]["importance_weight_mean"];
+            assert_eq!(weight.is_number(), lag > 0, "step {}: {weight}", row["step"]);
+            let file: Value =
+                serde_json::from_str(&std::fs::read_to_string(out.join(format!("trainer/inbox/step-{:06}.json", row["step"].as_u64().unwrap()))).unwrap()).unwrap();
+            assert_eq!(file.get("policy_lag").map(|l| l.as_u64().unwrap()), (lag > 0).then_some(lag), "step {}'s file names its lag only when it has one", row["step"]);
+        }
+    }
+    // Step 1 was played and trained alike: the same samples (logprobs up to the engine's batch
+    // arithmetic), the same loss.
+    let step_1 = |out: &Path| -> Value { serde_json::from_str(&std::fs::read_to_string(out.join("trainer/inbox/step-000001.json")).unwrap_or("null".into())).unwrap() };
+    let (a, b) = (step_1(&sync), step_1(&asynchronous));
+    for (x, y) in a["samples"].as_array().into_iter().flatten().zip(b["samples"].as_array().into_iter().flatten()) {
+        assert!(x["input_ids"] == y["input_ids"] && x["loss_mask"] == y["loss_mask"] && x["advantage"] == y["advantage"], "step 1 was sampled differently");
+        let close =
+            x["logprobs"].as_array().unwrap().iter().zip(y["logprobs"].as_array().unwrap()).all(|(p, q)| (p.as_f64().unwrap() - q.as_f64().unwrap()).abs() < 1e-4);
+        assert!(close, "step 1's sampling logprobs differ");
+    }
+    assert_eq!(a["samples"].as_array().map(Vec::len), b["samples"].as_array().map(Vec::len));
+    let loss = |out: &Path| step_rows(&metrics(out))[0]["trainer"]["loss"].as_f64();
+    if let (Some(x), Some(y)) = (loss(&sync), loss(&asynchronous)) {
+        assert!((x - y).abs() <= 1e-6 + 1e-3 * x.abs(), "step 1's loss: {x} vs {y}");
+    }
+    // The overlapped window is one phase, so the phases still add up to the run's wall time.
+    let phases = std::fs::read_to_string(asynchronous.join("phases.jsonl")).unwrap();
+    assert_eq!(phases.matches("GRPO train + next rollout").count(), 3, "{phases}");
+    assert_eq!(phases.matches("\"GRPO rollout\"").count(), 1, "only step 1 is played alone: {phases}");
+}

@@ -11,6 +11,7 @@ from train_agent.trainer.loss import (
     grpo_loss,
     kl_k3,
     linear_token_logprobs,
+    off_policy_grpo_loss,
     sft_loss,
     softcap_logits,
     token_logprobs,
@@ -178,3 +179,34 @@ def test_chunked_head_keeps_a_bf16_hidden_states_gradient_in_bf16_and_refuses_a_
     assert h.grad.dtype == torch.bfloat16
     with pytest.raises(ValueError, match="requires grad"):
         linear_token_logprobs(h, w.requires_grad_(), None, torch.tensor([0, 1, 2, 3, 10]))
+
+
+def test_off_policy_loss_weighs_each_token_by_its_truncated_importance_ratio():
+    logp = torch.tensor([-1.0, -2.0, -0.5, -3.0], requires_grad=True)
+    # the sampler's logprobs: prox/behav ratios 1, e^0.5, e^2 (cut to the cap 2), e^-2
+    behav = torch.tensor([-1.0, -2.5, -2.5, -1.0])
+    adv = torch.tensor([1.0, -1.0, 1.0, 1.0])
+    w = torch.full((4,), 0.25)
+    loss, stats = off_policy_grpo_loss(logp, behav, adv, w, 0.2, 0.28, importance_cap=2.0)
+    is_w = torch.tensor([1.0, math.exp(0.5), 2.0, math.exp(-2.0)])
+    # the ratio to the trainer's own policy is 1, so no clip acts: pg = -is * A
+    assert loss.item() == approx(-(0.25 * is_w * adv).sum().item())
+    loss.backward()
+    assert logp.grad.tolist() == approx((-0.25 * is_w * adv).tolist())
+    assert stats["is_weight_sum"].item() == approx(is_w.sum().item())
+    assert stats["is_truncated"].item() == 1
+    assert stats["clip_low"].item() == 0 and stats["clip_high"].item() == 0
+
+
+def test_off_policy_loss_of_on_policy_samples_has_the_gradient_of_the_clipped_loss():
+    """When the sampler was the trainer's policy, every importance weight is 1 and the update is
+    the on-policy loss's (at a ratio of 1, where the clip does not act)."""
+    torch.manual_seed(0)
+    logp = (torch.randn(16) - 2).requires_grad_()
+    adv, w = torch.randn(16), torch.full((16,), 1 / 16)
+    off, _ = off_policy_grpo_loss(logp, logp.detach(), adv, w, 0.2, 0.28, importance_cap=2.0)
+    (g_off,) = torch.autograd.grad(off, logp)
+    on, _ = grpo_loss(logp, logp.detach(), adv, w, 0.2, 0.28)
+    (g_on,) = torch.autograd.grad(on, logp)
+    assert off.item() == approx(on.item())
+    assert torch.equal(g_off, g_on)

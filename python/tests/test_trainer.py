@@ -65,13 +65,13 @@ def synthetic_samples(seed: int, n: int = 5) -> list[dict]:
     return samples
 
 
-def write_step(out, step: int, samples: list[dict]) -> None:
+def write_step(out, step: int, samples: list[dict], **options) -> None:
     inbox = Path(out) / "trainer" / "inbox"
     inbox.mkdir(parents=True, exist_ok=True)
     tmp = inbox / f"step-{step:06d}.json.tmp"
     # rollout metrics as the Rust side sends them (numbers, null, nested objects are dropped)
     rollout = {"reward": step / 10, "completion_rate": 0.5, "ground_truth": None, "time": {"x": 1}}
-    tmp.write_text(json.dumps({"step": step, "samples": samples, "rollout": rollout}))
+    tmp.write_text(json.dumps({"step": step, "samples": samples, "rollout": rollout, **options}))
     tmp.rename(inbox / f"step-{step:06d}.json")
 
 
@@ -360,3 +360,41 @@ def test_a_bad_step_file_writes_error_json(tiny_model_dir, tmp_path):
     assert main(["--config", str(tmp_path / "config.json")]) == 1
     err = json.loads((tmp_path / "trainer" / "error.json").read_text())
     assert "sample 0" in err["error"] and "Traceback" in err["traceback"]
+
+
+def test_an_on_policy_step_trains_todays_loss_and_a_lagging_one_weighs_by_importance(tiny_model_dir, tmp_path):
+    """Staleness 0 is the synchronous loop: its micro-batches take exactly the clipped loss
+    against the sampler's logprobs (the same value and gradients), and its report has no
+    importance weights; a step an older policy drew (policy_lag 1) takes the off-policy loss."""
+    from train_agent.trainer.batches import parse_samples, plan_step
+    from train_agent.trainer.module import PolicyModule
+
+    cfg = Config.from_dict(make_config(tiny_model_dir, tmp_path))
+    module = PolicyModule(cfg)
+    mb = plan_step(parse_samples(synthetic_samples(3), "test"), 0, 1, 4096, "token-mean")[0]
+    mask, lc = mb["loss_mask"], cfg.loss
+    params = [p for p in module.model.parameters() if p.requires_grad]
+
+    def loss_and_grads(loss):
+        return loss.detach(), torch.autograd.grad(loss, params, allow_unused=True)
+
+    got, got_grads = loss_and_grads(module.micro_batch_loss(mb, 0)[0])
+    logp, _ = trained_logprobs(module.model, mb, lc.temperature)
+    today = grpo_loss(
+        logp, mb["old_logprobs"][mask], mb["advantages"][mask], mb["weights"][mask], lc.epsilon_low, lc.epsilon_high
+    )[0]
+    want, want_grads = loss_and_grads(today)
+    assert torch.equal(got, want)
+    for g, w in zip(got_grads, want_grads):
+        assert (g is None and w is None) or torch.equal(g, w)
+    lagging, stats = module.micro_batch_loss(mb, 1)
+    assert not torch.equal(lagging.detach(), got), "the off-policy loss weighs by importance, not the ratio"
+    assert stats["is_weight_sum"] > 0
+
+    cfg_dict = make_config(tiny_model_dir, tmp_path / "run")
+    write_step(cfg_dict["output_dir"], 1, synthetic_samples(1))
+    write_step(cfg_dict["output_dir"], 2, synthetic_samples(2), policy_lag=1)
+    report = run(cfg_dict, {})
+    assert report[1]["importance_weight_mean"] is None and report[1]["importance_truncated"] is None
+    assert 0 < report[2]["importance_weight_mean"] <= lc.importance_cap
+    assert 0 <= report[2]["importance_truncated"] <= 1

@@ -33,6 +33,10 @@ def test_step_file_rollout_metrics_keep_numbers_only(tmp_path):
     assert options["rollout"] == {"reward": 0.25, "groups": 4.0}
     p.write_text(json.dumps({"step": 3, "samples": [sample]}))
     assert read_step_file(p)[2]["rollout"] == {}
+    # a step file without policy_lag (synchronous GRPO, SFT) is on-policy
+    assert read_step_file(p)[2]["policy_lag"] == 0
+    p.write_text(json.dumps({"step": 3, "samples": [sample], "policy_lag": 1}))
+    assert read_step_file(p)[2]["policy_lag"] == 1
 
 
 def test_shard_balances_tokens_and_pack_respects_the_budget():

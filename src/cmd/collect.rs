@@ -15,7 +15,7 @@ use crate::interrupted::Interrupted;
 use crate::setup::{RunSetup, load_scenarios};
 
 /// Collecting samples (0.7) for rejection sampling, and lets a teacher write long replies (1024).
-const EPISODE: EpisodeDefaults = EpisodeDefaults { temperature: Some(0.7), max_tokens: 1024, ..EpisodeDefaults::COMMON };
+const EPISODE: EpisodeDefaults = EpisodeDefaults { temperature: Some(0.7), max_tokens: 1024, max_episode_tokens: 4096, ..EpisodeDefaults::COMMON };
 
 #[derive(clap::Args)]
 #[command(mut_args = |a| EPISODE.show(a))]

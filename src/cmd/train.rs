@@ -137,6 +137,7 @@ fn resolve_config(args: &Args) -> Result<TrainConfig> {
         epochs => rollout.epochs;
         episode.max_turns => rollout.max_turns;
         episode.max_tokens => rollout.max_tokens;
+        episode.max_episode_tokens => rollout.max_episode_tokens;
         episode.temperature => rollout.temperature;
         episode.top_p => rollout.top_p;
         episode.tool_result_max_chars => rollout.tool_result_max_chars;

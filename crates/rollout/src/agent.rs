@@ -18,6 +18,11 @@ use crate::tools::ToolHost;
 pub struct AgentConfig {
     pub max_turns: u32,
     pub max_tokens: u32,
+    /// Tokens the model may write over the whole episode (0: no budget). A model that writes
+    /// full turns without finishing (a base model's runaway episode) stops here and fails as one
+    /// that ran out of turns, at a fraction of the turns' cost: each turn's prompt holds every
+    /// earlier turn, so the last turns are the dearest.
+    pub max_episode_tokens: u32,
     pub temperature: f32,
     pub top_p: f32,
     /// Tool results longer than this many characters are cut, with a note to the model.
@@ -31,8 +36,16 @@ impl AgentConfig {
     /// The episode settings every command starts from, written once: `train`'s `[rollout]`
     /// defaults and the sampling flags' of `rollout`, `collect` and `eval` take theirs from here,
     /// changing only what differs for them (a rollout's temperature, a teacher's `max_tokens`).
-    pub const DEFAULT: AgentConfig =
-        AgentConfig { max_turns: 8, max_tokens: 512, temperature: 1.0, top_p: 1.0, tool_result_max_chars: 4000, record_tokens: true, seed: None };
+    pub const DEFAULT: AgentConfig = AgentConfig {
+        max_turns: 8,
+        max_tokens: 512,
+        max_episode_tokens: 2048,
+        temperature: 1.0,
+        top_p: 1.0,
+        tool_result_max_chars: 4000,
+        record_tokens: true,
+        seed: None,
+    };
 }
 
 impl Default for AgentConfig {
@@ -57,7 +70,8 @@ pub async fn run_episode<T: ToolHost>(
     let mut ep = Episode::new(system_prompt, scenario, group, model);
     let max_turns = scenario.max_turns.unwrap_or(cfg.max_turns);
     let outcome = loop {
-        if ep.traj.num_turns >= max_turns {
+        let over_budget = cfg.max_episode_tokens > 0 && ep.traj.completion_tokens() >= u64::from(cfg.max_episode_tokens);
+        if ep.traj.num_turns >= max_turns || over_budget {
             break Outcome::RanOutOfTurns;
         }
         let turn_index = ep.traj.num_turns;

@@ -35,6 +35,9 @@ pub struct RolloutSettings {
     pub max_steps: u64,
     pub max_turns: u32,
     pub max_tokens: u32,
+    /// Tokens the model may write over a whole episode (0: no budget): a runaway episode stops
+    /// there and fails like one out of turns.
+    pub max_episode_tokens: u32,
     pub temperature: f32,
     pub top_p: f32,
     pub concurrency: usize,
@@ -61,6 +64,12 @@ pub struct RolloutSettings {
     pub dynamic_sampling: bool,
     /// With dynamic sampling, a step draws at most this many times the groups it needs.
     pub max_oversample: f64,
+    /// Asynchronous GRPO: with 1, the engine plays step n+1 with the adapter of step n-1 while
+    /// the trainer trains step n, so neither waits for the other, and the trainer weighs those
+    /// samples by truncated importance weights (`loss.importance_cap`); 0 is the synchronous
+    /// loop (every step sampled by the adapter just trained). One engine cannot play two steps
+    /// ahead any faster, so 1 is the most.
+    pub staleness: u32,
 }
 
 /// Which scenarios a step draws (see `data.rs`).
@@ -100,6 +109,7 @@ impl Default for RolloutSettings {
             max_steps: 0,
             max_turns: episode.max_turns,
             max_tokens: episode.max_tokens,
+            max_episode_tokens: episode.max_episode_tokens,
             temperature: episode.temperature,
             top_p: episode.top_p,
             concurrency: 32,
@@ -111,6 +121,7 @@ impl Default for RolloutSettings {
             validation_fraction: 0.2,
             dynamic_sampling: true,
             max_oversample: 3.0,
+            staleness: 1,
         }
     }
 }
@@ -157,6 +168,9 @@ impl TrainConfig {
         }
         if self.rollout.max_oversample.is_nan() || self.rollout.max_oversample < 1.0 {
             return inv("rollout.max_oversample", self.rollout.max_oversample.to_string(), "a step draws at least the groups it needs: use 1 or more");
+        }
+        if self.rollout.staleness > 1 {
+            return inv("rollout.staleness", self.rollout.staleness.to_string(), "0 (synchronous) or 1 (the next step's rollouts during this step's update)");
         }
         if self.curriculum.window == 0 {
             return inv("curriculum.window", "0".into(), "a pass rate needs at least 1 group");

@@ -33,6 +33,7 @@ impl<T: ToolHost> Context<'_, T> {
         AgentConfig {
             max_turns: r.max_turns,
             max_tokens: r.max_tokens,
+            max_episode_tokens: r.max_episode_tokens,
             temperature,
             top_p: r.top_p,
             tool_result_max_chars: r.tool_result_max_chars,

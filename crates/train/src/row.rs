@@ -56,6 +56,9 @@ pub struct RolloutMetrics {
     pub samples: usize,
     pub sample_tokens: usize,
     pub completion_tokens: u64,
+    /// Steps between the adapter that played the step and the one it trains (1: played ahead,
+    /// asynchronous GRPO).
+    pub policy_lag: u64,
 }
 
 /// The step file's `rollout`: [`RolloutMetrics`] and the times known before the trainer runs.
@@ -289,6 +292,7 @@ mod tests {
             samples: 4,
             sample_tokens: 100,
             completion_tokens: 40,
+            policy_lag: 1,
         }
     }
 
@@ -335,7 +339,7 @@ mod tests {
 
     const ROLLOUT_KEYS: &str = "step epoch reward reward_std completion_rate ground_truth rules judge custom mean_turns mean_tool_calls tool_errors groups \
          groups_zero_variance groups_kept sampling_rounds flat_share_before flat_share_after curriculum_retired curriculum_unsolved samples sample_tokens \
-         completion_tokens";
+         completion_tokens policy_lag";
     const VALIDATION_KEYS: &str = "val_completion_rate val_reward val_ground_truth val_judge val_success val_success_low val_success_high val_mean_turns \
          val_trajectories val_model";
     const SAMPLED_KEYS: &str = "val_sampled_k val_pass1 val_pass1_low val_pass1_high val_pass_k val_pass_k_low val_pass_k_high";

@@ -25,7 +25,7 @@ use ta_types::Trajectory;
 use ta_types::phases::{self, PhaseLog};
 
 use crate::advantage::{GroupStats, group_advantages};
-use crate::config::{CurriculumMode, TrainConfig};
+use crate::config::TrainConfig;
 pub use crate::context::Context;
 use crate::data::{Curriculum, CurriculumCounts};
 pub use crate::error::RunError;
@@ -108,13 +108,6 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
         total = total.min(cfg.rollout.max_steps);
     }
     let resume = last_complete_step(ctx.out);
-    if cfg.curriculum.mode == CurriculumMode::Adaptive {
-        // The pass-rate history, rebuilt from the finished steps' scored trajectories.
-        for s in 1..=resume {
-            let path = step_trajectories(ctx.out, s);
-            curriculum.record(&ta_types::trajectory::read_trajectories(&path).map_err(io(&path))?);
-        }
-    }
     let multi = MultiProgress::new();
     let steps_bar = progress::steps_bar(&multi, total, resume);
     let phases = PhaseLog::new(ctx.out);
@@ -160,29 +153,67 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
         return Ok(stop);
     }
 
+    // With staleness 1, the engine plays step n+1 while the trainer trains step n: `ahead` holds
+    // what it played. A step's draw sees the pass rates of the steps up to `staleness` + 1 back
+    // (the curriculum catches up from their files), so an interrupted and resumed run draws as
+    // an uninterrupted one would.
+    let staleness = u64::from(cfg.rollout.staleness);
+    let mut recorded = 0;
+    let mut ahead: Option<(Played, CurriculumCounts)> = None;
     for step in resume + 1..=total {
         let step_start = Instant::now();
-        let seen = curriculum.counts();
 
         // 1-2. Rollouts (reusing those an interrupted attempt of this step finished) and rewards,
-        // in rounds when dynamic sampling replaces flat groups.
-        let Some(played) = play_step(ctx, &rewarder, &curriculum, &current_model, step, &step_trajectories(ctx.out, step), &multi, &mut shutdown).await? else {
-            return interrupted(step - 1);
+        // in rounds when dynamic sampling replaces flat groups; played ahead with staleness 1.
+        let (played, seen) = match ahead.take() {
+            Some(played) => played,
+            None => {
+                record_through(&mut curriculum, ctx.out, &mut recorded, step.saturating_sub(1 + staleness))?;
+                let seen = curriculum.counts();
+                let Some(played) = play_step(ctx, &rewarder, &curriculum, &current_model, step, &multi, &mut shutdown).await? else {
+                    return interrupted(step - 1);
+                };
+                phases.record(phases::ROLLOUT, played.rollout_s);
+                phases.record(phases::SCORE, played.reward_s);
+                (played, seen)
+            }
         };
         let (mut batch, groups, flat) = build_batch(&played.trajectories, step, cfg)?;
         let rollout = rollout_metrics(ctx, step, &played, &batch, (groups, flat), seen);
 
-        // 3. One trainer step (skipped when every group was flat: nothing to learn).
+        // 3. One trainer step (skipped when every group was flat: nothing to learn) and, with
+        // staleness 1, the next step's rollouts by the current adapter at the same time.
+        let play_ahead = staleness > 0 && step < total;
+        if play_ahead {
+            record_through(&mut curriculum, ctx.out, &mut recorded, step - 1)?;
+        }
+        let seen_ahead = curriculum.counts();
         let t0 = Instant::now();
-        let trained = if batch.samples.is_empty() {
-            TrainerMetrics::FLAT
-        } else {
-            // The step's rollout metrics ride along in the step file: the trainer logs them beside
-            // its own, so one TensorBoard / W&B run holds both.
-            batch.rollout = Some(rollout.for_trainer(played.rollout_s, played.reward_s));
-            TrainerMetrics::Trained(Box::new(train_step(ctx, &mut trainer, &batch, total, &multi).await?))
+        let train = async {
+            let t0 = Instant::now();
+            let trained = if batch.samples.is_empty() {
+                TrainerMetrics::FLAT
+            } else {
+                // The step's rollout metrics ride along in the step file: the trainer logs them
+                // beside its own, so one TensorBoard / W&B run holds both.
+                batch.rollout = Some(rollout.for_trainer(played.rollout_s, played.reward_s));
+                TrainerMetrics::Trained(Box::new(train_step(ctx, &mut trainer, &batch, total, &multi).await?))
+            };
+            Ok::<_, RunError>((trained, t0.elapsed().as_secs_f64()))
         };
-        let train_s = t0.elapsed().as_secs_f64();
+        let next = async {
+            if !play_ahead {
+                return Ok::<_, RunError>(Some(None));
+            }
+            Ok(play_step(ctx, &rewarder, &curriculum, &current_model, step + 1, &multi, &mut shutdown).await?.map(Some))
+        };
+        let (trained, next) = tokio::join!(train, next);
+        let (trained, train_s) = trained?;
+        // A failed rollout ahead (the engine gone) stops the run before this step is marked
+        // complete: `--resume` redoes its update; its episodes and the next step's finished ones
+        // are kept in their files.
+        let next = next?;
+        phases.since(if play_ahead { phases::TRAIN_AND_NEXT_ROLLOUT } else { phases::TRAIN }, t0);
 
         // 4. Hot-load the new adapter, then mark the step complete.
         let t0 = Instant::now();
@@ -192,10 +223,8 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
         }
         current_model = hot_load(ctx, step, current_model).await?;
         let reload_s = t0.elapsed().as_secs_f64();
+        phases.record(phases::RELOAD, reload_s);
 
-        for (phase, seconds) in [(phases::ROLLOUT, played.rollout_s), (phases::SCORE, played.reward_s), (phases::TRAIN, train_s), (phases::RELOAD, reload_s)] {
-            phases.record(phase, seconds);
-        }
         let time = StepTimes { rollout_s: played.rollout_s, reward_s: played.reward_s, train_s, reload_s, step_s: 0.0 };
         let mut row = StepRow { rollout, trainer: trained, time, validation: None, judge: None };
         if cfg.rollout.eval_every > 0 && step % cfg.rollout.eval_every == 0 && step != total && !ctx.validation.is_empty() {
@@ -213,9 +242,15 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
         row::append(&metrics_path, &row)?;
         let ckpt = checkpoint_dir(ctx.out, step);
         write_state(ctx.out, step, &serde_json::json!({"step": step, "model": current_model})).map_err(io(&ckpt))?;
-        curriculum.record(&played.trajectories);
         steps_bar.inc(1);
         say(&multi, row.line());
+        // The step played ahead, or `None` when Ctrl-C stopped it: its finished episodes are
+        // in its file.
+        match next {
+            Some(Some(next)) => ahead = Some((next, seen_ahead)),
+            Some(None) => {}
+            None => return interrupted(step),
+        }
         if let Some(stop) = budget_reached(step) {
             say(&multi, format!("judge budget reached after step {step}: stopping at its checkpoint"));
             trainer.stop().await?;
@@ -293,6 +328,7 @@ fn rollout_metrics<T: ToolHost>(ctx: &Context<'_, T>, step: u64, played: &Played
         samples: batch.samples.len(),
         sample_tokens: batch.tokens(),
         completion_tokens: ts.iter().map(Trajectory::completion_tokens).sum::<u64>(),
+        policy_lag: batch.policy_lag,
     }
 }
 
@@ -413,11 +449,11 @@ async fn play_step<T: ToolHost>(
     curriculum: &Curriculum,
     model: &str,
     step: u64,
-    path: &Path,
     multi: &MultiProgress,
     shutdown: &mut std::pin::Pin<&mut impl Future<Output = ()>>,
 ) -> Result<Option<Played>, RunError> {
     let cfg = ctx.cfg;
+    let path = &step_trajectories(ctx.out, step);
     let mut scenarios = curriculum.step(step);
     let needed = scenarios.len();
     let cap = (if cfg.rollout.dynamic_sampling { (needed as f64 * cfg.rollout.max_oversample).floor() as usize } else { needed }).max(needed);
@@ -495,7 +531,28 @@ fn build_batch(trajectories: &[Trajectory], step: u64, cfg: &TrainConfig) -> Res
             }
         }
     }
-    Ok((StepFile::new(step, samples), groups.len(), flat))
+    let mut file = StepFile::new(step, samples);
+    file.policy_lag = policy_lag(trajectories, step);
+    Ok((file, groups.len(), flat))
+}
+
+/// How many steps behind the trainer (which holds the adapter of step `step` - 1) the oldest
+/// policy that played `trajectories` is: the adapter of step k is `step-k` (`adapter_name`),
+/// anything else (the base model, the initial adapter) the policy before step 1.
+fn policy_lag(trajectories: &[Trajectory], step: u64) -> u64 {
+    let sampled_by = |model: &str| model.strip_prefix("step-").and_then(|k| k.parse::<u64>().ok()).unwrap_or(0);
+    trajectories.iter().map(|t| (step - 1).saturating_sub(sampled_by(&t.model))).max().unwrap_or(0)
+}
+
+/// Lets the curriculum see the scored trajectories of every step up to `upto` it has not seen
+/// (`recorded` is the last it has), read from their files.
+fn record_through(curriculum: &mut Curriculum, out: &Path, recorded: &mut u64, upto: u64) -> Result<(), RunError> {
+    while *recorded < upto {
+        *recorded += 1;
+        let path = step_trajectories(out, *recorded);
+        curriculum.record(&ta_types::trajectory::read_trajectories(&path).map_err(io(&path))?);
+    }
+    Ok(())
 }
 
 fn rewrite_trajectories(path: &Path, trajectories: &[Trajectory]) -> Result<(), RunError> {
@@ -563,6 +620,20 @@ mod tests {
         old.reward.mix = RewardMix::WeightedSum;
         let (recovered, wrong) = (advantages(&scored_group(&old, ("7", 3, 1)), &old), advantages(&scored_group(&old, ("8", 2, 0)), &old));
         assert!(recovered.iter().zip(&wrong).all(|(a, b)| (a - b).abs() < 1e-3), "{recovered:?} vs {wrong:?}");
+    }
+
+    #[test]
+    fn the_policy_lag_counts_steps_from_the_oldest_sampler_to_the_trainer() {
+        let played_by = |models: &[&str]| -> Vec<Trajectory> {
+            models.iter().enumerate().map(|(i, m)| Trajectory::start("s", ta_types::trajectory::GroupRef { step: 3, index: i as u32 }, *m, vec![])).collect()
+        };
+        // Step 3 trains on the adapter of step 2: sampled by it, on-policy.
+        assert_eq!(policy_lag(&played_by(&[&adapter_name(2), &adapter_name(2)]), 3), 0);
+        // Played ahead by step 1's adapter while step 2 trained; a resumed attempt mixes both.
+        assert_eq!(policy_lag(&played_by(&[&adapter_name(1), &adapter_name(2)]), 3), 1);
+        // The base model and the initial adapter are the policy before step 1.
+        assert_eq!(policy_lag(&played_by(&["init"]), 1), 0);
+        assert_eq!(policy_lag(&played_by(&["init", "Qwen/Qwen2.5-0.5B"]), 2), 1);
     }
 
     #[test]

@@ -84,6 +84,8 @@ pub struct LossConfig {
     pub max_len_norm: Option<u64>,
     /// Logits are divided by this before the softmax ([`LOGPROBS_TEMPERATURE`]).
     pub temperature: f64,
+    /// The truncation of importance weights of samples an older policy drew (`LossSettings`).
+    pub importance_cap: f64,
 }
 
 impl LossConfig {
@@ -97,6 +99,7 @@ impl LossConfig {
             aggregation: loss.aggregation,
             max_len_norm: Some(max_len_norm),
             temperature: LOGPROBS_TEMPERATURE,
+            importance_cap: loss.importance_cap,
         }
     }
 
@@ -111,6 +114,7 @@ impl LossConfig {
             aggregation: Aggregation::TokenMean,
             max_len_norm: None,
             temperature: LOGPROBS_TEMPERATURE,
+            importance_cap: d.importance_cap,
         }
     }
 }

@@ -30,6 +30,12 @@ pub struct StepReport {
     /// `None` for SFT.
     #[serde(deserialize_with = "required")]
     pub ratio_mean: Option<f64>,
+    /// Token mean of the truncated importance weights, and the share of tokens the cap cut;
+    /// `None` for an on-policy step (the step file's `policy_lag` 0) and for SFT.
+    #[serde(deserialize_with = "required")]
+    pub importance_weight_mean: Option<f64>,
+    #[serde(deserialize_with = "required")]
+    pub importance_truncated: Option<f64>,
     /// Before clipping; `None` when not finite, and then `skipped_nonfinite_grad` is true.
     #[serde(deserialize_with = "required")]
     pub grad_norm: Option<f64>,

@@ -171,11 +171,15 @@ pub struct LossSettings {
     pub aggregation: Aggregation,
     /// Divide advantages by the group's standard deviation (GRPO); off is Dr. GRPO.
     pub scale_advantages: bool,
+    /// Samples an older policy drew (`rollout.staleness` 1) are weighted by the importance ratio
+    /// of the trainer's policy to the sampler's, truncated at this (TIS), so a token the trainer
+    /// now finds much likelier than the sampler did cannot dominate the step.
+    pub importance_cap: f64,
 }
 
 impl Default for LossSettings {
     fn default() -> Self {
-        LossSettings { epsilon_low: 0.2, epsilon_high: 0.28, beta: 0.0, aggregation: Aggregation::TokenMean, scale_advantages: true }
+        LossSettings { epsilon_low: 0.2, epsilon_high: 0.28, beta: 0.0, aggregation: Aggregation::TokenMean, scale_advantages: true, importance_cap: 2.0 }
     }
 }
 
@@ -191,6 +195,14 @@ impl LossSettings {
         }
         if !(self.beta.is_finite() && self.beta >= 0.0) {
             return invalid("loss.beta", self.beta, "a KL coefficient must be 0 or more", format!("{} (no KL term) is the default", LossSettings::default().beta));
+        }
+        if !(self.importance_cap.is_finite() && self.importance_cap >= 1.0) {
+            return invalid(
+                "loss.importance_cap",
+                self.importance_cap,
+                "a cap on importance weights must be 1 or more (below 1 it would shrink every on-policy token too)",
+                format!("{} (as in the TIS paper) is the default", LossSettings::default().importance_cap),
+            );
         }
         Ok(())
     }

@@ -22,6 +22,15 @@ pub struct StepFile {
     pub checkpoint: Option<bool>,
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub eval: Option<EvalRequest>,
+    /// How many updates the policy that drew the oldest of the samples is behind the trainer's:
+    /// 0 on-policy (today's clipped loss against the sampler's logprobs), more with asynchronous
+    /// GRPO (the off-policy loss with truncated importance weights).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub policy_lag: u64,
+}
+
+fn is_zero(x: &u64) -> bool {
+    *x == 0
 }
 
 /// Held-out samples whose token-mean loss the trainer reports (SFT's eval loss).
@@ -36,7 +45,7 @@ pub struct EvalRequest {
 
 impl StepFile {
     pub fn new(step: u64, samples: Vec<Sample>) -> StepFile {
-        StepFile { step, samples, rollout: None, checkpoint: None, eval: None }
+        StepFile { step, samples, rollout: None, checkpoint: None, eval: None, policy_lag: 0 }
     }
 
     /// Tokens of the step's samples.
@@ -133,5 +142,8 @@ mod tests {
         assert_eq!((v["checkpoint"].as_bool(), v["eval_before"].as_bool(), v["eval_after"].as_bool()), (Some(false), Some(true), Some(false)));
         assert_eq!(v["eval_samples"].as_array().unwrap().len(), 1);
         assert!(v.get("rollout").is_none());
+        assert!(v.get("policy_lag").is_none(), "an on-policy step file is what it was before asynchronous GRPO");
+        f.policy_lag = 1;
+        assert_eq!(serde_json::to_value(&f).unwrap()["policy_lag"], 1);
     }
 }

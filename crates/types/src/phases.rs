@@ -19,6 +19,8 @@ pub const TRAINER_START: &str = "trainer start-up";
 pub const ROLLOUT: &str = "GRPO rollout";
 pub const SCORE: &str = "GRPO score";
 pub const TRAIN: &str = "GRPO train";
+/// Asynchronous GRPO: a step's training with the next step's rollout and scoring beside it.
+pub const TRAIN_AND_NEXT_ROLLOUT: &str = "GRPO train + next rollout";
 pub const RELOAD: &str = "GRPO reload";
 
 /// The phase of validating the base model, or the adapter at `step`.

@@ -15,7 +15,8 @@ use crate::chat::Message;
 pub enum Outcome {
     /// The agent called `complete_task`.
     Completed,
-    /// `max_turns` model calls went by without `complete_task`.
+    /// `max_turns` model calls, or `max_episode_tokens` written tokens, went by without
+    /// `complete_task`.
     RanOutOfTurns,
     /// The model server or MCP server failed in a way the agent cannot recover from.
     Error,

@@ -77,9 +77,10 @@ def read_step(path: Path) -> tuple[int, list[Sample]]:
 
 def read_step_file(path: Path) -> tuple[int, list[Sample], dict]:
     """A step file's number, samples, and options: `checkpoint` (default true), `eval_samples`
-    (parsed), `eval_before`, `eval_after` (SFT's held-out loss, before and after the update), and
-    `rollout`: the step's rollout metrics (the file's optional `rollout` object: reward, completion
-    rate, ... as the Rust side measured them), numbers only, for the loggers."""
+        (parsed), `eval_before`, `eval_after` (SFT's held-out loss, before and after the update), and
+        `rollout`: the step's rollout metrics (the file's optional `rollout` object: reward, completion
+        rate, ... as the Rust side measured them), numbers only, for the loggers; `policy_lag`: how many
+    updates the policy that drew the samples is behind the trainer's (0: on-policy, the default)."""
     data = json.loads(Path(path).read_text())
     samples = parse_samples(data["samples"], str(path))
     if not samples:
@@ -95,6 +96,7 @@ def read_step_file(path: Path) -> tuple[int, list[Sample], dict]:
         eval_before=bool(data.get("eval_before")),
         eval_after=bool(data.get("eval_after")),
         rollout=rollout,
+        policy_lag=int(data.get("policy_lag", 0)),
     )
     return int(data["step"]), samples, options
 

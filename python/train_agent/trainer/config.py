@@ -50,6 +50,7 @@ class LossSettings:
     aggregation: str
     max_len_norm: float | None
     temperature: float
+    importance_cap: float  # truncated importance weight of samples an older policy drew
 
 
 @dataclass

@@ -9,6 +9,15 @@ loss mask is 1), so the math reads like the papers:
     loss    = sum_t w_t * (pg_t + beta * kl_t)                                 GRPO
     loss    = sum_t w_t * -logp_new_t                                          SFT
 
+Samples drawn by an older policy than the trainer's (asynchronous GRPO: the engine plays step n+1
+while the trainer updates on step n) take the decoupled form (AReaL) with a truncated importance
+weight (Yao et al., "Your efficient RL framework secretly brings you off-policy RL training"):
+
+    prox    = logp_new, detached               the trainer's policy before this update
+    ratio   = exp(logp_new - prox)             clipped as above
+    is      = min(exp(prox - logp_behav), C)   no gradient; logp_behav the sampler's
+    pg      = -is * min(ratio * A, clip(ratio) * A)
+
 The per-token weights `w` come from `token_weights` and are computed from the counts of the WHOLE
 step, so splitting a step over micro-batches or ranks and summing the pieces gives exactly the loss
 (and gradient) of the unsplit step:
@@ -19,6 +28,8 @@ step, so splitting a step over micro-batches or ranks and summing the pieces giv
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 import torch.nn.functional as F
@@ -191,6 +202,31 @@ def grpo_loss(logp, old_logp, advantages, weights, eps_low: float, eps_high: flo
             clip_high=clip_high,
             ratio_sum=ratio.detach().sum(),
         )
+    return loss, stats
+
+
+def off_policy_grpo_loss(
+    logp,
+    behav_logp,
+    advantages,
+    weights,
+    eps_low: float,
+    eps_high: float,
+    importance_cap: float,
+    ref_logp=None,
+    beta: float = 0.0,
+):
+    """`grpo_loss` for samples an older policy drew: the trust region is taken around the trainer's
+    own policy before this update (`prox`, which is `logp` itself: every micro-batch of a step is
+    computed before its one optimizer step), and each token is reweighted by the truncated
+    importance ratio min(prox / behav, importance_cap) of that policy to the sampler's. The stats add
+    is_weight_sum and is_truncated (tokens whose weight the cap cut)."""
+    prox = logp.detach()
+    log_is = (prox - behav_logp).clamp(-LOG_RATIO_LIMIT, LOG_RATIO_LIMIT)
+    is_weight = torch.exp(log_is).clamp(max=importance_cap)
+    loss, stats = grpo_loss(logp, prox, advantages * is_weight, weights, eps_low, eps_high, ref_logp, beta)
+    with torch.no_grad():
+        stats.update(is_weight_sum=is_weight.sum(), is_truncated=(log_is > math.log(importance_cap)).sum())
     return loss, stats
 
 

@@ -90,5 +90,6 @@ class Inbox(torch.utils.data.IterableDataset):
                 wait_s=t1 - t0,
                 data_s=time.perf_counter() - t1,
                 rollout=opts["rollout"],
+                policy_lag=opts["policy_lag"],
             )
             last = step

@@ -19,6 +19,7 @@ from train_agent.trainer.batches import read_validation_file
 from train_agent.trainer.config import POLICY_GRADIENT, Config, base_dtype, lr_multiplier, resolved_precision
 from train_agent.trainer.loss import (
     grpo_loss,
+    off_policy_grpo_loss,
     sft_loss,
 )
 from train_agent.trainer.mailbox import Inbox, step_name, write_json_atomic
@@ -69,7 +70,9 @@ class PolicyModule(pl.LightningModule):
                 group["lr"] = lr
             self.resume_state = None
 
-    def micro_batch_loss(self, mb):
+    def micro_batch_loss(self, mb, policy_lag: int = 0):
+        """The loss of one micro-batch; samples an older policy drew (`policy_lag` > 0) take the
+        off-policy loss, on-policy ones today's clipped loss against the sampler's logprobs."""
         lc = self.cfg.loss
         mask = mb["loss_mask"]
         weights = mb["weights"][mask]
@@ -82,6 +85,18 @@ class PolicyModule(pl.LightningModule):
         logp, entropy = trained_logprobs(self.model, mb, temperature)
         if not grpo:
             loss, stats = sft_loss(logp, weights)
+        elif policy_lag > 0:
+            loss, stats = off_policy_grpo_loss(
+                logp,
+                mb["old_logprobs"][mask],
+                mb["advantages"][mask],
+                weights,
+                lc.epsilon_low,
+                lc.epsilon_high,
+                lc.importance_cap,
+                ref,
+                lc.beta,
+            )
         else:
             loss, stats = grpo_loss(
                 logp,
@@ -117,7 +132,18 @@ class PolicyModule(pl.LightningModule):
             sums = self.trainer.strategy.reduce(sums, reduce_op="sum")
         return float(sums[0]), int(sums[1])
 
-    STATS = ["loss", "policy_loss", "kl_sum", "entropy_sum", "clip_low", "clip_high", "ratio_sum", "trained_tokens"]
+    STATS = [
+        "loss",
+        "policy_loss",
+        "kl_sum",
+        "entropy_sum",
+        "clip_low",
+        "clip_high",
+        "ratio_sum",
+        "trained_tokens",
+        "is_weight_sum",
+        "is_truncated",
+    ]
 
     def training_step(self, dataloader_iter):
         """Gradients of one inbox step, accumulated over this rank's micro-batches; the optimizer
@@ -139,7 +165,7 @@ class PolicyModule(pl.LightningModule):
             real = bool(mb["weights"].any())  # not a zero-weight filler
             mb = micro_batch_to(mb, self.device)
             with nullcontext() if i == len(mbs) - 1 else no_sync():
-                loss, stats = self.micro_batch_loss(mb)
+                loss, stats = self.micro_batch_loss(mb, batch["policy_lag"])
                 # weights are global; DDP averages gradients over ranks, so undo that
                 self.manual_backward(loss * self.trainer.world_size)
             if real:
@@ -174,6 +200,7 @@ class PolicyModule(pl.LightningModule):
 
         n = max(s["trained_tokens"], 1)
         grpo, lc = POLICY_GRADIENT[self.cfg.loss.kind], self.cfg.loss
+        off_policy = grpo and batch["policy_lag"] > 0
         metrics = dict(
             step=step,
             loss=s["loss"],
@@ -183,6 +210,8 @@ class PolicyModule(pl.LightningModule):
             clip_fraction_low=s["clip_low"] / n,
             clip_fraction_high=s["clip_high"] / n,
             ratio_mean=s["ratio_sum"] / n if grpo else None,
+            importance_weight_mean=s["is_weight_sum"] / n if off_policy else None,
+            importance_truncated=s["is_truncated"] / n if off_policy else None,
             grad_norm=grad_norm if finite else None,
             skipped_nonfinite_grad=not finite,
             lr=lr,

@@ -182,6 +182,9 @@ pub fn profile(gpu: bool, model: &str, o: &Overrides) -> Profile {
         // Replacing flat groups would multiply the CPU's slowest phase by up to
         // `max_oversample`, and two steps are no learning claim to protect.
         grpo.rollout.dynamic_sampling = false;
+        // The engine and the trainer would share the same two cores: overlapping them gives
+        // neither more compute, and the CPU demo's measured table was the synchronous loop's.
+        grpo.rollout.staleness = 0;
         grpo.optim.lr = 5e-5;
     }
     Profile { gpu, model: model.into(), keep, train_limit: o.train_limit, validation_limit, sft_share: o.sft_share.unwrap_or(default_share), sft, grpo }
@@ -275,6 +278,7 @@ mod tests {
         assert_eq!((cpu.sft.trainer.packing, cpu.grpo.trainer.packing), (Packing::PrefixTree, Packing::PrefixTree));
         assert_eq!((cpu.sft_share, cpu.grpo.rollout.eval_rollouts), (CPU_SFT_SHARE, 0));
         assert!(!cpu.grpo.rollout.dynamic_sampling, "the CPU profile does not oversample its slowest phase");
+        assert_eq!(cpu.grpo.rollout.staleness, 0, "two cores: the engine and the trainer take turns");
         let limited = Overrides { train_limit: Some(6), validation_limit: Some(2), ..Default::default() };
         assert_eq!(profile(false, "small", &limited).validation_limit, Some(2), "--validation-limit wins");
         let gpu = profile(true, "qwen0.5b", &Overrides { steps: Some(3), ..Default::default() });

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Asynchronous GRPO against the synchronous loop, side by side on two GPUs, and the demo's GPU
+# profile end to end (issue 34):
+#   GPU 0: `train-agent demo --profile gpu`, whose GRPO runs at the default staleness 1: the
+#          whole run's wall time, its stages (fit.json) and phases (grpo/phases.jsonl);
+#   GPU 1: as soon as the demo's GRPO stage starts, `train` with the demo's own grpo.toml,
+#          scenarios and SFT adapter at staleness 0: the same steps, seed and validation tasks.
+# `python3 benches/async_grpo.py TA_OUT` then prints the step times and the paired validation.
+#
+#   TA_BIN=target/release/train-agent TA_MODEL=/path/qwen2.5-coder-0.5b-instruct.gguf \
+#   TA_OUT=/tmp/async bash benches/async_grpo.sh
+#
+# Knobs (env): TA_STEPS (the profile's 16 GRPO steps).
+set -euo pipefail
+: "${TA_BIN:?}" "${TA_MODEL:?}" "${TA_OUT:?}"
+mkdir -p "$TA_OUT"
+steps=()
+[ -n "${TA_STEPS:-}" ] && steps=(--steps "$TA_STEPS")
+(
+  t0=$(date +%s)
+  set +e
+  CUDA_VISIBLE_DEVICES=0 "$TA_BIN" demo --profile gpu --model "$TA_MODEL" --out "$TA_OUT/demo" "${steps[@]}" >"$TA_OUT/demo.log" 2>&1
+  echo "$? $(( $(date +%s) - t0 ))" >"$TA_OUT/demo.rc"
+) &
+# The demo writes grpo.toml when its GRPO stage starts.
+until [ -f "$TA_OUT/demo/grpo.toml" ] || [ -f "$TA_OUT/demo.rc" ]; do sleep 2; done
+[ -f "$TA_OUT/demo/grpo.toml" ] || { echo "the demo ended before GRPO: $(cat "$TA_OUT/demo.rc")"; exit 1; }
+sed 's/^staleness = 1$/staleness = 0/' "$TA_OUT/demo/grpo.toml" >"$TA_OUT/sync.toml"
+grep -q '^staleness = 0$' "$TA_OUT/sync.toml"
+t0=$(date +%s)
+set +e
+CUDA_VISIBLE_DEVICES=1 "$TA_BIN" train --server "$TA_BIN demo-server" --scenarios "$TA_OUT/demo/scenarios.jsonl" \
+  --config "$TA_OUT/sync.toml" --out "$TA_OUT/sync" >"$TA_OUT/sync.log" 2>&1
+echo "$? $(( $(date +%s) - t0 ))" >"$TA_OUT/sync.rc"
+set -e
+wait
