@@ -10,16 +10,18 @@
 #   TA_BIN=target/release/train-agent TA_MODEL=/path/qwen2.5-coder-0.5b-instruct.gguf \
 #   TA_OUT=/tmp/async bash benches/async_grpo.sh
 #
-# Knobs (env): TA_STEPS (the profile's 16 GRPO steps).
+# Knobs (env): TA_STEPS (the profile's 16 GRPO steps), TA_GPUS ("0 1": the demo's GPU and the
+# synchronous run's; on a 4-GPU machine a second replica takes "2 3").
 set -euo pipefail
 : "${TA_BIN:?}" "${TA_MODEL:?}" "${TA_OUT:?}"
 mkdir -p "$TA_OUT"
+read -r gpu_demo gpu_sync <<<"${TA_GPUS:-0 1}"
 steps=()
 [ -n "${TA_STEPS:-}" ] && steps=(--steps "$TA_STEPS")
 (
   t0=$(date +%s)
   set +e
-  CUDA_VISIBLE_DEVICES=0 "$TA_BIN" demo --profile gpu --model "$TA_MODEL" --out "$TA_OUT/demo" "${steps[@]}" >"$TA_OUT/demo.log" 2>&1
+  CUDA_VISIBLE_DEVICES=$gpu_demo "$TA_BIN" demo --profile gpu --model "$TA_MODEL" --out "$TA_OUT/demo" "${steps[@]}" >"$TA_OUT/demo.log" 2>&1
   echo "$? $(( $(date +%s) - t0 ))" >"$TA_OUT/demo.rc"
 ) &
 # The demo writes grpo.toml when its GRPO stage starts.
@@ -29,7 +31,7 @@ sed 's/^staleness = 1$/staleness = 0/' "$TA_OUT/demo/grpo.toml" >"$TA_OUT/sync.t
 grep -q '^staleness = 0$' "$TA_OUT/sync.toml"
 t0=$(date +%s)
 set +e
-CUDA_VISIBLE_DEVICES=1 "$TA_BIN" train --server "$TA_BIN demo-server" --scenarios "$TA_OUT/demo/scenarios.jsonl" \
+CUDA_VISIBLE_DEVICES=$gpu_sync "$TA_BIN" train --server "$TA_BIN demo-server" --scenarios "$TA_OUT/demo/scenarios.jsonl" \
   --config "$TA_OUT/sync.toml" --out "$TA_OUT/sync" >"$TA_OUT/sync.log" 2>&1
 echo "$? $(( $(date +%s) - t0 ))" >"$TA_OUT/sync.rc"
 set -e
