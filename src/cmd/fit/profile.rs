@@ -200,7 +200,7 @@ pub fn epochs_for(steps: u64, per_step: usize, train: usize) -> u32 {
 /// What each stage costs on a profile's hardware, for the estimate printed before it starts.
 /// Rough by design (the base model's episodes run long, a user's server may be slow); the run
 /// records what each stage really took in `fit.json`, and benches/RESULTS.md ("One command for
-/// your own server") sets these beside it.
+/// your own server", "Asynchronous GRPO and the demo's whole run") sets these beside it.
 #[derive(Debug, Clone, Copy)]
 pub struct Rates {
     /// Starting the engine or the trainer (Python, the model's weights).
@@ -219,8 +219,8 @@ pub struct Rates {
 impl Rates {
     pub fn of(gpu: bool) -> Rates {
         if gpu {
-            // One H100, Qwen2.5-Coder-0.5B, the GPU profile.
-            Rates { start: 30.0, sft_trace: 0.18, episode: 0.3, episode_wall: 15.0, grpo_step: 15.0 }
+            // One H100, Qwen2.5-Coder-0.5B, the GPU profile (asynchronous GRPO, episode budget).
+            Rates { start: 60.0, sft_trace: 0.18, episode: 0.06, episode_wall: 20.0, grpo_step: 10.0 }
         } else {
             // The 2-core VM without AMX, SmolLM2-135M, the CPU profile.
             Rates { start: 30.0, sft_trace: 6.0, episode: 6.0, episode_wall: 60.0, grpo_step: 120.0 }
