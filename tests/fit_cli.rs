@@ -178,8 +178,7 @@ fn fit_on_mcp_server_sqlite_offers_only_read_tools_and_continues_when_run_again(
     for phase in [
         "engine start-up",
         "trainer start-up",
-        "validation of the base model",
-        "validation at step 0",
+        "validation of the base model and at step 0",
         "GRPO rollout",
         "GRPO score",
         "GRPO train",

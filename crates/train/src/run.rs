@@ -135,18 +135,33 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
     let baseline = ctx.out.join(ta_types::trajectory::BASELINE_VALIDATION);
     let wants_baseline = resume == 0 && cfg.init_adapter.is_some() && cfg.rollout.validate_base && !ctx.validation.is_empty();
     // a finished validation holds one trajectory per scenario
-    if wants_baseline && ta_types::trajectory::count_trajectories(&baseline) != ctx.validation.len() {
+    let base_due = wants_baseline && ta_types::trajectory::count_trajectories(&baseline) != ctx.validation.len();
+    let start_due = resume == 0 && !ctx.validation.is_empty() && !validation::done(&metrics_path, 0);
+    if base_due || start_due {
+        // Both at once: the engine serves the base model and the adapter in the same batches, and
+        // the base model's long episodes no longer leave its batch to a few stragglers.
         let t0 = Instant::now();
-        if select_or_stop(validation::validate_into(ctx, &rewarder, ctx.base_name, 0, "of the base model", &baseline, None, &multi), &mut shutdown).await?.is_none() {
-            return interrupted(0);
+        let base = async {
+            if base_due {
+                validation::validate_into(ctx, &rewarder, ctx.base_name, 0, "of the base model", &baseline, None, &multi).await?;
+            }
+            Ok::<_, RunError>(())
+        };
+        let start = async { if start_due { validation::validate(ctx, &rewarder, &current_model, 0, &multi).await.map(Some) } else { Ok(None) } };
+        let both = async {
+            let (base, start) = tokio::join!(base, start);
+            base.and(start)
+        };
+        let Some(start) = select_or_stop(both, &mut shutdown).await? else { return interrupted(0) };
+        if let Some(v) = start {
+            record_validation(&trainer, &metrics_path, 0, v, &rewarder, &mut reported)?;
         }
-        phases.since(&phases::validation(None), t0);
-    }
-    if resume == 0 && !ctx.validation.is_empty() && !validation::done(&metrics_path, 0) {
-        let t0 = Instant::now();
-        let Some(v) = select_or_stop(validation::validate(ctx, &rewarder, &current_model, 0, &multi), &mut shutdown).await? else { return interrupted(0) };
-        record_validation(&trainer, &metrics_path, 0, v, &rewarder, &mut reported)?;
-        phases.since(&phases::validation(Some(0)), t0);
+        let phase = match (base_due, start_due) {
+            (true, true) => phases::BASE_AND_START_VALIDATION.to_string(),
+            (true, false) => phases::validation(None),
+            _ => phases::validation(Some(0)),
+        };
+        phases.since(&phase, t0);
     }
     if let Some(stop) = budget_reached(resume) {
         trainer.stop().await?;

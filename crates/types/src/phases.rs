@@ -23,6 +23,9 @@ pub const TRAIN: &str = "GRPO train";
 pub const TRAIN_AND_NEXT_ROLLOUT: &str = "GRPO train + next rollout";
 pub const RELOAD: &str = "GRPO reload";
 
+/// Validating the base model and the starting adapter together, in the same engine batches.
+pub const BASE_AND_START_VALIDATION: &str = "validation of the base model and at step 0";
+
 /// The phase of validating the base model, or the adapter at `step`.
 pub fn validation(step: Option<u64>) -> String {
     match step {
