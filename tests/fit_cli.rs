@@ -14,7 +14,13 @@ use serde_json::Value;
 use ta_testkit::{MCP_SERVER_SQLITE, SERVER_FILESYSTEM};
 
 fn fit(args: &[&str]) -> Output {
-    Command::new(common::bin()).arg("fit").args(args).env("TRAIN_AGENT_PYTHONPATH", Path::new(env!("CARGO_MANIFEST_DIR")).join("python")).output().unwrap()
+    fit_command(args).output().unwrap()
+}
+
+fn fit_command(args: &[&str]) -> Command {
+    let mut cmd = Command::new(common::bin());
+    cmd.arg("fit").args(args).env("TRAIN_AGENT_PYTHONPATH", Path::new(env!("CARGO_MANIFEST_DIR")).join("python"));
+    cmd
 }
 
 fn text(o: &Output) -> (String, String) {
@@ -132,7 +138,9 @@ fn fit_on_mcp_server_sqlite_offers_only_read_tools_and_continues_when_run_again(
         "--out",
         out.to_str().unwrap(),
     ];
-    let run = fit(&args);
+    // The base model's validations go to this test's own cache.
+    let cache = dir.path().join("validation-cache");
+    let run = fit_command(&args).env(ta_train::base_cache::DIR_ENV, &cache).output().unwrap();
     let (stdout, stderr) = text(&run);
     assert!(run.status.success(), "{stdout}\n{stderr}");
 
@@ -201,4 +209,35 @@ fn fit_on_mcp_server_sqlite_offers_only_read_tools_and_continues_when_run_again(
     assert!(again.status.success(), "{stderr2}");
     assert!(!stderr2.contains("[5/6]") && stderr2.contains("train: done in an earlier run"), "finished stages are not run again:\n{stderr2}");
     assert!(stdout2.contains("SFT+GRPO"));
+
+    // Another GRPO run of the same setting into a new directory reuses the base model's
+    // validation from the cache; one of another setting plays it again.
+    let train = |out: &Path, config: &Path| {
+        let scenarios = dir.path().join("fit/scenarios.jsonl");
+        let args = ["train", "--server", &server, "--scenarios", out_arg(&scenarios), "--config", out_arg(config), "--max-model-len", "4096", "--out", out_arg(out)];
+        let run = Command::new(common::bin())
+            .args(args)
+            .env(ta_train::base_cache::DIR_ENV, &cache)
+            .env("TRAIN_AGENT_PYTHONPATH", Path::new(env!("CARGO_MANIFEST_DIR")).join("python"))
+            .output()
+            .unwrap();
+        let (_, stderr) = text(&run);
+        assert!(run.status.success(), "{stderr}");
+        stderr
+    };
+    let same = dir.path().join("same");
+    let stderr3 = train(&same, &out.join("grpo.toml"));
+    let kept: Vec<_> = std::fs::read_dir(&cache).map(|d| d.flatten().map(|e| e.file_name()).collect()).unwrap_or_default();
+    assert!(stderr3.contains("validation of the base model: the same setting's from an earlier run"), "cache {kept:?}\n{stderr3}");
+    assert_eq!(std::fs::read(same.join("eval/base.jsonl")).unwrap(), std::fs::read(out.join("grpo/eval/base.jsonl")).unwrap());
+    let other_config = dir.path().join("other.toml");
+    let toml = std::fs::read_to_string(out.join("grpo.toml")).unwrap();
+    assert!(toml.contains("max_turns = 5"), "{toml}");
+    std::fs::write(&other_config, toml.replace("max_turns = 5", "max_turns = 4")).unwrap();
+    let stderr4 = train(&dir.path().join("other"), &other_config);
+    assert!(!stderr4.contains("from an earlier run"), "another setting is validated again:\n{stderr4}");
+}
+
+fn out_arg(p: &Path) -> &str {
+    p.to_str().unwrap()
 }

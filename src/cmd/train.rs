@@ -216,6 +216,7 @@ pub async fn run(args: Args) -> Result<Finished> {
         ta_types::phases::PhaseLog::new(out).since(ta_types::phases::ENGINE_START, started);
     }
     let chat = ta_chat::ChatClient::new(&engine.client.base_url(), None, args.http.limits()?);
+    let base_cache = cfg.rollout.reuse_base_validation.then(|| base_cache(&cfg, &args, &setup, &validation));
     let ctx = ta_train::run::Context {
         cfg: &placement.trainer_cfg,
         out,
@@ -227,6 +228,7 @@ pub async fn run(args: Args) -> Result<Finished> {
         python: &python,
         train,
         validation,
+        base_cache,
         trainer_env: placement.trainer_env.clone(),
     };
     let shutdown = async {
@@ -289,4 +291,38 @@ mod tests {
         assert!(!text.contains("pw@") && !text.contains("k1"), "{text}");
         assert_eq!(config_urls(&c).len(), 2);
     }
+}
+
+/// Where the base model's validation of this run's setting is kept: keyed by everything that
+/// decides its episodes and their scores (`ta_train::base_cache`). The model's file is named by
+/// its size and time, so a model replaced in place is validated again.
+fn base_cache(cfg: &TrainConfig, args: &Args, setup: &RunSetup, validation: &[ta_types::Scenario]) -> ta_train::base_cache::BaseCache {
+    let r = &cfg.rollout;
+    let file = |p: &std::path::Path| {
+        std::fs::metadata(p).ok().map(|m| (m.len(), m.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map(|d| d.as_nanos())))
+    };
+    // A file model by its own size and time; a directory by its files' (its own time moves
+    // whenever anything is written beside them).
+    let model = std::path::Path::new(&cfg.base_model);
+    let mut files: Vec<_> = std::fs::read_dir(model)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.path().is_file())
+        .map(|e| (e.file_name().to_string_lossy().into_owned(), file(&e.path())))
+        .collect();
+    files.sort();
+    let key = serde_json::json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "model": [&cfg.base_model, file(model).filter(|_| model.is_file()), files],
+        "server": &setup.server.description,
+        "tools": ta_rollout::ToolHost::specs(&setup.tools),
+        "system_prompt": &setup.system_prompt,
+        "tasks": validation,
+        "episode": [r.max_turns, r.max_tokens, r.max_episode_tokens, r.tool_result_max_chars],
+        "sampling": [r.eval_temperature, r.top_p, cfg.seed],
+        "reward": &cfg.reward,
+        "engine": [&args.engine.device, &args.engine.dtype, &args.engine.max_model_len.map(|n| n.to_string()), &args.engine_url, &args.engine_model, &std::env::var("CUDA_VISIBLE_DEVICES").ok()],
+    });
+    ta_train::base_cache::BaseCache::new(&ta_train::base_cache::BaseCache::dir(&ta_python::env::cache_root()), &key)
 }

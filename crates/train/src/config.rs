@@ -53,6 +53,9 @@ pub struct RolloutSettings {
     /// With `init_adapter`, also validate the base model before training (`eval/base.jsonl`), so
     /// the report compares base, adapter and trained.
     pub validate_base: bool,
+    /// Keep the base model's validation across runs and reuse it when a run asks the same
+    /// model the same tasks in the same way (`ta_train::base_cache`).
+    pub reuse_base_validation: bool,
     /// Share of scenarios held out when the data set has no `split` field.
     pub validation_fraction: f64,
     /// DAPO's dynamic sampling: groups without reward variance teach nothing, so a step draws
@@ -118,6 +121,7 @@ impl Default for RolloutSettings {
             eval_temperature: 0.0,
             eval_rollouts: 4,
             validate_base: true,
+            reuse_base_validation: true,
             validation_fraction: 0.2,
             dynamic_sampling: true,
             max_oversample: 3.0,

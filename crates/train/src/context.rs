@@ -22,6 +22,8 @@ pub struct Context<'a, T: ToolHost> {
     pub python: &'a PythonEnv,
     pub train: Vec<Scenario>,
     pub validation: Vec<Scenario>,
+    /// Where the base model's validation of this setting is kept across runs (`None`: not kept).
+    pub base_cache: Option<crate::base_cache::BaseCache>,
     /// Environment for the trainer process (e.g. `CUDA_VISIBLE_DEVICES`).
     pub trainer_env: Vec<(String, String)>,
 }

@@ -4,6 +4,7 @@
 //! samples they weight are the trainer contract's (`ta_trainer::samples`).
 
 pub mod advantage;
+pub mod base_cache;
 pub mod config;
 mod context;
 pub mod data;

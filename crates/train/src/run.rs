@@ -135,7 +135,11 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
     let baseline = ctx.out.join(ta_types::trajectory::BASELINE_VALIDATION);
     let wants_baseline = resume == 0 && cfg.init_adapter.is_some() && cfg.rollout.validate_base && !ctx.validation.is_empty();
     // a finished validation holds one trajectory per scenario
-    let base_due = wants_baseline && ta_types::trajectory::count_trajectories(&baseline) != ctx.validation.len();
+    let mut base_due = wants_baseline && ta_types::trajectory::count_trajectories(&baseline) != ctx.validation.len();
+    if let Some(cache) = ctx.base_cache.as_ref().filter(|c| base_due && c.restore(&baseline, ctx.validation.len())) {
+        say(&multi, format!("validation of the base model: the same setting's from an earlier run ({}), not played again", cache.path().display()));
+        base_due = false;
+    }
     let start_due = resume == 0 && !ctx.validation.is_empty() && !validation::done(&metrics_path, 0);
     if base_due || start_due {
         // Both at once: the engine serves the base model and the adapter in the same batches, and
@@ -144,6 +148,9 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
         let base = async {
             if base_due {
                 validation::validate_into(ctx, &rewarder, ctx.base_name, 0, "of the base model", &baseline, None, &multi).await?;
+                if let Some(cache) = &ctx.base_cache {
+                    cache.store(&baseline);
+                }
             }
             Ok::<_, RunError>(())
         };

@@ -1,0 +1,84 @@
+//! The base model's validation, kept across runs. A run that starts from an adapter validates the
+//! base model beside it (`eval/base.jsonl`), and that validation is the same for every run that
+//! asks the same model the same tasks in the same way: another GRPO config, more steps, a new
+//! adapter. So it is stored under a key of everything that decides it (the command builds the
+//! key: model and its file, server, tools, prompt, tasks, episode and reward settings, engine) and
+//! a later run with the same key copies it instead of playing it again.
+
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+/// `TRAIN_AGENT_VALIDATION_CACHE` overrides where the validations are kept (default: the
+/// `base-validation` folder of the train-agent cache).
+pub const DIR_ENV: &str = "TRAIN_AGENT_VALIDATION_CACHE";
+
+/// Where the base model's validation of one setting lives.
+#[derive(Debug, Clone)]
+pub struct BaseCache {
+    path: PathBuf,
+}
+
+impl BaseCache {
+    /// The entry of `key` (any JSON that names everything the validation depends on) under `dir`.
+    pub fn new(dir: &Path, key: &serde_json::Value) -> BaseCache {
+        let digest = Sha256::digest(serde_json::to_vec(key).expect("a JSON value serialises"));
+        let name: String = digest.iter().take(16).map(|b| format!("{b:02x}")).collect();
+        BaseCache { path: dir.join(format!("{name}.jsonl")) }
+    }
+
+    /// `DIR_ENV`, else `cache_root`/base-validation.
+    pub fn dir(cache_root: &Path) -> PathBuf {
+        std::env::var_os(DIR_ENV).map(PathBuf::from).unwrap_or_else(|| cache_root.join("base-validation"))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Copies a complete stored validation (one trajectory per task, `tasks` of them) to `into`;
+    /// false when there is none.
+    pub fn restore(&self, into: &Path, tasks: usize) -> bool {
+        ta_types::trajectory::count_trajectories(&self.path) == tasks
+            && into.parent().map_or(Ok(()), std::fs::create_dir_all).is_ok()
+            && std::fs::copy(&self.path, into).is_ok()
+    }
+
+    /// Keeps `from`, a finished validation. A failure is logged, never fatal: the cache only saves
+    /// time.
+    pub fn store(&self, from: &Path) {
+        let stored = self.path.parent().map_or(Ok(()), std::fs::create_dir_all).and_then(|()| {
+            // A temporary name first, so a reader never sees half a file.
+            let tmp = self.path.with_extension("jsonl.tmp");
+            std::fs::copy(from, &tmp)?;
+            std::fs::rename(&tmp, &self.path)
+        });
+        if let Err(e) = stored {
+            tracing::warn!("cannot keep the base model's validation in {}: {e}", self.path.display());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_entry_is_named_by_its_key_and_restored_only_when_complete() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = serde_json::json!({"model": "m", "tasks": ["a", "b"]});
+        let cache = BaseCache::new(dir.path(), &key);
+        assert_eq!(cache.path(), BaseCache::new(dir.path(), &key).path(), "the same key, the same entry");
+        assert_ne!(cache.path(), BaseCache::new(dir.path(), &serde_json::json!({"model": "m", "tasks": ["a"]})).path());
+
+        let into = dir.path().join("run/eval/base.jsonl");
+        assert!(!cache.restore(&into, 2), "nothing stored yet");
+        let from = dir.path().join("played.jsonl");
+        let line = |id: &str| serde_json::to_string(&ta_types::Trajectory::start(id, ta_types::trajectory::GroupRef::default(), "base", vec![])).unwrap();
+        std::fs::write(&from, format!("{}\n{}\n", line("a"), line("b"))).unwrap();
+        cache.store(&from);
+        assert!(!cache.restore(&into, 3), "a validation of other tasks is not reused");
+        assert!(cache.restore(&into, 2));
+        assert_eq!(std::fs::read(&into).unwrap(), std::fs::read(&from).unwrap());
+    }
+}
