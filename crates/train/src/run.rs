@@ -142,8 +142,8 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
     }
     let start_due = resume == 0 && !ctx.validation.is_empty() && !validation::done(&metrics_path, 0);
     if base_due || start_due {
-        // Both at once: the engine serves the base model and the adapter in the same batches, and
-        // the base model's long episodes no longer leave its batch to a few stragglers.
+        // Both at once: the engine serves the base model and the adapter in the same batches, so
+        // the base model's long episodes do not run alone at the end of their own batch.
         let t0 = Instant::now();
         let base = async {
             if base_due {

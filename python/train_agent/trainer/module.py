@@ -85,29 +85,12 @@ class PolicyModule(pl.LightningModule):
         logp, entropy = trained_logprobs(self.model, mb, temperature)
         if not grpo:
             loss, stats = sft_loss(logp, weights)
-        elif policy_lag > 0:
-            loss, stats = off_policy_grpo_loss(
-                logp,
-                mb["old_logprobs"][mask],
-                mb["advantages"][mask],
-                weights,
-                lc.epsilon_low,
-                lc.epsilon_high,
-                lc.importance_cap,
-                ref,
-                lc.beta,
-            )
         else:
-            loss, stats = grpo_loss(
-                logp,
-                mb["old_logprobs"][mask],
-                mb["advantages"][mask],
-                weights,
-                lc.epsilon_low,
-                lc.epsilon_high,
-                ref,
-                lc.beta,
-            )
+            drawn = (mb["old_logprobs"][mask], mb["advantages"][mask], weights, lc.epsilon_low, lc.epsilon_high)
+            if policy_lag > 0:
+                loss, stats = off_policy_grpo_loss(logp, *drawn, lc.importance_cap, ref, lc.beta)
+            else:
+                loss, stats = grpo_loss(logp, *drawn, ref, lc.beta)
         stats.update(loss=loss.detach(), entropy_sum=entropy.sum(), trained_tokens=mask.sum())
         return loss, stats
 
