@@ -278,19 +278,32 @@ fn training_charts(run: &RunDir) -> Vec<Chart> {
             vec![series(&steps, "first round (no dynamic sampling)", &["flat_share_before"]), series(&steps, "step slots left flat", &["flat_share_after"])],
         ),
     ];
-    // Step time, stacked: the phases, and what is left of the step (validation, bookkeeping).
+    // Step time, stacked: the phases, and what is left of the step (validation, bookkeeping). A
+    // step played ahead (asynchronous GRPO: `policy_lag` > 0) was rolled out and scored during
+    // the step before, so its rollout and reward times are not part of its own wall time; what
+    // its step waited for beyond the update (the next step's rollout) is in `other`.
     let phases = [("rollout", "rollout_s"), ("reward", "reward_s"), ("train", "train_s"), ("reload", "reload_s")];
-    let mut stacked: Vec<Series> = phases.iter().filter_map(|(label, key)| series(&steps, label, &["time", key])).collect();
+    let ahead = |r: &Value| r["policy_lag"].as_u64().is_some_and(|lag| lag > 0);
+    let in_step = |r: &Value, key: &str| if ahead(r) && matches!(key, "rollout_s" | "reward_s") { None } else { at(r, &["time", key]) };
+    let mut stacked: Vec<Series> = phases
+        .iter()
+        .filter_map(|(label, key)| {
+            let points: Vec<[f64; 2]> = steps.iter().filter_map(|r| Some([r["step"].as_f64()?, in_step(r, key)?])).collect();
+            (!points.is_empty()).then(|| Series { label: (*label).into(), points })
+        })
+        .collect();
     let other: Vec<[f64; 2]> = steps
         .iter()
         .filter_map(|r| {
             let total = at(r, &["time", "step_s"])?;
-            let parts: f64 = phases.iter().filter_map(|(_, k)| at(r, &["time", k])).sum();
+            let parts: f64 = phases.iter().filter_map(|(_, k)| in_step(r, k)).sum();
             Some([r["step"].as_f64()?, (total - parts).max(0.0)])
         })
         .collect();
     if other.iter().any(|p| p[1] > 0.5) {
-        stacked.push(Series { label: "other (validation, checkpoint)".into(), points: other });
+        let label =
+            if steps.iter().any(|r| ahead(r)) { "other (validation, checkpoint, the next step's rollout beyond the update)" } else { "other (validation, checkpoint)" };
+        stacked.push(Series { label: label.into(), points: other });
     }
     let empty_note = stacked.is_empty().then(|| "not recorded in this run".to_string());
     charts.push(Chart { id: "step_time".into(), title: "Step time".into(), y_label: "seconds".into(), stacked: true, y_range: None, series: stacked, empty_note });

@@ -195,3 +195,38 @@ fn unknown_directory_gets_a_hint() {
     let err = collect(tmp.path()).unwrap_err().to_string();
     assert!(err.contains("holds no run") && err.contains("hint:"), "{err}");
 }
+
+/// Asynchronous GRPO: a step played ahead was rolled out during the step before, so the step-time
+/// chart leaves its rollout and reward out of its own bar, and what it waited for beyond the
+/// update shows as `other`.
+#[test]
+fn a_step_played_ahead_shows_only_its_own_wall_time() {
+    let (_tmp, dir) = copy("run");
+    let metrics = dir.join("metrics.jsonl");
+    let rows: Vec<String> = std::fs::read_to_string(&metrics)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let mut v: Value = serde_json::from_str(l).unwrap();
+            if v.get("reward").is_some() && v["step"].as_u64() > Some(1) {
+                v["policy_lag"] = json!(1);
+            }
+            v.to_string()
+        })
+        .collect();
+    std::fs::write(&metrics, rows.join("\n") + "\n").unwrap();
+    let data = collect(&dir).unwrap();
+    let step_time = data.charts.iter().find(|c| c.id == "step_time").unwrap();
+    let steps_of = |label: &str| step_time.series.iter().find(|s| s.label == label).map(|s| s.points.iter().map(|p| p[0] as u64).collect::<Vec<_>>());
+    assert_eq!(steps_of("rollout"), Some(vec![1]), "only step 1 was rolled out in its own window");
+    assert_eq!(steps_of("train").map(|s| s.len()), Some(3));
+    let other = step_time.series.last().unwrap();
+    assert!(other.label.contains("the next step's rollout"), "{}", other.label);
+    // Every bar adds up to its step's wall time (the fixture's steps spent more than their parts).
+    for row in rows.iter().map(|l| serde_json::from_str::<Value>(l).unwrap()).filter(|r| r.get("reward").is_some()) {
+        let step = row["step"].as_u64().unwrap();
+        let bar: f64 = step_time.series.iter().flat_map(|s| s.points.iter().filter(|p| p[0] as u64 == step).map(|p| p[1])).sum();
+        let wall = row["time"]["step_s"].as_f64().unwrap();
+        assert!((bar - wall).abs() < 1e-6, "step {step}: bar {bar} vs step_s {wall}");
+    }
+}
