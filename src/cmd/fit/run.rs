@@ -270,6 +270,8 @@ pub async fn execute(job: Job) -> Result<()> {
                 grpo.rollout.max_turns.to_string(),
                 "--max-tokens".into(),
                 grpo.rollout.max_tokens.to_string(),
+                "--max-episode-tokens".into(),
+                grpo.rollout.max_episode_tokens.to_string(),
                 "--out".into(),
                 path(&check_dir),
             ]);
