@@ -277,22 +277,6 @@ pub async fn run(args: Args) -> Result<Finished> {
     Ok(finished)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn config_toml_keeps_urls_without_credentials() {
-        let mut c = TrainConfig::default();
-        c.reward.judge.base_url = Some("http://u:pw@127.0.0.1:9/v1".into());
-        c.reward.custom.push(ta_reward::CustomReward { name: "x".into(), command: None, url: Some("http://h/score?api_key=k1".into()), weight: 1.0, timeout_s: 1.0 });
-        let text = redacted(&c).to_toml();
-        assert!(text.contains("http://***@127.0.0.1:9/v1") && text.contains("api_key=***"), "{text}");
-        assert!(!text.contains("pw@") && !text.contains("k1"), "{text}");
-        assert_eq!(config_urls(&c).len(), 2);
-    }
-}
-
 /// Where the base model's validation of this run's setting is kept: keyed by everything that
 /// decides its episodes and their scores (`ta_train::base_cache`). The model's file is named by
 /// its size and time, so a model replaced in place is validated again.
@@ -325,4 +309,20 @@ fn base_cache(cfg: &TrainConfig, args: &Args, setup: &RunSetup, validation: &[ta
         "engine": [&args.engine.device, &args.engine.dtype, &args.engine.max_model_len.map(|n| n.to_string()), &args.engine_url, &args.engine_model, &std::env::var("CUDA_VISIBLE_DEVICES").ok()],
     });
     ta_train::base_cache::BaseCache::new(&ta_train::base_cache::BaseCache::dir(&ta_python::env::cache_root()), &key)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_toml_keeps_urls_without_credentials() {
+        let mut c = TrainConfig::default();
+        c.reward.judge.base_url = Some("http://u:pw@127.0.0.1:9/v1".into());
+        c.reward.custom.push(ta_reward::CustomReward { name: "x".into(), command: None, url: Some("http://h/score?api_key=k1".into()), weight: 1.0, timeout_s: 1.0 });
+        let text = redacted(&c).to_toml();
+        assert!(text.contains("http://***@127.0.0.1:9/v1") && text.contains("api_key=***"), "{text}");
+        assert!(!text.contains("pw@") && !text.contains("k1"), "{text}");
+        assert_eq!(config_urls(&c).len(), 2);
+    }
 }
