@@ -284,14 +284,11 @@ fn training_charts(run: &RunDir) -> Vec<Chart> {
     // its step waited for beyond the update (the next step's rollout) is in `other`.
     let phases = [("rollout", "rollout_s"), ("reward", "reward_s"), ("train", "train_s"), ("reload", "reload_s")];
     let ahead = |r: &Value| r["policy_lag"].as_u64().is_some_and(|lag| lag > 0);
-    let in_step = |r: &Value, key: &str| if ahead(r) && matches!(key, "rollout_s" | "reward_s") { None } else { at(r, &["time", key]) };
-    let mut stacked: Vec<Series> = phases
-        .iter()
-        .filter_map(|(label, key)| {
-            let points: Vec<[f64; 2]> = steps.iter().filter_map(|r| Some([r["step"].as_f64()?, in_step(r, key)?])).collect();
-            (!points.is_empty()).then(|| Series { label: (*label).into(), points })
-        })
-        .collect();
+    let played_before = |key: &str| matches!(key, "rollout_s" | "reward_s");
+    let in_step = |r: &Value, key: &str| if ahead(r) && played_before(key) { None } else { at(r, &["time", key]) };
+    let own_rollouts: Vec<&Value> = steps.iter().copied().filter(|r| !ahead(r)).collect();
+    let mut stacked: Vec<Series> =
+        phases.iter().filter_map(|(label, key)| series(if played_before(key) { &own_rollouts } else { &steps }, label, &["time", key])).collect();
     let other: Vec<[f64; 2]> = steps
         .iter()
         .filter_map(|r| {

@@ -47,12 +47,12 @@ impl BaseCache {
     /// Keeps `from`, a finished validation. A failure is logged, never fatal: the cache only saves
     /// time.
     pub fn store(&self, from: &Path) {
-        let stored = self.path.parent().map_or(Ok(()), std::fs::create_dir_all).and_then(|()| {
-            // A temporary name first, so a reader never sees half a file.
-            let tmp = self.path.with_extension("jsonl.tmp");
-            std::fs::copy(from, &tmp)?;
-            std::fs::rename(&tmp, &self.path)
-        });
+        // Atomically, so a reader never sees half a file.
+        let stored = self
+            .path
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| ta_types::atomic::write_atomic(&self.path, |w| std::io::copy(&mut std::fs::File::open(from)?, w).map(|_| ())));
         if let Err(e) = stored {
             tracing::warn!("cannot keep the base model's validation in {}: {e}", self.path.display());
         }

@@ -25,12 +25,8 @@ pub struct StepFile {
     /// How many updates the policy that drew the oldest of the samples is behind the trainer's:
     /// 0 on-policy (today's clipped loss against the sampler's logprobs), more with asynchronous
     /// GRPO (the off-policy loss with truncated importance weights).
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(skip_serializing_if = "ta_types::is_zero")]
     pub policy_lag: u64,
-}
-
-fn is_zero(x: &u64) -> bool {
-    *x == 0
 }
 
 /// Held-out samples whose token-mean loss the trainer reports (SFT's eval loss).

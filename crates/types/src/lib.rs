@@ -21,5 +21,11 @@ pub mod trace;
 pub mod trajectory;
 
 pub use chat::{FunctionCall, Message, Role, ToolCall, ToolSpec};
+
+/// For `#[serde(skip_serializing_if = "ta_types::is_zero")]`: a count left out of a file while it
+/// is 0, so files written before it existed and files without it read the same.
+pub fn is_zero(x: &u64) -> bool {
+    *x == 0
+}
 pub use scenario::{Difficulty, Expected, ExpectedState, ReferenceStep, Scenario, Split};
 pub use trajectory::{Outcome, Trajectory, Turn};

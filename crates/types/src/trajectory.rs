@@ -59,12 +59,8 @@ pub struct Timings {
     pub tools_ms: u64,
     /// Getting the episode's own world ready and capturing its state afterwards (waiting for a
     /// pool server, copying state, resets, `--capture-state`); 0 without isolation.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "crate::is_zero")]
     pub isolation_ms: u64,
-}
-
-fn is_zero(x: &u64) -> bool {
-    *x == 0
 }
 
 /// Reward components before weighting; absent parts were not configured or not available.
