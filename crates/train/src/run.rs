@@ -177,10 +177,10 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
 
     // With staleness 1, the engine plays step n+1 while the trainer trains step n: `ahead` holds
     // what it played. A step's draw sees the pass rates of the steps up to `staleness` + 1 back
-    // (the curriculum catches up from their files), so an interrupted and resumed run draws as
-    // an uninterrupted one would.
+    // (the curriculum catches up from the steps it has not seen), so an interrupted and resumed
+    // run draws as an uninterrupted one would.
     let staleness = u64::from(cfg.rollout.staleness);
-    let mut recorded = 0;
+    let mut seen_by_curriculum = Recorded::default();
     let mut ahead: Option<(Played, CurriculumCounts)> = None;
     for step in resume + 1..=total {
         let step_start = Instant::now();
@@ -190,7 +190,7 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
         let (played, seen) = match ahead.take() {
             Some(played) => played,
             None => {
-                record_through(&mut curriculum, ctx.out, &mut recorded, step.saturating_sub(1 + staleness))?;
+                seen_by_curriculum.catch_up(&mut curriculum, ctx.out, step.saturating_sub(1 + staleness))?;
                 let seen = curriculum.counts();
                 let Some(played) = play_step(ctx, &rewarder, &curriculum, &current_model, step, &multi, &mut shutdown).await? else {
                     return interrupted(step - 1);
@@ -207,7 +207,7 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
         // staleness 1, the next step's rollouts by the current adapter at the same time.
         let play_ahead = staleness > 0 && step < total;
         if play_ahead {
-            record_through(&mut curriculum, ctx.out, &mut recorded, step - 1)?;
+            seen_by_curriculum.catch_up(&mut curriculum, ctx.out, step - 1)?;
         }
         let seen_ahead = curriculum.counts();
         let t0 = Instant::now();
@@ -266,6 +266,7 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
         write_state(ctx.out, step, &serde_json::json!({"step": step, "model": current_model})).map_err(io(&ckpt))?;
         steps_bar.inc(1);
         say(&multi, row.line());
+        seen_by_curriculum.last = Some((step, played.trajectories));
         // The step played ahead, or `None` when Ctrl-C stopped it: its finished episodes are
         // in its file.
         match next {
@@ -566,15 +567,30 @@ fn policy_lag(trajectories: &[Trajectory], step: u64) -> u64 {
     trajectories.iter().map(|t| (step - 1).saturating_sub(sampled_by(&t.model))).max().unwrap_or(0)
 }
 
-/// Lets the curriculum see the scored trajectories of every step up to `upto` it has not seen
-/// (`recorded` is the last it has), read from their files.
-fn record_through(curriculum: &mut Curriculum, out: &Path, recorded: &mut u64, upto: u64) -> Result<(), RunError> {
-    while *recorded < upto {
-        *recorded += 1;
-        let path = step_trajectories(out, *recorded);
-        curriculum.record(&ta_types::trajectory::read_trajectories(&path).map_err(io(&path))?);
+/// The steps the curriculum has seen: all up to `through`. The last finished step's scored
+/// trajectories are held here, so a running loop hands them over from memory; a resumed run
+/// reads the earlier steps back from their files.
+#[derive(Default)]
+struct Recorded {
+    through: u64,
+    last: Option<(u64, Vec<Trajectory>)>,
+}
+
+impl Recorded {
+    /// Lets the curriculum see every step up to `upto` it has not seen yet.
+    fn catch_up(&mut self, curriculum: &mut Curriculum, out: &Path, upto: u64) -> Result<(), RunError> {
+        while self.through < upto {
+            self.through += 1;
+            match self.last.take_if(|(step, _)| *step == self.through) {
+                Some((_, trajectories)) => curriculum.record(&trajectories),
+                None => {
+                    let path = step_trajectories(out, self.through);
+                    curriculum.record(&ta_types::trajectory::read_trajectories(&path).map_err(io(&path))?);
+                }
+            }
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 fn rewrite_trajectories(path: &Path, trajectories: &[Trajectory]) -> Result<(), RunError> {
