@@ -163,8 +163,13 @@ fn fit_on_mcp_server_sqlite_offers_only_read_tools_and_continues_when_run_again(
     assert!(stderr.contains("(about "), "an estimate before each stage:\n{stderr}");
     let stages: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(out.join("fit.json")).unwrap()).unwrap();
     let names: Vec<&str> = stages.iter().map(|s| s["stage"].as_str().unwrap()).collect();
-    assert_eq!(names, ["scenarios synth", "collect", "curate", "sft", "train", "eval"]);
-    assert!(stages.iter().all(|s| s["seconds"].as_f64().is_some_and(|t| t >= 0.0) && s["command"].as_str().unwrap().starts_with("train-agent ")));
+    // One engine for train and eval, started once (after SFT on a CPU): its start-up is its own
+    // record, and neither stage starts another.
+    assert_eq!(names, ["scenarios synth", "collect", "curate", "sft", "engine", "train", "eval"]);
+    assert!(stages.iter().all(|s| s["seconds"].as_f64().is_some_and(|t| t >= 0.0)));
+    assert!(stages.iter().filter(|s| s["stage"] != "engine").all(|s| s["command"].as_str().unwrap().starts_with("train-agent ")));
+    assert!(stderr.contains("engine for train and eval: ready after") && stderr.contains("(before train)"), "{stderr}");
+    assert!(out.join("logs/engine.log").exists() && !out.join("grpo/logs/engine.log").exists() && !out.join("check/logs/engine.log").exists());
 
     // The tasks name the read tools they need; every stage that plays episodes offers only those,
     // with no isolation (the synthesizer found read_query only reads), the check set included.
@@ -184,7 +189,6 @@ fn fit_on_mcp_server_sqlite_offers_only_read_tools_and_continues_when_run_again(
     // Where the time went: GRPO's phases (phases.jsonl), in the report and fit's last table.
     let phases: Vec<String> = jsonl(&out.join("grpo/phases.jsonl")).iter().map(|p| p["phase"].as_str().unwrap().to_string()).collect();
     for phase in [
-        "engine start-up",
         "trainer start-up",
         "validation of the base model and at step 0",
         "GRPO rollout",
@@ -195,6 +199,7 @@ fn fit_on_mcp_server_sqlite_offers_only_read_tools_and_continues_when_run_again(
     ] {
         assert!(phases.iter().any(|p| p == phase), "{phase} missing from {phases:?}");
     }
+    assert!(!phases.iter().any(|p| p == "engine start-up"), "train started no engine of its own: {phases:?}");
     assert!(stdout.contains("wall time by stage") && stdout.contains("    GRPO rollout"), "{stdout}");
     let html = std::fs::read_to_string(out.join("grpo/report.html")).unwrap();
     assert!(html.contains("Where the run's time went") && html.contains("Wall time by phase"), "the report shows the phases");
@@ -208,6 +213,7 @@ fn fit_on_mcp_server_sqlite_offers_only_read_tools_and_continues_when_run_again(
     let (stdout2, stderr2) = text(&again);
     assert!(again.status.success(), "{stderr2}");
     assert!(!stderr2.contains("[5/6]") && stderr2.contains("train: done in an earlier run"), "finished stages are not run again:\n{stderr2}");
+    assert!(!stderr2.contains("engine for train and eval"), "no engine starts when no stage needs it:\n{stderr2}");
     assert!(stdout2.contains("SFT+GRPO"));
 
     // Another GRPO run of the same setting into a new directory reuses the base model's

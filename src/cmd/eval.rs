@@ -10,7 +10,7 @@ use std::time::Instant;
 use anyhow::Result;
 use ta_eval::evaluate::{EvalOptions, Evaluated, Target, evaluate};
 use ta_metrics::{Metrics, metrics_table};
-use ta_python::PythonEnv;
+use ta_python::{PythonEnv, ServedEngine};
 use ta_types::scenario::assign_splits;
 
 use crate::args::{BASE_NAME, EngineArgs, EpisodeArgs, EpisodeDefaults, HttpArgs, IsolationArgs, ResumeArgs, ScenarioArgs, ServerArgs};
@@ -83,7 +83,8 @@ pub struct Args {
     isolation: IsolationArgs,
 }
 
-pub async fn run(args: Args) -> Result<()> {
+/// Evaluates; `shared` is an engine the caller started (`fit`'s, which `train` used before).
+pub async fn run(args: Args, shared: Option<&ServedEngine>) -> Result<()> {
     let started = Instant::now();
     let target = Target::resolve(&args.model, args.base_model.as_deref(), args.compare_base, args.baseline.as_deref())?;
     let defaults = EpisodeDefaults { temperature: Some(default_temperature(args.rollouts)), ..EPISODE };
@@ -109,8 +110,11 @@ pub async fn run(args: Args) -> Result<()> {
     let _lock = ta_eval::rundir::RunLock::acquire(&args.out)?;
 
     let setup = RunSetup::start(&args.out, &args.server, &args.isolation.settings(), &scenarios, args.episode.system_prompt.as_deref()).await?;
-    let engine =
-        setup.engine(args.engine_url.as_deref(), &args.engine_model, |log| Ok((PythonEnv::ensure()?, args.engine.options(&target.base_model, BASE_NAME, log))))?;
+    let (engine_url, engine_model) = match shared {
+        Some(s) => (Some(s.client.base_url()), s.base_name.as_str()),
+        None => (args.engine_url.clone(), args.engine_model.as_str()),
+    };
+    let engine = setup.engine(engine_url.as_deref(), engine_model, |log| Ok((PythonEnv::ensure()?, args.engine.options(&target.base_model, BASE_NAME, log))))?;
     let opts = EvalOptions {
         scenarios: &scenarios,
         rollouts: args.rollouts,

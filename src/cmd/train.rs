@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
-use ta_python::PythonEnv;
+use ta_python::{EngineOptions, PythonEnv, ServedEngine};
 use ta_train::TrainConfig;
 use ta_train::placement::Placement;
 use ta_train::run::Finished;
@@ -180,7 +180,10 @@ fn redacted(c: &TrainConfig) -> TrainConfig {
 }
 
 /// Runs training; returns how it ended (`Interrupted` and `BudgetReached` are not errors).
-pub async fn run(args: Args) -> Result<Finished> {
+/// `shared` is an engine the caller started with [`engine_options`] (`fit`'s, for `train` and
+/// `eval`): the run uses it as its own, so its base validation is cached as one that started
+/// its own engine would be.
+pub async fn run(args: Args, shared: Option<&ServedEngine>) -> Result<Finished> {
     let _lock = ta_eval::rundir::RunLock::acquire(&args.out)?;
     let cfg = resolve_config(&args)?;
     check_rewards(&cfg.reward)?;
@@ -207,7 +210,11 @@ pub async fn run(args: Args) -> Result<Finished> {
     std::fs::write(out.join("run.json"), serde_json::to_vec_pretty(&run_info)?)?;
 
     let placement = Placement::of(&cfg);
-    let engine = setup.engine(args.engine_url.as_deref(), &args.engine_model, |log| {
+    let (engine_url, engine_model) = match shared {
+        Some(s) => (Some(s.client.base_url()), s.base_name.as_str()),
+        None => (args.engine_url.clone(), args.engine_model.as_str()),
+    };
+    let engine = setup.engine(engine_url.as_deref(), engine_model, |log| {
         Ok((python.clone(), placement.engine_options(&cfg, args.engine.options(&cfg.base_model, BASE_NAME, log))?))
     })?;
     let started = std::time::Instant::now();
@@ -275,6 +282,17 @@ pub async fn run(args: Args) -> Result<Finished> {
         }
     }
     Ok(finished)
+}
+
+/// The options `run` starts its own engine with, for a caller that starts it beforehand: `fit`
+/// starts it beside SFT, before the SFT adapter (`--init-adapter`, of rank `adapter_rank`)
+/// exists.
+pub fn engine_options(args: &Args, adapter_rank: u32, log: PathBuf) -> Result<EngineOptions> {
+    let mut cfg = resolve_config(args)?;
+    cfg.init_adapter = None;
+    let mut options = Placement::of(&cfg).engine_options(&cfg, args.engine.options(&cfg.base_model, BASE_NAME, log))?;
+    options.max_lora_rank = options.max_lora_rank.max(Some(adapter_rank));
+    Ok(options)
 }
 
 /// Where the base model's validation of this run's setting is kept: keyed by everything that

@@ -292,6 +292,11 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
         phases.since(&phases::validation(Some(total)), t0);
     }
     trainer.stop().await?;
+    // The engine as it was found: one shared with the next command (`fit`'s `eval`) keeps its
+    // LoRA slots for that command's adapters.
+    if current_model != ctx.base_name {
+        ctx.engine.unload_adapter(&current_model).await.ok();
+    }
     let last = checkpoint_dir(ctx.out, total).join("adapter");
     if total > 0 && last.exists() {
         let final_dir = ctx.out.join("final");

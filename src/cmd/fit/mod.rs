@@ -4,6 +4,7 @@
 //! and runs the stages `demo` runs on the bundled server: reference traces, SFT, GRPO from the
 //! SFT adapter with validation of base, SFT and the result, and the user's own check set.
 
+mod engine;
 mod plan;
 pub mod profile;
 pub mod run;

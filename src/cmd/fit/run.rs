@@ -6,18 +6,21 @@
 //! or a crash continues where it stopped. What each stage took goes to `fit.json`.
 
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use clap::Parser;
 use serde::{Deserialize, Serialize};
 use ta_eval::rundir::RunDir;
 use ta_metrics::{Comparison, Metrics, metrics_table};
+use ta_python::PythonEnv;
 use ta_trainer::checkpoint::last_complete_step;
 
 use super::plan::{Synthesizer, TaskSource};
 use super::profile::{Profile, Rates, about, epochs_for};
+use super::engine;
 use crate::cmd::{collect, curate, eval, scenarios, sft, train};
+use crate::setup::RunSetup;
 
 /// Seed of the task synthesis: the same tasks on every run of the same server.
 const SYNTH_SEED: u64 = 1;
@@ -83,11 +86,21 @@ impl Stages {
         let guess = estimate.map(|s| format!(" ({})", about(s))).unwrap_or_default();
         let command = format!("train-agent {name} {}", shell_words(argv));
         eprintln!("\n[{}/{}] {what}{guess}\n      {command}", self.next, self.of);
-        let parsed =
-            Stage::<T>::try_parse_from(std::iter::once(name.to_string()).chain(argv.iter().cloned())).with_context(|| format!("built bad flags for `{name}` (a bug)"))?;
+        let parsed = parse(name, argv)?;
         self.records.retain(|r| r.stage != name);
         self.records.push(StageRecord { stage: name.into(), command, estimate_s: estimate, seconds: None });
-        Ok((parsed.args, Instant::now()))
+        Ok((parsed, Instant::now()))
+    }
+
+    /// The shared engine's start-up, which ran beside other stages (or before the first that
+    /// needed it), recorded once it is ready.
+    fn engine(&mut self, took: Duration, beside: bool) -> Result<()> {
+        let secs = took.as_secs_f64();
+        let when = if beside { "beside collect and SFT" } else { "before train" };
+        eprintln!("engine for train and eval: ready after {secs:.0} s ({when})");
+        self.records.retain(|r| r.stage != ENGINE_STAGE);
+        self.records.push(StageRecord { stage: ENGINE_STAGE.into(), command: format!("the embedded engine, started {when}"), estimate_s: None, seconds: Some(secs) });
+        self.write()
     }
 
     /// A stage complete from an earlier run.
@@ -102,10 +115,23 @@ impl Stages {
         if let Some(r) = self.records.last_mut() {
             r.seconds = Some(secs);
         }
+        self.write()
+    }
+
+    fn write(&self) -> Result<()> {
         let text = serde_json::to_string_pretty(&self.records)?;
         std::fs::write(&self.path, text).with_context(|| format!("cannot write {}", self.path.display()))
     }
 }
+
+/// A stage's subcommand parsed from the flags it is shown with.
+fn parse<T: clap::Args>(name: &str, argv: &[String]) -> Result<T> {
+    let parsed = Stage::<T>::try_parse_from(std::iter::once(name.to_string()).chain(argv.iter().cloned())).with_context(|| format!("built bad flags for `{name}` (a bug)"))?;
+    Ok(parsed.args)
+}
+
+/// `fit.json`'s record of the shared engine's start-up (see [`super::engine`]).
+const ENGINE_STAGE: &str = "engine";
 
 /// One stage's subcommand parsed from the flags it is shown with.
 #[derive(Parser)]
@@ -162,32 +188,56 @@ pub async fn execute(job: Job) -> Result<()> {
     std::fs::write(&sft_scenarios, sft_part)?;
     eprintln!("tasks: {n_train} train ({n_sft} of them for SFT's reference traces), {n_val} validation");
 
-    // Reference traces of the SFT part of the train split: the validation split stays unseen.
     let (traces, dataset, sft_dir, grpo_dir, check_dir) = (out.join("traces"), out.join("dataset"), out.join("sft"), out.join("grpo"), out.join("check"));
-    if traces.join(ta_types::trace::TRACES_FILE).exists() {
-        stages.skip("collect");
-    } else {
-        let argv = with_server(&["--scenarios".into(), path(&sft_scenarios), "--reference".into(), "--split".into(), "train".into(), "--out".into(), path(&traces)]);
-        let (args, t) = stages.start("collect", "reference solutions of part of the train split, checked by ground truth", &argv, Some(5.0 + 0.05 * n_sft as f64))?;
-        collect::run(args).await?;
-        stages.done(t)?;
-    }
-    if dataset.join("train.jsonl").exists() {
-        stages.skip("curate");
-    } else {
-        let argv = [path(&traces), "--dedupe".into(), "--no-parquet".into(), "--out".into(), path(&dataset)];
-        let (args, t) = stages.start("curate", "keep the successful, distinct traces", &argv, Some(5.0))?;
-        curate::run(args).await?;
-        stages.done(t)?;
-    }
-
-    // SFT warm start: base models of this size make no tool call, so GRPO alone has nothing to
-    // learn from (every group scores 0).
     let sft_final = sft_dir.join("final");
-    let sft_done = || sft_final.join("adapter_config.json").exists();
-    if sft_done() {
-        stages.skip("sft");
+
+    // GRPO from the SFT adapter on the whole train split; its validation covers the base, the
+    // SFT adapter and the result. Its flags come first: the engine it plays on starts with them.
+    let train_due = !finished(&grpo_dir);
+    grpo.init_adapter = Some(path(&std::path::absolute(&sft_final)?));
+    let grpo_config = out.join("grpo.toml");
+    std::fs::write(&grpo_config, grpo.to_toml())?;
+    let mut train_argv = with_server(&["--scenarios".into(), path(&scenarios), "--config".into(), path(&grpo_config), "--out".into(), path(&grpo_dir)]);
+    if grpo_dir.join("config.toml").exists() {
+        train_argv.push("--resume".into());
+    }
+    if !gpu {
+        // Short contexts keep the CPU's prompt processing (the bulk of its time) small.
+        train_argv.extend(["--max-model-len".into(), "4096".into()]);
+    }
+    let check_due = check_set.is_some() && !check_dir.join("eval.json").exists();
+    let engine_options = if train_due || check_due {
+        let args: train::Args = parse("train", &train_argv)?;
+        Some((PythonEnv::ensure()?, train::engine_options(&args, sft.lora.r, RunSetup::logs(&out)?.join("engine.log"))?))
     } else {
+        None
+    };
+
+    // Reference traces of the SFT part of the train split (the validation split stays unseen),
+    // and the SFT warm start on them: base models of this size make no tool call, so GRPO alone
+    // has nothing to learn from (every group scores 0).
+    let prepare = async {
+        if traces.join(ta_types::trace::TRACES_FILE).exists() {
+            stages.skip("collect");
+        } else {
+            let argv = with_server(&["--scenarios".into(), path(&sft_scenarios), "--reference".into(), "--split".into(), "train".into(), "--out".into(), path(&traces)]);
+            let (args, t) = stages.start("collect", "reference solutions of part of the train split, checked by ground truth", &argv, Some(5.0 + 0.05 * n_sft as f64))?;
+            collect::run(args).await?;
+            stages.done(t)?;
+        }
+        if dataset.join("train.jsonl").exists() {
+            stages.skip("curate");
+        } else {
+            let argv = [path(&traces), "--dedupe".into(), "--no-parquet".into(), "--out".into(), path(&dataset)];
+            let (args, t) = stages.start("curate", "keep the successful, distinct traces", &argv, Some(5.0))?;
+            curate::run(args).await?;
+            stages.done(t)?;
+        }
+        let sft_done = || sft_final.join("adapter_config.json").exists();
+        if sft_done() {
+            stages.skip("sft");
+            return Ok(true);
+        }
         sft.dataset = path(&dataset);
         let config = out.join("sft.toml");
         std::fs::write(&config, sft.to_toml())?;
@@ -199,43 +249,48 @@ pub async fn execute(job: Job) -> Result<()> {
         let (args, t) = stages.start("sft", "supervised fine-tuning on the traces (LoRA)", &argv, Some(estimate))?;
         sft::run(args).await?;
         if !sft_done() {
-            return interrupted(command);
+            return Ok(false);
         }
         stages.done(t)?;
+        Ok(true)
+    };
+    // A GPU has room for the engine beside SFT; two CPU cores do not.
+    let (prepared, started) = match engine_options.clone().filter(|_| gpu) {
+        Some((python, options)) => engine::beside(prepare, engine::start(python, options)).await?,
+        None => (prepare.await?, None),
+    };
+    if !prepared {
+        return interrupted(command);
     }
+    let engine = match (started, engine_options) {
+        (Some((engine, took)), _) => {
+            stages.engine(took, true)?;
+            Some(engine)
+        }
+        (None, Some((python, options))) => {
+            let (engine, took) = engine::start(python, options).await?;
+            stages.engine(took, false)?;
+            Some(engine)
+        }
+        (None, None) => None,
+    };
 
-    // GRPO from the SFT adapter on the whole train split; its validation covers the base, the
-    // SFT adapter and the result.
-    if finished(&grpo_dir) {
-        stages.skip("train");
-    } else {
-        grpo.init_adapter = Some(path(&std::path::absolute(&sft_final)?));
-        let config = out.join("grpo.toml");
-        std::fs::write(&config, grpo.to_toml())?;
-        let mut argv = with_server(&["--scenarios".into(), path(&scenarios), "--config".into(), path(&config), "--out".into(), path(&grpo_dir)]);
-        if grpo_dir.join("config.toml").exists() {
-            argv.push("--resume".into());
-        }
-        if !gpu {
-            // Short contexts keep the CPU's prompt processing (the bulk of its time) small.
-            argv.extend(["--max-model-len".into(), "4096".into()]);
-        }
-        // Greedy validation of base, SFT and the result; sampled of the last two.
+    if train_due {
         let validation = rates.evaluation(3.0, n_val, 1.0) + rates.evaluation(2.0, n_val, grpo.rollout.eval_rollouts as f64);
-        let estimate = rates.start + validation + rates.grpo_step * grpo.rollout.max_steps as f64;
-        let (args, t) = stages.start("train", "GRPO from the SFT adapter, validating base, SFT and the result", &argv, Some(estimate))?;
-        let finished_as = train::run(args).await?;
+        let estimate = validation + rates.grpo_step * grpo.rollout.max_steps as f64;
+        let (args, t) = stages.start("train", "GRPO from the SFT adapter, validating base, SFT and the result", &train_argv, Some(estimate))?;
+        let finished_as = train::run(args, engine.as_ref()).await?;
         if !matches!(finished_as, ta_train::run::Finished::Done { .. }) {
             return interrupted(command);
         }
         stages.done(t)?;
+    } else {
+        stages.skip("train");
     }
 
     // The check set, which training never saw.
     if let Some(check) = &check_set {
-        if check_dir.join("eval.json").exists() {
-            stages.skip("eval");
-        } else {
+        if check_due {
             let file = match &check.scenarios {
                 CheckScenarios::File(p) => p.clone(),
                 CheckScenarios::Text(text) => {
@@ -275,12 +330,17 @@ pub async fn execute(job: Job) -> Result<()> {
                 "--out".into(),
                 path(&check_dir),
             ]);
-            let estimate = rates.start + rates.evaluation(3.0, check.questions, 1.0);
+            let estimate = rates.evaluation(3.0, check.questions, 1.0);
             let what = format!("{} as a check set: base, SFT, SFT+GRPO", check.label);
             let (args, t) = stages.start("eval", &what, &argv, Some(estimate))?;
-            eval::run(args).await?;
+            eval::run(args, engine.as_ref()).await?;
             stages.done(t)?;
+        } else {
+            stages.skip("eval");
         }
+    }
+    if let Some(engine) = engine {
+        engine.shutdown().await;
     }
     print_tables(&grpo_dir, check_set.as_ref().map(|c| (check_dir.as_path(), c.label.as_str())))?;
     print_times(&stages.records, &grpo_dir);
