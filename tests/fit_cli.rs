@@ -188,15 +188,7 @@ fn fit_on_mcp_server_sqlite_offers_only_read_tools_and_continues_when_run_again(
 
     // Where the time went: GRPO's phases (phases.jsonl), in the report and fit's last table.
     let phases: Vec<String> = jsonl(&out.join("grpo/phases.jsonl")).iter().map(|p| p["phase"].as_str().unwrap().to_string()).collect();
-    for phase in [
-        "trainer start-up",
-        "validation of the base model and at step 0",
-        "GRPO rollout",
-        "GRPO score",
-        "GRPO train",
-        "GRPO reload",
-        "validation at step 1",
-    ] {
+    for phase in ["trainer start-up", "validation of the base model and at step 0", "GRPO rollout", "GRPO score", "GRPO train", "GRPO reload", "validation at step 1"] {
         assert!(phases.iter().any(|p| p == phase), "{phase} missing from {phases:?}");
     }
     assert!(!phases.iter().any(|p| p == "engine start-up"), "train started no engine of its own: {phases:?}");

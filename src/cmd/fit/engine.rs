@@ -21,7 +21,10 @@ pub async fn start(python: PythonEnv, options: EngineOptions) -> Result<(ServedE
 /// up. An engine that failed beside `work` is reported and `None`; the caller starts it again
 /// when it is needed, so a start that failed for want of memory during SFT does not cost the
 /// SFT. `work` failing (or returning early) drops an engine still starting, which stops it.
-pub async fn beside<T>(work: impl Future<Output = Result<T>>, engine: impl Future<Output = Result<(ServedEngine, Duration)>>) -> Result<(T, Option<(ServedEngine, Duration)>)> {
+pub async fn beside<T>(
+    work: impl Future<Output = Result<T>>,
+    engine: impl Future<Output = Result<(ServedEngine, Duration)>>,
+) -> Result<(T, Option<(ServedEngine, Duration)>)> {
     let (mut work, mut engine) = (std::pin::pin!(work), std::pin::pin!(engine));
     let mut ready: Option<Option<(ServedEngine, Duration)>> = None;
     let done = loop {

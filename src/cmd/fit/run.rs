@@ -16,9 +16,9 @@ use ta_metrics::{Comparison, Metrics, metrics_table};
 use ta_python::PythonEnv;
 use ta_trainer::checkpoint::last_complete_step;
 
+use super::engine;
 use super::plan::{Synthesizer, TaskSource};
 use super::profile::{Profile, Rates, about, epochs_for};
-use super::engine;
 use crate::cmd::{collect, curate, eval, scenarios, sft, train};
 use crate::setup::RunSetup;
 
@@ -126,7 +126,8 @@ impl Stages {
 
 /// A stage's subcommand parsed from the flags it is shown with.
 fn parse<T: clap::Args>(name: &str, argv: &[String]) -> Result<T> {
-    let parsed = Stage::<T>::try_parse_from(std::iter::once(name.to_string()).chain(argv.iter().cloned())).with_context(|| format!("built bad flags for `{name}` (a bug)"))?;
+    let parsed =
+        Stage::<T>::try_parse_from(std::iter::once(name.to_string()).chain(argv.iter().cloned())).with_context(|| format!("built bad flags for `{name}` (a bug)"))?;
     Ok(parsed.args)
 }
 
