@@ -56,7 +56,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="fraction of GPU memory this engine may use (weights + KV cache)",
     )
     p.add_argument("--kv-cache-memory", type=_bytes, help="KV cache size in bytes (e.g. 4G); overrides the fraction")
-    p.add_argument("--max-num-seqs", type=int, default=64, help="sequences decoded together at most")
+    p.add_argument(
+        "--max-num-seqs",
+        type=int,
+        default=256,
+        help="sequences decoded together at most (vLLM's default; fewer when the KV budget holds fewer)",
+    )
     p.add_argument("--enable-lora", action="store_true")
     p.add_argument("--max-loras", type=int, default=1, help="adapters loaded at once")
     p.add_argument("--max-lora-rank", type=int, default=16)

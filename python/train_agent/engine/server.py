@@ -49,7 +49,7 @@ class Engine:
         served_model_name: str,
         root: str = "",
         max_model_len: int | None = None,
-        max_num_seqs: int = 64,
+        max_num_seqs: int = 256,
         enable_lora: bool = False,
         max_loras: int = 1,
         max_lora_rank: int = 16,

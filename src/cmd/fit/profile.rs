@@ -23,6 +23,9 @@ pub struct Profile {
     pub sft_share: f64,
     pub sft: SftConfig,
     pub grpo: TrainConfig,
+    /// The context the engine serves: slots are whole contexts, so a shorter one holds more
+    /// episodes at once in the same KV memory.
+    pub max_model_len: u32,
 }
 
 /// The tasks a profile keeps of those the synthesizer wrote.
@@ -125,7 +128,7 @@ pub fn profile(gpu: bool, model: &str, o: &Overrides) -> Profile {
     let mut grpo = TrainConfig { base_model: model.into(), ..TrainConfig::default() };
     grpo.rollout.eval_every = 0;
     let mut validation_limit = o.validation_limit;
-    let (keep, default_share);
+    let (keep, default_share, max_model_len);
     if gpu {
         keep = TaskFilter::ALL;
         // About 120 traces: enough to learn the tool-calling workflow, few enough to leave most
@@ -142,6 +145,14 @@ pub fn profile(gpu: bool, model: &str, o: &Overrides) -> Profile {
         grpo.rollout.scenarios_per_step = 8;
         grpo.rollout.rollouts_per_scenario = 8;
         grpo.optim.lr = 2e-5;
+        // A step's 64 episodes in one wave, and validation four times as wide as the default
+        // 32: the engine's decode step costs about the same at 128 rows as at 32
+        // (benches/RESULTS.md, "Validation that costs what it must").
+        grpo.rollout.concurrency = 128;
+        // The longest episode the budget allows (8 turns, 2,048 written tokens, tool results cut
+        // at 4,000 characters, the system prompt) stays under 16k tokens; the model's own 32k
+        // would give each episode twice the KV memory it can use.
+        max_model_len = 16384;
         // Uniform task order (the default curriculum): from the same SFT adapter it gained more
         // than the adaptive curriculum, whose easy-first epoch makes most first-round groups flat
         // (benches/RESULTS.md, "GRPO ablation"). Dynamic sampling, on by default, replaces the
@@ -179,6 +190,8 @@ pub fn profile(gpu: bool, model: &str, o: &Overrides) -> Profile {
         grpo.rollout.max_tokens = 96;
         grpo.rollout.tool_result_max_chars = 1500;
         grpo.rollout.concurrency = 16;
+        // Short contexts keep the CPU's prompt processing (the bulk of its time) small.
+        max_model_len = 4096;
         // Replacing flat groups would multiply the CPU's slowest phase by up to
         // `max_oversample`, and two steps are no learning claim to protect.
         grpo.rollout.dynamic_sampling = false;
@@ -187,7 +200,7 @@ pub fn profile(gpu: bool, model: &str, o: &Overrides) -> Profile {
         grpo.rollout.staleness = 0;
         grpo.optim.lr = 5e-5;
     }
-    Profile { gpu, model: model.into(), keep, train_limit: o.train_limit, validation_limit, sft_share: o.sft_share.unwrap_or(default_share), sft, grpo }
+    Profile { gpu, model: model.into(), keep, train_limit: o.train_limit, validation_limit, sft_share: o.sft_share.unwrap_or(default_share), sft, grpo, max_model_len }
 }
 
 /// Epochs of `train` scenarios that `steps` steps of `per_step` scenarios need, so `--steps`
@@ -290,6 +303,9 @@ mod tests {
         assert!(gpu.sft_share < 0.5, "SFT on a part of the train split: {}", gpu.sft_share);
         assert!(gpu.grpo.rollout.eval_rollouts >= 2, "sampled validation gives pass@1 with an interval");
         assert!(gpu.grpo.rollout.dynamic_sampling, "from an SFT start most first-round groups are flat");
+        let r = &gpu.grpo.rollout;
+        assert!(r.concurrency >= r.scenarios_per_step * r.rollouts_per_scenario as usize, "a step's episodes in one wave");
+        assert!(gpu.max_model_len >= 8 * r.max_episode_tokens && gpu.max_model_len > cpu.max_model_len, "{}", gpu.max_model_len);
         assert_eq!(profile(true, "qwen0.5b", &Overrides { sft_share: Some(0.5), ..Default::default() }).sft_share, 0.5, "--sft-share wins");
         assert_eq!(profile(true, "/models/x.gguf", &none).grpo.base_model, "/models/x.gguf");
         for p in [cpu, gpu] {

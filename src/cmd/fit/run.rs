@@ -163,7 +163,7 @@ pub fn commands(job: &Job) -> Vec<&'static str> {
 pub async fn execute(job: Job) -> Result<()> {
     let of = commands(&job).len();
     let Job { command, out, server, chooses_tools, source, synth_n, profile, check_set } = job;
-    let Profile { gpu, keep, train_limit, validation_limit, sft_share, mut sft, mut grpo, .. } = profile;
+    let Profile { gpu, keep, train_limit, validation_limit, sft_share, mut sft, mut grpo, max_model_len, .. } = profile;
     anyhow::ensure!(
         sft_share > 0.0 && sft_share <= 1.0,
         "--sft-share {sft_share} is outside (0, 1]\nhint: e.g. 0.25 gives SFT the traces of a quarter of the train split"
@@ -202,10 +202,7 @@ pub async fn execute(job: Job) -> Result<()> {
     if grpo_dir.join("config.toml").exists() {
         train_argv.push("--resume".into());
     }
-    if !gpu {
-        // Short contexts keep the CPU's prompt processing (the bulk of its time) small.
-        train_argv.extend(["--max-model-len".into(), "4096".into()]);
-    }
+    train_argv.extend(["--max-model-len".into(), max_model_len.to_string()]);
     let check_due = check_set.is_some() && !check_dir.join("eval.json").exists();
     let engine_options = if train_due || check_due {
         let args: train::Args = parse("train", &train_argv)?;
@@ -328,6 +325,8 @@ pub async fn execute(job: Job) -> Result<()> {
                 grpo.rollout.max_tokens.to_string(),
                 "--max-episode-tokens".into(),
                 grpo.rollout.max_episode_tokens.to_string(),
+                "--concurrency".into(),
+                grpo.rollout.concurrency.to_string(),
                 "--out".into(),
                 path(&check_dir),
             ]);
