@@ -61,8 +61,14 @@ def main() -> None:
     ap.add_argument("--lora", action="store_true", help="with a rank-32 adapter in bank slot 0")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--max-len", type=int, default=16384)
+    ap.add_argument("--extend-tokens", type=int, help="the decoder's EXTEND_TOKENS for this run")
+    ap.add_argument("--no-profile", action="store_true")
     ap.add_argument("--out")
     args = ap.parse_args()
+    if args.extend_tokens:
+        import train_agent.engine.decoder as decoder
+
+        decoder.EXTEND_TOKENS = args.extend_tokens
     model = build("qwen2.5-0.5b")
     dec = Decoder(model, num_slots=16, max_len=args.max_len, enable_lora=True, max_loras=2, max_lora_rank=32)
     lora = -1
@@ -77,14 +83,15 @@ def main() -> None:
                    "tok_s": round(b * t / ms * 1000)}
             print(json.dumps(row), flush=True)
             rows.append(row)
-        worst = max(rows, key=lambda r: r["ms"] / r["padded_tokens"])
-        b, t, cached = worst["requests"], worst["suffix"], worst["cached"]
-        from torch.profiler import ProfilerActivity, profile
+        if not args.no_profile:
+            worst = max(rows, key=lambda r: r["ms"] / r["padded_tokens"])
+            b, t, cached = worst["requests"], worst["suffix"], worst["cached"]
+            from torch.profiler import ProfilerActivity, profile
 
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-            time_prefill(dec, b, t, cached, lora, 2)
-        print(f"\nprofile of {worst}:")
-        print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=18, max_name_column_width=60))
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                time_prefill(dec, b, t, cached, lora, 2)
+            print(f"\nprofile of {worst}:")
+            print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=18, max_name_column_width=60))
     print(f"\n{torch.cuda.get_device_name()}, torch {torch.__version__}")
     print("| requests | suffix | cached | ms | tokens/s |")
     print("|---:|---:|---:|---:|---:|")

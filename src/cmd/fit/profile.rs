@@ -145,9 +145,9 @@ pub fn profile(gpu: bool, model: &str, o: &Overrides) -> Profile {
         grpo.rollout.scenarios_per_step = 8;
         grpo.rollout.rollouts_per_scenario = 8;
         grpo.optim.lr = 2e-5;
-        // A step's 64 episodes in one wave, and validation four times as wide as the default
-        // 32: the engine's decode step costs about the same at 128 rows as at 32
-        // (benches/RESULTS.md, "Validation that costs what it must").
+        // A step's 64 episodes in one wave, and validation and the check set four times as wide
+        // as the default 32 (the check set's eval had 8): one model's validation played in 35 s
+        // where it took 60 s at 32 (benches/RESULTS.md, "One engine for the whole run").
         grpo.rollout.concurrency = 128;
         // The longest episode the budget allows (8 turns, 2,048 written tokens, tool results cut
         // at 4,000 characters, the system prompt) stays under 16k tokens; the model's own 32k

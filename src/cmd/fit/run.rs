@@ -330,7 +330,8 @@ pub async fn execute(job: Job) -> Result<()> {
                 "--out".into(),
                 path(&check_dir),
             ]);
-            let estimate = rates.evaluation(3.0, check.questions, 1.0);
+            // The three models play at once, on the engine train used.
+            let estimate = rates.evaluation(1.0, 3 * check.questions, 1.0);
             let what = format!("{} as a check set: base, SFT, SFT+GRPO", check.label);
             let (args, t) = stages.start("eval", &what, &argv, Some(estimate))?;
             eval::run(args, engine.as_ref()).await?;
