@@ -168,7 +168,7 @@ fn fit_on_mcp_server_sqlite_offers_only_read_tools_and_continues_when_run_again(
     assert_eq!(names, ["scenarios synth", "collect", "curate", "sft", "engine", "train", "eval"]);
     assert!(stages.iter().all(|s| s["seconds"].as_f64().is_some_and(|t| t >= 0.0)));
     assert!(stages.iter().filter(|s| s["stage"] != "engine").all(|s| s["command"].as_str().unwrap().starts_with("train-agent ")));
-    assert!(stderr.contains("engine for train and eval: ready after") && stderr.contains("(before train)"), "{stderr}");
+    assert!(stderr.contains("engine for train and eval: ready after") && stderr.contains("(after SFT)"), "{stderr}");
     assert!(out.join("logs/engine.log").exists() && !out.join("grpo/logs/engine.log").exists() && !out.join("check/logs/engine.log").exists());
 
     // The tasks name the read tools they need; every stage that plays episodes offers only those,

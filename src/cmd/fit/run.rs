@@ -92,11 +92,11 @@ impl Stages {
         Ok((parsed, Instant::now()))
     }
 
-    /// The shared engine's start-up, which ran beside other stages (or before the first that
-    /// needed it), recorded once it is ready.
+    /// The shared engine's start-up (beside collect and SFT, or after SFT), recorded once it is
+    /// ready.
     fn engine(&mut self, took: Duration, beside: bool) -> Result<()> {
         let secs = took.as_secs_f64();
-        let when = if beside { "beside collect and SFT" } else { "before train" };
+        let when = if beside { "beside collect and SFT" } else { "after SFT" };
         eprintln!("engine for train and eval: ready after {secs:.0} s ({when})");
         self.records.retain(|r| r.stage != ENGINE_STAGE);
         self.records.push(StageRecord { stage: ENGINE_STAGE.into(), command: format!("the embedded engine, started {when}"), estimate_s: None, seconds: Some(secs) });
