@@ -143,7 +143,7 @@ fn dynamic_sampling_replaces_flat_groups_within_the_cap_and_counts_them() {
     for (i, r) in steps.iter().enumerate() {
         let (drawn, flat, kept) = (u(r, "groups"), u(r, "groups_zero_variance"), u(r, "groups_kept"));
         assert!((2..=4).contains(&drawn), "the cap is 2 x 2 groups: {r}");
-        assert_eq!(kept, drawn - flat, "{r}");
+        assert_eq!(kept, (drawn - flat).min(2), "groups with signal beyond the step's two are surplus: {r}");
         assert!(kept <= 2, "never more groups with signal than the step needs: {r}");
         assert!(kept == 2 || drawn == 4, "a step stops short only at the cap: {r}");
         let (before, after) = (r["flat_share_before"].as_f64().unwrap(), r["flat_share_after"].as_f64().unwrap());

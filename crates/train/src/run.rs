@@ -200,7 +200,7 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
                 (played, seen)
             }
         };
-        let (mut batch, groups, flat) = build_batch(&played.trajectories, step, cfg)?;
+        let (mut batch, groups, flat) = build_batch(&played.trajectories, step, played.needed, cfg)?;
         let rollout = rollout_metrics(ctx, step, &played, &batch, (groups, flat), seen);
 
         // 3. One trainer step (skipped when every group was flat: nothing to learn) and, with
@@ -488,7 +488,7 @@ async fn play_step<T: ToolHost>(
     let mut drawn: HashSet<String> = HashSet::new();
     let mut all: Vec<Trajectory> = Vec::new();
     let mut p = Played { trajectories: Vec::new(), needed, kept: 0, first_round: 0, first_round_flat: 0, rounds: 0, rollout_s: 0.0, reward_s: 0.0 };
-    let mut drawn_groups = 0;
+    let (mut drawn_groups, mut informative) = (0, 0);
     while !scenarios.is_empty() {
         drawn.extend(scenarios.iter().map(|s| s.id.clone()));
         let t0 = Instant::now();
@@ -512,12 +512,26 @@ async fn play_step<T: ToolHost>(
         }
         p.rounds += 1;
         drawn_groups += scenarios.len();
-        p.kept += scenarios.len() - flat;
-        let want = needed.saturating_sub(p.kept).min(cap.saturating_sub(drawn_groups));
-        scenarios = if want == 0 { Vec::new() } else { curriculum.replacements(step, p.rounds, &drawn, want) };
+        informative += scenarios.len() - flat;
+        // A step trains the first `needed` groups with signal (`build_batch`); more are surplus.
+        p.kept = informative.min(needed);
+        let draw = replacement_draw(needed - p.kept, informative, drawn_groups).min(cap.saturating_sub(drawn_groups));
+        scenarios = if draw == 0 { Vec::new() } else { curriculum.replacements(step, p.rounds, &drawn, draw) };
     }
     p.trajectories = all;
     Ok(Some(p))
+}
+
+/// How many replacement groups to draw for the `missing` groups with signal a step still needs,
+/// when `informative` of the `drawn` groups so far had signal: `missing` divided by that share
+/// (with one of each added, so a first round without signal does not divide by zero), so the
+/// round is expected to bring them all. Drawing only `missing` took 4-7 rounds a step at a 50%
+/// flat share, each as long as its longest episode (benches/RESULTS.md, "Replacement draws").
+fn replacement_draw(missing: usize, informative: usize, drawn: usize) -> usize {
+    if missing == 0 {
+        return 0;
+    }
+    (missing as f64 * (drawn + 2) as f64 / (informative + 1) as f64).ceil() as usize
 }
 
 /// The groups of `trajectories`: consecutive runs of one scenario (as `rollouts` orders them).
@@ -545,14 +559,18 @@ fn group_stats(group: &[&Trajectory], cfg: &TrainConfig) -> GroupStats {
 }
 
 /// Advantages per group and the step's samples; returns (batch, groups, flat groups).
-fn build_batch(trajectories: &[Trajectory], step: u64, cfg: &TrainConfig) -> Result<(StepFile, usize, usize), RunError> {
+fn build_batch(trajectories: &[Trajectory], step: u64, needed: usize, cfg: &TrainConfig) -> Result<(StepFile, usize, usize), RunError> {
     let groups = groups_of(trajectories);
     let mut samples = Vec::new();
-    let mut flat = 0;
+    let (mut flat, mut trained) = (0, 0);
     for (gid, group) in groups.iter().enumerate() {
         match group_stats(group, cfg) {
             GroupStats::ZeroVariance => flat += 1,
+            // Surplus groups with signal (a replacement round brought more than the step needs)
+            // are kept in the step's file, not trained: every step trains at most `needed`.
+            GroupStats::Trained(_) if trained == needed => {}
             GroupStats::Trained(adv) => {
+                trained += 1;
                 for (t, a) in group.iter().zip(adv) {
                     samples.extend(samples_from_trajectory(t, a, gid as u64)?);
                 }
@@ -645,6 +663,36 @@ mod tests {
             GroupStats::Trained(a) => a,
             GroupStats::ZeroVariance => panic!("flat group"),
         }
+    }
+
+    #[test]
+    fn a_replacement_round_draws_the_missing_groups_over_the_share_with_signal() {
+        assert_eq!(replacement_draw(0, 3, 8), 0, "nothing missing, nothing drawn");
+        assert_eq!(replacement_draw(4, 4, 8), 8, "half had signal: twice the missing");
+        assert_eq!(replacement_draw(1, 7, 8), 2);
+        assert_eq!(replacement_draw(8, 0, 8), 80, "none had signal: as many as the cap allows");
+        assert!(replacement_draw(3, 8, 8) >= 3, "never fewer than the missing ones");
+    }
+
+    #[test]
+    fn a_step_trains_the_first_groups_with_signal_it_needs_and_keeps_the_surplus_untrained() {
+        let cfg = TrainConfig::default();
+        let turn = ta_types::trajectory::Turn { prompt_token_ids: vec![1, 2], completion_token_ids: vec![3], logprobs: vec![-0.1], completion_tokens: 1, ..Default::default() };
+        // Groups a, b (flat), c, d in draw order; a, c and d have signal.
+        let mut trajectories = Vec::new();
+        for (id, last) in [("a", ("8", 2, 0)), ("b", ("7", 2, 0)), ("c", ("8", 2, 0)), ("d", ("8", 2, 0))] {
+            for mut t in scored_group(&cfg, last) {
+                t.scenario_id = id.into();
+                t.turns = vec![turn.clone()];
+                trajectories.push(t);
+            }
+        }
+        let (file, groups, flat) = build_batch(&trajectories, 1, 2, &cfg).unwrap();
+        assert_eq!((groups, flat), (4, 1));
+        let trained: std::collections::BTreeSet<u64> = file.samples.iter().map(|s| s.group_id).collect();
+        assert_eq!(trained, [0, 2].into(), "a and c, not the surplus d");
+        let (all, _, _) = build_batch(&trajectories, 1, 8, &cfg).unwrap();
+        assert_eq!(all.samples.len(), 24, "three groups of eight when the step needs them all");
     }
 
     #[test]
