@@ -525,7 +525,7 @@ async fn play_step<T: ToolHost>(
 /// How many replacement groups to draw for the `missing` groups with signal a step still needs,
 /// when `informative` of the `drawn` groups so far had signal: `missing` divided by that share
 /// (with one of each added, so a first round without signal does not divide by zero), so the
-/// round is expected to bring them all. Drawing only `missing` took 4-7 rounds a step at a 50%
+/// round is expected to bring them all. Drawing only `missing` took 2-10 rounds a step at a 50%
 /// flat share, each as long as its longest episode (benches/RESULTS.md, "Replacement draws").
 fn replacement_draw(missing: usize, informative: usize, drawn: usize) -> usize {
     if missing == 0 {
@@ -677,7 +677,8 @@ mod tests {
     #[test]
     fn a_step_trains_the_first_groups_with_signal_it_needs_and_keeps_the_surplus_untrained() {
         let cfg = TrainConfig::default();
-        let turn = ta_types::trajectory::Turn { prompt_token_ids: vec![1, 2], completion_token_ids: vec![3], logprobs: vec![-0.1], completion_tokens: 1, ..Default::default() };
+        let turn =
+            ta_types::trajectory::Turn { prompt_token_ids: vec![1, 2], completion_token_ids: vec![3], logprobs: vec![-0.1], completion_tokens: 1, ..Default::default() };
         // Groups a, b (flat), c, d in draw order; a, c and d have signal.
         let mut trajectories = Vec::new();
         for (id, last) in [("a", ("8", 2, 0)), ("b", ("7", 2, 0)), ("c", ("8", 2, 0)), ("d", ("8", 2, 0))] {
