@@ -17,7 +17,7 @@ from aiohttp import web
 
 from train_agent.engine import server
 from train_agent.engine.sampling import LOGPROBS_MODES
-from train_agent.engine.server import WILDCARD_HOSTS, Engine
+from train_agent.engine.server import MAX_NUM_SEQS, WILDCARD_HOSTS, Engine
 from train_agent.models import ModelSource, default_device, load_model, load_tokenizer, parse_dtype
 
 log = logging.getLogger("train_agent.engine")
@@ -59,7 +59,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--max-num-seqs",
         type=int,
-        default=256,
+        default=MAX_NUM_SEQS,
         help="sequences decoded together at most (vLLM's default; fewer when the KV budget holds fewer)",
     )
     p.add_argument("--enable-lora", action="store_true")

@@ -36,6 +36,8 @@ from train_agent.engine.startup import build_decoder
 
 log = logging.getLogger("train_agent.engine")
 MAX_TOP_LOGPROBS = 20
+# sequences decoded together at most, as vLLM's default; fewer when the KV budget holds fewer
+MAX_NUM_SEQS = 256
 
 
 class Engine:
@@ -49,7 +51,7 @@ class Engine:
         served_model_name: str,
         root: str = "",
         max_model_len: int | None = None,
-        max_num_seqs: int = 256,
+        max_num_seqs: int = MAX_NUM_SEQS,
         enable_lora: bool = False,
         max_loras: int = 1,
         max_lora_rank: int = 16,
