@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use ta_python::{EngineOptions, EngineSource, PythonEnv};
+use ta_python::{EngineOptions, EngineSource, PythonEnv, ServedEngine};
 use ta_reward::{RewardConfig, Rewarder};
 use ta_rollout::isolation::IsolationSettings;
 use ta_types::Scenario;
@@ -56,9 +56,19 @@ impl RunSetup {
         ModelEndpoint::connect(args, self.engine_log()).await
     }
 
-    /// The engine of `eval` and `train` (see [`crate::model::engine_source`]): `start` gets the
-    /// embedded engine's log path.
-    pub fn engine(&self, engine_url: Option<&str>, engine_model: &str, start: impl FnOnce(PathBuf) -> Result<(PythonEnv, EngineOptions)>) -> Result<EngineSource> {
+    /// The engine of `eval` and `train`: `shared`, one the caller started (`fit`'s), else the one
+    /// their flags name (see [`crate::model::engine_source`]); `start` gets the embedded engine's
+    /// log path.
+    pub fn engine(
+        &self,
+        shared: Option<&ServedEngine>,
+        engine_url: Option<&str>,
+        engine_model: &str,
+        start: impl FnOnce(PathBuf) -> Result<(PythonEnv, EngineOptions)>,
+    ) -> Result<EngineSource> {
+        if let Some(s) = shared {
+            return Ok(EngineSource::Running { url: s.client.base_url(), base_name: s.base_name.clone() });
+        }
         crate::model::engine_source(engine_url, engine_model, || start(self.engine_log()))
     }
 

@@ -110,11 +110,8 @@ pub async fn run(args: Args, shared: Option<&ServedEngine>) -> Result<()> {
     let _lock = ta_eval::rundir::RunLock::acquire(&args.out)?;
 
     let setup = RunSetup::start(&args.out, &args.server, &args.isolation.settings(), &scenarios, args.episode.system_prompt.as_deref()).await?;
-    let (engine_url, engine_model) = match shared {
-        Some(s) => (Some(s.client.base_url()), s.base_name.as_str()),
-        None => (args.engine_url.clone(), args.engine_model.as_str()),
-    };
-    let engine = setup.engine(engine_url.as_deref(), engine_model, |log| Ok((PythonEnv::ensure()?, args.engine.options(&target.base_model, BASE_NAME, log))))?;
+    let engine = setup
+        .engine(shared, args.engine_url.as_deref(), &args.engine_model, |log| Ok((PythonEnv::ensure()?, args.engine.options(&target.base_model, BASE_NAME, log))))?;
     let opts = EvalOptions {
         scenarios: &scenarios,
         rollouts: args.rollouts,

@@ -210,12 +210,9 @@ pub async fn run(args: Args, shared: Option<&ServedEngine>) -> Result<Finished> 
     std::fs::write(out.join("run.json"), serde_json::to_vec_pretty(&run_info)?)?;
 
     let placement = Placement::of(&cfg);
-    let (engine_url, engine_model) = match shared {
-        Some(s) => (Some(s.client.base_url()), s.base_name.as_str()),
-        None => (args.engine_url.clone(), args.engine_model.as_str()),
-    };
-    let engine = setup
-        .engine(engine_url.as_deref(), engine_model, |log| Ok((python.clone(), placement.engine_options(&cfg, args.engine.options(&cfg.base_model, BASE_NAME, log))?)))?;
+    let engine = setup.engine(shared, args.engine_url.as_deref(), &args.engine_model, |log| {
+        Ok((python.clone(), placement.engine_options(&cfg, args.engine.options(&cfg.base_model, BASE_NAME, log))?))
+    })?;
     let started = std::time::Instant::now();
     let engine = engine.open().await.context("the embedded engine did not start")?;
     if engine.process.is_some() {
