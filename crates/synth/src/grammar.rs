@@ -26,7 +26,7 @@ use rand_chacha::ChaCha8Rng;
 use serde_json::Value;
 
 use crate::candidate::{Candidate, MAX_LIST, Probe, Shape};
-use crate::names::{is_place, plural_of, shown, with_article};
+use crate::names::{is_place, participle, plural_of, shown, with_article};
 use crate::schema::{Schema, ident, literal, value_literal};
 use crate::scope::{Attr, BASE, Filter, Role, Scope, Where, compatible, filters, longest};
 
@@ -35,6 +35,8 @@ const SINGLE_FILTERS: usize = 10;
 const FILTER_PAIRS: usize = 6;
 /// Natural phrasings kept per question.
 const PHRASINGS: usize = 3;
+/// Named rows asked about per pair of tables a linking table joins.
+const LINKED_ENTITIES: usize = 8;
 /// One question in this many also gets a technical phrasing.
 const TECHNICAL_EVERY: u32 = 8;
 
@@ -284,8 +286,11 @@ impl Gen {
                             }
                         }
                     }
-                    // Set operations and percentages on a category's values, per grouping.
+                    // The values a category takes, and set operations and percentages on them.
                     if let Role::Category(values) = &a.role {
+                        if a.path.is_empty() {
+                            self.values(s, a, &fs, ai);
+                        }
                         self.set_ops(s, ai, a, values);
                         for v in values.iter().take(if a.path.is_empty() { 4 } else { 0 }) {
                             let (vs, vl) = (shown(v), value_literal(v));
@@ -608,6 +613,115 @@ impl Gen {
                 Role::Text(_) => {}
             }
         }
+        if s.label.is_none() {
+            self.linked(s);
+        }
+    }
+
+    /// The values a category takes ("What are the possible statuses of a project?"), over all
+    /// rows and under a filter or two.
+    fn values(&mut self, s: &Scope, a: &Attr, fs: &[Filter], ai: usize) {
+        let (n, p) = (&s.plural, &a.phrase);
+        let ps = plural_of(p);
+        for wh in self.wheres(fs, &[], &[ai]).into_iter().take(3) {
+            let post = |k| wh.post(k);
+            let natural = if wh.parts.is_empty() {
+                vec![
+                    format!("What are the possible values of {p} for the {n}?"),
+                    format!("Which {ps} are there among the {n}?"),
+                    format!("List the different {ps} of the {n}."),
+                    format!("What kinds of {p} do the {n} have?"),
+                ]
+            } else {
+                vec![format!("Which {ps} do the {n}{} have?", post(0)), format!("List the different {ps} of the {n}{}.", post(1))]
+            };
+            self.push(
+                s,
+                Draft {
+                    template: "list_values",
+                    level: 1,
+                    sql: format!(
+                        "SELECT DISTINCT {} {}{} {} IS NOT NULL",
+                        a.expr,
+                        s.from(&wh.paths()),
+                        if wh.parts.is_empty() { " WHERE".to_string() } else { format!("{} AND", wh.sql()) },
+                        a.expr
+                    ),
+                    width: 1,
+                    answer: Shape::List,
+                    probe: None,
+                    natural,
+                    technical: format!("The distinct values of {}{}.", a.raw, wh.raw()),
+                    wh: &wh,
+                    extra_paths: vec![],
+                },
+            );
+        }
+    }
+
+    /// A table that links two others and names no rows of its own (project assignments between
+    /// projects and employees): the rows of one parent linked to a named row of the other, and
+    /// how many ("Who is assigned to the GDPR Compliance Audit?", "Which projects is Donna
+    /// Gonzalez assigned to?").
+    fn linked(&mut self, s: &Scope) {
+        let parents: Vec<&Attr> = s.attrs.iter().filter(|a| a.path.len() == 1 && matches!(a.role, Role::Label(_))).collect();
+        let (n, verb) = (&s.plural, participle(&s.singular));
+        let none = Where::default();
+        for a in &parents {
+            let Role::Label(names) = &a.role else { continue };
+            for b in parents.iter().filter(|b| b.path != a.path) {
+                let bs = plural_of(&b.phrase);
+                let from = s.from_joins(&[a.path[0], b.path[0]]);
+                for who in names.iter().take(LINKED_ENTITIES) {
+                    let lit = literal(who);
+                    let mut natural = vec![format!("Which {bs} have {n} with {who}?"), format!("List the {bs} of the {n} of {who}.")];
+                    let mut counting = vec![format!("How many different {bs} do the {n} of {who} have?")];
+                    if let Some((v, to)) = &verb {
+                        natural.push(format!("Which {bs} are {v} {to} {who}?"));
+                        counting.push(format!("How many {bs} are {v} {to} {who}?"));
+                        if b.person {
+                            natural.push(format!("Who is {v} {to} {who}?"));
+                            natural.push(format!("Who is {v} {to} {who}? List their names."));
+                        }
+                        if a.person {
+                            natural.push(format!("Which {bs} is {who} {v} {to}?"));
+                            counting.push(format!("How many {bs} is {who} {v} {to}?"));
+                        }
+                    }
+                    let technical = format!("Distinct {} of the {} rows whose {} is {who}.", b.raw, s.table.name, a.raw);
+                    self.push(
+                        s,
+                        Draft {
+                            template: "linked_list",
+                            level: 1,
+                            sql: format!("SELECT DISTINCT {} {from} WHERE {} = {lit}", b.expr, a.expr),
+                            width: 1,
+                            answer: Shape::List,
+                            probe: None,
+                            natural,
+                            technical: technical.clone(),
+                            wh: &none,
+                            extra_paths: vec![&a.path, &b.path],
+                        },
+                    );
+                    self.push(
+                        s,
+                        Draft {
+                            template: "linked_count",
+                            level: 1,
+                            sql: format!("SELECT count(DISTINCT {}) {from} WHERE {} = {lit}", b.expr, a.expr),
+                            width: 1,
+                            answer: Shape::One,
+                            probe: None,
+                            natural: counting,
+                            technical: format!("Count the {technical}"),
+                            wh: &none,
+                            extra_paths: vec![&a.path, &b.path],
+                        },
+                    );
+                }
+            }
+        }
     }
 
     /// Lookups of one named row's columns: one at a time, and two at once.
@@ -625,8 +739,12 @@ impl Gen {
             let lit = literal(who);
             for (k, c) in cols.iter().enumerate() {
                 let cp = &c.phrase;
-                let mut natural =
-                    vec![format!("What is the {cp} of {who}?"), format!("What {cp} does the {one} {who} have?"), format!("Tell me the {cp} of the {one} {who}.")];
+                let mut natural = if c.person {
+                    // a person is asked for with "who", and by name, never by the key that points to them
+                    vec![format!("Who is the {cp} of {who}?"), format!("Who is {who}'s {cp}?"), format!("Name the {cp} of the {one} {who}.")]
+                } else {
+                    vec![format!("What is the {cp} of {who}?"), format!("What {cp} does the {one} {who} have?"), format!("Tell me the {cp} of the {one} {who}.")]
+                };
                 if is_place(cp) {
                     natural.push(format!("Which {cp} is {who} in?"));
                     natural.push(format!("Where is {who}? Give the {cp}."));

@@ -18,6 +18,7 @@ pub mod candidate;
 pub mod check;
 pub mod exec;
 pub mod grammar;
+pub mod meta;
 pub mod names;
 pub mod schema;
 mod scope;
@@ -44,6 +45,9 @@ pub const SOURCE_SYNTH: &str = "synth";
 /// `phrasing` of a scenario in people's words, and of one naming the schema's tables and columns.
 pub const PHRASING_NATURAL: &str = "natural";
 pub const PHRASING_TECHNICAL: &str = "technical";
+/// A question about the schema itself ([`meta`]), which names tables and columns as they are
+/// named, as people asking about a schema do.
+pub const PHRASING_SCHEMA: &str = "schema";
 
 /// The [`Summary::dropped`] reason of candidates whose query the server answered with an error.
 pub const QUERY_FAILED: &str = "the query failed on the server";
@@ -111,7 +115,8 @@ pub async fn synthesize<T: ToolHost>(host: &T, opts: &SynthOptions) -> Result<Sy
     let tools = SqlTools::detect(host.specs(), opts.query_tool.as_deref())?;
     let sql = exec::Sql { host, tool: &tools.query };
     let schema = schema::introspect(&sql).await?;
-    let all = grammar::candidates(&schema, opts.seed);
+    let mut all = grammar::candidates(&schema, opts.seed);
+    all.extend(meta::candidates(&schema));
     let ordered = interleave(all.clone(), |c| c.template, opts.seed);
 
     let mut kept: Vec<(Candidate, Checked)> = Vec::new();
@@ -276,7 +281,14 @@ fn scenario(tools: &SqlTools, c: &Candidate, ok: &Checked, task: &str, index: us
     extra.insert("sql".into(), c.sql.clone().into());
     extra.insert("template".into(), c.template.into());
     let technical = c.technical.as_deref() == Some(task);
-    extra.insert("phrasing".into(), (if technical { PHRASING_TECHNICAL } else { PHRASING_NATURAL }).into());
+    let phrasing = if meta::TEMPLATES.contains(&c.template) {
+        PHRASING_SCHEMA
+    } else if technical {
+        PHRASING_TECHNICAL
+    } else {
+        PHRASING_NATURAL
+    };
+    extra.insert("phrasing".into(), phrasing.into());
     let mut tags = vec![c.template.to_string()];
     tags.extend(c.tables.iter().cloned());
     Scenario {

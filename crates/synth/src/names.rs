@@ -136,6 +136,21 @@ pub fn relation(key: &str) -> String {
     w.join(" ")
 }
 
+/// The verb a linking table's rows stand for, with its preposition: a "project assignment" says
+/// who is "assigned to" what, an "enrollment" who is "enrolled in" what. Only nouns in `-ment`
+/// have a verb this plainly; other tables are asked about by their name.
+pub fn participle(noun: &str) -> Option<(String, &'static str)> {
+    let last = noun.rsplit(' ').next()?;
+    let stem = last.strip_suffix("ment").filter(|s| s.len() >= 3)?;
+    let verb = if stem.ends_with('e') { format!("{stem}d") } else { format!("{stem}ed") };
+    let to = match stem {
+        "enroll" | "enrol" | "involve" | "engage" => "in",
+        "employ" => "by",
+        _ => "to",
+    };
+    Some((verb, to))
+}
+
 /// Whether a column names a place, so that a filter on it reads "in France".
 pub fn is_place(column_phrase: &str) -> bool {
     let last = column_phrase.rsplit(' ').next().unwrap_or_default();

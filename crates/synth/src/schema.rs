@@ -246,7 +246,7 @@ pub fn value_literal(v: &Value) -> String {
     }
 }
 
-const USER_TABLES: &str = "m.type = 'table' AND m.name NOT LIKE 'sqlite_%'";
+pub(crate) const USER_TABLES: &str = "m.type = 'table' AND m.name NOT LIKE 'sqlite_%'";
 
 impl Column {
     /// The column as a value in a query, prefixed by `alias.`: numbers stored as text as
@@ -281,6 +281,11 @@ impl Table {
         c.pk || self.keys.iter().any(|k| k.from == c.name) || c.name.eq_ignore_ascii_case("id") || c.name.to_ascii_lowercase().ends_with("_id")
     }
 
+    /// Whether a row is a person: its label is a first and a last name ("who" questions).
+    pub fn is_person(&self) -> bool {
+        self.column("first_name").is_some() && self.column("last_name").is_some()
+    }
+
     /// The SQL expression naming one row for a person (`first_name || ' ' || last_name`, or a
     /// unique `name`/`title` column), with columns prefixed by `alias.` when given.
     pub fn label(&self, alias: Option<&str>) -> Option<String> {
@@ -288,7 +293,7 @@ impl Table {
             Some(a) => format!("{a}.{}", ident(c)),
             None => ident(c),
         };
-        if self.column("first_name").is_some() && self.column("last_name").is_some() {
+        if self.is_person() {
             return Some(format!("{} || ' ' || {}", q("first_name"), q("last_name")));
         }
         let unique_text = |c: &&Column| c.kind == Kind::Text && c.nulls == 0 && c.distinct == self.rows && !self.is_key(c);

@@ -10,6 +10,8 @@ use crate::schema::{Column, Kind, Schema, Table, ident, literal, value_literal};
 pub(crate) const MAX_CATEGORIES: u64 = 25;
 /// Values of one category used as filters.
 pub(crate) const VALUES_PER_CATEGORY: usize = 8;
+/// Values of one category whose complement ("not terminated") is a filter too.
+pub(crate) const NEGATED_VALUES: usize = 2;
 /// Entities named per scope in lookups and parent filters.
 pub(crate) const MAX_ENTITIES: usize = 24;
 
@@ -41,6 +43,11 @@ pub(crate) struct Attr {
     pub(crate) role: Role,
     /// Some rows have no value (a filter can ask for those).
     pub(crate) nullable: bool,
+    /// For a parent's label: the condition on the scope's own key that the row has no parent
+    /// (`lead_employee_id IS NULL`), when some rows have none.
+    pub(crate) missing: Option<String>,
+    /// The rows it names are people (first and last names): asked about with "who".
+    pub(crate) person: bool,
 }
 
 /// One table's rows and everything reachable from them along keys.
@@ -55,6 +62,18 @@ pub(crate) struct Scope<'a> {
     pub(crate) label: Option<usize>,
     /// The table's alias in queries with joins.
     pub(crate) alias: String,
+}
+
+/// A relation's name from its key, as people say it of a person: `lead_employee_id` to an
+/// employees table is the project's "lead", `head_employee_id` the department's "head"; other
+/// keys keep their name (`home_team_id` stays "home team").
+pub(crate) fn person_relation(key: &str, parent: &Table) -> String {
+    let rel = relation(key);
+    let noun = singular(&parent.name);
+    match rel.strip_suffix(&format!(" {noun}")) {
+        Some(role) if parent.is_person() => role.to_string(),
+        _ => rel,
+    }
 }
 
 /// A short alias from a table's initials (`project_assignments` → `pa`), unique among `used`
@@ -84,18 +103,29 @@ impl<'a> Scope<'a> {
         s.add_attrs(table, BASE, &[], None);
         s.label = s.attrs.iter().position(|a| a.path.is_empty() && matches!(a.role, Role::Label(_)));
         for fk in &table.keys {
-            let Some(parent) = schema.tables.iter().find(|p| p.name == fk.parent && p.name != table.name) else { continue };
+            let Some(parent) = schema.tables.iter().find(|p| p.name == fk.parent) else { continue };
             let j = s.joins.len();
-            let alias = initials(&parent.name, &mut used);
+            let rel = person_relation(&fk.from, parent);
+            // a key to the table itself (an employee's manager) joins a second copy, named after
+            // the relation (`m`), so that the two copies read apart
+            let alias = if parent.name == table.name { initials(&rel, &mut used) } else { initials(&parent.name, &mut used) };
             s.joins.push((format!("JOIN {} {alias} ON {BASE}.{} = {alias}.{}", ident(&parent.name), ident(&fk.from), ident(&fk.to)), parent.name.clone()));
-            let rel = relation(&fk.from);
+            let before = s.attrs.len();
             s.add_attrs(parent, &alias, &[j], Some(&rel));
-            for fk2 in &parent.keys {
+            // rows without a parent ("projects with no lead"): the key is NULL, asked without the join
+            if let Some(label) = s.attrs.get_mut(before).filter(|a| matches!(a.role, Role::Label(_)))
+                && table.column(&fk.from).is_some_and(|c| c.nulls > 0)
+            {
+                label.missing = Some(format!("{BASE}.{} IS NULL", ident(&fk.from)));
+            }
+            // a second hop from a second copy of the table (the manager's department) reads as
+            // its own kind of question, rarely asked
+            for fk2 in parent.keys.iter().filter(|_| parent.name != table.name) {
                 let Some(top) = schema.tables.iter().find(|p| p.name == fk2.parent && p.name != parent.name && p.name != table.name) else { continue };
                 let k = s.joins.len();
                 let alias2 = initials(&top.name, &mut used);
                 s.joins.push((format!("JOIN {} {alias2} ON {alias}.{} = {alias2}.{}", ident(&top.name), ident(&fk2.from), ident(&fk2.to)), top.name.clone()));
-                let rel2 = format!("{rel}'s {}", relation(&fk2.from));
+                let rel2 = format!("{rel}'s {}", person_relation(&fk2.from, top));
                 s.add_attrs(top, &alias2, &[j, k], Some(&rel2));
             }
         }
@@ -125,6 +155,8 @@ impl<'a> Scope<'a> {
                 path: path.to_vec(),
                 role: Role::Label(t.labels.iter().take(MAX_ENTITIES).cloned().collect()),
                 nullable: false,
+                missing: None,
+                person: t.is_person(),
             });
         }
         for c in &t.columns {
@@ -142,7 +174,7 @@ impl<'a> Scope<'a> {
             } else {
                 continue;
             };
-            self.attrs.push(Attr { expr: c.sql(alias), phrase: phrase(c), raw: raw(c), path: path.to_vec(), role, nullable: c.nulls > 0 });
+            self.attrs.push(Attr { expr: c.sql(alias), phrase: phrase(c), raw: raw(c), path: path.to_vec(), role, nullable: c.nulls > 0, missing: None, person: false });
         }
     }
 
@@ -162,9 +194,22 @@ impl<'a> Scope<'a> {
         from
     }
 
+    /// FROM with the given joins, each a first hop (the two parents of a linking table).
+    pub(crate) fn from_joins(&self, joins: &[usize]) -> String {
+        let mut from = format!("FROM {} {BASE}", ident(&self.table.name));
+        for &j in joins {
+            from.push(' ');
+            from.push_str(&self.joins[j].0);
+        }
+        from
+    }
+
     pub(crate) fn tables(&self, paths: &[&[usize]]) -> Vec<String> {
         let mut t: Vec<String> = longest(paths).iter().rev().map(|&j| self.joins[j].1.clone()).collect();
         t.push(self.table.name.clone());
+        // a table joined to itself (an employee's manager) is explored once
+        let mut seen = std::collections::HashSet::new();
+        t.retain(|name| seen.insert(name.clone()));
         t
     }
 }
@@ -224,9 +269,19 @@ pub(crate) fn filters(s: &Scope) -> Vec<Filter> {
             out.push(f(format!("{} IS NULL", a.expr), vec![format!("with no {p} recorded"), format!("whose {p} is missing")], format!("{} IS NULL", a.raw)));
             out.push(f(format!("{} IS NOT NULL", a.expr), vec![format!("with a {p} recorded"), format!("whose {p} is known")], format!("{} IS NOT NULL", a.raw)));
         }
+        if let Some(missing) = &a.missing {
+            // no join: the rows without a parent are the ones a join would drop
+            out.push(Filter {
+                sql: missing.clone(),
+                post: vec![format!("with no {p}"), format!("without a {p}"), format!("that have no {p}")],
+                raw: format!("{} IS NULL", a.raw),
+                path: Vec::new(),
+                attr: i,
+            });
+        }
         match &a.role {
             Role::Category(values) => {
-                for v in values {
+                for (k, v) in values.iter().enumerate() {
                     let (vs, vl) = (shown(v), value_literal(v));
                     if vs.trim().is_empty() {
                         continue;
@@ -236,6 +291,15 @@ pub(crate) fn filters(s: &Scope) -> Vec<Filter> {
                         post.push(format!("in {vs}"));
                     }
                     out.push(f(format!("{} = {vl}", a.expr), post, format!("{} = {vl}", a.raw)));
+                    // "not terminated": the complement of a value, where no row lacks one (NULLs
+                    // would be neither)
+                    if k < NEGATED_VALUES && values.len() > 2 && !a.nullable {
+                        out.push(f(
+                            format!("{} <> {vl}", a.expr),
+                            vec![format!("whose {p} is not {vs}"), format!("with a {p} other than {vs}")],
+                            format!("{} <> {vl}", a.raw),
+                        ));
+                    }
                 }
             }
             Role::Label(names) if !a.path.is_empty() => {
