@@ -671,7 +671,7 @@ impl Gen {
             let Role::Label(names) = &a.role else { continue };
             for b in parents.iter().filter(|b| b.path != a.path) {
                 let bs = plural_of(&b.phrase);
-                let from = s.from_joins(&[a.path[0], b.path[0]]);
+                let from = s.joined(&[a.path[0], b.path[0]]);
                 for who in names.iter().take(LINKED_ENTITIES) {
                     let lit = literal(who);
                     let mut natural = vec![format!("Which {bs} have {n} with {who}?"), format!("List the {bs} of the {n} of {who}.")];

@@ -195,7 +195,7 @@ impl<'a> Scope<'a> {
     }
 
     /// FROM with the given joins, each a first hop (the two parents of a linking table).
-    pub(crate) fn from_joins(&self, joins: &[usize]) -> String {
+    pub(crate) fn joined(&self, joins: &[usize]) -> String {
         let mut from = format!("FROM {} {BASE}", ident(&self.table.name));
         for &j in joins {
             from.push(' ');
