@@ -4,7 +4,7 @@
 //! into the test cache (`ta_testkit`).
 //! Every synthesized answer is recomputed directly on the file with rusqlite.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -299,5 +299,205 @@ async fn numbers_stored_as_text_are_numbers_and_blanks_are_missing() {
     for sc in &out.scenarios {
         let sql = sc.extra["sql"].as_str().unwrap();
         assert!(same(sc.expected.as_ref().unwrap(), &direct(&conn, sql, shape(sc))), "{}: {sql}", sc.task);
+    }
+}
+
+/// People with a nullable manager (a key to their own table), projects with a nullable lead (a
+/// key to the people), and the assignments linking the two (no name of their own).
+const STAFF: &str = "
+CREATE TABLE employees (employee_id INTEGER PRIMARY KEY, first_name TEXT NOT NULL, last_name TEXT NOT NULL,
+  manager_id INTEGER REFERENCES employees(employee_id), department TEXT NOT NULL);
+CREATE TABLE projects (project_id INTEGER PRIMARY KEY, name TEXT NOT NULL, lead_employee_id INTEGER REFERENCES employees(employee_id),
+  status TEXT NOT NULL);
+CREATE TABLE project_assignments (project_id INTEGER NOT NULL REFERENCES projects(project_id),
+  employee_id INTEGER NOT NULL REFERENCES employees(employee_id), PRIMARY KEY (project_id, employee_id));
+INSERT INTO employees VALUES (1, 'Grace', 'Hopper', NULL, 'Engineering'), (2, 'Alan', 'Turing', 1, 'Research'),
+  (3, 'Ada', 'Lovelace', 1, 'Engineering'), (4, 'Linus', 'Torvalds', 3, 'Engineering'), (5, 'Margaret', 'Hamilton', 3, 'Sales'),
+  (6, 'Donald', 'Knuth', 2, 'Research'), (7, 'Barbara', 'Liskov', NULL, 'Sales'), (8, 'Ken', 'Thompson', 2, 'Engineering');
+INSERT INTO projects VALUES (1, 'Apollo', 1, 'active'), (2, 'Compiler', 3, 'planned'), (3, 'Kernel', NULL, 'active'),
+  (4, 'Typesetting', 6, 'done'), (5, 'Archive', NULL, 'planned');
+INSERT INTO project_assignments VALUES (1, 1), (1, 3), (1, 4), (2, 3), (2, 8), (3, 4), (3, 8), (3, 7), (4, 6), (4, 2), (5, 5);
+";
+
+/// The shapes people ask of such a schema, with known answers: who a key points to (a manager, a
+/// lead), who is assigned to what through the linking table, rows with no parent, the
+/// complement of a value, a category's values, questions about the schema; no count of nothing.
+/// Unfiltered questions are looked up by their exact SQL; filtered ones are checked where drawn.
+#[tokio::test(flavor = "multi_thread")]
+async fn people_managers_leads_and_assignments_get_their_questions() {
+    let Some(server) = ta_testkit::MCP_SERVER_SQLITE.path("people_managers_leads_and_assignments_get_their_questions") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("staff.db");
+    rusqlite::Connection::open(&db).unwrap().execute_batch(STAFF).unwrap();
+    let tools = connect(&format!("{} --db-path {}", server.display(), db.display())).await;
+    let opts = SynthOptions { n: 100_000, query_tool: None, validation_fraction: 0.25, seed: 3, concurrency: 4 };
+    let out = synthesize(&tools, &opts).await.unwrap();
+    tools.client().close().await;
+    let s = &out.summary;
+    assert_eq!(s.tables, ["employees", "projects", "project_assignments"]);
+    assert!(!s.dropped.contains_key(ta_synth::QUERY_FAILED), "{:?}", s.dropped);
+    let by_sql = |sql: &str| out.scenarios.iter().find(|x| x.extra["sql"] == sql).unwrap_or_else(|| panic!("no scenario for {sql}"));
+    let all_of = |sql: &str| -> Vec<&ta_types::Scenario> { out.scenarios.iter().filter(|x| x.extra["sql"] == sql).collect() };
+    let template = |sc: &ta_types::Scenario| sc.extra["template"].as_str().unwrap().to_string();
+    let num = |x: f64| Some(Expected::Number(x));
+    let text = |x: &str| Some(Expected::Text(x.into()));
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    // the answer's values, in any order; the values a query returns on the file
+    let answer = |sc: &ta_types::Scenario| -> BTreeSet<String> {
+        match sc.expected.as_ref().unwrap() {
+            Expected::Text(t) => [t.clone()].into(),
+            Expected::Rule(ExpectedRule::Set(v)) => v.iter().map(|x| x.as_str().map_or_else(|| x.to_string(), String::from)).collect(),
+            other => panic!("{}: not a list: {other:?}", sc.task),
+        }
+    };
+    let on_file = |sql: &str| -> BTreeSet<String> { conn.prepare(sql).unwrap().query_map([], |r| r.get::<_, String>(0)).unwrap().map(Result::unwrap).collect() };
+    let names = |v: &[&str]| -> BTreeSet<String> { v.iter().map(|x| x.to_string()).collect() };
+    const EMPLOYEE: &str = "e.first_name || ' ' || e.last_name";
+    const MANAGER: &str = "m.first_name || ' ' || m.last_name";
+
+    // 1. who a self-referencing key points to: the manager, by full name, asked with "who"
+    const MANAGED: &str = "FROM employees e JOIN employees m ON e.manager_id = m.employee_id";
+    let manager_of = |who: &str| format!("SELECT {MANAGER} {MANAGED} WHERE {EMPLOYEE} = '{who}'");
+    for (who, manager) in [("Ada Lovelace", "Grace Hopper"), ("Linus Torvalds", "Ada Lovelace"), ("Ken Thompson", "Alan Turing")] {
+        let asked = all_of(&manager_of(who));
+        assert!(!asked.is_empty(), "no scenario for {}", manager_of(who));
+        assert!(asked.iter().all(|sc| template(sc) == "lookup" && sc.expected == text(manager)), "{asked:?}");
+        assert!(asked.iter().any(|sc| sc.task.starts_with("Who")), "{who}'s manager is never asked with who: {asked:?}");
+    }
+    assert!(all_of(&manager_of("Grace Hopper")).is_empty(), "Grace Hopper has no manager: no answer to ask for");
+    // and a lead (lead_employee_id) is the project's "lead"
+    let lead = all_of(&format!("SELECT {EMPLOYEE} FROM projects p JOIN employees e ON p.lead_employee_id = e.employee_id WHERE p.name = 'Apollo'"));
+    assert!(!lead.is_empty() && lead.iter().all(|sc| sc.expected == text("Grace Hopper")), "{lead:?}");
+    assert!(lead.iter().any(|sc| sc.task.starts_with("Who") && sc.task.contains("lead")), "{lead:?}");
+    // "who" asks for people only
+    for sc in out.scenarios.iter().filter(|x| x.task.starts_with("Who ")) {
+        let sql = sc.extra["sql"].as_str().unwrap();
+        let selected = sql.split(" FROM ").next().unwrap();
+        assert!(selected.ends_with(EMPLOYEE) || selected.ends_with(MANAGER), "{}: {sql}", sc.task);
+    }
+
+    // 2. rows linked through project_assignments, which names nothing of its own
+    const ASSIGNED: &str = "FROM project_assignments pa JOIN projects p ON pa.project_id = p.project_id JOIN employees e ON pa.employee_id = e.employee_id";
+    const ASSIGNED_TO: &str = "FROM project_assignments pa JOIN employees e ON pa.employee_id = e.employee_id JOIN projects p ON pa.project_id = p.project_id";
+    let kernel = all_of(&format!("SELECT DISTINCT {EMPLOYEE} {ASSIGNED} WHERE p.name = 'Kernel'"));
+    assert!(!kernel.is_empty() && kernel.iter().all(|sc| template(sc) == "linked_list"), "{kernel:?}");
+    for sc in &kernel {
+        assert_eq!(answer(sc), names(&["Linus Torvalds", "Ken Thompson", "Barbara Liskov"]), "{}", sc.task);
+    }
+    // three of a question's phrasings are kept, drawn: some project is asked about with "who"
+    let assigned = |sc: &&ta_types::Scenario| template(sc) == "linked_list" && sc.extra["sql"].as_str().unwrap().starts_with(&format!("SELECT DISTINCT {EMPLOYEE}"));
+    assert!(out.scenarios.iter().filter(assigned).any(|sc| sc.task.starts_with("Who is assigned to ")));
+    let linus = by_sql(&format!("SELECT DISTINCT p.name {ASSIGNED_TO} WHERE {EMPLOYEE} = 'Linus Torvalds'"));
+    assert_eq!((template(linus), answer(linus)), ("linked_list".into(), names(&["Apollo", "Kernel"])));
+    let apollo = by_sql(&format!("SELECT count(DISTINCT {EMPLOYEE}) {ASSIGNED} WHERE p.name = 'Apollo'"));
+    assert_eq!((template(apollo), apollo.expected.clone()), ("linked_count".into(), num(3.0)));
+    let ken = by_sql(&format!("SELECT count(DISTINCT p.name) {ASSIGNED_TO} WHERE {EMPLOYEE} = 'Ken Thompson'"));
+    assert_eq!((template(ken), ken.expected.clone()), ("linked_count".into(), num(2.0)));
+    assert!(out.scenarios.iter().any(|sc| sc.task == "How many projects is Ken Thompson assigned to?"));
+
+    // Filters are drawn per question (seeded): a filtered question below is checked when drawn,
+    // and each kind of filter must be drawn for some of them.
+    let known = |counts: &[(&str, f64)], lists: &[(&str, &[&str])]| {
+        let mut found = 0;
+        for (sql, n) in counts {
+            for sc in all_of(sql) {
+                assert_eq!((template(sc).as_str(), sc.expected.clone()), ("count_where", num(*n)), "{sql}");
+                found += 1;
+            }
+        }
+        for (sql, v) in lists {
+            for sc in all_of(sql) {
+                assert_eq!((template(sc).as_str(), answer(sc)), ("list_where", names(v)), "{sql}");
+                assert_eq!(answer(sc), on_file(sql), "{sql}");
+                found += 1;
+            }
+        }
+        assert!(found > 0, "none of {counts:?} {lists:?}");
+    };
+
+    // 3. rows without a parent: the key IS NULL, without the join that would drop them
+    known(
+        &[("SELECT count(*) FROM employees WHERE manager_id IS NULL", 2.0), ("SELECT count(*) FROM projects WHERE lead_employee_id IS NULL", 2.0)],
+        &[
+            ("SELECT first_name || ' ' || last_name FROM employees WHERE manager_id IS NULL", &["Grace Hopper", "Barbara Liskov"]),
+            ("SELECT name FROM projects WHERE lead_employee_id IS NULL", &["Kernel", "Archive"]),
+        ],
+    );
+    for (key, words) in [("manager_id IS NULL", "manager"), ("lead_employee_id IS NULL", "lead")] {
+        let missing: Vec<&ta_types::Scenario> = out.scenarios.iter().filter(|x| x.extra["sql"].as_str().unwrap().contains(key)).collect();
+        assert!(!missing.is_empty(), "no question about rows with {key}");
+        assert!(
+            missing
+                .iter()
+                .filter(|sc| sc.extra["phrasing"] == "natural")
+                .all(|sc| [format!("no {words}"), format!("without a {words}")].iter().any(|w| sc.task.contains(w.as_str()))),
+            "{missing:?}"
+        );
+    }
+    for sc in &out.scenarios {
+        let sql = sc.extra["sql"].as_str().unwrap();
+        assert!(!(sql.contains("manager_id IS NULL") && sql.contains(MANAGED)), "a missing manager joined to its manager: {sql}");
+    }
+
+    // 4. the complement of a category's value
+    known(
+        &[("SELECT count(*) FROM employees WHERE department <> 'Research'", 6.0), ("SELECT count(*) FROM employees WHERE department <> 'Engineering'", 4.0)],
+        &[
+            ("SELECT name FROM projects WHERE status <> 'done'", &["Apollo", "Compiler", "Kernel", "Archive"]),
+            (
+                "SELECT first_name || ' ' || last_name FROM employees WHERE department <> 'Engineering'",
+                &["Alan Turing", "Margaret Hamilton", "Donald Knuth", "Barbara Liskov"],
+            ),
+        ],
+    );
+    let negated: Vec<&ta_types::Scenario> = out.scenarios.iter().filter(|x| x.extra["sql"].as_str().unwrap().contains(" <> ")).collect();
+    assert!(negated.len() > 10, "{} negated filters", negated.len());
+    for sc in negated.iter().filter(|sc| sc.extra["phrasing"] == "natural") {
+        assert!(sc.task.contains(" is not ") || sc.task.contains(" other than "), "{}", sc.task);
+    }
+
+    // 5. the values a category takes
+    for (sql, values) in [
+        ("SELECT DISTINCT department FROM employees WHERE department IS NOT NULL", names(&["Engineering", "Research", "Sales"])),
+        ("SELECT DISTINCT status FROM projects WHERE status IS NOT NULL", names(&["active", "planned", "done"])),
+    ] {
+        let sc = by_sql(sql);
+        assert_eq!(template(sc), "list_values");
+        assert_eq!(answer(sc), values, "{sql}");
+        // SELECT DISTINCT over the whole column (no NULLs in it)
+        assert_eq!(answer(sc), on_file(sql.split(" WHERE").next().unwrap()), "{sql}");
+    }
+
+    // 6. questions about the schema, phrased as the schema names things
+    let schema_q = |sql: &str, t: &str| {
+        let sc = by_sql(sql);
+        assert_eq!((template(sc).as_str(), sc.extra["phrasing"].as_str()), (t, Some("schema")), "{sql}");
+        sc
+    };
+    let tables = schema_q("SELECT count(*) FROM sqlite_master m WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite_%'", "table_count");
+    assert_eq!(tables.expected, num(3.0));
+    assert_eq!(schema_q("SELECT name FROM pragma_table_info('projects') WHERE pk > 0", "primary_key").expected, text("project_id"));
+    let composite = schema_q("SELECT name FROM pragma_table_info('project_assignments') WHERE pk > 0", "primary_key");
+    assert_eq!(answer(composite), names(&["project_id", "employee_id"]));
+    let key = |t: &str, parent: &str| format!("SELECT \"from\" FROM pragma_foreign_key_list('{t}') WHERE \"table\" = '{parent}'");
+    assert_eq!(schema_q(&key("projects", "employees"), "key_column").expected, text("lead_employee_id"));
+    assert_eq!(schema_q(&key("employees", "employees"), "key_column").expected, text("manager_id"));
+    assert_eq!(schema_q(&key("project_assignments", "projects"), "key_column").expected, text("project_id"));
+    for sc in &out.scenarios {
+        let meta = ta_synth::meta::TEMPLATES.contains(&template(sc).as_str());
+        assert_eq!(meta, sc.extra["phrasing"] == "schema", "{}: {}", template(sc), sc.task);
+    }
+
+    // 7. no count of nothing
+    for sc in out.scenarios.iter().filter(|x| x.extra["sql"].as_str().unwrap().starts_with("SELECT count(")) {
+        assert_ne!(sc.expected, num(0.0), "{}: {}", sc.task, sc.extra["sql"]);
+    }
+    assert!(s.dropped.get("counts nothing").is_some_and(|n| *n > 0), "{:?}", s.dropped);
+
+    // 8. every answer equals the one computed on the file directly
+    for sc in &out.scenarios {
+        let sql = sc.extra["sql"].as_str().unwrap();
+        let want = direct(&conn, sql, shape(sc));
+        assert!(same(sc.expected.as_ref().unwrap(), &want), "{}: {sql}: {:?} vs {want:?}", sc.task, sc.expected);
     }
 }
