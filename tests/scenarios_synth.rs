@@ -40,7 +40,13 @@ fn synth_on_the_demo_server_then_reference_traces() {
         assert_eq!((steps[0], steps[steps.len() - 1]), ("list_tables", "run_query"), "{s}");
         let (sql, split) = (s["sql"].as_str().unwrap(), s["split"].as_str().unwrap());
         for table in s["tags"].as_array().unwrap().iter().skip(1).filter_map(Value::as_str) {
-            assert!(sql.contains(&format!("FROM {table}")) || sql.contains(&format!("JOIN {table}")), "{table} is not read by {sql}");
+            // a question about the schema reads the catalogue about its table
+            let read = if s["phrasing"] == ta_synth::PHRASING_SCHEMA {
+                sql.contains(&format!("'{table}'"))
+            } else {
+                sql.contains(&format!("FROM {table}")) || sql.contains(&format!("JOIN {table}"))
+            };
+            assert!(read, "{table} is not read by {sql}");
         }
         assert_eq!(*split_of_sql.entry(sql).or_insert(split), split, "paraphrases of {sql} cross the split");
     }
@@ -72,4 +78,32 @@ fn synth_on_the_demo_server_then_reference_traces() {
             "the query's real result is in the trace"
         );
     }
+}
+
+#[test]
+fn templates_and_levels_are_chosen_before_anything_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let synth = |out: &std::path::Path, extra: &[&str]| {
+        Command::new(bin()).args(["scenarios", "synth", "--server", "train-agent demo-server", "--seed", "1", "--out"]).arg(out).args(extra).output().unwrap()
+    };
+    let chosen = dir.path().join("chosen");
+    let out = synth(&chosen, &["--templates", "count_rows,count_where", "--max-difficulty", "2"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let scenarios = jsonl(&chosen.join("scenarios.jsonl"));
+    assert!(scenarios.iter().all(|s| ["count_rows", "count_where"].contains(&s["template"].as_str().unwrap()) && s["difficulty"].as_u64() <= Some(2)));
+    // every condition on a table's own columns is asked about: each status of a project
+    let statuses: BTreeSet<&str> =
+        scenarios.iter().filter_map(|s| s["sql"].as_str()?.strip_prefix("SELECT count(*) FROM projects WHERE status = '")?.strip_suffix('\'')).collect();
+    assert_eq!(statuses, BTreeSet::from(["active", "cancelled", "completed", "on_hold", "planned"]));
+    // the whole mix, capped at as many tasks, holds fewer of these
+    let mixed = dir.path().join("mixed");
+    let n = scenarios.len().to_string();
+    assert!(synth(&mixed, &["--n", &n]).status.success());
+    let counts = jsonl(&mixed.join("scenarios.jsonl")).iter().filter(|s| s["template"] == "count_where" && s["difficulty"].as_u64() <= Some(2)).count();
+    assert!(counts * 2 < scenarios.len(), "{counts} of {} in the mix", scenarios.len());
+
+    let out = synth(&dir.path().join("bad"), &["--templates", "count_rowz"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("count_rowz") && stderr.contains("count_rows, count_where"), "{stderr}");
+    assert!(!dir.path().join("bad").join("scenarios.jsonl").exists());
 }

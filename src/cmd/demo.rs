@@ -19,11 +19,7 @@ const SERVER: &str = "train-agent demo-server";
 
 /// The CPU profile's tasks: counts over one table with at most one condition (the grammar
 /// composes joins and second conditions into the same templates at higher levels).
-const CPU_TEMPLATES: &[&str] = &["count_rows", "count_distinct", "count_where"];
-/// The CPU profile's synthesis: the grammar spreads tasks over ~20 shapes, so the one-table
-/// counts the CPU profile keeps need more of them (8,000 give 125 train and 33 validation; a
-/// few seconds).
-const CPU_SYNTH_N: usize = 8000;
+const CPU_TEMPLATES: &[&str] = &["count_rows", "count_where"];
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -65,7 +61,7 @@ pub async fn run(args: Args) -> Result<()> {
         server: vec!["--server".into(), SERVER.into()],
         chooses_tools: false,
         source: TaskSource::sql("the demo server's database"),
-        synth_n: if gpu { SYNTH_N } else { CPU_SYNTH_N },
+        synth_n: SYNTH_N,
         profile,
         check_set,
     };

@@ -42,8 +42,13 @@ const TECHNICAL_EVERY: u32 = 8;
 
 /// Every candidate the schema supports, seeded (which filters are combined, which phrasings
 /// are kept).
-pub fn candidates(schema: &Schema, seed: u64) -> Vec<Candidate> {
-    let mut g = Gen { out: Vec::new(), rng: ChaCha8Rng::seed_from_u64(seed) };
+///
+/// With `every_condition`, counts ask about every condition on the table's own columns, beside
+/// the sampled ones: what a set chosen by template (`SynthOptions::templates`, the demo's CPU
+/// profile of one-table counts) has room for, where the full mix samples them like every other
+/// target.
+pub fn candidates(schema: &Schema, seed: u64, every_condition: bool) -> Vec<Candidate> {
+    let mut g = Gen { out: Vec::new(), rng: ChaCha8Rng::seed_from_u64(seed), every_condition };
     for t in &schema.tables {
         let scope = Scope::new(schema, t);
         g.scope(&scope);
@@ -59,6 +64,7 @@ fn summable(phrase: &str) -> bool {
 struct Gen {
     out: Vec<Candidate>,
     rng: ChaCha8Rng,
+    every_condition: bool,
 }
 
 /// A question before its phrasings are chosen.
@@ -105,7 +111,7 @@ impl Gen {
     /// Filter sets for one target: none, some single filters, some pairs on different
     /// attributes, all compatible with `path` and not on `avoid`.
     fn wheres(&mut self, fs: &[Filter], path: &[usize], avoid: &[usize]) -> Vec<Where> {
-        let ok: Vec<&Filter> = fs.iter().filter(|f| compatible(&f.path, path) && !avoid.contains(&f.attr)).collect();
+        let ok: Vec<&Filter> = fs.iter().filter(|f| f.agrees(path) && !avoid.contains(&f.attr)).collect();
         let mut out = vec![Where::default()];
         let mut singles: Vec<&Filter> = ok.clone();
         singles.shuffle(&mut self.rng);
@@ -115,7 +121,7 @@ impl Gen {
                 break;
             }
             let (Some(a), Some(b)) = (ok.choose(&mut self.rng), ok.choose(&mut self.rng)) else { break };
-            if a.attr != b.attr && compatible(&a.path, &b.path) {
+            if a.attr != b.attr && a.agrees(&b.path) && b.agrees(&a.path) {
                 out.push(Where { parts: vec![(*a).clone(), (*b).clone()] });
             }
         }
@@ -128,8 +134,14 @@ impl Gen {
         let table_raw = s.table.name.clone();
         let from = |paths: &[&[usize]]| s.from(paths);
 
-        // Counts.
-        for wh in self.wheres(&fs, &[], &[]) {
+        // Counts (with `every_condition`, under every condition on the table's own columns too).
+        let mut counts = self.wheres(&fs, &[], &[]);
+        for f in fs.iter().filter(|f| self.every_condition && f.path.is_empty()) {
+            if !counts.iter().any(|w| matches!(w.parts.as_slice(), [only] if only.sql == f.sql)) {
+                counts.push(Where { parts: vec![f.clone()] });
+            }
+        }
+        for wh in counts {
             let post = |k| wh.post(k);
             let sql = format!("SELECT count(*) {}{}", from(&wh.paths()), wh.sql());
             let natural = vec![
@@ -245,7 +257,7 @@ impl Gen {
                                 || !matches!(q.role, Role::Quantity(_))
                                 || !compatible(&q.path, ap)
                                 || wh.touches(qi)
-                                || !wh.paths().iter().all(|p| compatible(p, &q.path))
+                                || !wh.parts.iter().all(|f| f.agrees(&q.path))
                             {
                                 continue;
                             }
@@ -688,7 +700,7 @@ impl Gen {
                             counting.push(format!("How many {bs} is {who} {v} {to}?"));
                         }
                     }
-                    let technical = format!("Distinct {} of the {} rows whose {} is {who}.", b.raw, s.table.name, a.raw);
+                    let technical = |what: &str| format!("{what} {} of the {} rows whose {} is {who}.", b.raw, s.table.name, a.raw);
                     self.push(
                         s,
                         Draft {
@@ -699,7 +711,7 @@ impl Gen {
                             answer: Shape::List,
                             probe: None,
                             natural,
-                            technical: technical.clone(),
+                            technical: technical("The distinct"),
                             wh: &none,
                             extra_paths: vec![&a.path, &b.path],
                         },
@@ -714,7 +726,7 @@ impl Gen {
                             answer: Shape::One,
                             probe: None,
                             natural: counting,
-                            technical: format!("Count the {technical}"),
+                            technical: technical("Count the distinct"),
                             wh: &none,
                             extra_paths: vec![&a.path, &b.path],
                         },

@@ -66,6 +66,8 @@ pub enum SynthError {
     Query { sql: String, message: String },
     #[error("the MCP connection failed: {0}")]
     Connection(String),
+    #[error("no question of this database has the template {0}\nhint: its templates: {1}")]
+    UnknownTemplate(String, String),
 }
 
 #[derive(Debug, Clone)]
@@ -78,6 +80,10 @@ pub struct SynthOptions {
     pub seed: u64,
     /// Queries in flight at once.
     pub concurrency: usize,
+    /// Only questions of these templates (`None`: every template).
+    pub templates: Option<Vec<String>>,
+    /// Only questions up to this difficulty level (`None`: every level).
+    pub max_difficulty: Option<u8>,
 }
 
 /// What a synthesis produced and how.
@@ -115,8 +121,9 @@ pub async fn synthesize<T: ToolHost>(host: &T, opts: &SynthOptions) -> Result<Sy
     let tools = SqlTools::detect(host.specs(), opts.query_tool.as_deref())?;
     let sql = exec::Sql { host, tool: &tools.query };
     let schema = schema::introspect(&sql).await?;
-    let mut all = grammar::candidates(&schema, opts.seed);
+    let mut all = grammar::candidates(&schema, opts.seed, opts.templates.is_some());
     all.extend(meta::candidates(&schema));
+    select(&mut all, opts)?;
     let ordered = interleave(all.clone(), |c| c.template, opts.seed);
 
     let mut kept: Vec<(Candidate, Checked)> = Vec::new();
@@ -193,6 +200,22 @@ pub async fn synthesize<T: ToolHost>(host: &T, opts: &SynthOptions) -> Result<Sy
         }
     }
     Ok(Synthesized { scenarios, schema, summary })
+}
+
+/// Keeps the candidates of the chosen templates and levels, before any is run: a profile that
+/// wants one-table counts gets all of them, not the few a capped mix of every template holds.
+fn select(all: &mut Vec<Candidate>, opts: &SynthOptions) -> Result<(), SynthError> {
+    if let Some(templates) = &opts.templates {
+        let known: std::collections::BTreeSet<&str> = all.iter().map(|c| c.template).collect();
+        if let Some(unknown) = templates.iter().find(|t| !known.contains(t.as_str())) {
+            return Err(SynthError::UnknownTemplate(unknown.clone(), known.into_iter().collect::<Vec<_>>().join(", ")));
+        }
+        all.retain(|c| templates.iter().any(|t| t == c.template));
+    }
+    if let Some(max) = opts.max_difficulty {
+        all.retain(|c| c.difficulty <= max);
+    }
+    Ok(())
 }
 
 /// Items shuffled (seeded) within each template (`template` of an item), then taken one

@@ -94,8 +94,13 @@ pub fn singular(table: &str) -> String {
     w.join(" ")
 }
 
+/// Nouns in `-us` whose plural is `-uses` (a final `s` otherwise reads as a plural already).
+const US_NOUNS: &[&str] = &["bonus", "bus", "campus", "census", "corpus", "focus", "status", "surplus", "virus"];
+
 fn plural_word(w: &str) -> String {
-    if w.ends_with('s') && !w.ends_with("ss") || w.ends_with("data") || w.ends_with("info") {
+    if US_NOUNS.contains(&w) {
+        format!("{w}es")
+    } else if w.ends_with('s') && !w.ends_with("ss") || w.ends_with("data") || w.ends_with("info") {
         w.to_string()
     } else if w.ends_with('y') && !w.ends_with("ay") && !w.ends_with("ey") && !w.ends_with("oy") {
         format!("{}ies", &w[..w.len() - 1])
@@ -107,7 +112,9 @@ fn plural_word(w: &str) -> String {
 }
 
 fn singular_word(w: &str) -> String {
-    if let Some(stem) = w.strip_suffix("ies") {
+    if let Some(stem) = w.strip_suffix("es").filter(|stem| US_NOUNS.contains(stem)) {
+        stem.to_string()
+    } else if let Some(stem) = w.strip_suffix("ies") {
         format!("{stem}y")
     } else if w.ends_with("sses") || w.ends_with("xes") || w.ends_with("ches") || w.ends_with("shes") {
         w[..w.len() - 2].to_string()
@@ -200,9 +207,21 @@ mod tests {
         assert_eq!(plural("company"), "companies");
         assert_eq!(singular("addresses"), "address");
         assert_eq!(singular("employees"), "employee");
-        assert_eq!(plural("status"), "status");
+        assert_eq!(plural("status"), "statuses");
+        assert_eq!(singular("statuses"), "status");
+        assert_eq!(plural_of("project status"), "project statuses");
+        assert_eq!(singular("houses"), "house");
+        assert_eq!(plural("buses"), "buses");
         assert_eq!(plural_of("reactor type"), "reactor types");
         assert_eq!(plural_of("country"), "countries");
+    }
+
+    #[test]
+    fn a_linking_table_names_its_verb_when_it_has_one() {
+        assert_eq!(participle("project assignment"), Some(("assigned".into(), "to")));
+        assert_eq!(participle("course enrollment"), Some(("enrolled".into(), "in")));
+        assert_eq!(participle("loan"), None);
+        assert_eq!(participle("ment"), None);
     }
 
     #[test]

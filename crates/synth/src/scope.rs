@@ -258,12 +258,22 @@ pub(crate) struct Filter {
     pub(crate) path: Vec<usize>,
     /// The attribute it constrains (not grouped by nor asked about).
     pub(crate) attr: usize,
+    /// The join whose row it says is missing ("with no manager"): nothing that needs that join
+    /// can go with it, as the join drops exactly those rows.
+    pub(crate) absent: Option<usize>,
+}
+
+impl Filter {
+    /// Whether the filter can share a query with parts that need the joins of `path`.
+    pub(crate) fn agrees(&self, path: &[usize]) -> bool {
+        compatible(&self.path, path) && self.absent.is_none_or(|j| path.first() != Some(&j))
+    }
 }
 
 pub(crate) fn filters(s: &Scope) -> Vec<Filter> {
     let mut out = Vec::new();
     for (i, a) in s.attrs.iter().enumerate() {
-        let f = |sql: String, post: Vec<String>, raw: String| Filter { sql, post, raw, path: a.path.clone(), attr: i };
+        let f = |sql: String, post: Vec<String>, raw: String| Filter { sql, post, raw, path: a.path.clone(), attr: i, absent: None };
         let p = &a.phrase;
         if a.nullable && a.path.is_empty() {
             out.push(f(format!("{} IS NULL", a.expr), vec![format!("with no {p} recorded"), format!("whose {p} is missing")], format!("{} IS NULL", a.raw)));
@@ -277,6 +287,7 @@ pub(crate) fn filters(s: &Scope) -> Vec<Filter> {
                 raw: format!("{} IS NULL", a.raw),
                 path: Vec::new(),
                 attr: i,
+                absent: a.path.first().copied(),
             });
         }
         match &a.role {
@@ -387,5 +398,46 @@ impl Where {
 
     pub(crate) fn touches(&self, attr: usize) -> bool {
         self.parts.iter().any(|f| f.attr == attr)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(name: &str, columns: &[&str]) -> Table {
+        let column = |c: &&str| Column {
+            name: c.to_string(),
+            decl_type: String::new(),
+            pk: false,
+            kind: Kind::Text,
+            nulls: 0,
+            distinct: 0,
+            values: vec![],
+            numeric_text: false,
+            blanks: false,
+        };
+        Table { name: name.into(), rows: 0, columns: columns.iter().map(column).collect(), keys: vec![], labels: vec![] }
+    }
+
+    #[test]
+    fn a_key_to_people_is_named_by_the_role_and_others_keep_their_name() {
+        let people = table("employees", &["employee_id", "first_name", "last_name"]);
+        let teams = table("teams", &["team_id", "name"]);
+        assert_eq!(person_relation("lead_employee_id", &people), "lead");
+        assert_eq!(person_relation("manager_id", &people), "manager");
+        assert_eq!(person_relation("employee_id", &people), "employee");
+        assert_eq!(person_relation("home_team_id", &teams), "home team");
+    }
+
+    #[test]
+    fn a_missing_parent_never_goes_with_the_join_that_drops_it() {
+        let filter = |path: Vec<usize>, absent: Option<usize>| Filter { sql: String::new(), post: vec![], raw: String::new(), path, attr: 0, absent };
+        let no_manager = filter(vec![], Some(1));
+        assert!(no_manager.agrees(&[]));
+        assert!(no_manager.agrees(&[0, 2]), "another join is fine");
+        assert!(!no_manager.agrees(&[1]) && !no_manager.agrees(&[1, 3]));
+        assert!(filter(vec![1], None).agrees(&[1, 3]));
+        assert!(!filter(vec![1], None).agrees(&[0]));
     }
 }

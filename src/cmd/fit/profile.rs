@@ -53,6 +53,19 @@ impl TaskFilter {
         };
         text.lines().filter(kept).map(|l| format!("{l}\n")).collect()
     }
+
+    /// The `scenarios synth` flags that choose these tasks before any query runs, so that a
+    /// profile gets every task of its templates rather than their share of a capped mix.
+    pub fn synth_argv(&self) -> Vec<String> {
+        let mut argv = Vec::new();
+        if let Some(templates) = self.templates {
+            argv.extend(["--templates".to_string(), templates.join(",")]);
+        }
+        if let Some(max) = self.max_difficulty {
+            argv.extend(["--max-difficulty".to_string(), max.to_string()]);
+        }
+        argv
+    }
 }
 
 /// On CPU: one table and at most one condition (a count is level 1, each condition and each join
@@ -60,9 +73,12 @@ impl TaskFilter {
 /// SmolLM2-135M answered 5 of 18 held-out counts and none of the one-row lookups of the same
 /// level (benches/RESULTS.md, "The demo and CPU training speed").
 pub const CPU_MAX_DIFFICULTY: u64 = 2;
-/// The CPU profile's SFT share: the traces of 56 of the demo's 125 counting tasks, what one
-/// epoch on 2 cores affords.
+/// The CPU profile's SFT share of its first [`CPU_TRAIN_LIMIT`] train tasks: the traces of 56
+/// tasks, what one epoch on 2 cores affords.
 pub const CPU_SFT_SHARE: f64 = 0.45;
+/// The train tasks the CPU profile keeps (the first, in the synthesizer's order), so that its
+/// SFT share stays at what 2 cores afford whatever the server offers.
+pub const CPU_TRAIN_LIMIT: usize = 125;
 
 /// The packaged model a short name stands for (`small`, `qwen0.5b`); any other name is a model
 /// `train` takes as it is.
@@ -88,7 +104,7 @@ pub struct ProfileArgs {
     /// Default: the profile's (see docs/demo.md).
     #[arg(long, value_name = "SHARE")]
     sft_share: Option<f64>,
-    /// Use only the first N train tasks (SFT traces and GRPO). Default: all.
+    /// Use only the first N train tasks (SFT traces and GRPO). Default: all with a GPU, 125 on CPU.
     #[arg(long, value_name = "N")]
     train_limit: Option<usize>,
     /// Validate on only the first N validation tasks. Default: all with a GPU, 20 on CPU.
@@ -127,7 +143,7 @@ pub fn profile(gpu: bool, model: &str, o: &Overrides) -> Profile {
     let mut sft = SftConfig { base_model: model.into(), ..SftConfig::default() };
     let mut grpo = TrainConfig { base_model: model.into(), ..TrainConfig::default() };
     grpo.rollout.eval_every = 0;
-    let mut validation_limit = o.validation_limit;
+    let (mut train_limit, mut validation_limit) = (o.train_limit, o.validation_limit);
     let (keep, default_share, max_model_len);
     if gpu {
         keep = TaskFilter::ALL;
@@ -162,6 +178,7 @@ pub fn profile(gpu: bool, model: &str, o: &Overrides) -> Profile {
         // rise in correct answers rather than only in reward.
         keep = TaskFilter { templates: None, max_difficulty: Some(CPU_MAX_DIFFICULTY) };
         default_share = CPU_SFT_SHARE;
+        train_limit = train_limit.or(Some(CPU_TRAIN_LIMIT));
         validation_limit = validation_limit.or(Some(20));
         // Sampled validation would multiply the CPU's slowest phase; the greedy table is the
         // CPU profile's claim.
@@ -200,7 +217,7 @@ pub fn profile(gpu: bool, model: &str, o: &Overrides) -> Profile {
         grpo.rollout.staleness = 0;
         grpo.optim.lr = 5e-5;
     }
-    Profile { gpu, model: model.into(), keep, train_limit: o.train_limit, validation_limit, sft_share: o.sft_share.unwrap_or(default_share), sft, grpo, max_model_len }
+    Profile { gpu, model: model.into(), keep, train_limit, validation_limit, sft_share: o.sft_share.unwrap_or(default_share), sft, grpo, max_model_len }
 }
 
 /// Epochs of `train` scenarios that `steps` steps of `per_step` scenarios need, so `--steps`
@@ -286,7 +303,7 @@ mod tests {
         let cpu = profile(false, "small", &none);
         assert_eq!(cpu.model, "smollm2-135m-instruct");
         assert_eq!((cpu.grpo.rollout.max_steps, cpu.sft.epochs), (2, 1));
-        assert_eq!((cpu.train_limit, cpu.validation_limit), (None, Some(20)));
+        assert_eq!((cpu.train_limit, cpu.validation_limit), (Some(CPU_TRAIN_LIMIT), Some(20)));
         assert_eq!(cpu.keep.max_difficulty, Some(CPU_MAX_DIFFICULTY), "the CPU keeps the easiest tasks");
         assert_eq!((cpu.sft.trainer.packing, cpu.grpo.trainer.packing), (Packing::PrefixTree, Packing::PrefixTree));
         assert_eq!((cpu.sft_share, cpu.grpo.rollout.eval_rollouts), (CPU_SFT_SHARE, 0));

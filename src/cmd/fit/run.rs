@@ -18,7 +18,7 @@ use ta_trainer::checkpoint::last_complete_step;
 
 use super::engine;
 use super::plan::{Synthesizer, TaskSource};
-use super::profile::{Profile, Rates, about, epochs_for};
+use super::profile::{Profile, Rates, TaskFilter, about, epochs_for};
 use crate::cmd::{collect, curate, eval, scenarios, sft, train};
 use crate::setup::RunSetup;
 
@@ -174,7 +174,7 @@ pub async fn execute(job: Job) -> Result<()> {
     let with_server = |rest: &[String]| -> Vec<String> { server.iter().cloned().chain(rest.iter().cloned()).collect() };
 
     // The tasks, checked by running them through the server.
-    let tasks = write_tasks(&mut stages, &source, &out, synth_n, &with_server).await?;
+    let tasks = write_tasks(&mut stages, &source, &out, synth_n, &keep, &with_server).await?;
     let source_text = std::fs::read_to_string(&tasks).with_context(|| format!("cannot read {}", tasks.display()))?;
     let kept = limit_splits(&keep.apply(&source_text), train_limit, validation_limit);
     let scenarios = out.join("scenarios.jsonl");
@@ -365,7 +365,14 @@ fn print_times(records: &[StageRecord], grpo_dir: &Path) {
 
 /// Runs the task stages the source needs (skipping those complete from an earlier run) and
 /// returns the file of tasks to train and validate on.
-async fn write_tasks(stages: &mut Stages, source: &TaskSource, out: &Path, synth_n: usize, with_server: &impl Fn(&[String]) -> Vec<String>) -> Result<PathBuf> {
+async fn write_tasks(
+    stages: &mut Stages,
+    source: &TaskSource,
+    out: &Path,
+    synth_n: usize,
+    keep: &TaskFilter,
+    with_server: &impl Fn(&[String]) -> Vec<String>,
+) -> Result<PathBuf> {
     let (first, dir) = match source.synthesizer {
         Synthesizer::Sql => ("scenarios synth", out.join("synth")),
         Synthesizer::Walk => ("scenarios walk", out.join("walk")),
@@ -375,7 +382,10 @@ async fn write_tasks(stages: &mut Stages, source: &TaskSource, out: &Path, synth
     } else {
         match source.synthesizer {
             Synthesizer::Sql => {
-                let argv = with_server(&["--n".into(), synth_n.to_string(), "--seed".into(), SYNTH_SEED.to_string(), "--out".into(), path(&dir)]);
+                let mut rest = vec!["--n".into(), synth_n.to_string(), "--seed".into(), SYNTH_SEED.to_string()];
+                rest.extend(keep.synth_argv());
+                rest.extend(["--out".into(), path(&dir)]);
+                let argv = with_server(&rest);
                 let (args, t) = stages.start(first, "tasks with checked answers, written from the server's database", &argv, Some(10.0))?;
                 scenarios::synth::run(args).await?;
                 stages.done(t)?;

@@ -28,6 +28,13 @@ pub struct Args {
     /// Queries in flight at once.
     #[arg(long, default_value_t = 8)]
     concurrency: usize,
+    /// Only questions of these templates (comma-separated or repeated; `summary.json` and the
+    /// scenarios' `template` name them), chosen before any query runs.
+    #[arg(long, value_name = "NAMES", value_delimiter = ',')]
+    templates: Option<Vec<String>>,
+    /// Only questions up to this difficulty level (1-5: the target's, one per condition, one per join).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..=5))]
+    max_difficulty: Option<u8>,
 }
 
 pub async fn run(args: Args) -> Result<()> {
@@ -44,6 +51,8 @@ pub async fn run(args: Args) -> Result<()> {
         validation_fraction: args.split.validation_fraction,
         seed: args.split.seed,
         concurrency: args.concurrency,
+        templates: args.templates.clone(),
+        max_difficulty: args.max_difficulty,
     };
     eprintln!("synthesizing up to {} scenarios through {} ...", args.n, server.description);
     let result = synthesize(&tools, &opts).await;
