@@ -116,7 +116,7 @@ fn question(template: &'static str, difficulty: u8, tables: &[String], phrasings
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema::{Column, ForeignKey, Kind, Table};
+    use crate::schema::{Column, ForeignKey, Table};
 
     #[test]
     fn every_table_gets_its_questions_and_their_templates_are_listed() {
@@ -126,17 +126,7 @@ mod tests {
              CREATE TABLE players (player_id INTEGER PRIMARY KEY, team_id INTEGER REFERENCES teams(team_id), nick TEXT);",
         )
         .unwrap();
-        let column = |name: &str, pk: bool| Column {
-            name: name.into(),
-            decl_type: String::new(),
-            pk,
-            kind: Kind::Text,
-            nulls: 0,
-            distinct: 0,
-            values: vec![],
-            numeric_text: false,
-            blanks: false,
-        };
+        let column = Column::text;
         let table = |name: &str, columns: Vec<Column>, keys: Vec<ForeignKey>| Table { name: name.into(), rows: 0, columns, keys, labels: vec![] };
         let key = ForeignKey { from: "team_id".into(), parent: "teams".into(), to: "team_id".into(), declared: true };
         let schema = Schema {

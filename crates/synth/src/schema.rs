@@ -41,6 +41,14 @@ pub struct Column {
     pub blanks: bool,
 }
 
+#[cfg(test)]
+impl Column {
+    /// A text column with no statistics, for tests that build a schema by hand.
+    pub(crate) fn text(name: &str, pk: bool) -> Column {
+        Column { name: name.into(), decl_type: String::new(), pk, kind: Kind::Text, nulls: 0, distinct: 0, values: vec![], numeric_text: false, blanks: false }
+    }
+}
+
 /// A reference from `table.from` to `parent.to`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ForeignKey {

@@ -406,18 +406,7 @@ mod tests {
     use super::*;
 
     fn table(name: &str, columns: &[&str]) -> Table {
-        let column = |c: &&str| Column {
-            name: c.to_string(),
-            decl_type: String::new(),
-            pk: false,
-            kind: Kind::Text,
-            nulls: 0,
-            distinct: 0,
-            values: vec![],
-            numeric_text: false,
-            blanks: false,
-        };
-        Table { name: name.into(), rows: 0, columns: columns.iter().map(column).collect(), keys: vec![], labels: vec![] }
+        Table { name: name.into(), rows: 0, columns: columns.iter().map(|c| Column::text(c, false)).collect(), keys: vec![], labels: vec![] }
     }
 
     #[test]
