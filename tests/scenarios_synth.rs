@@ -81,7 +81,7 @@ fn synth_on_the_demo_server_then_reference_traces() {
 }
 
 #[test]
-fn templates_and_levels_are_chosen_before_anything_runs() {
+fn templates_levels_and_weights_are_chosen_before_anything_runs() {
     let dir = tempfile::tempdir().unwrap();
     let synth = |out: &std::path::Path, extra: &[&str]| {
         Command::new(bin()).args(["scenarios", "synth", "--server", "train-agent demo-server", "--seed", "1", "--out"]).arg(out).args(extra).output().unwrap()
@@ -101,6 +101,22 @@ fn templates_and_levels_are_chosen_before_anything_runs() {
     assert!(synth(&mixed, &["--n", &n]).status.success());
     let counts = jsonl(&mixed.join("scenarios.jsonl")).iter().filter(|s| s["template"] == "count_where" && s["difficulty"].as_u64() <= Some(2)).count();
     assert!(counts * 2 < scenarios.len(), "{counts} of {} in the mix", scenarios.len());
+
+    // weights draw templates in proportion (one not named at their mean, here 2): lookups twice
+    // as often as the others, no count_rows
+    let weights = dir.path().join("weights.json");
+    std::fs::write(&weights, r#"{"lookup": 4, "count_rows": 0}"#).unwrap();
+    let weighted = dir.path().join("weighted");
+    assert!(synth(&weighted, &["--n", "300", "--template-weights", weights.to_str().unwrap()]).status.success());
+    let even = dir.path().join("even");
+    assert!(synth(&even, &["--n", "300"]).status.success());
+    let of = |d: &std::path::Path, t: &str| jsonl(&d.join("scenarios.jsonl")).iter().filter(|s| s["template"] == t).count();
+    assert_eq!(of(&weighted, "count_rows"), 0);
+    assert!(of(&even, "count_rows") > 0);
+    assert!(2 * of(&weighted, "lookup") > 3 * of(&even, "lookup"), "{} vs {}", of(&weighted, "lookup"), of(&even, "lookup"));
+    std::fs::write(&weights, r#"{"lookup": -1}"#).unwrap();
+    let out = synth(&dir.path().join("negative"), &["--template-weights", weights.to_str().unwrap()]);
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("lookup has the weight -1"));
 
     let out = synth(&dir.path().join("bad"), &["--templates", "count_rowz"]);
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -67,6 +67,19 @@ impl FrontierSummary {
     }
 }
 
+/// The least weight a group keeps in [`FrontierSummary::weights`]: a template solved every
+/// time is still rehearsed, at a twentieth of an unsolved one's share.
+pub const MIN_WEIGHT: f64 = 0.05;
+
+impl FrontierSummary {
+    /// Each group's share of failed episodes (1 − its mean pass rate, at least [`MIN_WEIGHT`]):
+    /// the weights `scenarios synth --template-weights` draws templates by, so that a new task set
+    /// holds more of the shapes the model gets wrong (adaptive synthesis).
+    pub fn weights(&self) -> BTreeMap<String, f64> {
+        self.per_group.iter().map(|(k, &(_, _, rate))| (k.clone(), (1.0 - rate).max(MIN_WEIGHT))).collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -90,5 +103,14 @@ mod tests {
     fn a_single_episode_is_never_on_the_frontier() {
         assert!(!PassCount { passed: 1, episodes: 1 }.on_frontier());
         assert!(!PassCount { passed: 0, episodes: 1 }.on_frontier());
+    }
+
+    #[test]
+    fn weights_follow_the_failures_and_never_vanish() {
+        let c = counts(&[("a1", 0, 4), ("a2", 2, 4), ("b1", 4, 4), ("b2", 4, 4), ("c1", 3, 4)]);
+        let w = FrontierSummary::of(&c, |id| id[..1].to_string()).weights();
+        assert_eq!(w["a"], 0.75, "a1 failed every episode, a2 half of them");
+        assert_eq!(w["b"], MIN_WEIGHT, "always solved: still drawn, rarely");
+        assert_eq!(w["c"], 0.25);
     }
 }

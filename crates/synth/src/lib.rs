@@ -84,6 +84,10 @@ pub struct SynthOptions {
     pub templates: Option<Vec<String>>,
     /// Only questions up to this difficulty level (`None`: every level).
     pub max_difficulty: Option<u8>,
+    /// How often each template is drawn relative to the others (`None`: all alike); a template
+    /// not named gets the mean weight. `scenarios frontier --weights` writes them from a
+    /// model's failures.
+    pub template_weights: Option<BTreeMap<String, f64>>,
 }
 
 /// What a synthesis produced and how.
@@ -124,7 +128,10 @@ pub async fn synthesize<T: ToolHost>(host: &T, opts: &SynthOptions) -> Result<Sy
     let mut all = grammar::candidates(&schema, opts.seed, opts.templates.is_some());
     all.extend(meta::candidates(&schema));
     select(&mut all, opts)?;
-    let ordered = interleave(all.clone(), |c| c.template, opts.seed);
+    let ordered = match &opts.template_weights {
+        Some(w) => interleave_weighted(all.clone(), |c| c.template, opts.seed, w),
+        None => interleave(all.clone(), |c| c.template, opts.seed),
+    };
 
     let mut kept: Vec<(Candidate, Checked)> = Vec::new();
     let mut dropped: BTreeMap<String, usize> = BTreeMap::new();
@@ -247,6 +254,45 @@ pub fn interleave<T>(items: Vec<T>, template: impl Fn(&T) -> &str, seed: u64) ->
     out
 }
 
+/// [`interleave`] with templates drawn in proportion to `weights` (smooth weighted round-robin:
+/// each turn every template with items left gains its weight, and the one with the most takes a
+/// turn and pays the total), so a template of weight 3 comes three times as often as one of
+/// weight 1 for as long as both have items. A template `weights` does not name gets their mean
+/// (1 when they are all 0); one of weight 0 is left out.
+pub fn interleave_weighted<T>(items: Vec<T>, template: impl Fn(&T) -> &str, seed: u64, weights: &BTreeMap<String, f64>) -> Vec<T> {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let sum: f64 = weights.values().sum();
+    let mean = if sum > 0.0 { sum / weights.len() as f64 } else { 1.0 };
+    let mut by_template: Vec<(f64, f64, Vec<T>)> = Vec::new(); // (weight, credit, items popped from the end)
+    let mut names: Vec<String> = Vec::new();
+    for item in items {
+        let t = template(&item).to_string();
+        let k = names.iter().position(|n| *n == t).unwrap_or_else(|| {
+            by_template.push((weights.get(&t).copied().unwrap_or(mean).max(0.0), 0.0, Vec::new()));
+            names.push(t);
+            names.len() - 1
+        });
+        by_template[k].2.push(item);
+    }
+    for (_, _, v) in &mut by_template {
+        v.shuffle(&mut rng);
+        v.reverse();
+    }
+    let mut out = Vec::new();
+    loop {
+        let live: Vec<usize> = (0..by_template.len()).filter(|&k| !by_template[k].2.is_empty() && by_template[k].0 > 0.0).collect();
+        let Some(&first) = live.first() else { break };
+        let total: f64 = live.iter().map(|&k| by_template[k].0).sum();
+        for &k in &live {
+            by_template[k].1 += by_template[k].0;
+        }
+        let best = live.iter().copied().fold(first, |b, k| if by_template[k].1 > by_template[b].1 { k } else { b });
+        by_template[best].1 -= total;
+        out.extend(by_template[best].2.pop());
+    }
+    out
+}
+
 /// Which phrasings become scenarios, as `(question, phrasing)` indices: the first phrasing of
 /// every question before any second one, so that a consumer taking the first k tasks
 /// (`collect --limit`) gets as many distinct questions as it can; at most `n`; a phrasing whose
@@ -346,5 +392,25 @@ pub fn split_by_group(scenarios: &mut [Scenario], group_of: &[usize], fraction: 
     let validation: HashMap<usize, bool> = groups.iter().enumerate().map(|(k, &g)| (g, k < n_val)).collect();
     for (s, g) in scenarios.iter_mut().zip(group_of) {
         s.split = Some(if validation[g] { Split::Validation } else { Split::Train });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn weighted_templates_come_in_proportion_until_one_runs_out() {
+        let items: Vec<(&str, usize)> = (0..20).map(|i| ("a", i)).chain((0..20).map(|i| ("b", i))).chain((0..2).map(|i| ("c", i))).collect();
+        let weights = BTreeMap::from([("a".to_string(), 3.0), ("b".to_string(), 1.0)]);
+        let out = interleave_weighted(items.clone(), |x| x.0, 7, &weights);
+        assert_eq!(out.len(), items.len(), "every item once");
+        let count = |from: usize, to: usize, t: &str| out[from..to].iter().filter(|x| x.0 == t).count();
+        // c is not named: it gets the mean weight, 2, until its two items are gone; then a and b
+        // go on three to one
+        assert_eq!((count(0, 6, "a"), count(0, 6, "b"), count(0, 6, "c")), (3, 1, 2));
+        assert_eq!((count(6, 14, "a"), count(6, 14, "b")), (6, 2));
+        let left_out = interleave_weighted(items, |x| x.0, 7, &BTreeMap::from([("c".to_string(), 0.0)]));
+        assert!(left_out.iter().all(|x| x.0 != "c") && left_out.len() == 40);
     }
 }

@@ -81,7 +81,8 @@ fn same(a: &Expected, b: &Expected) -> bool {
 async fn synth_on(command: &str, db: &Path, query_tool: &str, describe_tool: &str) {
     let before = std::fs::read(db).unwrap();
     let tools = connect(command).await;
-    let opts = SynthOptions { n: 100_000, query_tool: None, validation_fraction: 0.25, seed: 3, concurrency: 4, templates: None, max_difficulty: None };
+    let opts =
+        SynthOptions { n: 100_000, query_tool: None, validation_fraction: 0.25, seed: 3, concurrency: 4, templates: None, max_difficulty: None, template_weights: None };
     let out = synthesize(&tools, &opts).await.unwrap();
     tools.client().close().await;
     let s = &out.summary;
@@ -210,7 +211,8 @@ async fn keyword_and_quoted_names_are_quoted_and_a_server_error_in_plain_text_is
     let err = sql.json("(SELECT count(*) FROM items WHERE order IS NULL)").await.unwrap_err();
     assert!(matches!(&err, ta_synth::SynthError::Query { message, .. } if message.contains("Database error")), "{err}");
 
-    let opts = SynthOptions { n: 100_000, query_tool: None, validation_fraction: 0.25, seed: 3, concurrency: 4, templates: None, max_difficulty: None };
+    let opts =
+        SynthOptions { n: 100_000, query_tool: None, validation_fraction: 0.25, seed: 3, concurrency: 4, templates: None, max_difficulty: None, template_weights: None };
     let out = synthesize(&tools, &opts).await.unwrap();
     tools.client().close().await;
     let s = &out.summary;
@@ -251,7 +253,8 @@ async fn a_big_table_is_synthesized_with_bounded_list_queries() {
         )
         .unwrap();
     let tools = connect(&format!("{} --db-path {}", server.display(), db.display())).await;
-    let opts = SynthOptions { n: 40, query_tool: None, validation_fraction: 0.25, seed: 3, concurrency: 2, templates: None, max_difficulty: None };
+    let opts =
+        SynthOptions { n: 40, query_tool: None, validation_fraction: 0.25, seed: 3, concurrency: 2, templates: None, max_difficulty: None, template_weights: None };
     let out = synthesize(&tools, &opts).await.unwrap();
     tools.client().close().await;
     let s = &out.summary;
@@ -278,7 +281,8 @@ async fn numbers_stored_as_text_are_numbers_and_blanks_are_missing() {
     let db = dir.path().join("csv.db");
     rusqlite::Connection::open(&db).unwrap().execute_batch(CSV_IMPORT).unwrap();
     let tools = connect(&format!("{} --db-path {}", server.display(), db.display())).await;
-    let opts = SynthOptions { n: 100_000, query_tool: None, validation_fraction: 0.25, seed: 3, concurrency: 4, templates: None, max_difficulty: None };
+    let opts =
+        SynthOptions { n: 100_000, query_tool: None, validation_fraction: 0.25, seed: 3, concurrency: 4, templates: None, max_difficulty: None, template_weights: None };
     let out = synthesize(&tools, &opts).await.unwrap();
     tools.client().close().await;
     let plants = out.schema.tables.iter().find(|t| t.name == "plants").unwrap();
@@ -330,7 +334,8 @@ async fn people_managers_leads_and_assignments_get_their_questions() {
     let db = dir.path().join("staff.db");
     rusqlite::Connection::open(&db).unwrap().execute_batch(STAFF).unwrap();
     let tools = connect(&format!("{} --db-path {}", server.display(), db.display())).await;
-    let opts = SynthOptions { n: 100_000, query_tool: None, validation_fraction: 0.25, seed: 3, concurrency: 4, templates: None, max_difficulty: None };
+    let opts =
+        SynthOptions { n: 100_000, query_tool: None, validation_fraction: 0.25, seed: 3, concurrency: 4, templates: None, max_difficulty: None, template_weights: None };
     let out = synthesize(&tools, &opts).await.unwrap();
     tools.client().close().await;
     let s = &out.summary;

@@ -25,6 +25,10 @@ pub struct Args {
     /// Where to write the frontier's scenarios (JSONL), each with its `pass_rate`.
     #[arg(long, value_name = "FILE")]
     out: PathBuf,
+    /// Also write each template's weight (its share of failed episodes, at least 0.05) as JSON,
+    /// for `scenarios synth --template-weights`: more of the shapes the model gets wrong.
+    #[arg(long, value_name = "FILE")]
+    weights: Option<PathBuf>,
 }
 
 pub fn run(args: Args) -> Result<()> {
@@ -64,6 +68,11 @@ pub fn run(args: Args) -> Result<()> {
         println!("  {:<24} {n:>5} {f:>9} {rate:>15.2}", ta_types::terminal::terminal_safe(t));
     }
     println!("scenarios: {} ({kept})", args.out.display());
+    if let Some(path) = &args.weights {
+        let text = serde_json::to_string_pretty(&summary.weights())?;
+        std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))?;
+        println!("template weights: {}", path.display());
+    }
     if kept == 0 {
         eprintln!("note: no scenario is on the frontier; GRPO on these would learn nothing (every group flat)");
     }

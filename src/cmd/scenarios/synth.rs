@@ -35,6 +35,11 @@ pub struct Args {
     /// Only questions up to this difficulty level (1-5: the target's, one per condition, one per join).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..=5))]
     max_difficulty: Option<u8>,
+    /// A JSON object of template weights (`{"lookup": 0.8, "count_rows": 0.05}`): templates are
+    /// drawn in proportion, one not named at their mean (1 if all are 0), one of weight 0 not at all.
+    /// `scenarios frontier --weights` writes them from a model's failed episodes.
+    #[arg(long, value_name = "FILE")]
+    template_weights: Option<PathBuf>,
 }
 
 pub async fn run(args: Args) -> Result<()> {
@@ -53,6 +58,7 @@ pub async fn run(args: Args) -> Result<()> {
         concurrency: args.concurrency,
         templates: args.templates.clone(),
         max_difficulty: args.max_difficulty,
+        template_weights: args.template_weights.as_deref().map(read_weights).transpose()?,
     };
     eprintln!("synthesizing up to {} scenarios through {} ...", args.n, server.description);
     let result = synthesize(&tools, &opts).await;
@@ -97,4 +103,15 @@ pub async fn run(args: Args) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Template weights from a JSON object of non-negative numbers.
+fn read_weights(path: &std::path::Path) -> Result<std::collections::BTreeMap<String, f64>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read --template-weights {}", path.display()))?;
+    let weights: std::collections::BTreeMap<String, f64> = serde_json::from_str(&text)
+        .with_context(|| format!("--template-weights {} is not a JSON object of numbers\nhint: {{\"lookup\": 0.8, \"count_rows\": 0.05}}", path.display()))?;
+    if let Some((t, w)) = weights.iter().find(|(_, w)| !w.is_finite() || **w < 0.0) {
+        anyhow::bail!("--template-weights {}: {t} has the weight {w}; weights are numbers of 0 or more", path.display());
+    }
+    Ok(weights)
 }
