@@ -10,6 +10,10 @@ use serde::Serialize;
 use ta_metrics::is_success;
 use ta_types::Trajectory;
 
+/// The least weight a group keeps in [`FrontierSummary::weights`]: a template solved every
+/// time is still rehearsed, at a twentieth of an unsolved one's share.
+pub const MIN_WEIGHT: f64 = 0.05;
+
 /// One task's sampled episodes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct PassCount {
@@ -65,13 +69,7 @@ impl FrontierSummary {
         s.per_group = rates.into_iter().map(|(k, (n, f, sum))| (k, (n, f, sum / n.max(1) as f64))).collect();
         s
     }
-}
 
-/// The least weight a group keeps in [`FrontierSummary::weights`]: a template solved every
-/// time is still rehearsed, at a twentieth of an unsolved one's share.
-pub const MIN_WEIGHT: f64 = 0.05;
-
-impl FrontierSummary {
     /// Each group's share of failed episodes (1 − its mean pass rate, at least [`MIN_WEIGHT`]):
     /// the weights `scenarios synth --template-weights` draws templates by, so that a new task set
     /// holds more of the shapes the model gets wrong (adaptive synthesis).

@@ -230,19 +230,7 @@ fn select(all: &mut Vec<Candidate>, opts: &SynthOptions) -> Result<(), SynthErro
 /// still covers every template and table. `scenarios synth` and `scenarios walk` both order
 /// their questions so.
 pub fn interleave<T>(items: Vec<T>, template: impl Fn(&T) -> &str, seed: u64) -> Vec<T> {
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-    let mut by_template: Vec<(String, Vec<T>)> = Vec::new();
-    for item in items {
-        let t = template(&item).to_string();
-        match by_template.iter_mut().find(|(name, _)| *name == t) {
-            Some((_, v)) => v.push(item),
-            None => by_template.push((t, vec![item])),
-        }
-    }
-    for (_, v) in &mut by_template {
-        v.shuffle(&mut rng);
-        v.reverse(); // popped from the end below
-    }
+    let mut by_template = shuffled_by_template(items, template, seed);
     let mut out = Vec::new();
     while by_template.iter().any(|(_, v)| !v.is_empty()) {
         for (_, v) in &mut by_template {
@@ -254,30 +242,36 @@ pub fn interleave<T>(items: Vec<T>, template: impl Fn(&T) -> &str, seed: u64) ->
     out
 }
 
+/// The items grouped by template, templates in the order they first appear, each group shuffled
+/// (seeded) and reversed: the interleaves pop them from the end.
+fn shuffled_by_template<T>(items: Vec<T>, template: impl Fn(&T) -> &str, seed: u64) -> Vec<(String, Vec<T>)> {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let mut by_template: Vec<(String, Vec<T>)> = Vec::new();
+    for item in items {
+        let t = template(&item).to_string();
+        match by_template.iter_mut().find(|(name, _)| *name == t) {
+            Some((_, v)) => v.push(item),
+            None => by_template.push((t, vec![item])),
+        }
+    }
+    for (_, v) in &mut by_template {
+        v.shuffle(&mut rng);
+        v.reverse();
+    }
+    by_template
+}
+
 /// [`interleave`] with templates drawn in proportion to `weights` (smooth weighted round-robin:
 /// each turn every template with items left gains its weight, and the one with the most takes a
 /// turn and pays the total), so a template of weight 3 comes three times as often as one of
 /// weight 1 for as long as both have items. A template `weights` does not name gets their mean
 /// (1 when they are all 0); one of weight 0 is left out.
 pub fn interleave_weighted<T>(items: Vec<T>, template: impl Fn(&T) -> &str, seed: u64, weights: &BTreeMap<String, f64>) -> Vec<T> {
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     let sum: f64 = weights.values().sum();
     let mean = if sum > 0.0 { sum / weights.len() as f64 } else { 1.0 };
-    let mut by_template: Vec<(f64, f64, Vec<T>)> = Vec::new(); // (weight, credit, items popped from the end)
-    let mut names: Vec<String> = Vec::new();
-    for item in items {
-        let t = template(&item).to_string();
-        let k = names.iter().position(|n| *n == t).unwrap_or_else(|| {
-            by_template.push((weights.get(&t).copied().unwrap_or(mean).max(0.0), 0.0, Vec::new()));
-            names.push(t);
-            names.len() - 1
-        });
-        by_template[k].2.push(item);
-    }
-    for (_, _, v) in &mut by_template {
-        v.shuffle(&mut rng);
-        v.reverse();
-    }
+    // (weight, credit, items popped from the end)
+    let mut by_template: Vec<(f64, f64, Vec<T>)> =
+        shuffled_by_template(items, template, seed).into_iter().map(|(t, v)| (weights.get(&t).copied().unwrap_or(mean).max(0.0), 0.0, v)).collect();
     let mut out = Vec::new();
     loop {
         let live: Vec<usize> = (0..by_template.len()).filter(|&k| !by_template[k].2.is_empty() && by_template[k].0 > 0.0).collect();

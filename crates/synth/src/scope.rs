@@ -186,15 +186,11 @@ impl<'a> Scope<'a> {
 
     /// FROM with the joins of the longest of `paths` (they are prefixes of one chain).
     pub(crate) fn from(&self, paths: &[&[usize]]) -> String {
-        let mut from = format!("FROM {} {BASE}", ident(&self.table.name));
-        for &j in longest(paths) {
-            from.push(' ');
-            from.push_str(&self.joins[j].0);
-        }
-        from
+        self.joined(longest(paths))
     }
 
-    /// FROM with the given joins, each a first hop (the two parents of a linking table).
+    /// FROM with the given joins, in order: a chain, or first hops side by side (the two parents
+    /// of a linking table).
     pub(crate) fn joined(&self, joins: &[usize]) -> String {
         let mut from = format!("FROM {} {BASE}", ident(&self.table.name));
         for &j in joins {
