@@ -78,12 +78,26 @@ fn same(a: &Expected, b: &Expected) -> bool {
     }
 }
 
+/// Options that synthesize every question a database offers (seeded, a quarter in validation).
+fn every_question() -> SynthOptions {
+    SynthOptions { n: 100_000, query_tool: None, validation_fraction: 0.25, seed: 3, concurrency: 4, templates: None, max_difficulty: None, template_weights: None }
+}
+
+/// PyPI's mcp-server-sqlite on a fresh database `file` made by `schema`, connected; None (the
+/// test skips) when the server is not installed. The directory holds the database.
+async fn served(test: &str, file: &str, schema: &str) -> Option<(tempfile::TempDir, std::path::PathBuf, McpTools)> {
+    let server = ta_testkit::MCP_SERVER_SQLITE.path(test)?;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join(file);
+    rusqlite::Connection::open(&db).unwrap().execute_batch(schema).unwrap();
+    let tools = connect(&format!("{} --db-path {}", server.display(), db.display())).await;
+    Some((dir, db, tools))
+}
+
 async fn synth_on(command: &str, db: &Path, query_tool: &str, describe_tool: &str) {
     let before = std::fs::read(db).unwrap();
     let tools = connect(command).await;
-    let opts =
-        SynthOptions { n: 100_000, query_tool: None, validation_fraction: 0.25, seed: 3, concurrency: 4, templates: None, max_difficulty: None, template_weights: None };
-    let out = synthesize(&tools, &opts).await.unwrap();
+    let out = synthesize(&tools, &every_question()).await.unwrap();
     tools.client().close().await;
     let s = &out.summary;
     assert_eq!((s.query_tool.as_str(), s.list_tool.as_deref(), s.describe_tool.as_deref()), (query_tool, Some("list_tables"), Some(describe_tool)));
@@ -199,11 +213,7 @@ INSERT INTO "we""ird 'tab" VALUES (1, 'first', 10), (2, 'second', 20), (3, 'thir
 /// query once read as an empty table, so tables named by keywords were silently dropped.
 #[tokio::test(flavor = "multi_thread")]
 async fn keyword_and_quoted_names_are_quoted_and_a_server_error_in_plain_text_is_an_error() {
-    let Some(server) = ta_testkit::MCP_SERVER_SQLITE.path("keyword_and_quoted_names_are_quoted_and_a_server_error_in_plain_text_is_an_error") else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("odd.db");
-    rusqlite::Connection::open(&db).unwrap().execute_batch(ODD_NAMES).unwrap();
-    let tools = connect(&format!("{} --db-path {}", server.display(), db.display())).await;
+    let Some((_dir, db, tools)) = served("keyword_and_quoted_names_are_quoted_and_a_server_error_in_plain_text_is_an_error", "odd.db", ODD_NAMES).await else { return };
 
     // The error text of an unquoted keyword comes back as an error, not as "no rows".
     let query = ta_synth::tools::ArgTool { name: "read_query".into(), arg: "query".into() };
@@ -211,9 +221,7 @@ async fn keyword_and_quoted_names_are_quoted_and_a_server_error_in_plain_text_is
     let err = sql.json("(SELECT count(*) FROM items WHERE order IS NULL)").await.unwrap_err();
     assert!(matches!(&err, ta_synth::SynthError::Query { message, .. } if message.contains("Database error")), "{err}");
 
-    let opts =
-        SynthOptions { n: 100_000, query_tool: None, validation_fraction: 0.25, seed: 3, concurrency: 4, templates: None, max_difficulty: None, template_weights: None };
-    let out = synthesize(&tools, &opts).await.unwrap();
+    let out = synthesize(&tools, &every_question()).await.unwrap();
     tools.client().close().await;
     let s = &out.summary;
     assert_eq!(s.tables, ["items", "table", "we\"ird 'tab"]);
@@ -276,14 +284,8 @@ INSERT INTO states VALUES (1, 'North'), (2, 'South'), (3, 'East');
 
 #[tokio::test(flavor = "multi_thread")]
 async fn numbers_stored_as_text_are_numbers_and_blanks_are_missing() {
-    let Some(server) = ta_testkit::MCP_SERVER_SQLITE.path("numbers_stored_as_text_are_numbers_and_blanks_are_missing") else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("csv.db");
-    rusqlite::Connection::open(&db).unwrap().execute_batch(CSV_IMPORT).unwrap();
-    let tools = connect(&format!("{} --db-path {}", server.display(), db.display())).await;
-    let opts =
-        SynthOptions { n: 100_000, query_tool: None, validation_fraction: 0.25, seed: 3, concurrency: 4, templates: None, max_difficulty: None, template_weights: None };
-    let out = synthesize(&tools, &opts).await.unwrap();
+    let Some((_dir, db, tools)) = served("numbers_stored_as_text_are_numbers_and_blanks_are_missing", "csv.db", CSV_IMPORT).await else { return };
+    let out = synthesize(&tools, &every_question()).await.unwrap();
     tools.client().close().await;
     let plants = out.schema.tables.iter().find(|t| t.name == "plants").unwrap();
     let capacity = plants.column("Capacity").unwrap();
@@ -329,14 +331,8 @@ INSERT INTO project_assignments VALUES (1, 1), (1, 3), (1, 4), (2, 3), (2, 8), (
 /// Unfiltered questions are looked up by their exact SQL; filtered ones are checked where drawn.
 #[tokio::test(flavor = "multi_thread")]
 async fn people_managers_leads_and_assignments_get_their_questions() {
-    let Some(server) = ta_testkit::MCP_SERVER_SQLITE.path("people_managers_leads_and_assignments_get_their_questions") else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("staff.db");
-    rusqlite::Connection::open(&db).unwrap().execute_batch(STAFF).unwrap();
-    let tools = connect(&format!("{} --db-path {}", server.display(), db.display())).await;
-    let opts =
-        SynthOptions { n: 100_000, query_tool: None, validation_fraction: 0.25, seed: 3, concurrency: 4, templates: None, max_difficulty: None, template_weights: None };
-    let out = synthesize(&tools, &opts).await.unwrap();
+    let Some((_dir, db, tools)) = served("people_managers_leads_and_assignments_get_their_questions", "staff.db", STAFF).await else { return };
+    let out = synthesize(&tools, &every_question()).await.unwrap();
     tools.client().close().await;
     let s = &out.summary;
     assert_eq!(s.tables, ["employees", "projects", "project_assignments"]);
