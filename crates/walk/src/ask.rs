@@ -14,7 +14,7 @@ use ta_synth::names::{human, plural, plural_of, singular, with_article, words};
 use ta_types::Expected;
 use ta_types::scenario::ExpectedRule;
 
-use crate::explore::{Call, LINES, Walked, entry_kind, label_field};
+use crate::explore::{Call, LINES, REVISION_WORDS, Walked, entry_kind, glob_extension, glob_word, label_field};
 use crate::parse::{CHANGED_FILES, EXTENSION, Listing, Parsed, ROWS, Record, is_hex_id};
 
 /// What answers a task, given the answering call's parsed result.
@@ -29,6 +29,10 @@ pub enum Op {
     Lookup { listing: String, by: String, value: Value, field: String },
     /// The label of the item with the largest (or smallest) `field`.
     Extreme { listing: String, field: String, max: bool, label: String },
+    /// The largest (or smallest) value of `field` itself: "the warmest temperature".
+    Peak { listing: String, field: String, max: bool },
+    /// The sum of a numeric `field` over the items: "the total amount".
+    Total { listing: String, field: String },
     /// The value of `field` most items share.
     Most { listing: String, field: String },
     /// Whether an item's `field` is `value`: "yes" or "no".
@@ -95,6 +99,15 @@ impl Op {
                 [one] => one.get(label).and_then(value_answer),
                 _ => None,
             },
+            Op::Peak { listing: l, field, max } => at_extreme(listing(l)?, field, *max).first().and_then(|r| r.get(field)).and_then(value_answer),
+            Op::Total { listing: l, field } => {
+                let values: Vec<f64> = listing(l)?.iter().map(|r| r.get(field).and_then(Value::as_f64)).collect::<Option<_>>()?;
+                let sum: f64 = values.iter().sum();
+                // Cents, as money is written: the sum of 12.1 and 0.2 is 12.3, not 12.299999.
+                let sum = (sum * 100.0).round() / 100.0;
+                (values.len() >= 2)
+                    .then(|| if sum.fract() == 0.0 { Expected::Number(sum) } else { Expected::Rule(ExpectedRule::Number { number: sum, tolerance: 0.01 }) })
+            }
             Op::Most { listing: l, field } => {
                 let counts = tally(listing(l)?, field);
                 let top = *counts.values().max()?;
@@ -145,7 +158,10 @@ impl Op {
                     Some((f, v)) => format!("items with {} {}", human(f), ta_synth::names::shown(v)),
                     None => "items".into(),
                 };
-                Some(format!("The result lists {n} {things}: {}.", enumerate(hits)))
+                // Numbered before the total is said: a small model counts by writing the list
+                // out, not by guessing a number first.
+                let numbered: Vec<String> = hits.iter().enumerate().map(|(i, h)| format!("{}. {h}", i + 1)).collect();
+                Some(format!("Counting the {things} in the result: {}. That makes {n}.", enumerate(numbered)))
             }
             Op::Extreme { listing, field, max, label } => {
                 let rs = records(listing)?;
@@ -158,6 +174,22 @@ impl Op {
                     ta_synth::names::shown(&best[field.as_str()]),
                     named(best, label)?
                 ))
+            }
+            Op::Peak { listing, field, max } => {
+                let rs = records(listing)?;
+                let values: Vec<String> = rs.iter().filter_map(|r| r.get(field)).map(ta_synth::names::shown).collect();
+                let best = ta_synth::names::shown(at_extreme(rs, field, *max).first()?.get(field)?);
+                Some(format!("The {} values: {}. The {} is {best}.", human(field), enumerate(values), if *max { "largest" } else { "smallest" }))
+            }
+            Op::Total { listing, field } => {
+                let values: Vec<String> = records(listing)?.iter().filter_map(|r| r.get(field)).map(ta_synth::names::shown).collect();
+                let total = match self.answer(p)? {
+                    Expected::Number(x) => x,
+                    Expected::Rule(ExpectedRule::Number { number, .. }) => number,
+                    _ => return None,
+                };
+                let total = if total.fract() == 0.0 { format!("{}", total as i64) } else { total.to_string() };
+                Some(format!("Adding up the {}: {} = {total}.", human(field), values.join(" + ")))
             }
             Op::Most { listing, field } => {
                 let counts: Vec<String> = tally(records(listing)?, field).iter().map(|(k, n)| format!("{k} {n}")).collect();
@@ -181,6 +213,8 @@ impl Op {
             Op::Count { .. } => "count_where",
             Op::Lookup { .. } => "lookup",
             Op::Extreme { .. } => "extreme",
+            Op::Peak { .. } => "peak",
+            Op::Total { .. } => "total",
             Op::Most { .. } => "most",
             Op::Exists { .. } => "exists",
             Op::List { .. } => "list",
@@ -200,7 +234,8 @@ impl Op {
         match self {
             Op::Field { .. } | Op::Lookup { .. } | Op::Heading => 0,
             Op::Count { filter: None, .. } | Op::Exists { .. } | Op::Lines | Op::List { .. } => 1,
-            Op::Count { .. } | Op::Extreme { .. } | Op::Most { .. } | Op::Select { .. } => 2,
+            Op::Count { .. } | Op::Extreme { .. } | Op::Peak { .. } | Op::Most { .. } | Op::Select { .. } => 2,
+            Op::Total { .. } => 3,
         }
     }
 }
@@ -280,6 +315,9 @@ struct Subject {
     adjectives: Vec<String>,
     /// Whether the call reads one file (its lines and title are asked about).
     file: bool,
+    /// What a search by pattern found, for a glob argument: ".md files", "files with \"chili\" in
+    /// their name" (anywhere below the folder searched).
+    found: Option<String>,
 }
 
 fn relative<'a>(path: &'a str, roots: &[String]) -> Option<&'a str> {
@@ -291,10 +329,31 @@ fn subject(call: &Call, walked: &Walked) -> Subject {
     let mut thing = None;
     let mut adjectives = Vec::new();
     let mut file = false;
+    let mut found = None;
     for ((name, value), (_, origin)) in call.args.iter().zip(&call.origins) {
         let pw = words(name);
         let one = value.as_array().is_none();
         let Some(v) = value.as_str().or_else(|| value.as_array().and_then(|a| a.first()).and_then(Value::as_str)) else { continue };
+        if let Some(w) = glob_word(v) {
+            found = Some(format!("files with \"{w}\" in their name"));
+            continue;
+        }
+        if let Some(e) = glob_extension(v) {
+            found = Some(format!(".{e} files"));
+            continue;
+        }
+        // A window of time ("in January 2024").
+        if origin.call.is_none() && origin.phrase.starts_with("in ") && origin.phrase != v {
+            if !places.contains(&origin.phrase) {
+                places.push(origin.phrase.clone());
+            }
+            continue;
+        }
+        // A branch's name given as a revision: its latest commit.
+        if origin.call.is_some() && !is_hex_id(v) && !v.starts_with('/') && pw.iter().any(|w| REVISION_WORDS.contains(&w.as_str())) {
+            thing = Some(format!("the latest commit on {v}"));
+            continue;
+        }
         if origin.call.is_none() && origin.phrase == v && !v.starts_with('/') {
             if !["all", "any", "both", "every", "everything"].contains(&v) {
                 adjectives.push(v.to_string());
@@ -307,7 +366,9 @@ fn subject(call: &Call, walked: &Walked) -> Subject {
                 Some("") => places.push("in the top folder".to_string()),
                 Some(rel) if is_file => {
                     file = one;
-                    thing = Some(format!("the file {rel}"));
+                    // A file a search found by a word is named by that word ("the chili file").
+                    let by_word = origin.call.is_some() && !origin.phrase.starts_with('/');
+                    thing = Some(if by_word { origin.phrase.clone() } else { format!("the file {rel}") });
                 }
                 Some(rel) => places.push(format!("in the {rel} folder")),
                 None => {
@@ -322,7 +383,7 @@ fn subject(call: &Call, walked: &Walked) -> Subject {
             places.push(format!("for {v}"));
         }
     }
-    Subject { place: places.join(" "), thing, adjectives, file }
+    Subject { place: places.join(" "), thing, adjectives, file, found }
 }
 
 /// The noun for a list's items: its key, the id field's name, the entries' tags, or the tool.
@@ -365,6 +426,14 @@ fn askable(field: &str) -> bool {
     // Whole words, not fragments: "author" holds "auth" and is no secret.
     let secret = w.iter().any(|x| SECRET_FIELD_WORDS.contains(&x.as_str())) || w.windows(2).any(|p| p[0] == "api" && p[1] == "key");
     !(secret || preposition)
+}
+
+/// Whether a numeric field counts or names rather than measures (an id, a year, a number):
+/// adding it up asks nothing.
+fn is_id_like(field: &str) -> bool {
+    words(field)
+        .iter()
+        .any(|w| ["id", "year", "number", "no", "num", "index", "rank", "permissions", "mode", "lat", "latitude", "lon", "longitude"].contains(&w.as_str()))
 }
 
 fn is_person(field: &str) -> bool {
@@ -456,29 +525,32 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
         let adj = s.adjectives.join(" ");
         let place = s.place.as_str();
         // Fields of a single result: "What is the size of the file notes/todo.md?"
-        if c.parsed.listings.is_empty() {
-            if let Some(thing) = &s.thing {
-                for (k, v) in &c.parsed.fields {
-                    if unstable.contains(k) || !askable(k) || v.is_null() || v.is_boolean() || v.as_str().is_some_and(|x| x.len() > 80) {
-                        continue;
-                    }
-                    let f = human(k);
-                    if !about.insert((thing.clone(), f.to_lowercase())) {
-                        continue;
-                    }
-                    let mut frames = what_is(&f, v, thing, place);
-                    let reads = words(&c.tool).iter().any(|w| ["read", "open", "content", "contents", "cat", "view"].contains(&w.as_str()));
-                    if s.file && reads {
-                        // A value inside a file's contents: "the currency in the file config.json".
-                        frames = vec![sentence(&["What is the", &f, "in", thing, place, "?"]), sentence(&["Look up the", &f, "in", thing, place, "."])];
-                    }
-                    push(Op::Field { field: k.clone() }, frames);
+        // A commit shown with the files it changed has fields too (its author, date, message).
+        let only_changes = c.parsed.listings.iter().all(|l| l.key == CHANGED_FILES);
+        if only_changes && let Some(thing) = &s.thing {
+            for (k, v) in &c.parsed.fields {
+                if unstable.contains(k) || !askable(k) || v.is_null() || v.is_boolean() || v.as_str().is_some_and(|x| x.len() > 80 || thing.contains(x)) {
+                    continue;
                 }
+                let f = human(k);
+                if !about.insert((thing.clone(), f.to_lowercase())) {
+                    continue;
+                }
+                let mut frames = what_is(&f, v, thing, place);
+                let reads = words(&c.tool).iter().any(|w| ["read", "open", "content", "contents", "cat", "view"].contains(&w.as_str()));
+                if s.file && reads {
+                    // A value inside a file's contents: "the currency in the file config.json".
+                    frames = vec![sentence(&["What is the", &f, "in", thing, place, "?"]), sentence(&["Look up the", &f, "in", thing, place, "."])];
+                }
+                push(Op::Field { field: k.clone() }, frames);
             }
+        }
+        if c.parsed.listings.is_empty() {
             // File contents: lines and title.
             let binary = c.text.split_whitespace().any(|w| w.len() > 200);
             if !unstable.contains(LINES)
                 && s.file
+                && !c.cut
                 && !binary
                 && let Some(thing) = &s.thing
                 && !c.parsed.lines.is_empty()
@@ -494,9 +566,13 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
                 continue;
             }
             let noun = item_noun(c, l);
-            let items = plural_of(&sentence(&[&adj, &noun]));
+            let items = s.found.clone().unwrap_or_else(|| plural_of(&sentence(&[&adj, &noun])));
+            // Whether the model sees the whole list: not cut by a limit left at its default, nor
+            // by the length of result it is shown. Counts, extremes, lists and "no" need it.
+            let whole = !c.maybe_cut && !c.cut;
             // A flattened tree holds the items of every folder below: "anywhere in".
-            let tree = rs.iter().any(|r| r.get("path").and_then(Value::as_str).is_some_and(|p| p.contains('/')));
+            // So does a search by pattern.
+            let tree = s.found.is_some() || rs.iter().any(|r| r.get("path").and_then(Value::as_str).is_some_and(|p| p.contains('/')));
             let tree_or_entries = tree || entry_kind(&rs[0]).is_some();
             let whole_place = match (&s.thing, tree) {
                 (Some(t), _) => format!("in {t} {place}").trim().to_string(),
@@ -511,12 +587,12 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
                 (Some(t), true) => Some(t.as_str()),
                 _ => None,
             };
-            if let Some(t) = changed {
+            if let (Some(t), true) = (changed, whole) {
                 push(
                     Op::Count { listing: l.key.clone(), filter: None },
                     vec![sentence(&["How many files did", t, "change", place, "?"]), sentence(&["How many files were changed in", t, place, "?"])],
                 );
-            } else if !c.maybe_cut {
+            } else if whole {
                 push(
                     Op::Count { listing: l.key.clone(), filter: None },
                     vec![
@@ -533,7 +609,7 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
                 let distinct: HashSet<&str> = values.iter().copied().collect();
                 let every = values.len() == rs.len() || k == EXTENSION;
                 let categorical = every && values.len() >= 3 && distinct.len() >= 2 && distinct.len() <= 8.min(rs.len() - 1) && distinct.iter().all(|v| v.len() <= 40);
-                if !categorical || c.maybe_cut {
+                if !categorical || !whole {
                     continue;
                 }
                 let f = human(k);
@@ -591,9 +667,11 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
                 Some(t) => vec![sentence(&["Which files did", t, "change", place, "?"]), sentence(&["List the files changed in", t, place, "."])],
                 None => vec![sentence(&["List the", &items, wp, "."]), sentence(&["Which", &items, "are there", wp, "?"]), sentence(&["What are the", &items, wp, "?"])],
             };
-            push(Op::List { listing: l.key.clone(), label: label.clone() }, list_frames);
+            if whole {
+                push(Op::List { listing: l.key.clone(), label: label.clone() }, list_frames);
+            }
             // Extremes over numbers and dates.
-            if !c.maybe_cut {
+            if whole {
                 for k in &keys {
                     let all_ordered = rs.iter().all(|r| r.get(k).and_then(order_key).is_some());
                     if !all_ordered {
@@ -616,6 +694,26 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
                             vec![sentence(&["Which", &one, wp, "has the", a, &f, "?"])]
                         };
                         push(Op::Extreme { listing: l.key.clone(), field: k.clone(), max, label: label.clone() }, frames);
+                        // The value itself: "What was the highest temperature?"
+                        let (a, b) = match (date, max) {
+                            (true, true) => ("latest", "most recent"),
+                            (true, false) => ("earliest", "first"),
+                            (false, true) => ("highest", "largest"),
+                            (false, false) => ("lowest", "smallest"),
+                        };
+                        let peak = if k == "size" {
+                            vec![sentence(&["How big is the", if max { "largest" } else { "smallest" }, &one, wp, "in bytes?"])]
+                        } else {
+                            vec![sentence(&["What is the", a, &f, wp, "?"]), sentence(&["What's the", b, &f, "among the", &items, wp, "?"])]
+                        };
+                        push(Op::Peak { listing: l.key.clone(), field: k.clone(), max }, peak);
+                    }
+                    // Totals of amounts that vary (not dates, not ids): "the total amount".
+                    let numbers: Vec<f64> = rs.iter().filter_map(|r| r.get(k).and_then(Value::as_f64)).collect();
+                    let varied = numbers.iter().any(|x| *x != numbers[0]);
+                    if !date && varied && numbers.len() == rs.len() && rs.len() <= MAX_ENUMERATED && !is_id_like(k) {
+                        let frames = vec![sentence(&["What is the total", &f, wp, "?"]), sentence(&["Add up the", &f, "of the", &items, wp, "."])];
+                        push(Op::Total { listing: l.key.clone(), field: k.clone() }, frames);
                     }
                 }
             }
@@ -652,7 +750,7 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
             }
             // Existence, both ways.
             let here: Vec<&Value> = rs.iter().filter_map(|r| r.get(&label)).collect();
-            let absent = elsewhere.get(&format!("{}/{}/{label}", c.tool, l.key)).and_then(|vs| vs.iter().find(|v| !here.contains(v)).cloned());
+            let absent = elsewhere.get(&format!("{}/{}/{label}", c.tool, l.key)).and_then(|vs| vs.iter().find(|v| !here.contains(v)).cloned()).filter(|_| whole);
             for v in here.iter().take(2).map(|v| (*v).clone()).chain(absent) {
                 let Some(name) = v.as_str().map(String::from) else { continue };
                 let named = quoted(&name);
@@ -695,7 +793,7 @@ mod tests {
         assert_eq!(Op::Most { listing: String::new(), field: "author".into() }.answer(&p), Some(Expected::Text("Ann".into())));
         let count = Op::Count { listing: String::new(), filter: Some(("author".into(), json!("Ann"))) };
         assert_eq!(count.answer(&p), Some(Expected::Number(2.0)));
-        assert_eq!(count.explain(&p).as_deref(), Some("The result lists 2 items with author Ann: a.md, c.md."));
+        assert_eq!(count.explain(&p).as_deref(), Some("Counting the items with author Ann in the result: 1. a.md, 2. c.md. That makes 2."));
         assert_eq!(extreme(false).explain(&p).as_deref(), Some("Comparing the size of the 3 items, the smallest is 10, for a.md."));
         let nobody = Op::Count { listing: String::new(), filter: Some(("author".into(), json!("Cy"))) };
         assert_eq!(nobody.answer(&p), None, "a count of nothing is no question");
@@ -704,6 +802,11 @@ mod tests {
         let exists = |v: &str| Op::Exists { listing: String::new(), field: "name".into(), value: json!(v) }.answer(&p);
         assert_eq!(exists("b.md"), Some(Expected::Rule(ExpectedRule::Exact("yes".into()))));
         assert_eq!(exists("z.md"), Some(Expected::Rule(ExpectedRule::Exact("no".into()))));
+        let peak = Op::Peak { listing: String::new(), field: "size".into(), max: true };
+        assert_eq!(peak.answer(&p), Some(Expected::Number(30.0)), "a tie on the value still has one value");
+        let total = Op::Total { listing: String::new(), field: "size".into() };
+        assert_eq!(total.answer(&p), Some(Expected::Number(70.0)));
+        assert_eq!(total.explain(&p).as_deref(), Some("Adding up the size: 10 + 30 + 30 = 70."));
         let lookup = Op::Lookup { listing: String::new(), by: "name".into(), value: json!("b.md"), field: "size".into() };
         assert_eq!(lookup.answer(&p), Some(Expected::Number(30.0)));
     }

@@ -15,7 +15,7 @@ use ta_synth::tools::params;
 use ta_types::ToolSpec;
 
 use crate::WalkError;
-use crate::parse::{Parsed, Record, is_hex_id, parse};
+use crate::parse::{Parsed, Record, is_hex_id, seen};
 
 /// Bounds of a walk.
 #[derive(Debug, Clone)]
@@ -27,6 +27,9 @@ pub struct Budget {
     pub time: Duration,
     /// Calls in flight at once.
     pub concurrency: usize,
+    /// Characters of a result the model will be shown (the rollouts' `tool_result_max_chars`):
+    /// results are read only that far ([`crate::parse::seen`]).
+    pub view: usize,
 }
 
 /// Where an argument's value came from, and how a question names it.
@@ -55,6 +58,9 @@ pub struct Call {
     /// Whether a limit argument was left at its default and the result has exactly that many
     /// items: the list may be cut, so nothing is counted over it.
     pub maybe_cut: bool,
+    /// Whether the result is longer than the model will be shown: `parsed` holds only the
+    /// whole items before the cut, so nothing is counted over it and no list is complete.
+    pub cut: bool,
 }
 
 /// What a value is, as far as filling an argument goes.
@@ -107,6 +113,9 @@ impl Walked {
     }
 }
 
+/// Words in an argument's name that say it takes a commit (a hash, or a branch's name).
+pub const REVISION_WORDS: &[&str] = &["revision", "commit", "sha", "hash", "ref", "id", "rev"];
+
 const LIMIT_WORDS: &[&str] = &["max", "limit", "count", "top", "n", "size", "per", "page"];
 /// The value given to a limit argument, to see a whole list.
 const WHOLE: i64 = 1000;
@@ -128,6 +137,37 @@ fn schema_type(schema: &Value) -> &str {
         Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).find(|t| *t != "null").unwrap_or(""),
         _ => "",
     }
+}
+
+/// Whether an argument takes a glob pattern (`search_files`' `pattern`: "glob-style patterns
+/// ... like '*.ext'"): its name says pattern or glob and its schema or the tool's description
+/// says glob.
+fn takes_glob(name: &str, schema: &Value, tool_description: &str) -> bool {
+    let pw = param_words(name);
+    let said = |t: &str| t.to_ascii_lowercase().contains("glob");
+    pw.iter().any(|w| w == "pattern" || w == "glob") && (said(tool_description) || schema.get("description").and_then(Value::as_str).is_some_and(said))
+}
+
+/// Glob patterns from the files seen so far: every extension (`**/*.md`), and every word of
+/// four or more letters in a file's name (`**/*pancakes*`), so that a file is found by a word
+/// as people name it ("my pancakes recipe").
+fn globs(pool: &[Known]) -> Vec<(Value, Origin)> {
+    let mut out: Vec<String> = Vec::new();
+    let mut add = |g: String| {
+        if !out.contains(&g) {
+            out.push(g);
+        }
+    };
+    let names: Vec<&str> = pool.iter().filter(|k| k.kind == Kind::File).filter_map(|k| k.value.rsplit('/').next()).collect();
+    for n in &names {
+        if let Some((stem, ext)) = n.rsplit_once('.').filter(|(stem, e)| !stem.is_empty() && (1..=5).contains(&e.len()) && e.chars().all(|c| c.is_ascii_alphanumeric())) {
+            add(format!("**/*.{}", ext.to_ascii_lowercase()));
+            for w in stem.split(|c: char| !c.is_ascii_alphabetic()).filter(|w| w.len() >= 4) {
+                add(format!("**/*{}*", w.to_ascii_lowercase()));
+            }
+        }
+    }
+    out.into_iter().map(|g| (Value::String(g.clone()), Origin { call: None, phrase: g })).collect()
 }
 
 /// The values an argument may take, best first.
@@ -169,8 +209,11 @@ fn candidates(name: &str, schema: &Value, pool: &[Known], required: bool) -> Vec
         }
         match k.kind {
             Kind::Dir | Kind::File => false,
-            Kind::Id => pw.iter().any(|w| ["revision", "commit", "sha", "hash", "ref", "id", "rev"].contains(&w.as_str())),
-            Kind::Name => k.key.iter().any(|w| pw.contains(w)),
+            Kind::Id => pw.iter().any(|w| REVISION_WORDS.contains(&w.as_str())),
+            // A branch or tag name is a revision too ("the latest commit on fix/pager").
+            Kind::Name => {
+                k.key.iter().any(|w| pw.contains(w)) || k.key.iter().any(|w| w == "branch" || w == "tag") && pw.iter().any(|w| REVISION_WORDS.contains(&w.as_str()))
+            }
         }
     };
     if let Some(d) = schema.get("default") {
@@ -198,13 +241,20 @@ fn examples(schema: &Value) -> Option<Vec<Value>> {
 }
 
 /// Argument sets for `spec` from the values known so far (about `cap` of them at most).
-fn argument_sets(spec: &ToolSpec, pool: &[Known], cap: usize) -> Vec<Vec<(String, Value, Origin)>> {
+fn argument_sets(spec: &ToolSpec, pool: &[Known], roots: &[String], cap: usize) -> Vec<Vec<(String, Value, Origin)>> {
     let (props, required) = params(spec);
+    let description = spec.function.description.as_deref().unwrap_or("");
+    let glob = props.iter().any(|(name, schema)| required.contains(name) && takes_glob(name, schema, description));
+    // A search by pattern looks everywhere below the folders the server shows: from those only,
+    // every pattern once.
+    let roots_only: Vec<Known> = pool.iter().filter(|k| roots.contains(&k.value)).cloned().collect();
+    let all = pool;
+    let pool = if glob { roots_only.as_slice() } else { pool };
     let mut sets: Vec<Vec<(String, Value, Origin)>> = vec![Vec::new()];
     let mut limit_variant: Option<(String, Value, Origin)> = None;
     for (name, schema) in &props {
         let is_required = required.contains(name);
-        let values = candidates(name, schema, pool, is_required);
+        let values = if is_required && takes_glob(name, schema, description) { globs(all) } else { candidates(name, schema, pool, is_required) };
         if !is_required {
             if let Some((v, o)) = values.into_iter().next() {
                 limit_variant = Some((name.clone(), v, o));
@@ -227,11 +277,73 @@ fn argument_sets(spec: &ToolSpec, pool: &[Known], cap: usize) -> Vec<Vec<(String
         }
         sets = next;
     }
+    let windows: Vec<Vec<(String, Value, Origin)>> = match window_params(&props, &required) {
+        Some((start, end)) => months(all)
+            .into_iter()
+            .flat_map(|(year, month)| {
+                let (from, to, phrase) = month_window(year, month);
+                let origin = Origin { call: None, phrase };
+                let bounds = [(start.clone(), Value::String(from), origin.clone()), (end.clone(), Value::String(to), origin)];
+                sets.iter().map(move |s| s.iter().cloned().chain(bounds.clone()).collect::<Vec<_>>())
+            })
+            .map(|s| s.into_iter().chain(limit_variant.clone()).collect())
+            .collect(),
+        None => Vec::new(),
+    };
     if let Some(l) = limit_variant {
         let with: Vec<_> = sets.iter().map(|s| s.iter().cloned().chain([l.clone()]).collect()).collect();
         sets.extend(with);
     }
+    sets.extend(windows);
     sets
+}
+
+/// The optional arguments that bound a time window (`start_timestamp` and `end_timestamp`,
+/// `since` and `until`), when a tool has both: a long history is then read a month at a time,
+/// as a model shown only the first few thousand characters of a result must read it.
+fn window_params(props: &[(String, Value)], required: &[String]) -> Option<(String, String)> {
+    let timed = |name: &str, schema: &Value| {
+        let said = schema.get("description").and_then(Value::as_str).unwrap_or("").to_ascii_lowercase();
+        let w = param_words(name);
+        w.iter().any(|x| ["date", "time", "timestamp", "since", "until"].contains(&x.as_str())) || said.contains("date") || said.contains("timestamp")
+    };
+    let find = |starts: &[&str]| {
+        props
+            .iter()
+            .find(|(name, schema)| !required.contains(name) && timed(name, schema) && param_words(name).iter().any(|w| starts.contains(&w.as_str())))
+            .map(|(n, _)| n.clone())
+    };
+    Some((find(&["start", "since", "after", "from"])?, find(&["end", "until", "before"])?))
+}
+
+/// The months (year, month) of the dates seen so far, in order.
+fn months(pool: &[Known]) -> Vec<(u32, u32)> {
+    let mut out: Vec<(u32, u32)> = pool
+        .iter()
+        .filter_map(|k| {
+            let b = k.value.as_bytes();
+            let dated = b.len() >= 10 && b[4] == b'-' && b[7] == b'-';
+            dated.then(|| Some((k.value[..4].parse().ok()?, k.value[5..7].parse().ok()?))).flatten()
+        })
+        .filter(|(_, m)| (1..=12).contains(m))
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// A month's first and last second, as ISO 8601 (a date alone would be read by `git --until` as
+/// that day at the current time of day), and how a question says it: "in January 2024".
+fn month_window(year: u32, month: u32) -> (String, String, String) {
+    const NAMES: [&str; 12] = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"];
+    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+    let last = match month {
+        2 if leap => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    };
+    (format!("{year:04}-{month:02}-01T00:00:00"), format!("{year:04}-{month:02}-{last:02}T23:59:59"), format!("in {} {year}", NAMES[month as usize - 1]))
 }
 
 /// A call about to be made: tool, arguments, their origins, and the default of a limit argument
@@ -253,15 +365,18 @@ pub async fn walk<T: ToolHost>(host: &T, readable: &[String], seeds: &[String], 
         })
         .collect();
     let mut pool: Vec<Known> = Vec::new();
-    let mut done: HashSet<(String, String)> = HashSet::new();
+    let mut done: HashSet<(String, String, Vec<Option<usize>>)> = HashSet::new();
     let mut per_tool: HashMap<String, usize> = HashMap::new();
     loop {
         let mut wave: Vec<Planned> = Vec::new();
         for spec in &specs {
             let cap = budget.max_per_tool.saturating_sub(per_tool.get(spec.name()).copied().unwrap_or(0));
-            for set in argument_sets(spec, &pool, cap) {
+            for set in argument_sets(spec, &pool, &walked.roots, cap) {
                 let args: Map<String, Value> = set.iter().map(|(k, v, _)| (k.clone(), v.clone())).collect();
-                let key = (spec.name().to_string(), Value::Object(args.clone()).to_string());
+                // The same arguments reached another way (a file found by a search after it was
+                // reached folder by folder) make another call: its chain is another question.
+                let via: Vec<Option<usize>> = set.iter().map(|(_, _, o)| o.call).collect();
+                let key = (spec.name().to_string(), Value::Object(args.clone()).to_string(), via);
                 let used = per_tool.entry(spec.name().to_string()).or_default();
                 if *used >= budget.max_per_tool || done.contains(&key) {
                     continue;
@@ -303,9 +418,9 @@ pub async fn walk<T: ToolHost>(host: &T, readable: &[String], seeds: &[String], 
         for (tool, args, origins, limit, r) in results {
             let r = r.map_err(WalkError::Connection)?;
             let id = walked.calls.len();
-            let parsed = if r.is_error { Parsed::default() } else { parse(&r.text) };
+            let (parsed, cut) = if r.is_error { (Parsed::default(), false) } else { seen(&r.text, budget.view) };
             let maybe_cut = limit.is_some_and(|n| parsed.listings.iter().any(|l| l.records.len() == n));
-            let call = Call { id, tool, args, text: r.text, is_error: r.is_error, parsed, origins, maybe_cut };
+            let call = Call { id, tool, args, text: r.text, is_error: r.is_error, parsed, origins, maybe_cut, cut };
             if !call.is_error {
                 learn(&call, &mut pool, &mut walked.roots);
             }
@@ -347,7 +462,8 @@ fn learn(call: &Call, pool: &mut Vec<Known>, roots: &mut Vec<String>) {
         None => pool.push(k),
     };
     for listing in &call.parsed.listings {
-        let noun: Vec<String> = words(&listing.key);
+        // Items of a result's only list are named by the tool ("git_branch": branches).
+        let noun: Vec<String> = words(if listing.key.is_empty() { &call.tool } else { &listing.key });
         let label = label_field(&listing.records);
         for r in &listing.records {
             let name = r.get("name").and_then(Value::as_str);
@@ -357,6 +473,27 @@ fn learn(call: &Call, pool: &mut Vec<Known>, roots: &mut Vec<String>) {
             {
                 roots.push(p.to_string());
                 add(pool, Known { value: p.into(), key: vec!["path".into()], kind: Kind::Dir, origin: Origin { call: Some(call.id), phrase: p.into() } });
+                continue;
+            }
+            // A path a search found: the file it names, called by the word searched for when
+            // the search found only it ("the pancakes file").
+            if let Some(p) = name.filter(|p| roots.iter().any(|root| p.starts_with(root.as_str())) && !call.args.is_empty()) {
+                let leaf = p.rsplit('/').next().unwrap_or(p);
+                let kind = if leaf.contains('.') { Kind::File } else { Kind::Dir };
+                let word = call.args.values().filter_map(Value::as_str).find_map(glob_word);
+                let phrase = match word {
+                    Some(w) if listing.records.len() == 1 && kind == Kind::File => format!("the {w} file"),
+                    _ => p.to_string(),
+                };
+                let found = Known { value: p.into(), key: vec!["path".into()], kind, origin: Origin { call: Some(call.id), phrase } };
+                // A file found by name is asked about as found from now on; the calls made
+                // before reached it folder by folder, so traces show both ways to a file.
+                let by_name = found.origin.phrase != p;
+                match pool.iter_mut().find(|k| k.value == p && k.kind == kind) {
+                    Some(k) if by_name => *k = found,
+                    Some(_) => {}
+                    None => pool.push(found),
+                }
                 continue;
             }
             if let (Some(dir), Some(kind)) = (dir_arg, entry_kind(r)) {
@@ -384,6 +521,18 @@ fn learn(call: &Call, pool: &mut Vec<Known>, roots: &mut Vec<String>) {
             }
         }
     }
+}
+
+/// The word a glob pattern looks for in names: `**/*pancakes*` → `pancakes`.
+pub fn glob_word(pattern: &str) -> Option<&str> {
+    let w = pattern.strip_prefix("**/*")?.strip_suffix('*')?;
+    (!w.is_empty() && w.chars().all(|c| c.is_ascii_alphanumeric())).then_some(w)
+}
+
+/// The extension a glob pattern looks for: `**/*.md` → `md`.
+pub fn glob_extension(pattern: &str) -> Option<&str> {
+    let e = pattern.strip_prefix("**/*.")?;
+    (!e.is_empty() && e.chars().all(|c| c.is_ascii_alphanumeric())).then_some(e)
 }
 
 /// Whether a record is a file or a folder entry, from its `kind`/`type` tag.
@@ -429,7 +578,7 @@ async fn unstable<T: ToolHost>(host: &T, walked: &Walked, budget: &Budget) -> Re
     let mut out: HashMap<String, HashSet<String>> = HashMap::new();
     for (c, r) in again {
         let r = r.map_err(WalkError::Connection)?;
-        let p = parse(&r.text);
+        let (p, _) = crate::parse::seen(&r.text, budget.view);
         let set = out.entry(c.tool.clone()).or_default();
         for (k, v) in &c.parsed.fields {
             if p.fields.get(k) != Some(v) {

@@ -122,7 +122,7 @@ pub async fn synthesize<T: ToolHost, F: ToolHost>(host: &T, fresh: &F, tools: &[
     let walk_seconds = started.elapsed().as_secs_f64();
     let started = Instant::now();
     let candidates = tasks.len();
-    let (kept, dropped) = replay::replay(fresh, &walked, tasks, opts.budget.concurrency).await?;
+    let (kept, dropped) = replay::replay(fresh, &walked, tasks, &opts.budget).await?;
     let replay_seconds = started.elapsed().as_secs_f64();
 
     // Templates in alphabetical order, then each template's questions in turn.

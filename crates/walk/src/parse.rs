@@ -25,6 +25,10 @@ fn add_extension(r: &mut Record) {
 /// The [`Listing::key`] of the files a diff changes.
 pub const CHANGED_FILES: &str = "changed files";
 
+/// The field an indented paragraph after a `Key: value` block becomes (a commit's message).
+pub const MESSAGE: &str = "message";
+
+/// The [`Listing::key`] of a CSV text's rows.
 /// The [`Listing::key`] of a CSV text's rows.
 pub const ROWS: &str = "rows";
 
@@ -65,6 +69,63 @@ pub fn parse(text: &str) -> Parsed {
         return from_json(&v);
     }
     from_text(trimmed)
+}
+
+/// What a model is shown of `text`, read as data, when tool results are cut at `view`
+/// characters (the rollouts' `tool_result_max_chars`), and whether it was cut. The walk asks
+/// about this and takes values from it, never from what lies beyond the cut: a question whose
+/// answer the model cannot see teaches it to guess. A cut text gives what its whole items hold:
+/// read up to its last complete block (items of several `Key: value` lines) or up to its last
+/// complete line (items of one line), whichever shows more items. A JSON text gives nothing,
+/// since what is left of it no longer parses.
+pub fn seen(text: &str, view: usize) -> (Parsed, bool) {
+    if text.chars().count() <= view {
+        return (parse(text), false);
+    }
+    let shown: String = text.chars().take(view).collect();
+    if serde_json::from_str::<Value>(text.trim()).is_ok_and(|v| v.is_object() || v.is_array()) {
+        return (json_prefix(&shown).map(|v| from_json(&v)).unwrap_or_default(), true);
+    }
+    let upto = |sep: &str| parse(shown.rsplit_once(sep).map_or("", |(head, _)| head));
+    let items = |p: &Parsed| p.listings.iter().map(|l| l.records.len()).sum::<usize>();
+    let (blocks, lines) = (upto("\n\n"), upto("\n"));
+    (if items(&blocks) >= items(&lines) { blocks } else { lines }, true)
+}
+
+/// The JSON a cut JSON text still shows whole: everything up to the last object or array that
+/// closed inside an outer one, with the outer ones closed after it (`{"entities": [{...}, {..`
+/// gives `{"entities": [{...}]}`). `None` when no inner value closed before the cut.
+fn json_prefix(shown: &str) -> Option<Value> {
+    let mut open: Vec<char> = Vec::new();
+    let (mut in_string, mut escaped) = (false, false);
+    // Where the last inner value closed, and the closers still open there.
+    let mut last: Option<(usize, Vec<char>)> = None;
+    for (i, ch) in shown.char_indices() {
+        if in_string {
+            match (escaped, ch) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match ch {
+            '"' => in_string = true,
+            '{' => open.push('}'),
+            '[' => open.push(']'),
+            '}' | ']' => {
+                open.pop();
+                if !open.is_empty() {
+                    last = Some((i + 1, open.clone()));
+                }
+            }
+            _ => {}
+        }
+    }
+    let (end, closers) = last?;
+    let closed: String = shown[..end].chars().chain(closers.into_iter().rev()).collect();
+    serde_json::from_str(&closed).ok()
 }
 
 /// Whether a text looks like a generated id (a commit hash, a UUID without dashes): seven or
@@ -153,8 +214,20 @@ fn from_text(text: &str) -> Parsed {
     let mut blocks: Vec<Record> = Vec::new();
     let mut items: Vec<Record> = Vec::new();
     let mut bare: Vec<String> = Vec::new();
-    for block in text.split("\n\n").map(str::trim).filter(|b| !b.is_empty()) {
+    for raw in text.split("\n\n") {
+        let block = raw.trim();
+        if block.is_empty() {
+            continue;
+        }
         let lines: Vec<&str> = block.lines().map(str::trim_end).filter(|l| !l.trim().is_empty()).collect();
+        // An indented paragraph right after a lone `Key: value` block is its message, as `git
+        // show` prints a commit.
+        let indented = raw.trim_matches('\n').lines().all(|l| l.starts_with("    ") || l.trim().is_empty());
+        if indented && blocks.len() == 1 && items.is_empty() && !blocks[0].contains_key(MESSAGE) {
+            let message: Vec<&str> = lines.iter().map(|l| l.trim()).collect();
+            blocks[0].insert(MESSAGE.into(), Value::String(message.join(" ")));
+            continue;
+        }
         let tagged: Vec<_> = lines.iter().filter_map(|l| TAGGED.captures(l.trim())).collect();
         if tagged.len() == lines.len() {
             for c in tagged {
@@ -195,8 +268,10 @@ fn from_text(text: &str) -> Parsed {
     } else {
         blocks.into_iter().for_each(|b| out.fields.extend(b));
     }
-    // Bare lines without spaces (names, paths, ids) are a list too, when nothing else is.
-    if items.is_empty() && !bare.is_empty() && bare.iter().all(|l| !l.contains(char::is_whitespace) && !l.contains(',') && l.len() <= 200) {
+    // Bare lines without spaces (names, ids) or absolute paths (which may hold spaces) are a
+    // list too, when nothing else is.
+    let item = |l: &String| l.len() <= 200 && (l.starts_with('/') || !l.contains(char::is_whitespace) && !l.contains(','));
+    if items.is_empty() && !bare.is_empty() && bare.iter().all(item) {
         items = bare.into_iter().map(|l| Record::from_iter([("name".to_string(), Value::String(l))])).collect();
         out.lines.clear();
     }
@@ -313,6 +388,31 @@ mod tests {
     }
 
     #[test]
+    fn a_cut_result_gives_only_what_the_model_sees() {
+        let log: String = (0..6).map(|i| format!("Commit: {i:07x}\nAuthor: A{i}\nMessage: change {i}\n\n")).collect();
+        assert_eq!(seen(&log, log.len()), (parse(&log), false));
+        // The cut falls inside the fourth commit: the three before it are shown.
+        let view = log.find("Commit: 0000003").unwrap() + 20;
+        let (p, cut) = seen(&log, view);
+        assert!(cut);
+        let shown: Vec<&Value> = p.listings[0].records.iter().map(|r| &r["Author"]).collect();
+        assert_eq!(shown, [&json!("A0"), &json!("A1"), &json!("A2")]);
+        let tree = json!([{"name": "a.md", "type": "file"}, {"name": "docs", "type": "directory", "children": []}]).to_string();
+        assert_eq!(seen(&tree, 10), (Parsed::default(), true), "no item closed before the cut");
+        // Cut inside the second item: the first is shown whole.
+        let (p, cut) = seen(&tree, tree.find("docs").unwrap());
+        assert!(cut);
+        assert_eq!(p.listings[0].records.len(), 1);
+        assert_eq!(p.listings[0].records[0]["name"], json!("a.md"));
+        let graph = json!({"entities": [{"name": "Ann, \"A\" [x]", "observations": ["a]b"]}, {"name": "Bob"}]}).to_string();
+        let (p, _) = seen(&graph, graph.find("Bob").unwrap());
+        assert_eq!(p.records("entities").map(<[Record]>::len), Some(1), "brackets inside strings are text: {p:?}");
+        let listing = "[FILE] a.md\n[FILE] b.md\n[DIR] docs\n";
+        let (p, _) = seen(listing, listing.find("docs").unwrap());
+        assert_eq!(p.listings[0].records.len(), 2, "one-line items up to the last whole line");
+    }
+
+    #[test]
     fn reads_tagged_lines_with_sizes_and_bare_lines() {
         let p =
             parse("[FILE] readme.md                            14 B\n[DIR] docs\n[FILE] big data.csv   1.5 KB\n\nTotal: 2 files, 1 directories\nCombined size: 1.51 KB");
@@ -342,6 +442,7 @@ mod tests {
         let files: Vec<_> = p.listings[0].records.iter().map(|r| r["file"].clone()).collect();
         assert_eq!((p.listings[0].key.as_str(), files), (CHANGED_FILES, vec![json!("b"), json!("gone.txt")]));
         assert_eq!(p.fields["Author"], json!("Bob <b@x>"));
+        assert_eq!(p.fields[MESSAGE], json!("Change b"), "the indented paragraph after the header");
     }
 
     #[test]

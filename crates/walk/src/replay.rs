@@ -11,27 +11,27 @@ use ta_rollout::ToolHost;
 use crate::WalkError;
 use crate::ask::Task;
 use crate::explore::Walked;
-use crate::parse::{Parsed, parse};
+use crate::parse::{Parsed, seen};
 
 /// The [`crate::Summary::dropped`] reasons.
 pub const CHAIN_FAILED: &str = "a call of its chain failed on the fresh server";
 pub const ANSWER_CHANGED: &str = "its answer differs on the fresh server";
 
 /// The tasks whose answers the replay reproduces, and why the others were dropped.
-pub async fn replay<F: ToolHost>(fresh: &F, walked: &Walked, tasks: Vec<Task>, concurrency: usize) -> Result<(Vec<Task>, BTreeMap<String, usize>), WalkError> {
+pub async fn replay<F: ToolHost>(fresh: &F, walked: &Walked, tasks: Vec<Task>, budget: &crate::Budget) -> Result<(Vec<Task>, BTreeMap<String, usize>), WalkError> {
     let needed: BTreeSet<usize> = tasks.iter().flat_map(|t| walked.chain(t.call)).collect();
     let results: Vec<(usize, Result<ta_rollout::ToolResult, String>)> = futures::stream::iter(needed)
         .map(|id| async move {
             let c = &walked.calls[id];
             (id, fresh.call(&c.tool, Value::Object(c.args.clone())).await)
         })
-        .buffered(concurrency.max(1))
+        .buffered(budget.concurrency.max(1))
         .collect()
         .await;
     let mut replayed: HashMap<usize, Option<Parsed>> = HashMap::new();
     for (id, r) in results {
         let r = r.map_err(WalkError::Connection)?;
-        replayed.insert(id, (!r.is_error).then(|| parse(&r.text)));
+        replayed.insert(id, (!r.is_error).then(|| seen(&r.text, budget.view).0));
     }
     let mut kept = Vec::new();
     let mut dropped: BTreeMap<String, usize> = BTreeMap::new();

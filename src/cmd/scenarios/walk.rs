@@ -46,6 +46,11 @@ pub struct Args {
     /// Calls in flight at once.
     #[arg(long, default_value_t = 8)]
     concurrency: usize,
+    /// Characters of a tool result the model will be shown (as `collect`, `train` and `eval`
+    /// cut them): questions are asked, and values for later calls taken, only from that much of
+    /// each result.
+    #[arg(long, default_value_t = ta_rollout::AgentConfig::DEFAULT.tool_result_max_chars)]
+    tool_result_max_chars: usize,
 }
 
 /// The absolute paths on a stdio server's command line that exist: where the server's data is
@@ -71,7 +76,13 @@ pub async fn run(args: Args) -> Result<()> {
         n: args.n,
         overrides: Overrides { allow: args.allow.clone(), deny: args.deny.clone() },
         seeds,
-        budget: Budget { max_calls: args.max_calls, max_per_tool: args.max_calls_per_tool, time: Duration::from_secs(args.max_seconds), concurrency: args.concurrency },
+        budget: Budget {
+            max_calls: args.max_calls,
+            max_per_tool: args.max_calls_per_tool,
+            time: Duration::from_secs(args.max_seconds),
+            concurrency: args.concurrency,
+            view: args.tool_result_max_chars,
+        },
         validation_fraction: args.split.validation_fraction,
         seed: args.split.seed,
     };
