@@ -219,10 +219,16 @@ run_db() {
   else
     local limit=()
     if [[ -n ${TA_CHECK_LIMIT:-} ]]; then limit=(--limit "$TA_CHECK_LIMIT"); fi
-    stamp "eval on $questions"
+    # A walked server's check set names no tools: both models are offered the read tools the
+    # training tasks use, as they would be served (the server's writers are never offered).
+    local tools=()
+    if is_walked "$name"; then
+      tools=(--tools "$(python3 -c 'import json,sys; print(",".join(sorted({t for l in open(sys.argv[1]) if l.strip() for t in json.loads(l).get("tools", [])})))' "$scenarios")")
+    fi
+    stamp "eval on $questions ${tools[*]}"
     "$TA_BIN" eval --server "$server" --scenarios "$questions" --split all --model "$trained" \
       --base-model "$TA_MODEL" "${baseline[@]}" --compare-base --gpu-memory-utilization "$GPU_UTIL" \
-      "${limit[@]}" --out "$d/check"
+      "${tools[@]}" "${limit[@]}" --out "$d/check"
   fi
   stamp "done"
 }

@@ -154,7 +154,7 @@ impl Op {
                 let n = hits.len();
                 let things = match filter {
                     Some((f, Value::String(v))) if f == "kind" => plural(&tag_noun(v)),
-                    Some((f, Value::String(v))) if f == EXTENSION => format!(".{v} files"),
+                    Some((f, Value::String(v))) if f == EXTENSION => files_of(v).1,
                     Some((f, v)) => format!("items with {} {}", human(f), ta_synth::names::shown(v)),
                     None => "items".into(),
                 };
@@ -339,7 +339,7 @@ fn subject(call: &Call, walked: &Walked) -> Subject {
             continue;
         }
         if let Some(e) = glob_extension(v) {
-            found = Some(format!(".{e} files"));
+            found = Some(files_of(e).0);
             continue;
         }
         // A window of time ("in January 2024").
@@ -347,6 +347,12 @@ fn subject(call: &Call, walked: &Walked) -> Subject {
             if !places.contains(&origin.phrase) {
                 places.push(origin.phrase.clone());
             }
+            continue;
+        }
+        // A file as a branch has it (`main:setup.cfg`).
+        if origin.call.is_some() && v.contains(':') && pw.iter().any(|w| REVISION_WORDS.contains(&w.as_str())) {
+            thing = Some(origin.phrase.clone());
+            file = one;
             continue;
         }
         // A branch's name given as a revision: its latest commit.
@@ -409,6 +415,32 @@ fn tag_noun(tag: &str) -> String {
         "dir" | "directory" => "folder".into(),
         t => human(t),
     }
+}
+
+/// What people call the files of a well-known extension: "Markdown files", not ".md files".
+const FILE_KINDS: &[(&str, &str)] = &[
+    ("md", "Markdown"),
+    ("py", "Python"),
+    ("json", "JSON"),
+    ("csv", "CSV"),
+    ("txt", "text"),
+    ("js", "JavaScript"),
+    ("ts", "TypeScript"),
+    ("rs", "Rust"),
+    ("html", "HTML"),
+    ("yml", "YAML"),
+    ("yaml", "YAML"),
+    ("toml", "TOML"),
+    ("pdf", "PDF"),
+    ("sh", "shell script"),
+];
+
+/// The files of extension `ext` as people say it ("Markdown files"), and as the extension
+/// (".md files"); the same twice for an extension without a common name.
+fn files_of(ext: &str) -> (String, String) {
+    let dotted = format!(".{ext} files");
+    let named = FILE_KINDS.iter().find(|(e, _)| e.eq_ignore_ascii_case(ext)).map_or_else(|| dotted.clone(), |(_, kind)| format!("{kind} files"));
+    (named, dotted)
 }
 
 const PERSON_WORDS: &[&str] = &["author", "owner", "creator", "user", "assignee", "committer", "reporter", "by"];
@@ -631,10 +663,10 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
                 for v in distinct {
                     let val = Value::String(v.to_string());
                     let (count_frames, select_frames) = if k == EXTENSION {
-                        let these = format!(".{v} files");
+                        let (named, dotted) = files_of(v);
                         (
-                            vec![sentence(&["How many", &these, "are there", wp, "?"]), sentence(&["Count the", &these, wp, "."])],
-                            vec![sentence(&["Which", &these, "are there", wp, "?"]), sentence(&["List the", &these, wp, "."])],
+                            vec![sentence(&["How many", &named, "are there", wp, "?"]), sentence(&["Count the", &dotted, wp, "."])],
+                            vec![sentence(&["Which", &named, "are there", wp, "?"]), sentence(&["List the", &dotted, wp, "."])],
                         )
                     } else if k == "kind" || entry_kind(&rs[0]).is_some() && is_tag(k) {
                         let these = plural(&tag_noun(v));

@@ -254,7 +254,10 @@ fn argument_sets(spec: &ToolSpec, pool: &[Known], roots: &[String], cap: usize) 
     let mut limit_variant: Option<(String, Value, Origin)> = None;
     for (name, schema) in &props {
         let is_required = required.contains(name);
-        let values = if is_required && takes_glob(name, schema, description) { globs(all) } else { candidates(name, schema, pool, is_required) };
+        let mut values = if is_required && takes_glob(name, schema, description) { globs(all) } else { candidates(name, schema, pool, is_required) };
+        if is_required && description.contains(":<path>") && param_words(name).iter().any(|w| REVISION_WORDS.contains(&w.as_str())) {
+            values.extend(files_on_branches(all));
+        }
         if !is_required {
             if let Some((v, o)) = values.into_iter().next() {
                 limit_variant = Some((name.clone(), v, o));
@@ -296,6 +299,30 @@ fn argument_sets(spec: &ToolSpec, pool: &[Known], roots: &[String], cap: usize) 
     }
     sets.extend(windows);
     sets
+}
+
+/// `branch:path` revisions (a file as a branch has it) for a tool that shows files given as
+/// `<revision>:<path>` (`git_show`): every branch seen with every file a change named. The
+/// question names the file, so the chain needs only the call that showed the branch.
+fn files_on_branches(pool: &[Known]) -> Vec<(Value, Origin)> {
+    let branches = pool.iter().filter(|k| k.kind == Kind::Name && k.key.iter().any(|w| w == "branch"));
+    let files: Vec<&str> = {
+        let mut f: Vec<&str> = pool
+            .iter()
+            .filter(|k| {
+                k.kind == Kind::Name && k.key.iter().any(|w| w == "file") && !k.value.starts_with('/') && !k.value.contains(char::is_whitespace) && k.value.contains('.')
+            })
+            .map(|k| k.value.as_str())
+            .collect();
+        f.sort_unstable();
+        f.dedup();
+        f
+    };
+    branches
+        .flat_map(|b| {
+            files.iter().map(move |f| (Value::String(format!("{}:{f}", b.value)), Origin { call: b.origin.call, phrase: format!("the file {f} on {}", b.value) }))
+        })
+        .collect()
 }
 
 /// The optional arguments that bound a time window (`start_timestamp` and `end_timestamp`,
@@ -481,8 +508,16 @@ fn learn(call: &Call, pool: &mut Vec<Known>, roots: &mut Vec<String>) {
                 let leaf = p.rsplit('/').next().unwrap_or(p);
                 let kind = if leaf.contains('.') { Kind::File } else { Kind::Dir };
                 let word = call.args.values().filter_map(Value::as_str).find_map(glob_word);
-                let phrase = match word {
-                    Some(w) if listing.records.len() == 1 && kind == Kind::File => format!("the {w} file"),
+                // Among several matches, one is told apart by its folder ("the itinerary file in
+                // the lisbon folder").
+                let parent = |path: &str| path.rsplit('/').nth(1).map(String::from);
+                let matches: Vec<&str> = listing.records.iter().filter_map(|r| r.get("name").and_then(Value::as_str)).collect();
+                let alone_in_folder = matches.iter().filter(|m| parent(m) == parent(p)).count() == 1;
+                let phrase = match (word, parent(p)) {
+                    (Some(w), _) if matches.len() == 1 && kind == Kind::File => format!("the {w} file"),
+                    (Some(w), Some(folder)) if alone_in_folder && kind == Kind::File && !roots.iter().any(|r| r.ends_with(&format!("/{folder}"))) => {
+                        format!("the {w} file in the {folder} folder")
+                    }
                     _ => p.to_string(),
                 };
                 let found = Known { value: p.into(), key: vec!["path".into()], kind, origin: Origin { call: Some(call.id), phrase } };

@@ -57,7 +57,8 @@ impl Parsed {
 }
 
 static TAGGED: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^\[([A-Za-z]+)\]\s+(.+?)(?:\s{2,}(\S.*))?$").expect("valid"));
-static KEY_VALUE: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^([A-Za-z][A-Za-z0-9 _-]{0,40}):(?:\s+(.*))?$").expect("valid"));
+/// `Key: value`, and `key = value` as configuration files write it (`version = 0.3.0`).
+static KEY_VALUE: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^([A-Za-z][A-Za-z0-9 _-]{0,40}?)\s*(?::|\s=)(?:\s+(.*))?$").expect("valid"));
 static SIZE: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|TB)$").expect("valid"));
 
 /// Reads `text` as data.
@@ -385,6 +386,8 @@ mod tests {
         assert!(p.listings.is_empty());
         assert_eq!(p.fields["size"], json!(14));
         assert_eq!(p.fields["isDirectory"], json!(false));
+        let cfg = parse("[metadata]\nname = csvpeek\nversion = 0.3.0.dev0");
+        assert_eq!((cfg.fields["name"].clone(), cfg.fields["version"].clone()), (json!("csvpeek"), json!("0.3.0.dev0")));
     }
 
     #[test]
