@@ -17,7 +17,8 @@
 # on benches/walk's seeded workspace) and `git` (mcp-server-git on its seeded repository), whose
 # tasks come from `scenarios walk` and whose check sets (40 and 41 hand-written questions) from
 # benches/walk/fixtures.py; their server commands are TA_FS_SERVER and TA_GIT_SERVER (default:
-# the copies the tests installed in the cache), given the fixture's path.
+# the copies the tests installed in the cache), given the fixture's path. Their check sets are
+# asked with the read tools the walked tasks use (`eval --tools`), never the servers' writers.
 #
 # THE CHECK SET IS NEVER TRAINING DATA. The KaggleDBQA files are read where they lie, in TA_DATA
 # (default ../shared/data/kaggledbqa from the repository root), and never copied: training sees
