@@ -126,6 +126,17 @@ async fn walk_on_the_filesystem_server() {
         assert!(!s["expected"].to_string().contains(&root.display().to_string()), "{s}");
         assert!(!s["task"].as_str().unwrap().contains(&root.display().to_string()), "{s}");
     }
+    // A file is found by a word of its name (a glob search from the folder the server shows) and
+    // asked about by that word.
+    let found = w.scenarios.iter().find(|s| s["task"].as_str().unwrap().contains("the pancakes file")).expect("no file found by a word");
+    let steps: Vec<&str> = found["reference"].as_array().unwrap().iter().map(|r| r["tool"].as_str().unwrap()).collect();
+    assert_eq!(steps[..2], ["list_allowed_directories", "search_files"], "{found}");
+    assert_eq!(found["reference"][1]["arguments"]["pattern"], "**/*pancakes*");
+    assert!(w.scenarios.iter().any(|s| s["task"].as_str().unwrap().contains("Markdown files")), "extensions by their name");
+    // The root's directory_tree is longer than what the model is shown: nothing is counted over it.
+    let tree_at_root =
+        |s: &Value| s["reference"].as_array().unwrap().last().is_some_and(|r| r["tool"] == "directory_tree" && r["arguments"]["path"] == root.display().to_string());
+    assert!(!w.scenarios.iter().any(|s| tree_at_root(s) && s["template"] == "count"), "a count over a cut result");
     replay_all(&server, &w.scenarios).await;
 
     // The references are demonstrations: `collect --reference` turns them into traces.
@@ -166,6 +177,14 @@ async fn walk_on_the_git_server() {
     assert!(w.scenarios.iter().all(|s| s["task"].as_str().unwrap().contains(&repo.display().to_string())));
     let chained = w.scenarios.iter().filter(|s| s["reference"].as_array().unwrap().len() >= 2).count();
     assert!(chained >= 100, "{chained} scenarios chain two calls or more");
+    // 39 commits do not fit in what the model is shown of one `git_log`: the history is read a
+    // month at a time, a branch's tip and a file as a branch has it through `git_show`.
+    let asks = |text: &str, arg: &dyn Fn(&Value) -> bool| {
+        w.scenarios.iter().any(|s| s["task"].as_str().unwrap().contains(text) && s["reference"].as_array().unwrap().iter().any(|r| arg(&r["arguments"])))
+    };
+    assert!(asks("in January 2024", &|a| a["start_timestamp"] == "2024-01-01T00:00:00" && a["end_timestamp"] == "2024-01-31T23:59:59"), "no month of history");
+    assert!(asks("the latest commit on fix/pager", &|a| a["revision"] == "fix/pager"), "no branch tip");
+    assert!(asks("the file setup.cfg on main", &|a| a["revision"] == "main:setup.cfg"), "no file as a branch has it");
     replay_all(&server, &w.scenarios).await;
 
     // Only the tools the tasks need: with the write tools left out, every tool offered declares

@@ -643,3 +643,54 @@ fn is_volatile(field: &str) -> bool {
 
 /// The [`Walked::unstable`] name of a result's prose lines.
 pub const LINES: &str = "(lines)";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn known(value: &str, key: &[&str], kind: Kind, call: usize) -> Known {
+        Known { value: value.into(), key: key.iter().map(|k| k.to_string()).collect(), kind, origin: Origin { call: Some(call), phrase: value.into() } }
+    }
+
+    #[test]
+    fn glob_patterns_come_from_the_files_seen() {
+        let pool = [
+            known("/w/recipes/pancakes.md", &["path"], Kind::File, 1),
+            known("/w/notes/2024 kickoff.md", &["path"], Kind::File, 1),
+            known("/w/notes", &["path"], Kind::Dir, 1),
+        ];
+        let patterns: Vec<Value> = globs(&pool).into_iter().map(|(v, _)| v).collect();
+        assert_eq!(patterns, [json!("**/*.md"), json!("**/*pancakes*"), json!("**/*kickoff*")], "folders and short words give none");
+        assert_eq!((glob_word("**/*pancakes*"), glob_extension("**/*.md")), (Some("pancakes"), Some("md")));
+        assert_eq!((glob_word("**/*.md"), glob_extension("*.md")), (None, None));
+        assert!(takes_glob("pattern", &json!({"type": "string"}), "Use glob-style patterns like '*.ext'"));
+        assert!(!takes_glob("pattern", &json!({"type": "string"}), "A regular expression"));
+    }
+
+    #[test]
+    fn a_history_is_read_a_month_at_a_time() {
+        let log = json!({"start_timestamp": {"anyOf": [{"type": "string"}, {"type": "null"}], "description": "Start timestamp for filtering commits"},
+                         "end_timestamp": {"anyOf": [{"type": "string"}, {"type": "null"}], "description": "End timestamp for filtering commits"},
+                         "max_count": {"type": "integer", "default": 10}});
+        let props: Vec<(String, Value)> = log.as_object().unwrap().iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        assert_eq!(window_params(&props, &[]), Some(("start_timestamp".into(), "end_timestamp".into())));
+        assert_eq!(window_params(&props, &["start_timestamp".into()]), None, "a required bound is not a window");
+        let pool =
+            [known("2024-02-10 09:00:00+00:00", &["date"], Kind::Name, 0), known("2024-02-01", &["date"], Kind::Name, 0), known("2023-12-31", &["date"], Kind::Name, 0)];
+        assert_eq!(months(&pool), [(2023, 12), (2024, 2)]);
+        assert_eq!(month_window(2024, 2), ("2024-02-01T00:00:00".into(), "2024-02-29T23:59:59".into(), "in February 2024".into()));
+        assert_eq!(month_window(2023, 2).1, "2023-02-28T23:59:59");
+    }
+
+    #[test]
+    fn files_as_each_branch_has_them() {
+        let pool = [
+            known("main", &["name", "git", "branch"], Kind::Name, 3),
+            known("setup.cfg", &["file", "changed", "files"], Kind::Name, 5),
+            known("Alice Moreau", &["author"], Kind::Name, 1),
+        ];
+        let got: Vec<(Value, Origin)> = files_on_branches(&pool);
+        assert_eq!(got, [(json!("main:setup.cfg"), Origin { call: Some(3), phrase: "the file setup.cfg on main".into() })], "the branch's call is the chain");
+    }
+}
