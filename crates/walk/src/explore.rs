@@ -363,7 +363,7 @@ fn months(pool: &[Known]) -> Vec<(u32, u32)> {
 /// that day at the current time of day), and how a question says it: "in January 2024".
 fn month_window(year: u32, month: u32) -> (String, String, String) {
     const NAMES: [&str; 12] = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"];
-    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+    let leap = year.is_multiple_of(4) && (!year.is_multiple_of(100) || year.is_multiple_of(400));
     let last = match month {
         2 if leap => 29,
         2 => 28,
