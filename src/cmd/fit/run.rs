@@ -173,8 +173,11 @@ pub async fn execute(job: Job) -> Result<()> {
     let mut stages = Stages::open(out.join("fit.json"), of);
     let with_server = |rest: &[String]| -> Vec<String> { server.iter().cloned().chain(rest.iter().cloned()).collect() };
 
+    // What the model is shown of a tool result, the same in every stage: the walk asks only about
+    // that much, the reference traces and the check set show that much.
+    let view = grpo.rollout.tool_result_max_chars.to_string();
     // The tasks, checked by running them through the server.
-    let tasks = write_tasks(&mut stages, &source, &out, synth_n, &keep, &with_server).await?;
+    let tasks = write_tasks(&mut stages, &source, &out, synth_n, &keep, &view, &with_server).await?;
     let source_text = std::fs::read_to_string(&tasks).with_context(|| format!("cannot read {}", tasks.display()))?;
     let kept = limit_splits(&keep.apply(&source_text), train_limit, validation_limit);
     let scenarios = out.join("scenarios.jsonl");
@@ -218,7 +221,17 @@ pub async fn execute(job: Job) -> Result<()> {
         if traces.join(ta_types::trace::TRACES_FILE).exists() {
             stages.skip("collect");
         } else {
-            let argv = with_server(&["--scenarios".into(), path(&sft_scenarios), "--reference".into(), "--split".into(), "train".into(), "--out".into(), path(&traces)]);
+            let argv = with_server(&[
+                "--scenarios".into(),
+                path(&sft_scenarios),
+                "--reference".into(),
+                "--split".into(),
+                "train".into(),
+                "--tool-result-max-chars".into(),
+                view.clone(),
+                "--out".into(),
+                path(&traces),
+            ]);
             let (args, t) = stages.start("collect", "reference solutions of part of the train split, checked by ground truth", &argv, Some(5.0 + 0.05 * n_sft as f64))?;
             collect::run(args).await?;
             stages.done(t)?;
@@ -327,6 +340,8 @@ pub async fn execute(job: Job) -> Result<()> {
                 grpo.rollout.max_episode_tokens.to_string(),
                 "--concurrency".into(),
                 grpo.rollout.concurrency.to_string(),
+                "--tool-result-max-chars".into(),
+                view.clone(),
                 "--out".into(),
                 path(&check_dir),
             ]);
@@ -371,6 +386,7 @@ async fn write_tasks(
     out: &Path,
     synth_n: usize,
     keep: &TaskFilter,
+    view: &str,
     with_server: &impl Fn(&[String]) -> Vec<String>,
 ) -> Result<PathBuf> {
     let (first, dir) = match source.synthesizer {
@@ -391,7 +407,7 @@ async fn write_tasks(
                 stages.done(t)?;
             }
             Synthesizer::Walk => {
-                let argv = with_server(&["--seed".into(), SYNTH_SEED.to_string(), "--out".into(), path(&dir)]);
+                let argv = with_server(&["--seed".into(), SYNTH_SEED.to_string(), "--tool-result-max-chars".into(), view.into(), "--out".into(), path(&dir)]);
                 let (args, t) = stages.start(first, "tasks about what the server's read-only tools return, checked by replay", &argv, Some(60.0))?;
                 scenarios::walk::run(args).await?;
                 stages.done(t)?;
