@@ -315,8 +315,8 @@ struct Subject {
     adjectives: Vec<String>,
     /// Whether the call reads one file (its lines and title are asked about).
     file: bool,
-    /// What a search by pattern found, for a glob argument: ".md files", "files with \"chili\" in
-    /// their name" (anywhere below the folder searched).
+    /// What a search by pattern found, for a glob argument: "Markdown files", "files with
+    /// \"chili\" in their name" (anywhere below the folder searched).
     found: Option<String>,
 }
 
@@ -342,7 +342,7 @@ fn subject(call: &Call, walked: &Walked) -> Subject {
             found = Some(files_of(e).0);
             continue;
         }
-        // A window of time ("in January 2024").
+        // A window of time: `explore::month_window` names it "in January 2024".
         if origin.call.is_none() && origin.phrase.starts_with("in ") && origin.phrase != v {
             if !places.contains(&origin.phrase) {
                 places.push(origin.phrase.clone());
