@@ -133,7 +133,9 @@ async fn walk_on_the_filesystem_server() {
     assert_eq!(steps[..2], ["list_allowed_directories", "search_files"], "{found}");
     assert_eq!(found["reference"][1]["arguments"]["pattern"], "**/*pancakes*");
     assert!(w.scenarios.iter().any(|s| s["task"].as_str().unwrap().contains("Markdown files")), "extensions by their name");
-    // The root's directory_tree is longer than what the model is shown: nothing is counted over it.
+    // The root's directory_tree is longer than what the model is shown: said, and nothing is
+    // counted over it.
+    assert!(w.summary["cut_calls"].as_u64().unwrap() >= 1, "{}", w.stdout);
     let tree_at_root =
         |s: &Value| s["reference"].as_array().unwrap().last().is_some_and(|r| r["tool"] == "directory_tree" && r["arguments"]["path"] == root.display().to_string());
     assert!(!w.scenarios.iter().any(|s| tree_at_root(s) && s["template"] == "count"), "a count over a cut result");

@@ -64,6 +64,8 @@ pub struct Summary {
     pub calls: usize,
     pub calls_per_tool: BTreeMap<String, usize>,
     pub failed_calls: usize,
+    /// Calls whose result is longer than the model is shown: read only up to the cut.
+    pub cut_calls: usize,
     /// Whether the budget stopped the walk before it ran out of calls to make.
     pub stopped_by_budget: bool,
     /// Fields whose value changed between two identical calls (never asked about), by tool.
@@ -144,6 +146,7 @@ pub async fn synthesize<T: ToolHost, F: ToolHost>(host: &T, fresh: &F, tools: &[
         calls: walked.calls.len(),
         calls_per_tool: BTreeMap::new(),
         failed_calls: walked.calls.iter().filter(|c| c.is_error).count(),
+        cut_calls: walked.calls.iter().filter(|c| c.cut).count(),
         stopped_by_budget: walked.stopped_by_budget,
         unstable: walked.unstable.iter().map(|(k, v)| (k.clone(), v.iter().cloned().collect::<std::collections::BTreeSet<_>>().into_iter().collect())).collect(),
         candidates,

@@ -105,7 +105,14 @@ pub async fn run(args: Args) -> Result<()> {
     for v in &summary.tools {
         println!("  {:<28} {:<6} {}", safe(&v.tool), if v.read { "call" } else { "never" }, v.reason);
     }
-    println!("calls             {} ({} failed){}", summary.calls, summary.failed_calls, if summary.stopped_by_budget { ", stopped by the budget" } else { "" });
+    println!(
+        "calls             {} ({} failed, {} read only up to the {} characters the model is shown){}",
+        summary.calls,
+        summary.failed_calls,
+        summary.cut_calls,
+        args.tool_result_max_chars,
+        if summary.stopped_by_budget { ", stopped by the budget" } else { "" }
+    );
     for (tool, fields) in &summary.unstable {
         println!("  unstable        {}: {} (never asked about)", safe(tool), safe(&fields.join(", ")));
     }
