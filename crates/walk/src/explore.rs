@@ -244,17 +244,17 @@ fn examples(schema: &Value) -> Option<Vec<Value>> {
 fn argument_sets(spec: &ToolSpec, pool: &[Known], roots: &[String], cap: usize) -> Vec<Vec<(String, Value, Origin)>> {
     let (props, required) = params(spec);
     let description = spec.function.description.as_deref().unwrap_or("");
-    let glob = props.iter().any(|(name, schema)| required.contains(name) && takes_glob(name, schema, description));
+    let globbed: Vec<&String> = props.iter().filter(|(name, schema)| required.contains(name) && takes_glob(name, schema, description)).map(|(name, _)| name).collect();
     // A search by pattern looks everywhere below the folders the server shows: from those only,
     // every pattern once.
-    let roots_only: Vec<Known> = pool.iter().filter(|k| roots.contains(&k.value)).cloned().collect();
+    let roots_only: Vec<Known> = if !globbed.is_empty() { pool.iter().filter(|k| roots.contains(&k.value)).cloned().collect() } else { Vec::new() };
     let all = pool;
-    let pool = if glob { roots_only.as_slice() } else { pool };
+    let pool = if !globbed.is_empty() { roots_only.as_slice() } else { pool };
     let mut sets: Vec<Vec<(String, Value, Origin)>> = vec![Vec::new()];
     let mut limit_variant: Option<(String, Value, Origin)> = None;
     for (name, schema) in &props {
         let is_required = required.contains(name);
-        let mut values = if is_required && takes_glob(name, schema, description) { globs(all) } else { candidates(name, schema, pool, is_required) };
+        let mut values = if globbed.contains(&name) { globs(all) } else { candidates(name, schema, pool, is_required) };
         if is_required && description.contains(":<path>") && param_words(name).iter().any(|w| REVISION_WORDS.contains(&w.as_str())) {
             values.extend(files_on_branches(all));
         }

@@ -29,7 +29,6 @@ pub const CHANGED_FILES: &str = "changed files";
 pub const MESSAGE: &str = "message";
 
 /// The [`Listing::key`] of a CSV text's rows.
-/// The [`Listing::key`] of a CSV text's rows.
 pub const ROWS: &str = "rows";
 
 /// A list of items in a result; `key` names it where the result holds several (`entities`).
@@ -77,8 +76,8 @@ pub fn parse(text: &str) -> Parsed {
 /// about this and takes values from it, never from what lies beyond the cut: a question whose
 /// answer the model cannot see teaches it to guess. A cut text gives what its whole items hold:
 /// read up to its last complete block (items of several `Key: value` lines) or up to its last
-/// complete line (items of one line), whichever shows more items. A JSON text gives nothing,
-/// since what is left of it no longer parses.
+/// complete line (items of one line), whichever shows more items. A JSON text gives what closed
+/// before the cut ([`json_prefix`]).
 pub fn seen(text: &str, view: usize) -> (Parsed, bool) {
     if text.chars().count() <= view {
         return (parse(text), false);
