@@ -105,8 +105,7 @@ impl Op {
                 let sum: f64 = values.iter().sum();
                 // Cents, as money is written: the sum of 12.1 and 0.2 is 12.3, not 12.299999.
                 let sum = (sum * 100.0).round() / 100.0;
-                (values.len() >= 2)
-                    .then(|| if sum.fract() == 0.0 { Expected::Number(sum) } else { Expected::Rule(ExpectedRule::Number { number: sum, tolerance: 0.01 }) })
+                if values.len() >= 2 { value_answer(&Value::from(sum)) } else { None }
             }
             Op::Most { listing: l, field } => {
                 let counts = tally(listing(l)?, field);
@@ -619,20 +618,16 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
                 (Some(t), true) => Some(t.as_str()),
                 _ => None,
             };
-            if let (Some(t), true) = (changed, whole) {
-                push(
-                    Op::Count { listing: l.key.clone(), filter: None },
-                    vec![sentence(&["How many files did", t, "change", place, "?"]), sentence(&["How many files were changed in", t, place, "?"])],
-                );
-            } else if whole {
-                push(
-                    Op::Count { listing: l.key.clone(), filter: None },
-                    vec![
+            if whole {
+                let frames = match changed {
+                    Some(t) => vec![sentence(&["How many files did", t, "change", place, "?"]), sentence(&["How many files were changed in", t, place, "?"])],
+                    None => vec![
                         sentence(&["How many", &items, "are there", wp, "?"]),
                         sentence(&["Count the", &items, wp, "."]),
                         sentence(&["What's the number of", &items, wp, "?"]),
                     ],
-                );
+                };
+                push(Op::Count { listing: l.key.clone(), filter: None }, frames);
             }
             // Fields with a few values shared by several items: tags, people, states.
             let keys: Vec<String> = rs[0].keys().filter(|k| stable(k) && askable(k) && Some(*k) != label.as_ref()).cloned().collect();
