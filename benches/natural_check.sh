@@ -35,13 +35,14 @@
 #   TA_SCENARIOS_DIR  use $TA_SCENARIOS_DIR/NAME.jsonl (demo: demo.jsonl) as the training tasks
 #                  instead of synthesizing them (tasks an older synthesizer made, so two recipes
 #                  can be compared on the same GPU)
-#   TA_SYNTH_N     candidate tasks to synthesize (1200)
-#   TA_TRACES      reference traces of the train split for SFT (300)
+#   TA_SYNTH_N     candidate tasks to synthesize (2000: about 1,600 train tasks, room for the traces)
+#   TA_TRACES      reference traces of the train split for SFT (1000; 300 until 2026-11-27, see
+#                  benches/RESULTS.md "A thousand reference traces")
 #   TA_SFT_EPOCHS  SFT epochs (3; lr 2e-4)
 #   TA_STEPS       GRPO steps of 8 groups x 8 rollouts, lr 2e-5 (0: no GRPO)
 #   TA_FRONTIER    K > 0: before GRPO, sample K episodes of the SFT adapter on up to
-#                  TA_FRONTIER_TASKS (256) train tasks and train only on those it solves
-#                  sometimes but not always (`scenarios frontier`); 0: train on every task
+#                  TA_FRONTIER_TASKS (256) train tasks it had no trace of and train only on those
+#                  it solves sometimes but not always (`scenarios frontier`); 0: train on every task
 #   TA_SEED        seed of synth, SFT and GRPO (0)
 #   TA_GPU_UTIL    the engine's share of GPU memory in `eval` (0.9); `train`, whose engine shares
 #                  the GPU with the trainer, gets a third of it (0.3, train's own default). Lower
@@ -64,8 +65,8 @@ TA_BIN=${TA_BIN:-$root/target/release/train-agent}
 if [[ $TA_BIN == */* ]]; then TA_BIN=$(realpath "$TA_BIN"); fi
 TA_DATA=$(realpath -m "${TA_DATA:-$root/../shared/data/kaggledbqa}")
 TA_DBS=${TA_DBS:-"GeoNuclearData GreaterManchesterCrime StudentMathScore demo"}
-SYNTH_N=${TA_SYNTH_N:-1200}
-TRACES=${TA_TRACES:-300}
+SYNTH_N=${TA_SYNTH_N:-2000}
+TRACES=${TA_TRACES:-1000}
 SFT_EPOCHS=${TA_SFT_EPOCHS:-3}
 STEPS=${TA_STEPS:-0}
 FRONTIER=${TA_FRONTIER:-0}
@@ -184,8 +185,14 @@ run_db() {
       if [[ -f $d/frontier.jsonl ]]; then
         stamp "frontier done earlier"
       else
+        # Only train tasks SFT never saw (collect took the first $TRACES): a task the adapter was
+        # trained on is solved from memory and says nothing about what GRPO could still teach.
+        python3 -c 'import json,sys; t=[l for l in open(sys.argv[1]) if l.strip() and json.loads(l).get("split") != "validation"]; print("".join(t[int(sys.argv[2]):]), end="")' \
+          "$scenarios" "$TRACES" > "$d/unseen-train.jsonl"
+        local pool=$d/unseen-train.jsonl
+        if [[ ! -s $pool ]]; then pool=$scenarios; stamp "every train task gave SFT a trace: the frontier is measured on them"; fi
         stamp "frontier: $FRONTIER sampled episodes of the SFT adapter on up to $FRONTIER_TASKS train tasks"
-        "$TA_BIN" eval --server "$server" --scenarios "$scenarios" --split train --limit "$FRONTIER_TASKS" --model "$sft_final" \
+        "$TA_BIN" eval --server "$server" --scenarios "$pool" --split train --limit "$FRONTIER_TASKS" --model "$sft_final" \
           --base-model "$TA_MODEL" --rollouts "$FRONTIER" --temperature 1.0 --seed "$SEED" --gpu-memory-utilization "$GPU_UTIL" --out "$d/frontier-eval"
         "$TA_BIN" scenarios frontier --scenarios "$scenarios" --eval "$d/frontier-eval" --out "$d/frontier-train.jsonl"
         python3 -c 'import json,sys; [print(l, end="") for l in open(sys.argv[1]) if l.strip() and json.loads(l).get("split") == "validation"]' "$scenarios" \
@@ -197,6 +204,8 @@ run_db() {
     fi
     if [[ -f $d/.train-done ]]; then
       stamp "train done earlier"
+    elif (( n_train == 0 )); then
+      stamp "no train task on the frontier: no GRPO"
     else
       local resume=() epochs
       if [[ -f $d/grpo/config.toml ]]; then resume=(--resume); fi
