@@ -133,6 +133,16 @@ async fn walk_on_the_filesystem_server() {
     assert_eq!(steps[..2], ["list_allowed_directories", "search_files"], "{found}");
     assert_eq!(found["reference"][1]["arguments"]["pattern"], "**/*pancakes*");
     assert!(w.scenarios.iter().any(|s| s["task"].as_str().unwrap().contains("Markdown files")), "extensions by their name");
+    // A file's own lists: the to-do items not ticked off yet, counted from the file itself.
+    let todo = std::fs::read_to_string(root.join("todo.md")).unwrap();
+    let open = todo.lines().filter(|l| l.starts_with("- [ ]")).count();
+    let unticked = w
+        .scenarios
+        .iter()
+        .find(|s| s["task"].as_str().unwrap().contains("not ticked off yet") && s["task"].as_str().unwrap().contains("todo") && s["template"] == "count_where")
+        .expect("no count of unticked to-do items");
+    assert_eq!(unticked["expected"].as_f64(), Some(open as f64), "{unticked}");
+    assert!(w.scenarios.iter().any(|s| s["task"].as_str().unwrap().starts_with("How many bullet points are there in")), "bullet points counted");
     // The root's directory_tree is longer than what the model is shown: said, and nothing is
     // counted over it.
     assert!(w.summary["cut_calls"].as_u64().unwrap() >= 1, "{}", w.stdout);

@@ -15,7 +15,7 @@ use ta_types::Expected;
 use ta_types::scenario::ExpectedRule;
 
 use crate::explore::{Call, LINES, REVISION_WORDS, Walked, entry_kind, glob_extension, glob_word, label_field};
-use crate::parse::{CHANGED_FILES, EXTENSION, Listing, Parsed, ROWS, Record, is_hex_id};
+use crate::parse::{CHANGED_FILES, EXTENSION, Listing, Parsed, ROWS, Record, TICKED, is_hex_id, is_text_list};
 
 /// What answers a task, given the answering call's parsed result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -393,6 +393,10 @@ fn subject(call: &Call, walked: &Walked) -> Subject {
 
 /// The noun for a list's items: its key, the id field's name, the entries' tags, or the tool.
 fn item_noun(call: &Call, listing: &Listing) -> String {
+    if is_text_list(&listing.key) {
+        // "to-do items" → "to-do item", keeping the hyphen `singular` would split on.
+        return listing.key.trim_end_matches('s').to_string();
+    }
     if !listing.key.is_empty() {
         return singular(&listing.key);
     }
@@ -406,6 +410,11 @@ fn item_noun(call: &Call, listing: &Listing) -> String {
     let verbs = ["git", "list", "get", "show", "read", "search", "fetch", "find", "view", "all"];
     let w: Vec<String> = words(&call.tool).into_iter().filter(|w| !verbs.contains(&w.as_str())).collect();
     if w.is_empty() { "item".into() } else { singular(&w.join(" ")) }
+}
+
+/// Whether a bullet point is an item (an ingredient, a title, a chore) rather than a sentence.
+fn few_words(text: &str) -> bool {
+    text.split_whitespace().count() <= 6
 }
 
 /// The noun an entry tag stands for: "file" → "file", "dir" → "folder".
@@ -557,7 +566,7 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
         let place = s.place.as_str();
         // Fields of a single result: "What is the size of the file notes/todo.md?"
         // A commit shown with the files it changed has fields too (its author, date, message).
-        let only_changes = c.parsed.listings.iter().all(|l| l.key == CHANGED_FILES);
+        let only_changes = c.parsed.listings.iter().all(|l| l.key == CHANGED_FILES || is_text_list(&l.key));
         if only_changes && let Some(thing) = &s.thing {
             for (k, v) in &c.parsed.fields {
                 if unstable.contains(k) || !askable(k) || v.is_null() || v.is_boolean() || v.as_str().is_some_and(|x| x.len() > 80 || thing.contains(x)) {
@@ -576,8 +585,8 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
                 push(Op::Field { field: k.clone() }, frames);
             }
         }
-        if c.parsed.listings.is_empty() {
-            // File contents: lines and title.
+        if c.parsed.listings.iter().all(|l| is_text_list(&l.key)) {
+            // File contents: lines and title (and below, its bullet points).
             let binary = c.text.split_whitespace().any(|w| w.len() > 200);
             if !unstable.contains(LINES)
                 && s.file
@@ -589,7 +598,6 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
                 push(Op::Lines, vec![sentence(&["How many lines does", thing, place, "have?"]), sentence(&["Count the lines of", thing, place, "."])]);
                 push(Op::Heading, vec![sentence(&["What is the title of", thing, place, "?"]), sentence(&["What heading does", thing, place, "start with?"])]);
             }
-            continue;
         }
         for l in &c.parsed.listings {
             let rs = &l.records;
@@ -640,7 +648,7 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
                     continue;
                 }
                 let f = human(k);
-                if tree_or_entries && is_tag(k) || k == EXTENSION {
+                if tree_or_entries && is_tag(k) || k == EXTENSION || k == TICKED {
                     // "What type do most items have?" asks nothing a person would.
                 } else if is_person(k) {
                     push(
@@ -657,7 +665,13 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
                 distinct.sort_unstable();
                 for v in distinct {
                     let val = Value::String(v.to_string());
-                    let (count_frames, select_frames) = if k == EXTENSION {
+                    let (count_frames, select_frames) = if k == TICKED {
+                        let (done, state) = if v == "ticked" { ("are ticked off?", "ticked") } else { ("are not ticked off yet?", "unticked") };
+                        (
+                            vec![sentence(&["How many", &items, wp, done]), sentence(&["How many", state, &items, "are there", wp, "?"])],
+                            vec![sentence(&["Which", &items, wp, done]), sentence(&["List the", state, &items, wp, "."])],
+                        )
+                    } else if k == EXTENSION {
                         let (named, dotted) = files_of(v);
                         (
                             vec![sentence(&["How many", &named, "are there", wp, "?"]), sentence(&["Count the", &dotted, wp, "."])],
@@ -683,7 +697,8 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
                         (vec![sentence(&["How many", &items, wp, "have", &f, &quoted(v), "?"])], vec![sentence(&["Which", &items, wp, "have", &f, &quoted(v), "?"])])
                     };
                     push(Op::Count { listing: l.key.clone(), filter: Some((k.clone(), val.clone())) }, count_frames);
-                    if let Some(label) = &label {
+                    let short = !is_text_list(&l.key) || rs.iter().all(|r| r.get("name").and_then(Value::as_str).is_some_and(few_words));
+                    if let Some(label) = label.as_ref().filter(|_| short) {
                         push(Op::Select { listing: l.key.clone(), filter: (k.clone(), val), label: label.clone() }, select_frames);
                     }
                 }
@@ -694,7 +709,11 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
                 Some(t) => vec![sentence(&["Which files did", t, "change", place, "?"]), sentence(&["List the files changed in", t, place, "."])],
                 None => vec![sentence(&["List the", &items, wp, "."]), sentence(&["Which", &items, "are there", wp, "?"]), sentence(&["What are the", &items, wp, "?"])],
             };
-            if whole {
+            // A text's bullet points are listed when they are short (ingredients, titles, chores),
+            // not when they are sentences, which no one asks to be read back.
+            let text_list = is_text_list(&l.key);
+            let short = !text_list || rs.iter().all(|r| r.get(&label).and_then(Value::as_str).is_some_and(few_words));
+            if whole && short {
                 push(Op::List { listing: l.key.clone(), label: label.clone() }, list_frames);
             }
             // Extremes over numbers and dates.
@@ -755,7 +774,8 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
                 let it = format!("the {one} {}", quoted(name));
                 for k in &keys {
                     let Some(v) = r.get(k) else { continue };
-                    if v.as_str().is_some_and(|x| x.len() > 80 || is_hex_id(x)) || k.ends_with(".count") && v == 0 {
+                    // Whether one to-do item is ticked is asked through the lists of either kind.
+                    if k == TICKED || v.as_str().is_some_and(|x| x.len() > 80 || is_hex_id(x)) || k.ends_with(".count") && v == 0 {
                         continue;
                     }
                     let f = human(k);
@@ -775,7 +795,10 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
                     push(Op::Lookup { listing: l.key.clone(), by: label.clone(), value: Value::String(name.into()), field: k.clone() }, frames);
                 }
             }
-            // Existence, both ways.
+            // Existence, both ways; not of a text's bullet points, which are its sentences.
+            if text_list {
+                continue;
+            }
             let here: Vec<&Value> = rs.iter().filter_map(|r| r.get(&label)).collect();
             let absent = elsewhere.get(&format!("{}/{}/{label}", c.tool, l.key)).and_then(|vs| vs.iter().find(|v| !here.contains(v)).cloned()).filter(|_| whole);
             for v in here.iter().take(2).map(|v| (*v).clone()).chain(absent) {

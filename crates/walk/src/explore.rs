@@ -15,7 +15,7 @@ use ta_synth::tools::params;
 use ta_types::ToolSpec;
 
 use crate::WalkError;
-use crate::parse::{Parsed, Record, is_hex_id, seen};
+use crate::parse::{Parsed, Record, is_hex_id, is_text_list, seen};
 
 /// Bounds of a walk.
 #[derive(Debug, Clone)]
@@ -488,7 +488,8 @@ fn learn(call: &Call, pool: &mut Vec<Known>, roots: &mut Vec<String>) {
         Some(_) => {}
         None => pool.push(k),
     };
-    for listing in &call.parsed.listings {
+    // A text's own bullet points name nothing a tool takes.
+    for listing in call.parsed.listings.iter().filter(|l| !is_text_list(&l.key)) {
         // Items of a result's only list are named by the tool ("git_branch": branches).
         let noun: Vec<String> = words(if listing.key.is_empty() { &call.tool } else { &listing.key });
         let label = label_field(&listing.records);

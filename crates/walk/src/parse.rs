@@ -31,6 +31,21 @@ pub const MESSAGE: &str = "message";
 /// The [`Listing::key`] of a CSV text's rows.
 pub const ROWS: &str = "rows";
 
+/// The [`Listing::key`] of a text's bullet points (`- eggs`), and of its to-do items (`- [ ]
+/// eggs`, `- [x] milk`), whose [`TICKED`] field says which are done. People count and list them
+/// ("How many things on my to-do list haven't I ticked off yet?"); the text's lines stay
+/// [`Parsed::lines`] as well.
+pub const BULLETS: &str = "bullet points";
+pub const TODOS: &str = "to-do items";
+/// A to-do item's field: `ticked` or `unticked`.
+pub const TICKED: &str = "ticked";
+
+/// Whether a listing holds the items of a text's own lists ([`BULLETS`], [`TODOS`]) rather than
+/// what a tool lists: the text's lines and title are still asked about.
+pub fn is_text_list(key: &str) -> bool {
+    key == BULLETS || key == TODOS
+}
+
 /// A list of items in a result; `key` names it where the result holds several (`entities`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Listing {
@@ -58,6 +73,8 @@ impl Parsed {
 static TAGGED: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^\[([A-Za-z]+)\]\s+(.+?)(?:\s{2,}(\S.*))?$").expect("valid"));
 /// `Key: value`, and `key = value` as configuration files write it (`version = 0.3.0`).
 static KEY_VALUE: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^([A-Za-z][A-Za-z0-9 _-]{0,40}?)\s*(?::|\s=)(?:\s+(.*))?$").expect("valid"));
+/// A Markdown bullet, with or without a check box: `- eggs`, `* [x] milk`.
+static BULLET: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^[-*+]\s+(?:\[([ xX])\]\s+)?(\S.*)$").expect("valid"));
 static SIZE: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|TB)$").expect("valid"));
 
 /// Reads `text` as data.
@@ -278,7 +295,29 @@ fn from_text(text: &str) -> Parsed {
     if !items.is_empty() {
         out.listings.push(Listing { key: String::new(), records: items });
     }
+    out.listings.extend(bullets(&out.lines));
     out
+}
+
+/// The bullet points of a text's lines, when it has two or more: to-do items when every one has a
+/// check box.
+fn bullets(lines: &[String]) -> Option<Listing> {
+    let found: Vec<_> = lines.iter().filter_map(|l| BULLET.captures(l)).collect();
+    if found.len() < 2 {
+        return None;
+    }
+    let todo = found.iter().all(|c| c.get(1).is_some());
+    let records = found
+        .iter()
+        .map(|c| {
+            let mut r = Record::from_iter([("name".to_string(), Value::String(c[2].trim().to_string()))]);
+            if todo {
+                r.insert(TICKED.into(), Value::String(if &c[1] == " " { "unticked" } else { "ticked" }.into()));
+            }
+            r
+        })
+        .collect();
+    Some(Listing { key: if todo { TODOS } else { BULLETS }.into(), records })
 }
 
 fn from_json(v: &Value) -> Parsed {
@@ -372,6 +411,23 @@ fn flatten(nodes: &[Value], parent: &str, out: &mut Vec<Record>) {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_texts_bullet_points_and_to_do_items_are_lists_beside_its_lines() {
+        let notes = parse("# March\n\n- Bought a bike\n- Fixed the sink\n\nA quiet month.\n");
+        assert_eq!(notes.listings.len(), 1);
+        assert_eq!(notes.listings[0].key, BULLETS);
+        assert_eq!(notes.listings[0].records[1]["name"], json!("Fixed the sink"));
+        assert_eq!(notes.lines.len(), 4, "the lines stay: {:?}", notes.lines);
+        let todo = parse("# To do\n\n- [x] Pay the bill\n- [ ] Sort photos\n* [X] Call Jonas\n");
+        assert_eq!(todo.listings[0].key, TODOS);
+        let ticked: Vec<&Value> = todo.listings[0].records.iter().map(|r| &r[TICKED]).collect();
+        assert_eq!(ticked, [&json!("ticked"), &json!("unticked"), &json!("ticked")]);
+        assert_eq!(todo.listings[0].records[1]["name"], json!("Sort photos"));
+        assert!(parse("# One\n\n- only one bullet\n").listings.is_empty(), "one bullet is no list");
+        assert_eq!(parse("- [ ] a\n- b\n").listings[0].key, BULLETS, "mixed: bullet points, none ticked or not");
+        assert!(is_text_list(BULLETS) && is_text_list(TODOS) && !is_text_list(ROWS));
+    }
 
     #[test]
     fn reads_key_value_blocks_as_items_and_a_lone_block_as_fields() {
