@@ -67,6 +67,15 @@ pub fn render_resource_contents(contents: &ResourceContents) -> String {
     }
 }
 
+/// Whether `line` is the summary of a binary part ([`render_result`]'s `[image: image/png, 1234
+/// bytes]`, `[resource: …]`), which says what came back, not what it holds: a file read as a blob
+/// has no lines or title to ask about.
+pub fn is_summary(line: &str) -> bool {
+    let Some(inner) = line.trim().strip_prefix('[').and_then(|l| l.strip_suffix(']')) else { return false };
+    let unknown_kind = inner.strip_suffix(" content").is_some_and(|kind| !kind.is_empty() && !kind.contains(' '));
+    inner == "resource" || unknown_kind || ["image: ", "audio: ", "resource: ", "resource link: "].iter().any(|p| inner.starts_with(p))
+}
+
 /// Decoded size of base64 data, without decoding it.
 fn base64_len(data: &str) -> usize {
     let trimmed = data.trim_end_matches('=');
@@ -100,6 +109,22 @@ mod tests {
             "first\n[image: image/png, 5 bytes]\n[audio: audio/wav, 11 bytes]\nembedded\n\
              [resource: file:///b.bin, application/octet-stream, 3 bytes]\n[resource link: c <file:///c>, text/plain: C]"
         );
+    }
+
+    #[test]
+    fn binary_summaries_are_told_from_text() {
+        let r = result(json!({"content": [
+            {"type": "text", "text": "first"},
+            {"type": "image", "data": "aGVsbG8=", "mimeType": "image/png"},
+            {"type": "audio", "data": "aGVsbG8gd29ybGQ=", "mimeType": "audio/wav"},
+            {"type": "resource", "resource": {"uri": "file:///b.bin", "blob": "AAAA"}},
+            {"type": "resource_link", "uri": "file:///c", "name": "c"}
+        ]}));
+        let text = render_result(&r).text;
+        let summaries: Vec<bool> = text.lines().map(is_summary).collect();
+        assert_eq!(summaries, [false, true, true, true, true], "{text}");
+        assert!(is_summary("[resource]") && is_summary("[widget content]"));
+        assert!(!is_summary("[FILE] notes.md") && !is_summary("[DIR] docs") && !is_summary("[x] done") && !is_summary("[image of a cat]"));
     }
 
     #[test]

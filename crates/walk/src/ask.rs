@@ -587,7 +587,9 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
         }
         if c.parsed.listings.iter().all(|l| is_text_list(&l.key)) {
             // File contents: lines and title (and below, its bullet points).
-            let binary = c.text.split_whitespace().any(|w| w.len() > 200);
+            // Base64 dumped as text, or a blob the client summarized (`[resource: …, 1587
+            // bytes]`): no lines or title of the file's own.
+            let binary = c.text.split_whitespace().any(|w| w.len() > 200) || c.text.lines().all(ta_mcp::content::is_summary);
             if !unstable.contains(LINES)
                 && s.file
                 && !c.cut
