@@ -508,7 +508,9 @@ fn learn(call: &Call, pool: &mut Vec<Known>, roots: &mut Vec<String>) {
             if let Some(p) = name.filter(|p| roots.iter().any(|root| p.starts_with(root.as_str())) && !call.args.is_empty()) {
                 let leaf = p.rsplit('/').next().unwrap_or(p);
                 let kind = if leaf.contains('.') { Kind::File } else { Kind::Dir };
-                let word = call.args.values().filter_map(Value::as_str).find_map(glob_word);
+                // The word searched for names the file only when it is a whole word of its name:
+                // `**/*read*` finds reading-list.md, which no one calls "the read file".
+                let word = call.args.values().filter_map(Value::as_str).find_map(glob_word).filter(|w| names_word(leaf, w));
                 // Among several matches, one is told apart by its folder ("the itinerary file in
                 // the lisbon folder").
                 let parent = |path: &str| path.rsplit('/').nth(1).map(String::from);
@@ -563,6 +565,13 @@ fn learn(call: &Call, pool: &mut Vec<Known>, roots: &mut Vec<String>) {
 pub fn glob_word(pattern: &str) -> Option<&str> {
     let w = pattern.strip_prefix("**/*")?.strip_suffix('*')?;
     (!w.is_empty() && w.chars().all(|c| c.is_ascii_alphanumeric())).then_some(w)
+}
+
+/// Whether `word` is a whole word of the file name `leaf`: "pancakes" of `pancakes.md` and
+/// "bread" of `banana-bread.md`, not "read" of `reading-list.md`.
+fn names_word(leaf: &str, word: &str) -> bool {
+    let stem = leaf.rsplit_once('.').map_or(leaf, |(stem, _)| stem);
+    stem.split(|c: char| !c.is_ascii_alphabetic()).any(|w| w.eq_ignore_ascii_case(word))
 }
 
 /// The extension a glob pattern looks for: `**/*.md` → `md`.
@@ -665,6 +674,8 @@ mod tests {
         assert_eq!(patterns, [json!("**/*.md"), json!("**/*pancakes*"), json!("**/*kickoff*")], "folders and short words give none");
         assert_eq!((glob_word("**/*pancakes*"), glob_extension("**/*.md")), (Some("pancakes"), Some("md")));
         assert_eq!((glob_word("**/*.md"), glob_extension("*.md")), (None, None));
+        assert!(names_word("banana-bread.md", "bread") && names_word("pancakes.md", "Pancakes") && names_word("README", "readme"));
+        assert!(!names_word("reading-list.md", "read") && !names_word("readings-april.csv", "reading"), "a word of the name, not a part of one");
         assert!(takes_glob("pattern", &json!({"type": "string"}), "Use glob-style patterns like '*.ext'"));
         assert!(!takes_glob("pattern", &json!({"type": "string"}), "A regular expression"));
     }
