@@ -8,7 +8,8 @@
 //!   department is Sales"), a threshold on a quantity, a year of a date, a word in a text
 //!   (`LIKE`);
 //! - a **target**: a count, a distinct count, an aggregate, a lookup, a list, the row or group
-//!   with the most/least (by count, total or average), the top k, groups with exactly one row,
+//!   with the most/least (by count, total or average), the year of a date with the most/fewest
+//!   rows, the top k, groups with exactly one row,
 //!   rows above the average, one column against another, a percentage, groups with one value
 //!   but never another (`EXCEPT`) or with both (`INTERSECT`), or two cells at once.
 //!
@@ -516,6 +517,32 @@ impl Gen {
                         let paths: Vec<&[usize]> = wh.paths().into_iter().chain([ap]).collect();
                         let f = from(&paths);
                         let post = |k| wh.post(k);
+                        // The year with the most/fewest rows: "In which year did the most
+                        // employees leave?" is a group by a date's year; of the rows' own dates
+                        // (a parent's date counted over its children is no one's question).
+                        let year = format!("CAST(strftime('%Y', {}) AS INTEGER)", a.expr);
+                        for (dir, most) in [("DESC", true), ("ASC", false)].into_iter().filter(|_| ap.is_empty()) {
+                            let (word, common) = if most { ("most", "most common") } else { ("fewest", "least common") };
+                            let natural = vec![
+                                format!("Which year has the {word} {n}{}, by {p}?", post(0)),
+                                format!("What is the {common} year of {p} among the {n}{}?", post(1)),
+                                format!("Counting the {n}{} by the year of their {p}, which year has the {word}?", post(0)),
+                            ];
+                            self.ranked(
+                                s,
+                                "year_argmax",
+                                2,
+                                natural,
+                                format!("The year of {} with the {} {table_raw} rows{}.", a.raw, if most { "most" } else { "fewest" }, wh.raw()),
+                                &year,
+                                "count(*)",
+                                &format!("{f} WHERE {year} IS NOT NULL{} GROUP BY {year}", wh.and()),
+                                dir,
+                                0,
+                                &wh,
+                                ap,
+                            );
+                        }
                         for (dir, sup, agg) in [("ASC", "earliest", "min"), ("DESC", "latest", "max")] {
                             self.push(
                                 s,

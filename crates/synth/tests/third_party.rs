@@ -149,6 +149,16 @@ async fn synth_on(command: &str, db: &Path, query_tool: &str, describe_tool: &st
     // two hops: loans -> books -> authors; Lem's and Chiang's books were lent 3 times each
     assert_eq!(by_sql(&format!("SELECT count(*) FROM (SELECT a.name {LOANS_AUTHORS} GROUP BY a.name HAVING count(*) > 1)")).expected, num(2.0));
     assert_eq!(by_sql("SELECT member, loan_date FROM loans WHERE loan_date IS NOT NULL ORDER BY loan_date ASC, member LIMIT 1").expected, text("bob"));
+    // the year of a date with the most and the fewest rows: seven loans in 2024, one in 2023;
+    // every author was born in a year of their own (a tie: no question)
+    let loan_year = "CAST(strftime('%Y', loan_date) AS INTEGER)";
+    let by_year =
+        |dir: &str| format!("SELECT {loan_year}, count(*) FROM loans WHERE {loan_year} IS NOT NULL GROUP BY {loan_year} ORDER BY count(*) {dir}, {loan_year} LIMIT 1");
+    assert_eq!((by_sql(&by_year("DESC")).expected.clone(), by_sql(&by_year("ASC")).expected.clone()), (num(2024.0), num(2023.0)));
+    assert!(
+        !out.scenarios.iter().any(|x| x.extra["template"] == "year_argmax" && x.extra["sql"].as_str().unwrap().contains("FROM authors ")),
+        "authors' birth years tie"
+    );
     assert!(
         !out.scenarios.iter().any(|x| x.extra["sql"] == format!("SELECT a.name, count(*) {LOANS_AUTHORS} GROUP BY a.name ORDER BY count(*) DESC, a.name LIMIT 1")),
         "Lem and Chiang tie for the most loans: the question is dropped"
