@@ -27,7 +27,7 @@ use rand_chacha::ChaCha8Rng;
 use serde_json::Value;
 
 use crate::candidate::{Candidate, MAX_LIST, Probe, Shape};
-use crate::names::{is_place, participle, plural_of, shown, with_article};
+use crate::names::{date_verb, is_place, participle, plural_of, shown, with_article};
 use crate::schema::{Schema, ident, literal, value_literal};
 use crate::scope::{Attr, BASE, Filter, Role, Scope, Where, compatible, filters, longest};
 
@@ -523,11 +523,14 @@ impl Gen {
                         let year = format!("CAST(strftime('%Y', {}) AS INTEGER)", a.expr);
                         for (dir, most) in [("DESC", true), ("ASC", false)].into_iter().filter(|_| ap.is_empty()) {
                             let (word, common) = if most { ("most", "most common") } else { ("fewest", "least common") };
-                            let natural = vec![
+                            let mut natural = vec![
                                 format!("Which year has the {word} {n}{}, by {p}?", post(0)),
                                 format!("What is the {common} year of {p} among the {n}{}?", post(1)),
                                 format!("Counting the {n}{} by the year of their {p}, which year has the {word}?", post(0)),
                             ];
+                            if let Some(v) = date_verb(p) {
+                                natural.insert(0, format!("In which year were the {word} {n}{} {v}?", post(0)));
+                            }
                             self.ranked(
                                 s,
                                 "year_argmax",
@@ -553,7 +556,13 @@ impl Gen {
                                     width: 1,
                                     answer: Shape::One,
                                     probe: None,
-                                    natural: vec![format!("What is the {sup} {p} among the {n}{}?", post(0)), format!("When was the {sup} {p} of the {n}{}?", post(1))],
+                                    natural: [format!("What is the {sup} {p} among the {n}{}?", post(0)), format!("When was the {sup} {p} of the {n}{}?", post(1))]
+                                        .into_iter()
+                                        .chain(date_verb(p).filter(|_| ap.is_empty()).map(|v| {
+                                            let nth = if dir == "ASC" { "first" } else { "last" };
+                                            format!("When was the {nth} {one}{} {v}?", post(0))
+                                        }))
+                                        .collect(),
                                     technical: format!("{agg}({}){}.", a.raw, wh.raw()),
                                     wh: &wh,
                                     extra_paths: vec![ap],

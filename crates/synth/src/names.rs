@@ -158,6 +158,58 @@ pub fn participle(noun: &str) -> Option<(String, &'static str)> {
     Some((verb, to))
 }
 
+/// What happened on a date column's day, as a participle: "hire date" → "hired", "termination
+/// date" → "terminated", "created at" → "created", "opened" → "opened". People ask "How many
+/// employees were hired in 2021?" more than "with a hire date in 2021". `None` for a date whose
+/// event has no plain verb ("loan date", "due date") and for a parent's date ("department's
+/// founded date").
+pub fn date_verb(column_phrase: &str) -> Option<String> {
+    const EVENTS: &[(&str, &str)] = &[
+        ("hire", "hired"),
+        ("termination", "terminated"),
+        ("start", "started"),
+        ("end", "ended"),
+        ("birth", "born"),
+        ("creation", "created"),
+        ("completion", "completed"),
+        ("publication", "published"),
+        ("release", "released"),
+        ("registration", "registered"),
+        ("cancellation", "cancelled"),
+        ("expiration", "expired"),
+        ("expiry", "expired"),
+        ("graduation", "graduated"),
+        ("installation", "installed"),
+        ("construction", "constructed"),
+        ("retirement", "retired"),
+        ("enrollment", "enrolled"),
+        ("join", "joined"),
+        ("open", "opened"),
+        ("close", "closed"),
+        ("order", "ordered"),
+        ("delivery", "delivered"),
+        ("purchase", "purchased"),
+        ("payment", "paid"),
+        ("approval", "approved"),
+        ("submission", "submitted"),
+        ("update", "updated"),
+        ("modification", "modified"),
+        ("review", "reviewed"),
+        ("shipment", "shipped"),
+    ];
+    let phrase = column_phrase.to_lowercase();
+    let w: Vec<&str> = phrase.split(' ').collect();
+    let head = match w.as_slice() {
+        [head, "date" | "at" | "on" | "time" | "day"] | [head] => *head,
+        _ => return None,
+    };
+    if let Some((_, verb)) = EVENTS.iter().find(|(noun, _)| *noun == head) {
+        return Some(verb.to_string());
+    }
+    // Already a participle: "founded date", "assigned date", "created at", "opened".
+    (head.len() > 4 && head.ends_with("ed") && head.chars().all(|c| c.is_ascii_alphabetic())).then(|| head.to_string())
+}
+
 /// Whether a column names a place, so that a filter on it reads "in France".
 pub fn is_place(column_phrase: &str) -> bool {
     let last = column_phrase.rsplit(' ').next().unwrap_or_default();
@@ -183,6 +235,18 @@ pub fn with_article(phrase: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_dates_event_as_a_participle() {
+        let verb = |p: &str| date_verb(p);
+        assert_eq!(verb("hire date").as_deref(), Some("hired"));
+        assert_eq!(verb("termination date").as_deref(), Some("terminated"));
+        assert_eq!(verb("founded date").as_deref(), Some("founded"));
+        assert_eq!(verb("created at").as_deref(), Some("created"));
+        assert_eq!(verb("Opened").as_deref(), Some("opened"));
+        assert_eq!((verb("loan date"), verb("due date"), verb("date")), (None, None, None));
+        assert_eq!(verb("department's founded date"), None, "a parent's date");
+    }
 
     #[test]
     fn names_are_split_and_spelled_out() {

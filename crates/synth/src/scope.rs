@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::names::{human, is_place, plural, relation, shown, singular, with_article, words};
+use crate::names::{date_verb, human, is_place, plural, relation, shown, singular, with_article, words};
 use crate::schema::{Column, Kind, Schema, Table, ident, literal, value_literal};
 
 /// Categories with more values than this are not filtered or grouped on.
@@ -333,12 +333,14 @@ pub(crate) fn filters(s: &Scope) -> Vec<Filter> {
                 }
             }
             Role::Date(values) => {
+                let verb = date_verb(p);
                 for y in years(values).into_iter().take(6) {
-                    out.push(f(
-                        format!("strftime('%Y', {}) = '{y}'", a.expr),
-                        vec![format!("with {} in {y}", with_article(p)), format!("whose {p} falls in {y}")],
-                        format!("year({}) = {y}", a.raw),
-                    ));
+                    // "hired in 2021" where the date names its event, else "with a hire date in 2021".
+                    let first = match &verb {
+                        Some(v) => format!("{v} in {y}"),
+                        None => format!("with {} in {y}", with_article(p)),
+                    };
+                    out.push(f(format!("strftime('%Y', {}) = '{y}'", a.expr), vec![first, format!("whose {p} falls in {y}")], format!("year({}) = {y}", a.raw)));
                 }
             }
             Role::Text(words) => {

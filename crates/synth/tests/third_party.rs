@@ -305,6 +305,8 @@ async fn numbers_stored_as_text_are_numbers_and_blanks_are_missing() {
     // As text, '998' is the largest capacity; as a number it is 1200.
     let max = "SELECT max(CAST(NULLIF(Capacity, '') AS REAL)) FROM plants";
     assert_eq!(by_sql(max).expected, Some(Expected::Rule(ExpectedRule::Number { number: 1200.0, tolerance: 0.01 })));
+    // A date named by its event is asked as people say it: "plants opened in 1980".
+    assert!(out.scenarios.iter().any(|x| x.task.contains("opened in 19") && x.extra["sql"].as_str().unwrap().contains("strftime('%Y'")), "no 'opened in' filter");
     // The blank date is not the earliest.
     assert_eq!(by_sql("SELECT min(NULLIF(Opened, '')) FROM plants").expected, Some(Expected::Text("1975-06-01".into())));
     let state = "SELECT s.State, count(*) FROM plants p JOIN states s ON p.state_code = s.State_Code GROUP BY s.State ORDER BY count(*) DESC, s.State LIMIT 1";
