@@ -9,7 +9,7 @@
 //!   (`LIKE`);
 //! - a **target**: a count, a distinct count, an aggregate, a lookup, a list, the row or group
 //!   with the most/least (by count, total or average), the year of a date with the most/fewest
-//!   rows, the top k, groups with exactly one row,
+//!   rows, the rows per parent on average, the top k, groups with exactly one row,
 //!   rows above the average, one column against another, a percentage, groups with one value
 //!   but never another (`EXCEPT`) or with both (`INTERSECT`), or two cells at once.
 //!
@@ -27,7 +27,7 @@ use rand_chacha::ChaCha8Rng;
 use serde_json::Value;
 
 use crate::candidate::{Candidate, MAX_LIST, Probe, Shape};
-use crate::names::{date_verb, is_place, participle, plural_of, shown, with_article};
+use crate::names::{date_verb, is_place, participle, plural_of, shown, singular, with_article};
 use crate::schema::{Schema, ident, literal, value_literal};
 use crate::scope::{Attr, BASE, Filter, Role, Scope, Where, compatible, filters, longest};
 
@@ -55,6 +55,20 @@ pub fn candidates(schema: &Schema, seed: u64, every_condition: bool) -> Vec<Cand
         g.scope(&scope);
     }
     g.out
+}
+
+/// A linking table's rows per parent as people ask it, through the other parent and the table's
+/// verb: "On average, how many employees are assigned to a project?" (project assignments per
+/// project: one row per employee and project).
+fn linking_avg(s: &Scope, ap: &[usize], p: &str) -> Option<String> {
+    if s.label.is_some() {
+        return None;
+    }
+    let (verb, to) = participle(&s.singular)?;
+    let parent = &s.joins[ap[0]].1;
+    // People are assigned to a project; a project is not "assigned to" a person.
+    let other = s.attrs.iter().find(|b| matches!(b.role, Role::Label(_)) && b.person && b.path.len() == 1 && s.joins[b.path[0]].1 != *parent)?;
+    Some(format!("On average, how many {} are {verb} {to} {}? Round to 2 decimals.", plural_of(&other.phrase), with_article(p)))
 }
 
 /// Whether a quantity adds up to something: a total of years or of ratings means nothing.
@@ -621,6 +635,36 @@ impl Gen {
                             let paths: Vec<&[usize]> = wh.paths().into_iter().chain([ap]).collect();
                             let f = from(&paths);
                             let post = |k| wh.post(k);
+                            // Rows per parent on average, over every parent (a parent without
+                            // rows counts): "On average, how many people are assigned to a
+                            // project?". Only where the key names the parent itself: a role
+                            // ("head", "lead") is held by few of the people, and per manager is
+                            // over the table itself.
+                            let parent = &s.joins[ap[0]].1;
+                            if wh.parts.is_empty() && ap.len() == 1 && *parent != s.table.name && singular(parent) == *p {
+                                self.push(
+                                    s,
+                                    Draft {
+                                        template: "per_parent_avg",
+                                        level: 2,
+                                        sql: format!("SELECT round(CAST(count(*) AS REAL) / (SELECT count(*) FROM {}), 2) {f}", ident(parent)),
+                                        width: 1,
+                                        answer: Shape::One,
+                                        probe: None,
+                                        natural: linking_avg(s, ap, p)
+                                            .into_iter()
+                                            .chain([
+                                                format!("On average, how many {n} does {} have? Round to 2 decimals.", with_article(p)),
+                                                format!("What is the average number of {n} per {p}? Round to 2 decimals."),
+                                                format!("How many {n} does each {p} have on average? Round to 2 decimals."),
+                                            ])
+                                            .collect(),
+                                        technical: format!("count({table_raw}) / count({parent}), rounded to 2 decimals."),
+                                        wh: &wh,
+                                        extra_paths: vec![ap],
+                                    },
+                                );
+                            }
                             self.ranked(
                                 s,
                                 "group_argmax",

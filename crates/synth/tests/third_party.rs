@@ -149,6 +149,9 @@ async fn synth_on(command: &str, db: &Path, query_tool: &str, describe_tool: &st
     // two hops: loans -> books -> authors; Lem's and Chiang's books were lent 3 times each
     assert_eq!(by_sql(&format!("SELECT count(*) FROM (SELECT a.name {LOANS_AUTHORS} GROUP BY a.name HAVING count(*) > 1)")).expected, num(2.0));
     assert_eq!(by_sql("SELECT member, loan_date FROM loans WHERE loan_date IS NOT NULL ORDER BY loan_date ASC, member LIMIT 1").expected, text("bob"));
+    // rows per parent on average, over every parent: 7 books by 5 authors (one without books)
+    let per_author = by_sql(&format!("SELECT round(CAST(count(*) AS REAL) / (SELECT count(*) FROM authors), 2) {BOOKS_AUTHORS}"));
+    assert_eq!(per_author.expected, Some(Expected::Rule(ExpectedRule::Number { number: 1.4, tolerance: 0.01 })), "{}", per_author.task);
     // the year of a date with the most and the fewest rows: seven loans in 2024, one in 2023;
     // every author was born in a year of their own (a tie: no question)
     let loan_year = "CAST(strftime('%Y', loan_date) AS INTEGER)";
@@ -407,6 +410,15 @@ async fn people_managers_leads_and_assignments_get_their_questions() {
     let ken = by_sql(&format!("SELECT count(DISTINCT p.name) {ASSIGNED_TO} WHERE {EMPLOYEE} = 'Ken Thompson'"));
     assert_eq!((template(ken), ken.expected.clone()), ("linked_count".into(), num(2.0)));
     assert!(out.scenarios.iter().any(|sc| sc.task == "How many projects is Ken Thompson assigned to?"));
+    // people per project on average, over every project: 11 assignments, 5 projects
+    let per_project =
+        by_sql("SELECT round(CAST(count(*) AS REAL) / (SELECT count(*) FROM projects), 2) FROM project_assignments pa JOIN projects p ON pa.project_id = p.project_id");
+    assert_eq!(
+        (template(per_project), per_project.expected.clone()),
+        ("per_parent_avg".into(), Some(Expected::Rule(ExpectedRule::Number { number: 2.2, tolerance: 0.01 })))
+    );
+    // a role (the project's lead) is no parent to average over
+    assert!(!out.scenarios.iter().any(|sc| template(sc) == "per_parent_avg" && sc.extra["sql"].as_str().unwrap().contains("lead_employee_id")));
 
     // Filters are drawn per question (seeded): a filtered question below is checked when drawn,
     // and each kind of filter must be drawn for some of them.
