@@ -572,7 +572,8 @@ impl Gen {
                                     probe: None,
                                     natural: [format!("What is the {sup} {p} among the {n}{}?", post(0)), format!("When was the {sup} {p} of the {n}{}?", post(1))]
                                         .into_iter()
-                                        .chain(date_verb(p).filter(|_| ap.is_empty()).map(|v| {
+                                        // "the first plant last updated" reads as nonsense: one-word verbs only.
+                                        .chain(date_verb(p).filter(|v| ap.is_empty() && !v.contains(' ')).map(|v| {
                                             let nth = if dir == "ASC" { "first" } else { "last" };
                                             format!("When was the {nth} {one}{} {v}?", post(0))
                                         }))

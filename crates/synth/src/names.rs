@@ -201,6 +201,8 @@ pub fn date_verb(column_phrase: &str) -> Option<String> {
     let w: Vec<&str> = phrase.split(' ').collect();
     let head = match w.as_slice() {
         [head, "date" | "at" | "on" | "time" | "day"] | [head] => *head,
+        // "last updated at": an adverb and a participle.
+        [adverb @ ("last" | "first"), verb, "date" | "at" | "on"] if verb.len() > 4 && verb.ends_with("ed") => return Some(format!("{adverb} {verb}")),
         _ => return None,
     };
     if let Some((_, verb)) = EVENTS.iter().find(|(noun, _)| *noun == head) {
@@ -246,6 +248,7 @@ mod tests {
         assert_eq!(verb("Opened").as_deref(), Some("opened"));
         assert_eq!((verb("loan date"), verb("due date"), verb("date")), (None, None, None));
         assert_eq!(verb("department's founded date"), None, "a parent's date");
+        assert_eq!((verb("last updated at").as_deref(), verb("construction start at")), (Some("last updated"), None));
     }
 
     #[test]
