@@ -666,20 +666,24 @@ impl Gen {
                                     },
                                 );
                             }
-                            self.ranked(
-                                s,
-                                "group_argmax",
-                                2,
-                                vec![format!("Which {p} has the most {n}{}?", post(0)), format!("Which {p} has the largest number of {n}{}?", post(1))],
-                                format!("Which {} is referenced by the most {table_raw} rows{}?", a.raw, wh.raw()),
-                                &a.expr,
-                                "count(*)",
-                                &format!("{f}{} GROUP BY {}", wh.sql(), a.expr),
-                                "DESC",
-                                0,
-                                &wh,
-                                ap,
-                            );
+                            // The parent with the most, and with the fewest, among those with any
+                            // ("Which department has the fewest current employees?").
+                            for (dir, most, large) in [("DESC", "most", "largest"), ("ASC", "fewest", "smallest")] {
+                                self.ranked(
+                                    s,
+                                    "group_argmax",
+                                    2,
+                                    vec![format!("Which {p} has the {most} {n}{}?", post(0)), format!("Which {p} has the {large} number of {n}{}?", post(1))],
+                                    format!("Which {} is referenced by the {most} {table_raw} rows{}?", a.raw, wh.raw()),
+                                    &a.expr,
+                                    "count(*)",
+                                    &format!("{f}{} GROUP BY {}", wh.sql(), a.expr),
+                                    dir,
+                                    0,
+                                    &wh,
+                                    ap,
+                                );
+                            }
                             for k in [1, 2, 3, 5] {
                                 self.push(
                                     s,

@@ -149,6 +149,10 @@ async fn synth_on(command: &str, db: &Path, query_tool: &str, describe_tool: &st
     // two hops: loans -> books -> authors; Lem's and Chiang's books were lent 3 times each
     assert_eq!(by_sql(&format!("SELECT count(*) FROM (SELECT a.name {LOANS_AUTHORS} GROUP BY a.name HAVING count(*) > 1)")).expected, num(2.0));
     assert_eq!(by_sql("SELECT member, loan_date FROM loans WHERE loan_date IS NOT NULL ORDER BY loan_date ASC, member LIMIT 1").expected, text("bob"));
+    // the parent with the fewest rows: Butler wrote one book, the others two (a tie for the most)
+    let fewest = format!("SELECT a.name, count(*) {BOOKS_AUTHORS} GROUP BY a.name ORDER BY count(*) ASC, a.name LIMIT 1");
+    assert_eq!(by_sql(&fewest).expected, text("Octavia Butler"));
+    assert!(!out.scenarios.iter().any(|x| x.extra["sql"] == fewest.replace("ASC", "DESC")), "three authors tie with two books");
     // rows per parent on average, over every parent: 7 books by 5 authors (one without books)
     let per_author = by_sql(&format!("SELECT round(CAST(count(*) AS REAL) / (SELECT count(*) FROM authors), 2) {BOOKS_AUTHORS}"));
     assert_eq!(per_author.expected, Some(Expected::Rule(ExpectedRule::Number { number: 1.4, tolerance: 0.01 })), "{}", per_author.task);
