@@ -641,6 +641,10 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
             }
             // Fields with a few values shared by several items: tags, people, states.
             let keys: Vec<String> = rs[0].keys().filter(|k| stable(k) && askable(k) && Some(*k) != label.as_ref()).cloned().collect();
+            // A text's bullet points are read back (listed, selected) only when they are short
+            // (ingredients, titles, chores), not when they are sentences, which no one asks for.
+            let text_list = is_text_list(&l.key);
+            let short = !text_list || rs.iter().all(|r| r.get("name").and_then(Value::as_str).is_some_and(few_words));
             for k in &keys {
                 let values: Vec<&str> = rs.iter().filter_map(|r| r.get(k)).filter_map(Value::as_str).collect();
                 let distinct: HashSet<&str> = values.iter().copied().collect();
@@ -699,7 +703,6 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
                         (vec![sentence(&["How many", &items, wp, "have", &f, &quoted(v), "?"])], vec![sentence(&["Which", &items, wp, "have", &f, &quoted(v), "?"])])
                     };
                     push(Op::Count { listing: l.key.clone(), filter: Some((k.clone(), val.clone())) }, count_frames);
-                    let short = !is_text_list(&l.key) || rs.iter().all(|r| r.get("name").and_then(Value::as_str).is_some_and(few_words));
                     if let Some(label) = label.as_ref().filter(|_| short) {
                         push(Op::Select { listing: l.key.clone(), filter: (k.clone(), val), label: label.clone() }, select_frames);
                     }
@@ -711,10 +714,6 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
                 Some(t) => vec![sentence(&["Which files did", t, "change", place, "?"]), sentence(&["List the files changed in", t, place, "."])],
                 None => vec![sentence(&["List the", &items, wp, "."]), sentence(&["Which", &items, "are there", wp, "?"]), sentence(&["What are the", &items, wp, "?"])],
             };
-            // A text's bullet points are listed when they are short (ingredients, titles, chores),
-            // not when they are sentences, which no one asks to be read back.
-            let text_list = is_text_list(&l.key);
-            let short = !text_list || rs.iter().all(|r| r.get(&label).and_then(Value::as_str).is_some_and(few_words));
             if whole && short {
                 push(Op::List { listing: l.key.clone(), label: label.clone() }, list_frames);
             }
