@@ -147,6 +147,31 @@ async fn walk_on_the_filesystem_server() {
     // line is not the file's text, so no question counts its lines or reads its title.
     let from_blob = |s: &&Value| s["reference"].as_array().unwrap().last().is_some_and(|r| r["tool"] == "read_media_file");
     assert!(!w.scenarios.iter().filter(from_blob).any(|s| s["template"] == "lines" || s["template"] == "heading"), "lines of a blob's summary");
+    // Answers checked against the fixture on disk: a file's lines are all its lines, blank
+    // ones included; a size asked "in bytes" is the file's size to the byte (the listing's
+    // rounded `2.77 KB` is answered as shown); a file's lines read as a list are its entries,
+    // and an error about a folder is no entry of anything.
+    let mut lines_checked = 0;
+    for s in &w.scenarios {
+        let last = s["reference"].as_array().unwrap().last().unwrap();
+        let task = s["task"].as_str().unwrap();
+        if s["template"] == "lines" {
+            let text = std::fs::read_to_string(last["arguments"]["path"].as_str().unwrap()).unwrap();
+            assert_eq!(s["expected"].as_f64(), Some(text.lines().count() as f64), "{s}");
+            lines_checked += 1;
+        }
+        if task.contains("in bytes") {
+            assert!(s["expected"].as_f64().is_some_and(|x| x.fract() == 0.0), "a size in bytes that is no whole number: {s}");
+        }
+        assert!(!task.contains("multiple file"), "the tool's name as the items' noun: {task}");
+        assert!(!s["expected"].to_string().contains("Error"), "{s}");
+    }
+    assert!(lines_checked >= 10, "{lines_checked} line counts");
+    // An empty folder is asked about too: nothing in it, 0 items.
+    assert_eq!(std::fs::read_dir(root.join("travel/iceland")).unwrap().count(), 0);
+    let empty = w.scenarios.iter().find(|s| s["task"] == "Is there anything in the travel/iceland folder?").expect("no question about the empty folder");
+    assert_eq!(empty["expected"]["exact"], "no", "{empty}");
+    assert!(w.scenarios.iter().any(|s| s["task"].as_str().unwrap().contains("entries in the shopping file")), "a shopping list's entries");
     // The root's directory_tree is longer than what the model is shown: said, and nothing is
     // counted over it.
     assert!(w.summary["cut_calls"].as_u64().unwrap() >= 1, "{}", w.stdout);
@@ -201,6 +226,38 @@ async fn walk_on_the_git_server() {
     assert!(asks("in January 2024", &|a| a["start_timestamp"] == "2024-01-01T00:00:00" && a["end_timestamp"] == "2024-01-31T23:59:59"), "no month of history");
     assert!(asks("the latest commit on fix/pager", &|a| a["revision"] == "fix/pager"), "no branch tip");
     assert!(asks("the file setup.cfg on main", &|a| a["revision"] == "main:setup.cfg"), "no file as a branch has it");
+    // Whether a branch was merged, asked through `git_branch --contains` and checked against git
+    // itself: main contains feature/search's tip, not docs/install's.
+    let merged_into_main = |b: &str| {
+        let out = Command::new("git").arg("-C").arg(&repo).args(["branch", "--contains", b]).output().unwrap();
+        String::from_utf8(out.stdout).unwrap().lines().any(|l| l.trim_start_matches('*').trim() == "main")
+    };
+    for b in ["feature/search", "docs/install"] {
+        let q = format!("Has {b} been merged into main");
+        let s = w.scenarios.iter().find(|s| s["task"].as_str().unwrap().starts_with(&q)).unwrap_or_else(|| panic!("no question: {q}?"));
+        let yes = if merged_into_main(b) { "yes" } else { "no" };
+        assert_eq!(s["expected"]["exact"], yes, "{s}");
+        assert_eq!(s["reference"].as_array().unwrap().last().unwrap()["arguments"]["contains"], b, "{s}");
+    }
+    assert!(asks("containing the commit", &|a| a["contains"].as_str().is_some_and(ta_walk::parse::is_hex_id)), "no branches containing a commit");
+    // The lines a commit added and removed, checked against `git show --numstat`.
+    let numstat = |rev: &str| {
+        let out = Command::new("git").arg("-C").arg(&repo).args(["show", "--numstat", "--format=", rev]).output().unwrap();
+        let cols: Vec<Vec<f64>> = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| l.split_whitespace().take(2).filter_map(|x| x.parse().ok()).collect())
+            .filter(|c: &Vec<f64>| c.len() == 2)
+            .collect();
+        (cols.iter().map(|c| c[0]).sum::<f64>(), cols.iter().map(|c| c[1]).sum::<f64>())
+    };
+    let diff_lines: Vec<&Value> = w.scenarios.iter().filter(|s| s["template"] == "diff_lines").collect();
+    assert!(diff_lines.len() >= 20, "{} questions about lines added or removed", diff_lines.len());
+    for s in diff_lines {
+        let (added, removed) = numstat(s["reference"].as_array().unwrap().last().unwrap()["arguments"]["revision"].as_str().unwrap());
+        let want = if s["op"]["added"] == true { added } else { removed };
+        assert_eq!(s["expected"].as_f64(), Some(want), "{s}");
+    }
     replay_all(&server, &w.scenarios).await;
 
     // Only the tools the tasks need: with the write tools left out, every tool offered declares

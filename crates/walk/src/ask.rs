@@ -15,7 +15,7 @@ use ta_types::Expected;
 use ta_types::scenario::ExpectedRule;
 
 use crate::explore::{Call, LINES, REVISION_WORDS, Walked, entry_kind, glob_extension, glob_word, label_field};
-use crate::parse::{CHANGED_FILES, EXTENSION, Listing, Parsed, ROWS, Record, TICKED, is_hex_id, is_text_list};
+use crate::parse::{CHANGED_FILES, CURRENT, EXTENSION, Listing, MESSAGE, Parsed, ROWS, Record, TICKED, extension_of, is_hex_id, is_text_list, size_bytes};
 
 /// What answers a task, given the answering call's parsed result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -45,6 +45,11 @@ pub enum Op {
     Lines,
     /// A Markdown text's first heading.
     Heading,
+    /// A listing that came back empty (a folder with nothing in it): `0` items, or "no" to "is
+    /// there anything".
+    Empty { count: bool },
+    /// The lines a commit's diff adds (or removes).
+    DiffLines { added: bool },
 }
 
 /// Items of one list asked about by name (a seeded sample), so that one long list does not
@@ -128,8 +133,11 @@ impl Op {
                 let labels: Vec<Value> = listing(l)?.iter().filter_map(|r| r.get(label).cloned()).collect();
                 (labels.len() >= 2 && labels.len() <= MAX_SELECT).then_some(Expected::Rule(ExpectedRule::Set(labels)))
             }
-            Op::Lines => (!p.lines.is_empty() && p.listings.is_empty()).then(|| Expected::Number(p.lines.len() as f64)),
+            Op::Lines => (!p.lines.is_empty() && p.line_count > 0 && p.listings.iter().all(|l| is_text_list(&l.key))).then(|| Expected::Number(p.line_count as f64)),
             Op::Heading => p.lines.iter().find_map(|l| l.strip_prefix("# ")).map(|h| Expected::Text(h.trim().to_string())),
+            Op::DiffLines { added } => p.diff_lines.map(|(a, r)| if *added { a } else { r }).filter(|n| *n > 0).map(|n| Expected::Number(n as f64)),
+            Op::Empty { count } => (p.listings.is_empty() && p.fields.is_empty() && p.lines.is_empty())
+                .then(|| if *count { Expected::Number(0.0) } else { Expected::Rule(ExpectedRule::Exact("no".into())) }),
         }
     }
 
@@ -199,7 +207,15 @@ impl Op {
                 let hits: Vec<String> = matching(records(listing)?, Some(filter)).filter_map(|r| named(r, label)).collect();
                 Some(format!("The items with {} {}: {}.", human(f), ta_synth::names::shown(v), enumerate(hits)))
             }
-            Op::Lines => Some(format!("The file has {} lines of text.", p.lines.len())),
+            Op::Lines => Some(format!("Counting every line of the file, blank lines included: {}.", p.line_count)),
+            Op::Empty { .. } => Some("The result lists nothing: there is nothing there.".into()),
+            Op::DiffLines { added } => {
+                let (sign, n) = match (added, p.diff_lines?) {
+                    (true, (a, _)) => ("+", a),
+                    (false, (_, r)) => ("-", r),
+                };
+                Some(format!("Counting the diff's lines that start with {sign} (not the {sign}{sign}{sign} file headers): {n}."))
+            }
             Op::Field { .. } | Op::Lookup { .. } | Op::Exists { .. } | Op::List { .. } | Op::Heading => None,
         }
     }
@@ -220,6 +236,8 @@ impl Op {
             Op::Select { .. } => "select",
             Op::Lines => "lines",
             Op::Heading => "heading",
+            Op::Empty { .. } => "empty",
+            Op::DiffLines { .. } => "diff_lines",
         }
     }
 
@@ -232,8 +250,8 @@ impl Op {
     fn weight(&self) -> usize {
         match self {
             Op::Field { .. } | Op::Lookup { .. } | Op::Heading => 0,
-            Op::Count { filter: None, .. } | Op::Exists { .. } | Op::Lines | Op::List { .. } => 1,
-            Op::Count { .. } | Op::Extreme { .. } | Op::Peak { .. } | Op::Most { .. } | Op::Select { .. } => 2,
+            Op::Count { filter: None, .. } | Op::Exists { .. } | Op::Lines | Op::List { .. } | Op::Empty { .. } => 1,
+            Op::Count { .. } | Op::Extreme { .. } | Op::Peak { .. } | Op::Most { .. } | Op::Select { .. } | Op::DiffLines { .. } => 2,
             Op::Total { .. } => 3,
         }
     }
@@ -257,7 +275,9 @@ const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Au
 /// `Sun Nov 10 2024 17:39:00 GMT+0000 (…)` as `2024-11-10 17:39:00`.
 fn iso(s: &str) -> Option<String> {
     let b = s.as_bytes();
-    if s.len() >= 10 && b[4] == b'-' && b[7] == b'-' && s[..4].parse::<u32>().is_ok() {
+    // A date alone or followed by a time; `2024-03-11-standup.md` is a file's name.
+    let then_time = b.len() == 10 || b.len() > 11 && matches!(b[10], b'T' | b' ') && b[11].is_ascii_digit();
+    if s.len() >= 10 && b[4] == b'-' && b[7] == b'-' && s[..4].parse::<u32>().is_ok() && then_time {
         return Some(s.to_string());
     }
     let w: Vec<&str> = s.split_whitespace().collect();
@@ -275,10 +295,13 @@ fn iso_day(s: &str) -> Option<String> {
     Some(full[..10].to_string())
 }
 
-/// Numbers order as numbers, timestamps by day and time.
+/// Numbers order as numbers, sizes as their bytes (`2.77 KB`), timestamps by day and time.
 fn order_key(v: &Value) -> Option<f64> {
     if let Some(x) = v.as_f64() {
         return Some(x);
+    }
+    if let Some(bytes) = v.as_str().and_then(size_bytes) {
+        return Some(bytes);
     }
     let s = iso(v.as_str()?)?;
     let s = s.as_str();
@@ -289,7 +312,7 @@ fn order_key(v: &Value) -> Option<f64> {
 }
 
 fn is_date(v: &Value) -> bool {
-    v.is_string() && order_key(v).is_some()
+    v.as_str().is_some_and(|s| size_bytes(s).is_none()) && order_key(v).is_some()
 }
 
 /// A task about one call's result.
@@ -317,6 +340,14 @@ struct Subject {
     /// What a search by pattern found, for a glob argument: "Markdown files", "files with
     /// \"chili\" in their name" (anywhere below the folder searched).
     found: Option<String>,
+    /// The branch whose latest commit the listed items contain (`git_branch --contains
+    /// fix/pager`): whether a branch is among them says whether fix/pager was merged into it.
+    merged: Option<String>,
+    /// The listed items contain a commit, or do not (a membership argument): every item is
+    /// asked about, not the first few.
+    membership: bool,
+    /// `place` without the membership: "in the repository at /srv/repo".
+    home: String,
 }
 
 fn relative<'a>(path: &'a str, roots: &[String]) -> Option<&'a str> {
@@ -329,12 +360,25 @@ fn subject(call: &Call, walked: &Walked) -> Subject {
     let mut adjectives = Vec::new();
     let mut file = false;
     let mut found = None;
+    let (mut merged, mut membership, mut within) = (None, false, None);
     for ((name, value), (_, origin)) in call.args.iter().zip(&call.origins) {
         let pw = words(name);
         let one = value.as_array().is_none();
         let Some(v) = value.as_str().or_else(|| value.as_array().and_then(|a| a.first()).and_then(Value::as_str)) else { continue };
+        // "containing the commit 'Add search'", "not containing the latest commit on fix/pager".
+        if let Some(negated) = crate::explore::membership(name) {
+            within = Some(format!("{} {}", if negated { "not containing" } else { "containing" }, origin.phrase));
+            membership = true;
+            if !negated && !is_hex_id(v) {
+                merged = Some(v.to_string());
+            }
+            continue;
+        }
         if let Some(w) = glob_word(v) {
-            found = Some(format!("files with \"{w}\" in their name"));
+            // A search by name finds folders too (`**/*notes*` finds `notes/`); a match without
+            // an extension is taken for one.
+            let folders = call.parsed.listings.iter().flat_map(|l| &l.records).any(|r| r.get("name").and_then(Value::as_str).and_then(extension_of).is_none());
+            found = Some(format!("{} with \"{w}\" in their name", if folders { "files and folders" } else { "files" }));
             continue;
         }
         if let Some(e) = glob_extension(v) {
@@ -388,7 +432,12 @@ fn subject(call: &Call, walked: &Walked) -> Subject {
             places.push(format!("for {v}"));
         }
     }
-    Subject { place: places.join(" "), thing, adjectives, file, found }
+    let home = places.join(" ");
+    let place = match within {
+        Some(w) => sentence(&[&home, &w]),
+        None => home.clone(),
+    };
+    Subject { place, thing, adjectives, file, found, merged, membership, home }
 }
 
 /// The noun for a list's items: its key, the id field's name, the entries' tags, or the tool.
@@ -407,8 +456,14 @@ fn item_noun(call: &Call, listing: &Listing) -> String {
     if let Some((k, _)) = first.iter().find(|(_, v)| v.as_str().is_some_and(is_hex_id)) {
         return singular(&human(k));
     }
-    let verbs = ["git", "list", "get", "show", "read", "search", "fetch", "find", "view", "all"];
-    let w: Vec<String> = words(&call.tool).into_iter().filter(|w| !verbs.contains(&w.as_str())).collect();
+    let tool_words = words(&call.tool);
+    // The lines of a file read as a list are its entries (a shopping list's), not "text files"
+    // or "multiple files" after what the tool reads.
+    if tool_words.iter().any(|w| ["read", "open", "cat", "content", "contents"].contains(&w.as_str())) {
+        return "entry".into();
+    }
+    let verbs = ["git", "list", "get", "show", "search", "fetch", "find", "view", "all"];
+    let w: Vec<String> = tool_words.into_iter().filter(|w| !verbs.contains(&w.as_str())).collect();
     if w.is_empty() { "item".into() } else { singular(&w.join(" ")) }
 }
 
@@ -510,7 +565,8 @@ fn what_is(f: &str, v: &Value, thing: &str, place: &str) -> Vec<String> {
     } else if is_date(v) {
         frames.push(sentence(&["When was", thing, place, "made?"]));
     } else if f == "size" {
-        frames.push(sentence(&["How big is", thing, place, "in bytes?"]));
+        // "in bytes" only where the answer is bytes, not a rounded `2.77 KB`.
+        frames.push(sentence(&["How big is", thing, place, if v.is_number() { "in bytes?" } else { "?" }]));
     } else if is_tag(f) {
         frames.push(sentence(&["What", f, "is", thing, place, "?"]));
     }
@@ -564,6 +620,18 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
         };
         let adj = s.adjectives.join(" ");
         let place = s.place.as_str();
+        // A listing tool that showed nothing about a folder: "Is there anything in the
+        // travel/iceland folder?" is a "no" people ask ("Did I put anything in it yet?").
+        let lists = words(&c.tool).iter().any(|w| ["list", "tree"].contains(&w.as_str()));
+        let blank = matches!(c.text.trim(), "" | "[]" | "{}");
+        if lists && blank && s.thing.is_none() && place.starts_with("in the ") {
+            let folder = place.trim_start_matches("in ");
+            push(
+                Op::Empty { count: false },
+                vec![sentence(&["Is there anything", place, "?"]), sentence(&["Does", folder, "hold anything?"]), sentence(&["Has anything been put", place, "yet?"])],
+            );
+            push(Op::Empty { count: true }, vec![sentence(&["How many items are there", place, "?"]), sentence(&["Count the items", place, "."])]);
+        }
         // Fields of a single result: "What is the size of the file notes/todo.md?"
         // A commit shown with the files it changed has fields too (its author, date, message).
         let only_changes = c.parsed.listings.iter().all(|l| l.key == CHANGED_FILES || is_text_list(&l.key));
@@ -583,6 +651,19 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
                     frames = vec![sentence(&["What is the", &f, "in", thing, place, "?"]), sentence(&["Look up the", &f, "in", thing, place, "."])];
                 }
                 push(Op::Field { field: k.clone() }, frames);
+            }
+        }
+        // A commit shown with its diff: the lines it added and removed.
+        if c.parsed.fields.contains_key(MESSAGE)
+            && !c.cut
+            && let Some(thing) = &s.thing
+        {
+            for (added, verb) in [(true, "add"), (false, "remove")] {
+                let done = if added { "added" } else { "removed" };
+                push(
+                    Op::DiffLines { added },
+                    vec![sentence(&["How many lines did", thing, verb, place, "?"]), sentence(&["How many lines were", done, "in", thing, place, "?"])],
+                );
             }
         }
         if c.parsed.listings.iter().all(|l| is_text_list(&l.key)) {
@@ -717,6 +798,14 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
             if whole && short {
                 push(Op::List { listing: l.key.clone(), label: label.clone() }, list_frames);
             }
+            // The item the list marks as the current one: "Which branch is checked out?"
+            if l.key.is_empty() && !s.membership && c.parsed.fields.contains_key(CURRENT) {
+                let bare = singular(&noun);
+                push(
+                    Op::Field { field: CURRENT.into() },
+                    vec![sentence(&["Which", &bare, "is checked out", &s.home, "?"]), sentence(&["What is the current", &bare, &s.home, "?"])],
+                );
+            }
             // Extremes over numbers and dates.
             if whole {
                 for k in &keys {
@@ -749,7 +838,8 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
                             (false, false) => ("lowest", "smallest"),
                         };
                         let peak = if k == "size" {
-                            vec![sentence(&["How big is the", if max { "largest" } else { "smallest" }, &one, wp, "in bytes?"])]
+                            let unit = if rs.iter().all(|r| r.get(k).is_some_and(Value::is_number)) { "in bytes?" } else { "?" };
+                            vec![sentence(&["How big is the", if max { "largest" } else { "smallest" }, &one, wp, unit])]
                         } else {
                             vec![sentence(&["What is the", a, &f, wp, "?"]), sentence(&["What's the", b, &f, "among the", &items, wp, "?"])]
                         };
@@ -801,18 +891,41 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
                 continue;
             }
             let here: Vec<&Value> = rs.iter().filter_map(|r| r.get(&label)).collect();
-            let absent = elsewhere.get(&format!("{}/{}/{label}", c.tool, l.key)).and_then(|vs| vs.iter().find(|v| !here.contains(v)).cloned()).filter(|_| whole);
-            for v in here.iter().take(2).map(|v| (*v).clone()).chain(absent) {
+            // A membership asks about every branch, both ways ("Has docs/install been merged
+            // into main?" is a "no" about main); other lists about two items and one absent.
+            let (asked, asked_absent) = if s.membership { (here.len(), usize::MAX) } else { (2, 1) };
+            let absent: Vec<Value> = match elsewhere.get(&format!("{}/{}/{label}", c.tool, l.key)) {
+                Some(vs) if whole => {
+                    let mut out: Vec<Value> = Vec::new();
+                    for v in vs.iter().filter(|v| !here.contains(v)) {
+                        if out.len() < asked_absent && !out.contains(v) {
+                            out.push(v.clone());
+                        }
+                    }
+                    out
+                }
+                _ => Vec::new(),
+            };
+            for v in here.iter().take(asked).map(|v| (*v).clone()).chain(absent) {
                 let Some(name) = v.as_str().map(String::from) else { continue };
                 let named = quoted(&name);
-                let frames = match changed {
-                    Some(t) => vec![sentence(&["Did", t, "change", &named, place, "?"]), sentence(&["Was", &named, "changed in", t, place, "?"])],
-                    None if l.key == ROWS => {
-                        vec![sentence(&["Is there a row for", &named, wp, "?"]), sentence(&["Does", wp.trim_start_matches("in "), "have a row for", &named, "?"])]
+                if s.merged.as_deref() == Some(name.as_str()) {
+                    // "Has fix/pager been merged into fix/pager?"
+                    continue;
+                }
+                let frames = match (changed, &s.merged) {
+                    (None, Some(b)) => {
+                        vec![sentence(&["Has", b, "been merged into", &named, &s.home, "?"]), sentence(&["Is there", &with_article(&one), "named", &named, wp, "?"])]
                     }
-                    None => {
-                        vec![sentence(&["Is there", &with_article(&one), "named", &named, wp, "?"]), sentence(&["Does", &named, "appear among the", &items, wp, "?"])]
-                    }
+                    _ => match changed {
+                        Some(t) => vec![sentence(&["Did", t, "change", &named, place, "?"]), sentence(&["Was", &named, "changed in", t, place, "?"])],
+                        None if l.key == ROWS => {
+                            vec![sentence(&["Is there a row for", &named, wp, "?"]), sentence(&["Does", wp.trim_start_matches("in "), "have a row for", &named, "?"])]
+                        }
+                        None => {
+                            vec![sentence(&["Is there", &with_article(&one), "named", &named, wp, "?"]), sentence(&["Does", &named, "appear among the", &items, wp, "?"])]
+                        }
+                    },
                 };
                 push(Op::Exists { listing: l.key.clone(), field: label.clone(), value: v }, frames);
             }
@@ -873,7 +986,18 @@ mod tests {
         assert_eq!(value_answer(&js), Some(Expected::Text("2024-11-10".into())));
         let text = parse("# Pancakes\n\nFlour, eggs and milk.\n");
         assert_eq!(Op::Heading.answer(&text), Some(Expected::Text("Pancakes".into())));
-        assert_eq!(Op::Lines.answer(&text), Some(Expected::Number(2.0)));
+        assert_eq!(Op::Lines.answer(&text), Some(Expected::Number(3.0)), "the blank line counts");
+        // Only a result with nothing in it is empty.
+        let (none, count) = (Op::Empty { count: false }, Op::Empty { count: true });
+        assert_eq!((none.answer(&parse("")), count.answer(&parse("[]"))), (Some(Expected::Rule(ExpectedRule::Exact("no".into()))), Some(Expected::Number(0.0))));
+        assert_eq!(none.answer(&text), None);
+        // A file named for its day is a name, not a date.
+        assert!(!is_date(&json!("2024-03-11-standup.md")) && !is_date(&json!("2024-02-05 kickoff.md")));
+        assert_eq!(value_answer(&json!("2024-03-11-standup.md")), Some(Expected::Text("2024-03-11-standup.md".into())));
+        assert!(is_date(&json!("2024-02-01T10:00:00Z")));
+        // A rounded size orders by its bytes and is answered as shown, never as a date.
+        assert!(order_key(&json!("2.77 KB")).unwrap() > order_key(&json!(2000)).unwrap() && !is_date(&json!("2.77 KB")));
+        assert_eq!(value_answer(&json!("2.77 KB")), Some(Expected::Text("2.77 KB".into())));
     }
 
     #[test]

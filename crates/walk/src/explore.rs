@@ -280,6 +280,15 @@ fn argument_sets(spec: &ToolSpec, pool: &[Known], roots: &[String], cap: usize) 
         }
         sets = next;
     }
+    // Branches that contain a commit: one call per revision seen, from the first argument set
+    // alone (the others list remote or all branches again). Not the negated argument: "which
+    // branches do not contain …" is seldom asked, and would double these calls.
+    let member_sets: Vec<Vec<(String, Value, Origin)>> = props
+        .iter()
+        .filter(|(name, schema)| !required.contains(name) && membership(name) == Some(false) && names_a_commit(schema))
+        .flat_map(|(name, _)| revisions(all).into_iter().map(move |(v, o)| (name.clone(), v, o)))
+        .filter_map(|arg| sets.first().map(|s| s.iter().cloned().chain([arg]).collect()))
+        .collect();
     let windows: Vec<Vec<(String, Value, Origin)>> = match window_params(&props, &required) {
         Some((start, end)) => months(all)
             .into_iter()
@@ -298,8 +307,38 @@ fn argument_sets(spec: &ToolSpec, pool: &[Known], roots: &[String], cap: usize) 
         sets.extend(with);
     }
     sets.extend(windows);
+    sets.extend(member_sets);
     sets
 }
+
+/// Whether an argument keeps only the items that contain a commit (`git_branch`'s `contains`):
+/// `Some(true)` for the one that keeps those that do not (`not_contains`). People ask this as
+/// "which branches contain …" and "has fix/pager been merged into main".
+pub fn membership(name: &str) -> Option<bool> {
+    let w = param_words(name);
+    w.iter().any(|x| ["contains", "contain", "containing"].contains(&x.as_str())).then(|| w.iter().any(|x| ["not", "no", "without"].contains(&x.as_str())))
+}
+
+fn names_a_commit(schema: &Value) -> bool {
+    let said = schema.get("description").and_then(Value::as_str).unwrap_or("").to_ascii_lowercase();
+    said.contains("commit") || said.contains("sha")
+}
+
+/// Commits to ask about by membership: each branch's latest, and the commits a log showed
+/// with their message (at most [`MEMBERSHIP_COMMITS`]).
+fn revisions(pool: &[Known]) -> Vec<(Value, Origin)> {
+    let branches = pool
+        .iter()
+        .filter(|k| k.kind == Kind::Name && k.key.iter().any(|w| w == "branch") && !k.value.contains(':') && !k.value.starts_with('/'))
+        .map(|k| (Value::String(k.value.clone()), Origin { call: k.origin.call, phrase: format!("the latest commit on {}", k.value) }));
+    let commits = pool.iter().filter(|k| k.kind == Kind::Id && k.origin.phrase.starts_with("the commit ")).take(MEMBERSHIP_COMMITS);
+    let mut out: Vec<(Value, Origin)> = branches.collect();
+    out.extend(commits.map(|k| (Value::String(k.value.clone()), k.origin.clone())));
+    out
+}
+
+/// Commits asked about by which branches contain them.
+const MEMBERSHIP_COMMITS: usize = 12;
 
 /// `branch:path` revisions (a file as a branch has it) for a tool that shows files given as
 /// `<revision>:<path>` (`git_show`): every branch seen with every file a change named. The
@@ -693,6 +732,25 @@ mod tests {
         assert_eq!(months(&pool), [(2023, 12), (2024, 2)]);
         assert_eq!(month_window(2024, 2), ("2024-02-01T00:00:00".into(), "2024-02-29T23:59:59".into(), "in February 2024".into()));
         assert_eq!(month_window(2023, 2).1, "2023-02-28T23:59:59");
+    }
+
+    #[test]
+    fn branches_are_asked_which_commits_they_contain() {
+        assert_eq!((membership("contains"), membership("not_contains"), membership("repo_path")), (Some(false), Some(true), None));
+        let pool = [
+            known("fix/pager", &["name", "git", "branch"], Kind::Name, 2),
+            Known { value: "0881e64e".into(), key: vec!["commit".into()], kind: Kind::Id, origin: Origin { call: Some(4), phrase: "the commit \"Add search\"".into() } },
+            known("0badcafe", &["commit"], Kind::Id, 5),
+        ];
+        let got: Vec<(Value, Origin)> = revisions(&pool);
+        assert_eq!(
+            got,
+            [
+                (json!("fix/pager"), Origin { call: Some(2), phrase: "the latest commit on fix/pager".into() }),
+                (json!("0881e64e"), Origin { call: Some(4), phrase: "the commit \"Add search\"".into() }),
+            ],
+            "a commit is asked about by its message, never by its bare hash"
+        );
     }
 
     #[test]

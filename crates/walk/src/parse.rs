@@ -16,10 +16,16 @@ pub type Record = Map<String, Value>;
 pub const EXTENSION: &str = "extension";
 
 fn add_extension(r: &mut Record) {
-    let ext = r.get("name").and_then(Value::as_str).and_then(|n| n.rsplit_once('.')).map(|(stem, ext)| (stem.is_empty(), ext.to_ascii_lowercase()));
-    if let Some((false, ext)) = ext.filter(|(_, e)| !e.is_empty() && e.len() <= 5 && e.chars().all(|c| c.is_ascii_alphanumeric())) {
+    if let Some(ext) = r.get("name").and_then(Value::as_str).and_then(extension_of) {
         r.insert(EXTENSION.into(), Value::String(ext));
     }
+}
+
+/// The extension of a file name or path's last part, lower case (`md` for `notes/Todo.MD`).
+pub fn extension_of(name: &str) -> Option<String> {
+    let leaf = name.rsplit('/').next().unwrap_or(name);
+    let (stem, ext) = leaf.rsplit_once('.')?;
+    (!stem.is_empty() && !ext.is_empty() && ext.len() <= 5 && ext.chars().all(|c| c.is_ascii_alphanumeric())).then(|| ext.to_ascii_lowercase())
 }
 
 /// The [`Listing::key`] of the files a diff changes.
@@ -27,6 +33,10 @@ pub const CHANGED_FILES: &str = "changed files";
 
 /// The field an indented paragraph after a `Key: value` block becomes (a commit's message).
 pub const MESSAGE: &str = "message";
+
+/// The field naming the item a list of bare names marks with `* ` (`git branch`'s checked-out
+/// branch).
+pub const CURRENT: &str = "current";
 
 /// The [`Listing::key`] of a CSV text's rows.
 pub const ROWS: &str = "rows";
@@ -61,6 +71,13 @@ pub struct Parsed {
     pub listings: Vec<Listing>,
     /// Lines of prose or file contents (headers and item lists excluded).
     pub lines: Vec<String>,
+    /// Every line of the text as a person counts them, blank ones included (`wc -l`, or one
+    /// more when the last line has no newline); 0 for JSON. [`Parsed::lines`] leaves out blank
+    /// lines, headers and `key: value` pairs, so it is no answer to "how many lines".
+    pub line_count: usize,
+    /// The lines a unified diff adds and removes (`+x`, `-y`, headers not counted), when the
+    /// result holds one: "How many lines did the commit … add?"
+    pub diff_lines: Option<(usize, usize)>,
 }
 
 impl Parsed {
@@ -85,7 +102,7 @@ pub fn parse(text: &str) -> Parsed {
     {
         return from_json(&v);
     }
-    from_text(trimmed)
+    Parsed { line_count: text.lines().count(), ..from_text(trimmed) }
 }
 
 /// What a model is shown of `text`, read as data, when tool results are cut at `view`
@@ -152,7 +169,18 @@ pub fn is_hex_id(s: &str) -> bool {
     s.len() >= 7 && s.chars().all(|c| c.is_ascii_hexdigit())
 }
 
-/// A text value as the JSON it stands for: numbers, booleans, sizes with units (as bytes).
+/// A size with a unit (`14 B`, `2.77 KB`) in bytes. Above bytes it is rounded as shown
+/// (`2.77 KB` is 2,832 to 2,842 bytes), which orders sizes but answers no "how many bytes".
+pub fn size_bytes(s: &str) -> Option<f64> {
+    let c = SIZE.captures(s.trim())?;
+    let x: f64 = c[1].parse().ok()?;
+    let unit = ["B", "KB", "MB", "GB", "TB"].iter().position(|u| *u == &c[2])? as i32;
+    Some(x * 1024f64.powi(unit))
+}
+
+/// A text value as the JSON it stands for: numbers, booleans, sizes in bytes (`14 B`) as
+/// numbers. A size in a larger unit stays the text it is (`2.77 KB`): the bytes it stands for
+/// are not known to the byte, and people answer it as shown.
 pub fn scalar(s: &str) -> Value {
     let s = s.trim();
     if let Ok(i) = s.parse::<i64>() {
@@ -161,11 +189,11 @@ pub fn scalar(s: &str) -> Value {
     if let Some(n) = s.parse::<f64>().ok().filter(|x| x.is_finite()).and_then(Number::from_f64) {
         return Value::Number(n);
     }
-    if let Some(c) = SIZE.captures(s) {
-        let x: f64 = c[1].parse().unwrap_or(0.0);
-        let unit = ["B", "KB", "MB", "GB", "TB"].iter().position(|u| *u == &c[2]).unwrap_or(0) as i32;
-        let bytes = x * 1024f64.powi(unit);
-        return if bytes.fract() == 0.0 { Value::from(bytes as i64) } else { Number::from_f64(bytes).map_or(Value::Null, Value::Number) };
+    if let Some(c) = SIZE.captures(s)
+        && &c[2] == "B"
+        && let Ok(bytes) = c[1].parse::<i64>()
+    {
+        return Value::from(bytes);
     }
     match s {
         "true" => Value::Bool(true),
@@ -174,11 +202,12 @@ pub fn scalar(s: &str) -> Value {
     }
 }
 
-/// The text before a unified diff (`diff --git`, `--- a/`/`+++ b/` headers), and the files the
-/// diff changes, each once, in order.
-fn split_diff(text: &str) -> (String, Vec<Record>) {
+/// The text before a unified diff (`diff --git`, `--- a/`/`+++ b/` headers), the files the
+/// diff changes, each once, in order, and the lines it adds and removes.
+fn split_diff(text: &str) -> (String, Vec<Record>, Option<(usize, usize)>) {
     let start = text.lines().position(|l| l.starts_with("diff --git ") || l.starts_with("--- a/") || l.starts_with("--- /dev/null"));
-    let Some(start) = start else { return (text.to_string(), Vec::new()) };
+    let Some(start) = start else { return (text.to_string(), Vec::new(), None) };
+    let (mut added, mut removed) = (0, 0);
     let mut files: Vec<String> = Vec::new();
     let mut old: Option<&str> = None;
     for l in text.lines().skip(start) {
@@ -189,10 +218,14 @@ fn split_diff(text: &str) -> (String, Vec<Record>) {
             if let Some(f) = file.filter(|f| !files.iter().any(|x| x == f)) {
                 files.push(f.to_string());
             }
+        } else if l.starts_with('+') {
+            added += 1;
+        } else if l.starts_with('-') {
+            removed += 1;
         }
     }
     let head = text.lines().take(start).collect::<Vec<_>>().join("\n");
-    (head, files.into_iter().map(|f| Record::from_iter([("file".to_string(), Value::String(f))])).collect())
+    (head, files.into_iter().map(|f| Record::from_iter([("file".to_string(), Value::String(f))])).collect(), Some((added, removed)))
 }
 
 /// A CSV or TSV text (a header and at least two rows, every line with the header's number of
@@ -223,7 +256,8 @@ fn from_text(text: &str) -> Parsed {
         out.listings.push(Listing { key: ROWS.into(), records: rows });
         return out;
     }
-    let (text, files) = split_diff(text);
+    let (text, files, diff_lines) = split_diff(text);
+    out.diff_lines = diff_lines;
     if !files.is_empty() {
         out.listings.push(Listing { key: CHANGED_FILES.into(), records: files });
     }
@@ -231,6 +265,7 @@ fn from_text(text: &str) -> Parsed {
     let mut blocks: Vec<Record> = Vec::new();
     let mut items: Vec<Record> = Vec::new();
     let mut bare: Vec<String> = Vec::new();
+    let mut starred: Vec<String> = Vec::new();
     for raw in text.split("\n\n") {
         let block = raw.trim();
         if block.is_empty() {
@@ -275,6 +310,9 @@ fn from_text(text: &str) -> Parsed {
         for l in lines.iter().filter(|l| !l.trim_end().ends_with(':')) {
             let t = l.trim();
             out.lines.push(t.to_string());
+            if let Some(name) = t.strip_prefix("* ") {
+                starred.push(name.to_string());
+            }
             bare.push(t.trim_start_matches("* ").to_string());
         }
     }
@@ -287,10 +325,16 @@ fn from_text(text: &str) -> Parsed {
     }
     // Bare lines without spaces (names, ids) or absolute paths (which may hold spaces) are a
     // list too, when nothing else is.
-    let item = |l: &String| l.len() <= 200 && (l.starts_with('/') || !l.contains(char::is_whitespace) && !l.contains(','));
+    // A line that says something about a path (`/w/iceland: Error - EISDIR: …`) is no path.
+    let item = |l: &String| l.len() <= 200 && (l.starts_with('/') && !l.contains(": ") || !l.contains(char::is_whitespace) && !l.contains(','));
     if items.is_empty() && !bare.is_empty() && bare.iter().all(item) {
         items = bare.into_iter().map(|l| Record::from_iter([("name".to_string(), Value::String(l))])).collect();
         out.lines.clear();
+        if let [one] = starred.as_slice()
+            && items.len() >= 2
+        {
+            out.fields.insert(CURRENT.into(), Value::String(one.clone()));
+        }
     }
     if !items.is_empty() {
         out.listings.push(Listing { key: String::new(), records: items });
@@ -479,10 +523,13 @@ mod tests {
         assert_eq!((r[0]["kind"].clone(), r[0]["name"].clone(), r[0]["size"].clone()), (json!("file"), json!("readme.md"), json!(14)));
         assert_eq!(r[2]["name"], json!("big data.csv"));
         assert_eq!((r[2]["extension"].clone(), r[1].get("extension")), (json!("csv"), None));
-        assert_eq!(r[2]["size"], json!(1536));
+        assert_eq!(r[2]["size"], json!("1.5 KB"), "a rounded size stays as shown");
+        assert_eq!(size_bytes("1.5 KB"), Some(1536.0));
+        assert_eq!(size_bytes("14 B"), Some(14.0));
         assert_eq!(p.fields["Total"], json!("2 files, 1 directories"));
         let p = parse("  feature/x\n* main");
         assert_eq!(p.listings[0].records.iter().map(|r| r["name"].clone()).collect::<Vec<_>>(), vec![json!("feature/x"), json!("main")]);
+        assert_eq!(p.fields[CURRENT], json!("main"), "the starred one is checked out");
         let p = parse("Allowed directories:\n/tmp/root");
         assert_eq!(p.listings[0].records[0]["name"], json!("/tmp/root"));
         let csv = parse("date,amount,payee\n2024-01-02,12.5,Bakery\n2024-01-03,40,Garage\n");
@@ -494,11 +541,26 @@ mod tests {
     }
 
     #[test]
+    fn counts_every_line_and_takes_no_error_for_a_path() {
+        let script = "import sys\n\n\ndef main():\n    return 0\n";
+        let p = parse(script);
+        assert_eq!(p.line_count, 5, "blank lines and `def …:` lines count");
+        assert!(p.lines.len() < p.line_count);
+        assert_eq!(parse("{\"a\": 1}").line_count, 0);
+        // `read_multiple_files` on a folder: an error about a path, not a file in a list.
+        let p = parse("/w/travel/iceland: Error - EISDIR: illegal operation on a directory, read");
+        assert!(p.listings.is_empty(), "{p:?}");
+        let p = parse("/w/notes/a.md\n/w/notes/b c.md");
+        assert_eq!(p.listings[0].records.len(), 2, "absolute paths, spaces and all");
+    }
+
+    #[test]
     fn reads_the_files_a_diff_changes() {
         let show = "commit 2e75\nAuthor: Bob <b@x>\nDate:   2024-02-01 10:00:00 +0000\n\n    Change b\n\n--- a/b\n+++ b/b\n@@ -1 +1,2 @@\n 1\n+2\n--- a/gone.txt\n+++ /dev/null\n@@ -1 +0,0 @@\n-x\n";
         let p = parse(show);
         let files: Vec<_> = p.listings[0].records.iter().map(|r| r["file"].clone()).collect();
         assert_eq!((p.listings[0].key.as_str(), files), (CHANGED_FILES, vec![json!("b"), json!("gone.txt")]));
+        assert_eq!(p.diff_lines, Some((1, 1)), "`+2` added, `-x` removed; `+++`/`---` headers are no lines");
         assert_eq!(p.fields["Author"], json!("Bob <b@x>"));
         assert_eq!(p.fields[MESSAGE], json!("Change b"), "the indented paragraph after the header");
     }
