@@ -557,6 +557,13 @@ fn sentence(parts: &[&str]) -> String {
 fn what_is(f: &str, v: &Value, thing: &str, place: &str) -> Vec<String> {
     let last = f.rsplit(' ').next().unwrap_or(f);
     let mut frames = Vec::new();
+    if let Some(who) = f.strip_suffix(" email").filter(|w| is_person(w)) {
+        // "author email": the address a person used.
+        return vec![
+            sentence(&["What email address does the", who, "of", thing, "use", place, "?"]),
+            sentence(&["What is the email address of the", who, "of", thing, place, "?"]),
+        ];
+    }
     if is_person(f) {
         frames.push(sentence(&["Who is the", f, "of", thing, place, "?"]));
     } else if last.ends_with("ed") && !f.contains(' ') {
@@ -1004,6 +1011,10 @@ mod tests {
     fn field_questions_read_as_people_ask_them() {
         let v = json!("x");
         assert_eq!(what_is("modified", &v, "the file a.md", "")[0], "When was the file a.md modified?");
+        assert_eq!(
+            what_is(&human("Author email"), &v, "the commit \"Fix\"", "in the repository at /r")[0],
+            "What email address does the author of the commit \"Fix\" use in the repository at /r?"
+        );
         assert_eq!(what_is("permissions", &v, "the file a.md", "")[0], "What are the permissions of the file a.md?");
         assert_eq!(what_is("author", &v, "the commit \"Fix\"", "in the repository at /r")[0], "Who is the author of the commit \"Fix\" in the repository at /r?");
         assert!(!askable("api_key") && !askable("accessToken") && !askable("to") && askable("size") && askable("Author"));

@@ -92,6 +92,8 @@ static TAGGED: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^\[([A-Za-z]+)\]\
 static KEY_VALUE: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^([A-Za-z][A-Za-z0-9 _-]{0,40}?)\s*(?::|\s=)(?:\s+(.*))?$").expect("valid"));
 /// A Markdown bullet, with or without a check box: `- eggs`, `* [x] milk`.
 static BULLET: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^[-*+]\s+(?:\[([ xX])\]\s+)?(\S.*)$").expect("valid"));
+/// `Name <address>`, as git writes an author.
+static NAME_EMAIL: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^(\S.*?)\s+<([^<>@\s]+@[^<>@\s]+)>$").expect("valid"));
 static SIZE: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|TB)$").expect("valid"));
 
 /// Reads `text` as data.
@@ -202,6 +204,16 @@ pub fn scalar(s: &str) -> Value {
     }
 }
 
+/// A `key: value` pair as fields: `Author: Ann Lee <ann@x.org>` is the author `Ann Lee` and the
+/// `Author email` `ann@x.org`, asked about apart ("Who wrote …?", "What email address does …
+/// use?").
+fn person(k: String, v: &str) -> Vec<(String, Value)> {
+    match NAME_EMAIL.captures(v) {
+        Some(c) => vec![(format!("{k} email"), Value::String(c[2].to_string())), (k, Value::String(c[1].to_string()))],
+        None => vec![(k, scalar(v))],
+    }
+}
+
 /// The text before a unified diff (`diff --git`, `--- a/`/`+++ b/` headers), the files the
 /// diff changes, each once, in order, and the lines it adds and removes.
 fn split_diff(text: &str) -> (String, Vec<Record>, Option<(usize, usize)>) {
@@ -304,7 +316,7 @@ fn from_text(text: &str) -> Parsed {
             .collect();
         let headers = lines.iter().filter(|l| l.trim_end().ends_with(':')).count();
         if pairs.len() >= 2 && pairs.len() * 3 >= (lines.len() - headers) * 2 {
-            blocks.push(pairs.into_iter().map(|(k, v)| (k, scalar(&v))).collect());
+            blocks.push(pairs.into_iter().flat_map(|(k, v)| person(k, &v)).collect());
             continue;
         }
         for l in lines.iter().filter(|l| !l.trim_end().ends_with(':')) {
@@ -561,7 +573,7 @@ mod tests {
         let files: Vec<_> = p.listings[0].records.iter().map(|r| r["file"].clone()).collect();
         assert_eq!((p.listings[0].key.as_str(), files), (CHANGED_FILES, vec![json!("b"), json!("gone.txt")]));
         assert_eq!(p.diff_lines, Some((1, 1)), "`+2` added, `-x` removed; `+++`/`---` headers are no lines");
-        assert_eq!(p.fields["Author"], json!("Bob <b@x>"));
+        assert_eq!((p.fields["Author"].clone(), p.fields["Author email"].clone()), (json!("Bob"), json!("b@x")), "a person and their address apart");
         assert_eq!(p.fields[MESSAGE], json!("Change b"), "the indented paragraph after the header");
     }
 
