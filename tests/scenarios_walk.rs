@@ -84,7 +84,7 @@ async fn replay_all(server: &str, scenarios: &[Value]) {
     let tools = ta_rollout::McpTools::new(Arc::new(client), ta_mcp::ToolCatalog::from_discovery(&discovery));
     let mut results: HashMap<String, String> = HashMap::new();
     for s in scenarios {
-        let mut last = String::new();
+        let mut texts = Vec::new();
         for step in s["reference"].as_array().unwrap() {
             let key = step.to_string();
             if !results.contains_key(&key) {
@@ -92,13 +92,19 @@ async fn replay_all(server: &str, scenarios: &[Value]) {
                 assert!(!r.is_error, "{step} failed on a fresh server: {}", r.text);
                 results.insert(key.clone(), r.text);
             }
-            last = results[&key].clone();
+            texts.push(results[&key].clone());
         }
         let op: ta_walk::ask::Op = serde_json::from_value(s["op"].clone()).unwrap();
         let expected: ta_types::Expected = serde_json::from_value(s["expected"].clone()).unwrap();
-        // The answer is in what the model is shown of the result (cut as rollouts cut it).
-        let (shown, _) = ta_walk::parse::seen(&last, ta_rollout::AgentConfig::DEFAULT.tool_result_max_chars);
-        assert_eq!(op.answer(&shown), Some(expected), "{s}");
+        // The answer is in what the model is shown of the answering results (cut as rollouts
+        // cut them): the last step's, or one per label of a comparison across calls.
+        let answering = match &op {
+            ta_walk::ask::Op::Across { labels, .. } => labels.len(),
+            _ => 1,
+        };
+        let shown: Vec<ta_walk::parse::Parsed> =
+            texts[texts.len() - answering..].iter().map(|t| ta_walk::parse::seen(t, ta_rollout::AgentConfig::DEFAULT.tool_result_max_chars).0).collect();
+        assert_eq!(op.answer_all(&shown.iter().collect::<Vec<_>>()), Some(expected), "{s}");
     }
 }
 
@@ -167,6 +173,19 @@ async fn walk_on_the_filesystem_server() {
         assert!(!s["expected"].to_string().contains("Error"), "{s}");
     }
     assert!(lines_checked >= 10, "{lines_checked} line counts");
+    // Which file of a folder was modified last, compared across each file's `get_file_info`
+    // and checked against the files' own mtimes.
+    let across: Vec<&Value> = w.scenarios.iter().filter(|s| s["template"] == "across" && s["op"]["measure"]["field"] == "modified").collect();
+    assert!(across.len() >= 5, "{} questions across a folder's files", across.len());
+    for s in across {
+        let labels = s["op"]["labels"].as_array().unwrap();
+        let steps = s["reference"].as_array().unwrap();
+        let mtimes: Vec<std::time::SystemTime> =
+            steps[steps.len() - labels.len()..].iter().map(|r| std::fs::metadata(r["arguments"]["path"].as_str().unwrap()).unwrap().modified().unwrap()).collect();
+        let best = if s["op"]["max"] == true { mtimes.iter().max() } else { mtimes.iter().min() }.unwrap();
+        let at = mtimes.iter().position(|m| m == best).unwrap();
+        assert_eq!(s["expected"], labels[at], "{s}");
+    }
     // An empty folder is asked about too: nothing in it, 0 items.
     assert_eq!(std::fs::read_dir(root.join("travel/iceland")).unwrap().count(), 0);
     let empty = w.scenarios.iter().find(|s| s["task"] == "Is there anything in the travel/iceland folder?").expect("no question about the empty folder");
@@ -240,6 +259,27 @@ async fn walk_on_the_git_server() {
         assert_eq!(s["reference"].as_array().unwrap().last().unwrap()["arguments"]["contains"], b, "{s}");
     }
     assert!(asks("containing the commit", &|a| a["contains"].as_str().is_some_and(ta_walk::parse::is_hex_id)), "no branches containing a commit");
+    // The month with the most commits, compared across `git_log` a month at a time, checked
+    // against `git log`'s own count.
+    let busiest = w.scenarios.iter().find(|s| s["template"] == "across" && s["op"]["max"] == true).expect("no month compared with the others");
+    let per_month: Vec<(String, usize)> = busiest["op"]["labels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(&busiest["reference"].as_array().unwrap()[busiest["reference"].as_array().unwrap().len() - busiest["op"]["labels"].as_array().unwrap().len()..])
+        .map(|(l, r)| {
+            let a = &r["arguments"];
+            let out = Command::new("git")
+                .arg("-C")
+                .arg(&repo)
+                .args(["log", "--oneline", &format!("--since={}", a["start_timestamp"].as_str().unwrap()), &format!("--until={}", a["end_timestamp"].as_str().unwrap())])
+                .output()
+                .unwrap();
+            (l.as_str().unwrap().to_string(), String::from_utf8(out.stdout).unwrap().lines().count())
+        })
+        .collect();
+    let top = per_month.iter().map(|(_, n)| *n).max().unwrap();
+    assert_eq!(busiest["expected"].as_str(), per_month.iter().find(|(_, n)| *n == top).map(|(l, _)| l.as_str()), "{per_month:?}");
     // The lines a commit added and removed, checked against `git show --numstat`.
     let numstat = |rev: &str| {
         let out = Command::new("git").arg("-C").arg(&repo).args(["show", "--numstat", "--format=", rev]).output().unwrap();

@@ -50,6 +50,30 @@ pub enum Op {
     Empty { count: bool },
     /// The lines a commit's diff adds (or removes).
     DiffLines { added: bool },
+    /// Which of several calls of one tool, differing in one argument, has the largest (or
+    /// smallest) `measure`: the file of a folder modified last (`get_file_info` on each), the
+    /// month with the most commits (`git_log` a month at a time). The calls are the task's
+    /// [`Task::siblings`], the last `labels.len()` steps of its reference, in `labels`' order.
+    Across { measure: Measure, max: bool, labels: Vec<String> },
+}
+
+/// What [`Op::Across`] compares between its calls.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Measure {
+    /// A field of each result.
+    Field(String),
+    /// The items of each result's list.
+    Items,
+}
+
+impl Measure {
+    fn of(&self, p: &Parsed) -> Option<f64> {
+        match self {
+            Measure::Field(k) => p.fields.get(k).and_then(order_key),
+            Measure::Items => p.records("").map(|r| r.len() as f64),
+        }
+    }
 }
 
 /// Items of one list asked about by name (a seeded sample), so that one long list does not
@@ -135,9 +159,44 @@ impl Op {
             }
             Op::Lines => (!p.lines.is_empty() && p.line_count > 0 && p.listings.iter().all(|l| is_text_list(&l.key))).then(|| Expected::Number(p.line_count as f64)),
             Op::Heading => p.lines.iter().find_map(|l| l.strip_prefix("# ")).map(|h| Expected::Text(h.trim().to_string())),
+            Op::Across { .. } => None,
             Op::DiffLines { added } => p.diff_lines.map(|(a, r)| if *added { a } else { r }).filter(|n| *n > 0).map(|n| Expected::Number(n as f64)),
             Op::Empty { count } => (p.listings.is_empty() && p.fields.is_empty() && p.lines.is_empty())
                 .then(|| if *count { Expected::Number(0.0) } else { Expected::Rule(ExpectedRule::Exact("no".into())) }),
+        }
+    }
+
+    /// The answer of the task's answering results: the last one, or each of [`Op::Across`]'s.
+    pub fn answer_all(&self, results: &[&Parsed]) -> Option<Expected> {
+        match self {
+            Op::Across { measure, max, labels } => {
+                let best = extreme_of(measure, *max, results, labels.len())?;
+                Some(Expected::Text(labels[best].clone()))
+            }
+            op => op.answer(results.last()?),
+        }
+    }
+
+    /// [`Op::explain`] over the answering results.
+    pub fn explain_all(&self, results: &[&Parsed]) -> Option<String> {
+        match self {
+            Op::Across { measure, max, labels } => {
+                let best = extreme_of(measure, *max, results, labels.len())?;
+                let dates = matches!(measure, Measure::Field(k) if results.iter().all(|p| p.fields.get(k).is_some_and(is_date)));
+                let shown = |p: &Parsed| match measure {
+                    Measure::Field(k) => p.fields.get(k).map(|v| if dates { v.as_str().and_then(iso_day).unwrap_or_default() } else { ta_synth::names::shown(v) }),
+                    Measure::Items => p.records("").map(|r| r.len().to_string()),
+                };
+                let each: Vec<String> = labels.iter().zip(results).map(|(l, p)| format!("{l} {}", shown(p).unwrap_or_default())).collect();
+                let (what, word) = match (measure, dates, max) {
+                    (Measure::Items, _, true) => ("Counting what each result lists".to_string(), "most"),
+                    (Measure::Items, _, false) => ("Counting what each result lists".to_string(), "fewest"),
+                    (Measure::Field(k), true, _) => (format!("Comparing when each was {}", human(k)), if *max { "most recent" } else { "earliest" }),
+                    (Measure::Field(k), false, _) => (format!("Comparing the {} of each", human(k)), if *max { "largest" } else { "smallest" }),
+                };
+                Some(format!("{what}: {}. The {word} is {}.", each.join(", "), labels[best]))
+            }
+            op => op.explain(results.last()?),
         }
     }
 
@@ -209,6 +268,7 @@ impl Op {
             }
             Op::Lines => Some(format!("Counting every line of the file, blank lines included: {}.", p.line_count)),
             Op::Empty { .. } => Some("The result lists nothing: there is nothing there.".into()),
+            Op::Across { .. } => None,
             Op::DiffLines { added } => {
                 let (sign, n) = match (added, p.diff_lines?) {
                     (true, (a, _)) => ("+", a),
@@ -238,6 +298,7 @@ impl Op {
             Op::Heading => "heading",
             Op::Empty { .. } => "empty",
             Op::DiffLines { .. } => "diff_lines",
+            Op::Across { .. } => "across",
         }
     }
 
@@ -252,7 +313,7 @@ impl Op {
             Op::Field { .. } | Op::Lookup { .. } | Op::Heading => 0,
             Op::Count { filter: None, .. } | Op::Exists { .. } | Op::Lines | Op::List { .. } | Op::Empty { .. } => 1,
             Op::Count { .. } | Op::Extreme { .. } | Op::Peak { .. } | Op::Most { .. } | Op::Select { .. } | Op::DiffLines { .. } => 2,
-            Op::Total { .. } => 3,
+            Op::Total { .. } | Op::Across { .. } => 3,
         }
     }
 }
@@ -296,7 +357,7 @@ fn iso_day(s: &str) -> Option<String> {
 }
 
 /// Numbers order as numbers, sizes as their bytes (`2.77 KB`), timestamps by day and time.
-fn order_key(v: &Value) -> Option<f64> {
+pub(crate) fn order_key(v: &Value) -> Option<f64> {
     if let Some(x) = v.as_f64() {
         return Some(x);
     }
@@ -311,20 +372,56 @@ fn order_key(v: &Value) -> Option<f64> {
     Some((d[0] * 12.0 + d[1]) * 31.0 + d[2] + rest / 86400.0)
 }
 
-fn is_date(v: &Value) -> bool {
+pub(crate) fn is_date(v: &Value) -> bool {
     v.as_str().is_some_and(|s| size_bytes(s).is_none()) && order_key(v).is_some()
 }
 
-/// A task about one call's result.
+/// The one result of `results` with the largest (or smallest) `measure`; `None` on a tie or a
+/// result without it.
+fn extreme_of(measure: &Measure, max: bool, results: &[&Parsed], n: usize) -> Option<usize> {
+    if results.len() != n || n < 2 {
+        return None;
+    }
+    let values: Vec<f64> = results.iter().map(|p| measure.of(p)).collect::<Option<_>>()?;
+    let best = values.iter().copied().fold(if max { f64::MIN } else { f64::MAX }, |a, b| if max { a.max(b) } else { a.min(b) });
+    let at: Vec<usize> = (0..n).filter(|&i| values[i] == best).collect();
+    match at.as_slice() {
+        [one] => Some(*one),
+        _ => None,
+    }
+}
+
+/// A task about one call's result, or about several ([`Op::Across`]).
 #[derive(Debug, Clone)]
 pub struct Task {
+    /// The answering call (the last of `siblings` when there are several).
     pub call: usize,
+    /// The calls an [`Op::Across`] compares, in its labels' order; empty otherwise.
+    pub siblings: Vec<usize>,
     pub op: Op,
     pub expected: Expected,
     pub phrasings: Vec<String>,
     pub difficulty: u8,
     /// How the answer follows from the result, for an answer worked out rather than read off.
     pub explanation: Option<String>,
+}
+
+impl Task {
+    /// The calls that answer it: the answering call, or each of [`Op::Across`]'s in order.
+    pub fn answering(&self) -> Vec<usize> {
+        if self.siblings.is_empty() { vec![self.call] } else { self.siblings.clone() }
+    }
+
+    /// The reference's calls: what the answering calls depend on, in call order, then the
+    /// answering calls themselves (the last steps, as [`Op::Across`] reads them).
+    pub fn steps(&self, walked: &Walked) -> Vec<usize> {
+        let answering = self.answering();
+        let mut before: Vec<usize> = answering.iter().flat_map(|id| walked.chain(*id)).filter(|id| !answering.contains(id)).collect();
+        before.sort_unstable();
+        before.dedup();
+        before.extend(answering);
+        before
+    }
 }
 
 /// How a question names what a call was about.
@@ -441,7 +538,12 @@ fn subject(call: &Call, walked: &Walked) -> Subject {
 }
 
 /// The noun for a list's items: its key, the id field's name, the entries' tags, or the tool.
-fn item_noun(call: &Call, listing: &Listing) -> String {
+/// How questions name the place a call was about ("in the docs folder in January 2024").
+pub(crate) fn place_of(call: &Call, walked: &Walked) -> String {
+    subject(call, walked).place
+}
+
+pub(crate) fn item_noun(call: &Call, listing: &Listing) -> String {
     if is_text_list(&listing.key) {
         // "to-do items" → "to-do item", keeping the hyphen `singular` would split on.
         return listing.key.trim_end_matches('s').to_string();
@@ -515,7 +617,7 @@ const SECRET_FIELD_WORDS: &[&str] =
 
 /// Whether a field may be asked about: not a secret (a key, a token), not a bare preposition
 /// ("the to of the relation" asks nothing a person would).
-fn askable(field: &str) -> bool {
+pub(crate) fn askable(field: &str) -> bool {
     let w = words(field);
     let preposition = w.len() == 1 && ["to", "from", "of", "in", "at", "by", "on"].contains(&w[0].as_str());
     // Whole words, not fragments: "author" holds "auth" and is no secret.
@@ -544,7 +646,7 @@ pub(crate) fn quoted(v: &str) -> String {
     if v.contains(' ') || v.contains('.') { format!("\"{v}\"") } else { v.to_string() }
 }
 
-fn sentence(parts: &[&str]) -> String {
+pub(crate) fn sentence(parts: &[&str]) -> String {
     let s = parts.iter().filter(|p| !p.is_empty()).copied().collect::<Vec<_>>().join(" ");
     match s.strip_suffix(" ?").or_else(|| s.strip_suffix(" .")) {
         Some(head) => format!("{head}{}", &s[s.len() - 1..]),
@@ -623,7 +725,7 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
             frames.truncate(3);
             let difficulty = (chain + op.weight()).clamp(1, 5) as u8;
             let explanation = op.explain(&c.parsed);
-            out.push(Task { call: c.id, op, expected, phrasings: frames, difficulty, explanation });
+            out.push(Task { call: c.id, siblings: Vec::new(), op, expected, phrasings: frames, difficulty, explanation });
         };
         let adj = s.adjectives.join(" ");
         let place = s.place.as_str();
@@ -938,6 +1040,7 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
             }
         }
     }
+    crate::across::tasks(walked, seed, &mut asked, &mut out);
     out
 }
 
@@ -1005,6 +1108,27 @@ mod tests {
         // A rounded size orders by its bytes and is answered as shown, never as a date.
         assert!(order_key(&json!("2.77 KB")).unwrap() > order_key(&json!(2000)).unwrap() && !is_date(&json!("2.77 KB")));
         assert_eq!(value_answer(&json!("2.77 KB")), Some(Expected::Text("2.77 KB".into())));
+    }
+
+    #[test]
+    fn a_comparison_across_calls_names_the_one_with_the_extreme() {
+        let months: Vec<Parsed> = [2, 5, 3].iter().map(|n| parse(&(0..*n).map(|i| format!("Commit: {i:07x}\nAuthor: A\n\n")).collect::<String>())).collect();
+        let results: Vec<&Parsed> = months.iter().collect();
+        let labels = vec!["January 2024".to_string(), "February 2024".into(), "March 2024".into()];
+        let most = Op::Across { measure: Measure::Items, max: true, labels: labels.clone() };
+        assert_eq!(most.answer_all(&results), Some(Expected::Text("February 2024".into())));
+        assert_eq!(most.explain_all(&results).unwrap(), "Counting what each result lists: January 2024 2, February 2024 5, March 2024 3. The most is February 2024.");
+        assert_eq!(Op::Across { measure: Measure::Items, max: false, labels: labels.clone() }.answer_all(&results), Some(Expected::Text("January 2024".into())));
+        assert_eq!(most.answer_all(&results[..2]), None, "one result per label");
+        assert_eq!(most.answer(results[0]), None, "not answered from one result");
+        // A tie names no one.
+        let tied: Vec<&Parsed> = vec![&months[0], &months[0]];
+        assert_eq!(Op::Across { measure: Measure::Items, max: true, labels: labels[..2].to_vec() }.answer_all(&tied), None);
+        let files: Vec<Parsed> = ["2024-02-18 10:22:00", "2024-08-14 11:58:00"].iter().map(|d| parse(&format!("size: 10\nmodified: {d}"))).collect();
+        let last = Op::Across { measure: Measure::Field("modified".into()), max: true, labels: vec!["config.json".into(), "README.md".into()] };
+        let files: Vec<&Parsed> = files.iter().collect();
+        assert_eq!(last.answer_all(&files), Some(Expected::Text("README.md".into())));
+        assert_eq!(last.explain_all(&files).unwrap(), "Comparing when each was modified: config.json 2024-02-18, README.md 2024-08-14. The most recent is README.md.");
     }
 
     #[test]

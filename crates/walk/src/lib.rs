@@ -16,6 +16,7 @@
 //!    needs no model either.
 
 pub mod access;
+mod across;
 pub mod ask;
 pub mod explore;
 pub mod parse;
@@ -189,7 +190,7 @@ fn scenario(walked: &Walked, t: &ask::Task, text: &str, index: usize) -> Scenari
         extra.insert(ta_types::scenario::EXTRA_EXPLANATION.into(), e.clone().into());
     }
     let reference: Vec<ReferenceStep> =
-        walked.chain(t.call).into_iter().map(|c| ReferenceStep { tool: walked.calls[c].tool.clone(), arguments: walked.calls[c].args.clone() }).collect();
+        t.steps(walked).into_iter().map(|c| ReferenceStep { tool: walked.calls[c].tool.clone(), arguments: walked.calls[c].args.clone() }).collect();
     let mut tools: Vec<String> = Vec::new();
     for step in &reference {
         if !tools.contains(&step.tool) {

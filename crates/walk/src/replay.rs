@@ -19,7 +19,7 @@ pub const ANSWER_CHANGED: &str = "its answer differs on the fresh server";
 
 /// The tasks whose answers the replay reproduces, and why the others were dropped.
 pub async fn replay<F: ToolHost>(fresh: &F, walked: &Walked, tasks: Vec<Task>, budget: &crate::Budget) -> Result<(Vec<Task>, BTreeMap<String, usize>), WalkError> {
-    let needed: BTreeSet<usize> = tasks.iter().flat_map(|t| walked.chain(t.call)).collect();
+    let needed: BTreeSet<usize> = tasks.iter().flat_map(|t| t.steps(walked)).collect();
     let results: Vec<(usize, Result<ta_rollout::ToolResult, String>)> = futures::stream::iter(needed)
         .map(|id| async move {
             let c = &walked.calls[id];
@@ -36,11 +36,12 @@ pub async fn replay<F: ToolHost>(fresh: &F, walked: &Walked, tasks: Vec<Task>, b
     let mut kept = Vec::new();
     let mut dropped: BTreeMap<String, usize> = BTreeMap::new();
     for t in tasks {
-        if walked.chain(t.call).iter().any(|id| replayed[id].is_none()) {
+        if t.steps(walked).iter().any(|id| replayed[id].is_none()) {
             *dropped.entry(CHAIN_FAILED.into()).or_default() += 1;
             continue;
         }
-        match replayed[&t.call].as_ref().and_then(|p| t.op.answer(p)) {
+        let results: Vec<&Parsed> = t.answering().iter().filter_map(|id| replayed[id].as_ref()).collect();
+        match t.op.answer_all(&results) {
             Some(a) if a == t.expected => kept.push(t),
             _ => *dropped.entry(ANSWER_CHANGED.into()).or_default() += 1,
         }

@@ -1,0 +1,163 @@
+//! Questions over several calls at once: which file of a folder was modified last, given each
+//! file's `get_file_info`; in which month a history has the most commits, given `git_log` a
+//! month at a time. People ask these of a folder or a history, never of one result; the walk
+//! has already made the calls, one per file or per month, and here they are compared
+//! ([`Op::Across`]). The task's reference makes every one of them, so `collect --reference`
+//! shows the model each result before the comparison is worked out.
+
+use std::collections::{BTreeMap, HashSet};
+
+use rand::SeedableRng;
+use rand::seq::SliceRandom;
+use serde_json::Value;
+use ta_synth::names::{human, plural};
+
+use crate::ask::{Measure, Op, Task, askable, is_date, item_noun, order_key, place_of, sentence};
+use crate::explore::{Call, Kind, Walked, entry_kind};
+use crate::parse::Parsed;
+
+/// Calls compared in one question at most: each is a step of the episode.
+const MAX_SIBLINGS: usize = 8;
+
+/// Calls of one tool that differ in one argument, each named by a label.
+struct Group {
+    calls: Vec<usize>,
+    labels: Vec<String>,
+    /// "in the travel/kyoto folder", "in the repository at /srv/app".
+    place: String,
+    /// The items of each result a month holds ("commits"), for [`Measure::Items`]; `None` for
+    /// files of a folder, compared by their fields.
+    items: Option<String>,
+}
+
+fn usable(c: &Call) -> bool {
+    !c.is_error && !c.cut && !c.maybe_cut
+}
+
+/// Every file of a folder (as a listing of that folder showed them) given one by one to the same
+/// tool with the same other arguments.
+fn folders(walked: &Walked) -> Vec<Group> {
+    let mut by: BTreeMap<(String, String, String), BTreeMap<String, usize>> = BTreeMap::new();
+    for c in walked.calls.iter().filter(|c| usable(c)) {
+        let paths: Vec<(&String, &str)> = c.args.iter().filter_map(|(k, v)| v.as_str().filter(|s| s.starts_with('/')).map(|s| (k, s))).collect();
+        let [(name, path)] = paths.as_slice() else { continue };
+        let Some((folder, leaf)) = path.rsplit_once('/') else { continue };
+        let mut rest = c.args.clone();
+        rest.remove(*name);
+        by.entry((c.tool.clone(), folder.to_string(), Value::Object(rest).to_string())).or_default().entry(leaf.to_string()).or_insert(c.id);
+    }
+    let mut out = Vec::new();
+    for ((tool, folder, _), leaves) in by {
+        // The folder's own listing says which files it holds.
+        let listing = walked.calls.iter().filter(|c| usable(c) && c.tool != tool).find_map(|c| {
+            let one_path = c.args.values().filter(|v| v.as_str().is_some_and(|s| s.starts_with('/'))).count() == 1;
+            let records = c.parsed.records("")?;
+            (one_path && c.args.values().any(|v| v.as_str() == Some(folder.as_str())) && records.iter().all(|r| entry_kind(r).is_some())).then_some(records)
+        });
+        let Some(records) = listing else { continue };
+        let files: Vec<&str> = records.iter().filter(|r| entry_kind(r) == Some(Kind::File)).filter_map(|r| r.get("name").and_then(Value::as_str)).collect();
+        if files.len() < 2 || files.len() > MAX_SIBLINGS || !files.iter().all(|f| leaves.contains_key(*f)) {
+            continue;
+        }
+        let place = match walked.roots.iter().find_map(|r| folder.strip_prefix(r.as_str())) {
+            Some("") => "in the top folder".to_string(),
+            Some(rel) => format!("in the {} folder", rel.trim_start_matches('/')),
+            None => continue,
+        };
+        out.push(Group { calls: files.iter().map(|f| leaves[*f]).collect(), labels: files.iter().map(|f| f.to_string()).collect(), place, items: None });
+    }
+    out
+}
+
+/// The months of a history, each read by the same tool with the same other arguments
+/// (`explore::month_window` names them "in January 2024").
+fn windows(walked: &Walked) -> Vec<Group> {
+    let mut by: BTreeMap<(String, String), Vec<(String, usize)>> = BTreeMap::new();
+    for c in walked.calls.iter().filter(|c| usable(c)) {
+        let window: Vec<(&String, &str)> = c
+            .origins
+            .iter()
+            .filter(|(name, o)| o.call.is_none() && o.phrase.starts_with("in ") && c.args.get(name.as_str()).and_then(Value::as_str) != Some(o.phrase.as_str()))
+            .map(|(name, o)| (name, o.phrase.as_str()))
+            .collect();
+        let Some((_, phrase)) = window.first() else { continue };
+        let mut rest = c.args.clone();
+        for (name, _) in &window {
+            rest.remove(name.as_str());
+        }
+        let months = by.entry((c.tool.clone(), Value::Object(rest).to_string())).or_default();
+        if !months.iter().any(|(p, _)| p == phrase) {
+            months.push((phrase.to_string(), c.id));
+        }
+    }
+    by.into_values()
+        .filter(|months| (2..=MAX_SIBLINGS).contains(&months.len()))
+        .filter_map(|months| {
+            let first = &walked.calls[months[0].1];
+            let listing = first.parsed.listings.iter().find(|l| l.key.is_empty())?;
+            let items = plural(&item_noun(first, listing));
+            let place = place_of(first, walked).replace(&months[0].0, "").split_whitespace().collect::<Vec<_>>().join(" ");
+            Some(Group {
+                calls: months.iter().map(|(_, id)| *id).collect(),
+                labels: months.iter().map(|(p, _)| p.trim_start_matches("in ").to_string()).collect(),
+                place,
+                items: Some(items),
+            })
+        })
+        .collect()
+}
+
+/// The questions the groups offer, appended to `out`.
+pub(crate) fn tasks(walked: &Walked, seed: u64, asked: &mut HashSet<String>, out: &mut Vec<Task>) {
+    for g in folders(walked).into_iter().chain(windows(walked)) {
+        let results: Vec<&Parsed> = g.calls.iter().map(|id| &walked.calls[*id].parsed).collect();
+        let tool = &walked.calls[g.calls[0]].tool;
+        let unstable = walked.unstable.get(tool).cloned().unwrap_or_default();
+        let place = g.place.as_str();
+        let mut ops: Vec<(Op, Vec<String>)> = Vec::new();
+        match &g.items {
+            Some(items) => {
+                for max in [true, false] {
+                    let most = if max { "the most" } else { "the fewest" };
+                    let frames = vec![sentence(&["Which month had", most, items, place, "?"]), sentence(&["In which month were", most, items, "made", place, "?"])];
+                    ops.push((Op::Across { measure: Measure::Items, max, labels: g.labels.clone() }, frames));
+                }
+            }
+            None => {
+                let keys: Vec<&String> = results[0].fields.keys().filter(|k| !unstable.contains(*k) && askable(k)).collect();
+                for k in keys {
+                    let values: Vec<&Value> = results.iter().filter_map(|p| p.fields.get(k)).collect();
+                    if values.len() != results.len() || values.iter().any(|v| order_key(v).is_none()) {
+                        continue;
+                    }
+                    let f = human(k);
+                    for max in [true, false] {
+                        let frames = if values.iter().all(|v| is_date(v)) && f.ends_with("ed") && !f.contains(' ') {
+                            // "modified": a participle, asked as when.
+                            let (a, b) = if max { ("most recently", "last") } else { ("first", "longest ago") };
+                            vec![sentence(&["Which file", place, "was", &f, a, "?"]), sentence(&["Which file", place, "was", &f, b, "?"])]
+                        } else if k == "size" {
+                            vec![sentence(&["Which file", place, "is the", if max { "biggest" } else { "smallest" }, "?"])]
+                        } else {
+                            continue;
+                        };
+                        ops.push((Op::Across { measure: Measure::Field(k.clone()), max, labels: g.labels.clone() }, frames));
+                    }
+                }
+            }
+        }
+        let chain: HashSet<usize> = g.calls.iter().flat_map(|id| walked.chain(*id)).collect();
+        for (op, frames) in ops {
+            let Some(expected) = op.answer_all(&results) else { continue };
+            let mut frames: Vec<String> = frames.into_iter().filter(|f| asked.insert(ta_synth::normalize(f))).collect();
+            if frames.is_empty() {
+                continue;
+            }
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ (g.calls[0] as u64) << 16 ^ out.len() as u64);
+            frames[1..].shuffle(&mut rng);
+            let difficulty = (chain.len() + 3).clamp(1, 5) as u8;
+            let explanation = op.explain_all(&results);
+            out.push(Task { call: g.calls[g.calls.len() - 1], siblings: g.calls.clone(), op, expected, phrasings: frames, difficulty, explanation });
+        }
+    }
+}
