@@ -186,6 +186,19 @@ async fn walk_on_the_filesystem_server() {
         let at = mtimes.iter().position(|m| m == best).unwrap();
         assert_eq!(s["expected"], labels[at], "{s}");
     }
+    // Another cell of the row with the extreme: the family of the plant that takes longest.
+    let plants = std::fs::read_to_string(root.join("projects/garden-planner/data/plants.csv")).unwrap();
+    let rows: Vec<Vec<&str>> = plants.lines().skip(1).map(|l| l.split(',').collect()).collect();
+    let longest = rows.iter().max_by_key(|r| r[2].parse::<u32>().unwrap()).unwrap();
+    let family = w
+        .scenarios
+        .iter()
+        .find(|s| {
+            s["task"].as_str().unwrap().starts_with("What is the family of the row with the highest days to harvest")
+                && s["reference"].as_array().unwrap().last().unwrap()["arguments"]["path"].as_str().is_some_and(|p| p.ends_with("plants.csv"))
+        })
+        .expect("no cell of the row with the extreme");
+    assert_eq!(family["expected"], longest[1], "{family}");
     // An empty folder is asked about too: nothing in it, 0 items.
     assert_eq!(std::fs::read_dir(root.join("travel/iceland")).unwrap().count(), 0);
     let empty = w.scenarios.iter().find(|s| s["task"] == "Is there anything in the travel/iceland folder?").expect("no question about the empty folder");

@@ -939,6 +939,17 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
                             vec![sentence(&["Which", &one, wp, "has the", a, &f, "?"])]
                         };
                         push(Op::Extreme { listing: l.key.clone(), field: k.clone(), max, label: label.clone() }, frames);
+                        // Another cell of that row: "What is the family of the row with the
+                        // highest days to harvest in the plants file?" (a lookup by extreme).
+                        if l.key == ROWS && !date {
+                            let a = if max { "highest" } else { "lowest" };
+                            let texts =
+                                keys.iter().filter(|g| *g != k && rs.iter().all(|r| r.get(*g).and_then(Value::as_str).is_some_and(|v| !is_date(&Value::from(v)))));
+                            for g in texts {
+                                let frames = vec![sentence(&["What is the", &human(g), "of the", &one, "with the", a, &f, wp, "?"])];
+                                push(Op::Extreme { listing: l.key.clone(), field: k.clone(), max, label: g.clone() }, frames);
+                            }
+                        }
                         // The value itself: "What was the highest temperature?"
                         let (a, b) = match (date, max) {
                             (true, true) => ("latest", "most recent"),
