@@ -434,6 +434,10 @@ struct Subject {
     adjectives: Vec<String>,
     /// Whether the call reads one file (its lines and title are asked about).
     file: bool,
+    /// Whether the result is the file's contents whatever the tool is called (`git_show
+    /// main:setup.cfg`): its fields are values in the file ("the name in the file setup.cfg on
+    /// main", not "the name of" it).
+    contents: bool,
     /// What a search by pattern found, for a glob argument: "Markdown files", "files with
     /// \"chili\" in their name" (anywhere below the folder searched).
     found: Option<String>,
@@ -458,6 +462,7 @@ fn subject(call: &Call, walked: &Walked) -> Subject {
     let mut file = false;
     let mut found = None;
     let (mut merged, mut membership, mut within) = (None, false, None);
+    let mut contents = false;
     for ((name, value), (_, origin)) in call.args.iter().zip(&call.origins) {
         let pw = words(name);
         let one = value.as_array().is_none();
@@ -493,6 +498,7 @@ fn subject(call: &Call, walked: &Walked) -> Subject {
         if origin.call.is_some() && v.contains(':') && pw.iter().any(|w| REVISION_WORDS.contains(&w.as_str())) {
             thing = Some(origin.phrase.clone());
             file = one;
+            contents = one;
             continue;
         }
         // A branch's name given as a revision: its latest commit.
@@ -534,7 +540,7 @@ fn subject(call: &Call, walked: &Walked) -> Subject {
         Some(w) => sentence(&[&home, &w]),
         None => home.clone(),
     };
-    Subject { place, thing, adjectives, file, found, merged, membership, home }
+    Subject { place, thing, adjectives, file, contents, found, merged, membership, home }
 }
 
 /// The noun for a list's items: its key, the id field's name, the entries' tags, or the tool.
@@ -755,7 +761,7 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
                 }
                 let mut frames = what_is(&f, v, thing, place);
                 let reads = words(&c.tool).iter().any(|w| ["read", "open", "content", "contents", "cat", "view"].contains(&w.as_str()));
-                if s.file && reads {
+                if s.file && (reads || s.contents) {
                     // A value inside a file's contents: "the currency in the file config.json".
                     frames = vec![sentence(&["What is the", &f, "in", thing, place, "?"]), sentence(&["Look up the", &f, "in", thing, place, "."])];
                 }

@@ -171,7 +171,7 @@ fn globs(pool: &[Known]) -> Vec<(Value, Origin)> {
 }
 
 /// The values an argument may take, best first.
-fn candidates(name: &str, schema: &Value, pool: &[Known], required: bool) -> Vec<(Value, Origin)> {
+fn candidates(tool: &str, name: &str, schema: &Value, pool: &[Known], required: bool) -> Vec<(Value, Origin)> {
     let literal = |v: &Value| (v.clone(), Origin { call: None, phrase: ta_synth::names::shown(v) });
     if let Some(e) = schema.get("enum").and_then(Value::as_array) {
         return if required { e.iter().map(literal).collect() } else { Vec::new() };
@@ -197,8 +197,12 @@ fn candidates(name: &str, schema: &Value, pool: &[Known], required: bool) -> Vec
     if !required {
         return Vec::new();
     }
-    let wants_dir = pw.iter().any(|w| ["directory", "folder", "repository", "root"].contains(&w.as_str()));
-    let wants_file = pw.iter().any(|w| w == "file");
+    // A `path` says nothing of what it wants; the tool's name does: `list_directory` and
+    // `directory_tree` take a folder, `read_file` a file (`search_files` searches a folder for
+    // files, and `get_file_info` takes either).
+    let tw = words(tool);
+    let wants_dir = pw.iter().chain(&tw).any(|w| ["directory", "folder", "repository", "root", "tree"].contains(&w.as_str()));
+    let wants_file = pw.iter().any(|w| w == "file") || !wants_dir && tw.iter().any(|w| w == "read");
     let fits = |k: &Known| -> bool {
         if is_pathish(&pw) {
             return match k.kind {
@@ -254,7 +258,7 @@ fn argument_sets(spec: &ToolSpec, pool: &[Known], roots: &[String], cap: usize) 
     let mut limit_variant: Option<(String, Value, Origin)> = None;
     for (name, schema) in &props {
         let is_required = required.contains(name);
-        let mut values = if globbed.contains(&name) { globs(all) } else { candidates(name, schema, pool, is_required) };
+        let mut values = if globbed.contains(&name) { globs(all) } else { candidates(&spec.function.name, name, schema, pool, is_required) };
         if is_required && description.contains(":<path>") && param_words(name).iter().any(|w| REVISION_WORDS.contains(&w.as_str())) {
             values.extend(files_on_branches(all));
         }
