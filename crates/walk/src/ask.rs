@@ -531,6 +531,10 @@ fn subject(call: &Call, walked: &Walked) -> Subject {
             }
         } else if origin.phrase != v {
             thing = Some(origin.phrase.clone());
+        } else if call.parsed.listings.iter().any(|l| l.key == CHANGED_FILES) {
+            // A diff against a branch (`git_diff target=fix/pager`): what differs between the
+            // files as they are now and that branch, not what the branch changed.
+            places.push(format!("between the working tree and {v}"));
         } else {
             places.push(format!("for {v}"));
         }
