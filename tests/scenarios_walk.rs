@@ -298,6 +298,12 @@ async fn walk_on_the_git_server() {
         .collect();
     let top = per_month.iter().map(|(_, n)| *n).max().unwrap();
     assert_eq!(busiest["expected"].as_str(), per_month.iter().find(|(_, n)| *n == top).map(|(l, _)| l.as_str()), "{per_month:?}");
+    // A Markdown file's sections, as main has it: the changelog's releases.
+    let changelog = Command::new("git").arg("-C").arg(&repo).args(["show", "main:CHANGELOG.md"]).output().unwrap();
+    let releases: Vec<Value> =
+        String::from_utf8(changelog.stdout).unwrap().lines().filter_map(|l| l.strip_prefix("## ")).map(|h| Value::String(h.trim().to_string())).collect();
+    let sections = w.scenarios.iter().find(|s| s["task"].as_str().unwrap().starts_with("List the sections in the file CHANGELOG.md on main")).expect("no sections");
+    assert_eq!(sections["expected"]["set"].as_array(), Some(&releases), "{sections}");
     // The lines a commit added and removed, checked against `git show --numstat`.
     let numstat = |rev: &str| {
         let out = Command::new("git").arg("-C").arg(&repo).args(["show", "--numstat", "--format=", rev]).output().unwrap();

@@ -53,8 +53,12 @@ pub const TICKED: &str = "ticked";
 /// Whether a listing holds the items of a text's own lists ([`BULLETS`], [`TODOS`]) rather than
 /// what a tool lists: the text's lines and title are still asked about.
 pub fn is_text_list(key: &str) -> bool {
-    key == BULLETS || key == TODOS
+    key == BULLETS || key == TODOS || key == SECTIONS
 }
+
+/// The [`Listing::key`] of a Markdown text's sections (its `## ` headings), when it has two or
+/// more: "List the sections of the file CHANGELOG.md on main" (its releases).
+pub const SECTIONS: &str = "sections";
 
 /// A list of items in a result; `key` names it where the result holds several (`entities`).
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -352,6 +356,11 @@ fn from_text(text: &str) -> Parsed {
         out.listings.push(Listing { key: String::new(), records: items });
     }
     out.listings.extend(bullets(&out.lines));
+    let sections: Vec<Record> =
+        out.lines.iter().filter_map(|l| l.strip_prefix("## ")).map(|h| Record::from_iter([("name".to_string(), Value::String(h.trim().to_string()))])).collect();
+    if sections.len() >= 2 {
+        out.listings.push(Listing { key: SECTIONS.into(), records: sections });
+    }
     out
 }
 
@@ -549,6 +558,9 @@ mod tests {
         assert_eq!(csv.listings[0].records[1]["amount"], json!(40));
         let prose = parse("# Title\nSome words here.\n");
         assert!(prose.listings.is_empty());
+        let changelog = parse("# Changelog\n\n## 0.2.0\n\n- Export\n\n## 0.1.0\n\n- Reader\n");
+        let releases: Vec<&Value> = changelog.records(SECTIONS).unwrap().iter().map(|r| &r["name"]).collect();
+        assert_eq!(releases, [&json!("0.2.0"), &json!("0.1.0")], "a text's `## ` headings are its sections");
         assert_eq!(prose.lines, vec!["# Title", "Some words here."]);
     }
 
