@@ -185,7 +185,7 @@ impl Op {
                 let dates = matches!(measure, Measure::Field(k) if results.iter().all(|p| p.fields.get(k).is_some_and(is_date)));
                 let shown = |p: &Parsed| match measure {
                     Measure::Field(k) => p.fields.get(k).map(|v| if dates { v.as_str().and_then(iso_day).unwrap_or_default() } else { ta_synth::names::shown(v) }),
-                    Measure::Items => p.records("").map(|r| r.len().to_string()),
+                    Measure::Items => measure.of(p).map(|n| n.to_string()),
                 };
                 let each: Vec<String> = labels.iter().zip(results).map(|(l, p)| format!("{l} {}", shown(p).unwrap_or_default())).collect();
                 let (what, word) = match (measure, dates, max) {
@@ -352,7 +352,7 @@ fn iso(s: &str) -> Option<String> {
 /// The day of a timestamp, as people write it in an answer: `2024-11-10`.
 fn iso_day(s: &str) -> Option<String> {
     let full = iso(s)?;
-    order_key(&Value::String(full.clone()))?;
+    date_key(&full)?;
     Some(full[..10].to_string())
 }
 
@@ -361,10 +361,13 @@ pub(crate) fn order_key(v: &Value) -> Option<f64> {
     if let Some(x) = v.as_f64() {
         return Some(x);
     }
-    if let Some(bytes) = v.as_str().and_then(size_bytes) {
-        return Some(bytes);
-    }
-    let s = iso(v.as_str()?)?;
+    let s = v.as_str()?;
+    size_bytes(s).or_else(|| date_key(s))
+}
+
+/// A timestamp's place in time, in days: what dates order by.
+fn date_key(s: &str) -> Option<f64> {
+    let s = iso(s)?;
     let s = s.as_str();
     // `iso` put the dashes at 4 and 7.
     let d: Vec<f64> = [0..4, 5..7, 8..10].iter().map(|r| s.get(r.clone()).and_then(|x| x.parse().ok())).collect::<Option<_>>()?;
@@ -373,7 +376,7 @@ pub(crate) fn order_key(v: &Value) -> Option<f64> {
 }
 
 pub(crate) fn is_date(v: &Value) -> bool {
-    v.as_str().is_some_and(|s| size_bytes(s).is_none()) && order_key(v).is_some()
+    v.as_str().and_then(date_key).is_some()
 }
 
 /// The one result of `results` with the largest (or smallest) `measure`; `None` on a tie or a
@@ -568,15 +571,19 @@ pub(crate) fn item_noun(call: &Call, listing: &Listing) -> String {
     if let Some((k, _)) = first.iter().find(|(_, v)| v.as_str().is_some_and(is_hex_id)) {
         return singular(&human(k));
     }
-    let tool_words = words(&call.tool);
     // The lines of a file read as a list are its entries (a shopping list's), not "text files"
     // or "multiple files" after what the tool reads.
-    if tool_words.iter().any(|w| ["read", "open", "cat", "content", "contents"].contains(&w.as_str())) {
+    if reads_contents(&call.tool) {
         return "entry".into();
     }
-    let verbs = ["git", "list", "get", "show", "search", "fetch", "find", "view", "all"];
-    let w: Vec<String> = tool_words.into_iter().filter(|w| !verbs.contains(&w.as_str())).collect();
+    let verbs = ["git", "list", "get", "show", "search", "fetch", "find", "all"];
+    let w: Vec<String> = words(&call.tool).into_iter().filter(|w| !verbs.contains(&w.as_str())).collect();
     if w.is_empty() { "item".into() } else { singular(&w.join(" ")) }
+}
+
+/// Whether a tool's name says it returns what a file holds (`read_file`, `view_contents`).
+fn reads_contents(tool: &str) -> bool {
+    words(tool).iter().any(|w| ["read", "open", "cat", "content", "contents", "view"].contains(&w.as_str()))
 }
 
 /// Whether a bullet point is an item (an ingredient, a title, a chore) rather than a sentence.
@@ -764,8 +771,7 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
                     continue;
                 }
                 let mut frames = what_is(&f, v, thing, place);
-                let reads = words(&c.tool).iter().any(|w| ["read", "open", "content", "contents", "cat", "view"].contains(&w.as_str()));
-                if s.file && (reads || s.contents) {
+                if s.file && (reads_contents(&c.tool) || s.contents) {
                     // A value inside a file's contents: "the currency in the file config.json".
                     frames = vec![sentence(&["What is the", &f, "in", thing, place, "?"]), sentence(&["Look up the", &f, "in", thing, place, "."])];
                 }
@@ -953,8 +959,7 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
                         // highest days to harvest in the plants file?" (a lookup by extreme).
                         if l.key == ROWS && !date {
                             let a = if max { "highest" } else { "lowest" };
-                            let texts =
-                                keys.iter().filter(|g| *g != k && rs.iter().all(|r| r.get(*g).and_then(Value::as_str).is_some_and(|v| !is_date(&Value::from(v)))));
+                            let texts = keys.iter().filter(|g| *g != k && rs.iter().all(|r| r.get(*g).and_then(Value::as_str).is_some_and(|v| date_key(v).is_none())));
                             for g in texts {
                                 let frames = vec![sentence(&["What is the", &human(g), "of the", &one, "with the", a, &f, wp, "?"])];
                                 push(Op::Extreme { listing: l.key.clone(), field: k.clone(), max, label: g.clone() }, frames);
@@ -1044,18 +1049,16 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
                     continue;
                 }
                 let frames = match (changed, &s.merged) {
+                    (Some(t), _) => vec![sentence(&["Did", t, "change", &named, place, "?"]), sentence(&["Was", &named, "changed in", t, place, "?"])],
                     (None, Some(b)) => {
                         vec![sentence(&["Has", b, "been merged into", &named, &s.home, "?"]), sentence(&["Is there", &with_article(&one), "named", &named, wp, "?"])]
                     }
-                    _ => match changed {
-                        Some(t) => vec![sentence(&["Did", t, "change", &named, place, "?"]), sentence(&["Was", &named, "changed in", t, place, "?"])],
-                        None if l.key == ROWS => {
-                            vec![sentence(&["Is there a row for", &named, wp, "?"]), sentence(&["Does", wp.trim_start_matches("in "), "have a row for", &named, "?"])]
-                        }
-                        None => {
-                            vec![sentence(&["Is there", &with_article(&one), "named", &named, wp, "?"]), sentence(&["Does", &named, "appear among the", &items, wp, "?"])]
-                        }
-                    },
+                    (None, None) if l.key == ROWS => {
+                        vec![sentence(&["Is there a row for", &named, wp, "?"]), sentence(&["Does", wp.trim_start_matches("in "), "have a row for", &named, "?"])]
+                    }
+                    (None, None) => {
+                        vec![sentence(&["Is there", &with_article(&one), "named", &named, wp, "?"]), sentence(&["Does", &named, "appear among the", &items, wp, "?"])]
+                    }
                 };
                 push(Op::Exists { listing: l.key.clone(), field: label.clone(), value: v }, frames);
             }
