@@ -204,6 +204,32 @@ async fn walk_on_the_filesystem_server() {
         })
         .expect("no cell of the row with the extreme");
     assert_eq!(family["expected"], longest[1], "{family}");
+    // Size thresholds, checked against the files on disk: "Which files in the
+    // projects/weather-station/src folder are larger than 500 bytes?"
+    let mut thresholds = 0;
+    for s in w.scenarios.iter().filter(|s| s["template"].as_str().unwrap().ends_with("_past") && s["op"]["field"] == "size") {
+        let last = s["reference"].as_array().unwrap().last().unwrap();
+        assert_eq!(last["tool"], "list_directory_with_sizes", "{s}");
+        let (bound, above) = (s["op"]["bound"].as_f64().unwrap(), s["op"]["above"] == true);
+        let past: Vec<String> = std::fs::read_dir(last["arguments"]["path"].as_str().unwrap())
+            .unwrap()
+            .map(Result::unwrap)
+            .filter(|e| e.file_type().unwrap().is_file())
+            .filter(|e| if above { e.metadata().unwrap().len() as f64 > bound } else { (e.metadata().unwrap().len() as f64) < bound })
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        match s["expected"]["set"].as_array() {
+            Some(set) => {
+                let mut got: Vec<&str> = set.iter().map(|v| v.as_str().unwrap()).collect();
+                let mut want: Vec<&str> = past.iter().map(String::as_str).collect();
+                (got.sort_unstable(), want.sort_unstable());
+                assert_eq!(got, want, "{s}");
+            }
+            None => assert_eq!(s["expected"].as_f64(), Some(past.len() as f64), "{s}"),
+        }
+        thresholds += 1;
+    }
+    assert!(thresholds >= 10, "{thresholds} size thresholds");
     // An empty folder is asked about too: nothing in it, 0 items.
     assert_eq!(std::fs::read_dir(root.join("travel/iceland")).unwrap().count(), 0);
     let empty = w.scenarios.iter().find(|s| s["task"] == "Is there anything in the travel/iceland folder?").expect("no question about the empty folder");

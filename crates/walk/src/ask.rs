@@ -14,7 +14,7 @@ use ta_synth::names::{human, plural, plural_of, singular, with_article, words};
 use ta_types::Expected;
 use ta_types::scenario::ExpectedRule;
 
-use crate::explore::{Call, LINES, REVISION_WORDS, Walked, entry_kind, glob_extension, glob_word, label_field};
+use crate::explore::{Call, Kind, LINES, REVISION_WORDS, Walked, entry_kind, glob_extension, glob_word, label_field};
 use crate::parse::{CHANGED_FILES, CURRENT, EXTENSION, Listing, MESSAGE, Parsed, ROWS, Record, TICKED, extension_of, is_hex_id, is_text_list, size_bytes};
 
 /// What answers a task, given the answering call's parsed result.
@@ -50,6 +50,10 @@ pub enum Op {
     Empty { count: bool },
     /// The lines a commit's diff adds (or removes).
     DiffLines { added: bool },
+    /// The items whose numeric `field` lies past `bound` (above it, or below): how many there
+    /// are, or with a `label`, which. "Which files in the src folder are larger than 500
+    /// bytes?" The bound is a round number well clear of every value (see [`bound_between`]).
+    Past { listing: String, field: String, bound: f64, above: bool, label: Option<String> },
     /// Which of several calls of one tool, differing in one argument, has the largest (or
     /// smallest) `measure`: the file of a folder modified last (`get_file_info` on each), the
     /// month with the most commits (`git_log` a month at a time). The calls are the task's
@@ -96,6 +100,53 @@ fn at_extreme<'a>(rs: &'a [Record], field: &str, max: bool) -> Vec<&'a Record> {
     let key = |r: &Record| r.get(field).and_then(order_key);
     let Some(best) = rs.iter().filter_map(key).max_by(|a, b| if max { a.total_cmp(b) } else { b.total_cmp(a) }) else { return Vec::new() };
     rs.iter().filter(|r| key(r) == Some(best)).collect()
+}
+
+/// The items whose `field` is past `bound`, in the listing's order; items without a number
+/// there (a folder among sized files) are none of them.
+fn past<'a>(rs: &'a [Record], field: &str, bound: f64, above: bool) -> impl Iterator<Item = &'a Record> {
+    rs.iter().filter(move |r| r.get(field).and_then(order_key).is_some_and(|x| if above { x > bound } else { x < bound }))
+}
+
+/// The roundest number between two neighbouring values (`lo` < `hi`), a hundredth of each clear
+/// of it, so that a size shown rounded (`2.77 KB` is 2,832 to 2,842 bytes) is still on one side:
+/// a multiple of the largest power of ten (or half of one) that fits, nearest the middle. 480 and
+/// 520 give 500, 2 and 3 give 2.5, 20.49 and 28.49 give 25. `None` when they are too close.
+pub(crate) fn bound_between(lo: f64, hi: f64) -> Option<f64> {
+    let (lo, hi) = (lo + lo.abs() / 100.0, hi - hi.abs() / 100.0);
+    let mid = (lo + hi) / 2.0;
+    (-2..=9).rev().flat_map(|k| [10f64.powi(k), 5.0 * 10f64.powi(k - 1)]).find_map(|step| {
+        // Whole hundredths: 0.1 + 0.2 is not shown as 0.30000000000000004.
+        let candidate = ((mid / step).round() * step * 100.0).round() / 100.0;
+        (candidate > lo && candidate < hi).then_some(candidate)
+    })
+}
+
+/// A bound for [`Op::Past`] on `field` of `rs`, and how many items lie above it: a seeded cut
+/// between two neighbouring values that leaves one to [`MAX_SELECT`] items above, of a numeric
+/// field (not a date, not an id) that every item has but folders among files.
+fn threshold(rs: &[Record], field: &str, seed: u64) -> Option<(f64, usize)> {
+    let values: Vec<f64> = rs.iter().filter_map(|r| r.get(field).and_then(order_key)).collect();
+    let rest_folders = rs.iter().all(|r| r.get(field).and_then(order_key).is_some() || entry_kind(r) == Some(Kind::Dir));
+    if values.len() < 3 || !rest_folders || is_id_like(field) || rs.iter().any(|r| r.get(field).is_some_and(is_date)) {
+        return None;
+    }
+    let mut distinct = values.clone();
+    distinct.sort_by(f64::total_cmp);
+    distinct.dedup();
+    let mut cuts: Vec<(f64, usize)> = (1..distinct.len())
+        .filter_map(|i| {
+            let above = values.iter().filter(|x| **x >= distinct[i]).count();
+            ((1..=MAX_SELECT).contains(&above)).then(|| bound_between(distinct[i - 1], distinct[i]).map(|b| (b, above))).flatten()
+        })
+        .collect();
+    cuts.shuffle(&mut rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ field.len() as u64));
+    cuts.first().copied()
+}
+
+/// A number as a question writes it: `500`, `12.5`.
+fn shown_number(x: f64) -> String {
+    if x.fract() == 0.0 { format!("{}", x as i64) } else { x.to_string() }
 }
 
 /// How many items have each text value of `field`.
@@ -159,6 +210,23 @@ impl Op {
             }
             Op::Lines => (!p.lines.is_empty() && p.line_count > 0 && p.listings.iter().all(|l| is_text_list(&l.key))).then(|| Expected::Number(p.line_count as f64)),
             Op::Heading => p.lines.iter().find_map(|l| l.strip_prefix("# ")).map(|h| Expected::Text(h.trim().to_string())),
+            Op::Past { listing: l, field, bound, above, label } => {
+                let rs = listing(l)?;
+                // Replayed on a value at the bound, the question has no answer.
+                if rs.iter().any(|r| r.get(field).and_then(order_key) == Some(*bound)) {
+                    return None;
+                }
+                let hits: Vec<&Record> = past(rs, field, *bound, *above).collect();
+                match label {
+                    None => (!hits.is_empty()).then_some(Expected::Number(hits.len() as f64)),
+                    Some(label) => {
+                        let labels: Vec<Value> = hits.iter().filter_map(|r| r.get(label).cloned()).collect();
+                        // Two rows of one date are not told apart by naming it.
+                        let distinct = labels.iter().collect::<HashSet<_>>().len() == labels.len();
+                        (!labels.is_empty() && labels.len() <= MAX_SELECT && distinct).then_some(Expected::Rule(ExpectedRule::Set(labels)))
+                    }
+                }
+            }
             Op::Across { .. } => None,
             Op::DiffLines { added } => p.diff_lines.map(|(a, r)| if *added { a } else { r }).filter(|n| *n > 0).map(|n| Expected::Number(n as f64)),
             Op::Empty { count } => (p.listings.is_empty() && p.fields.is_empty() && p.lines.is_empty())
@@ -266,6 +334,16 @@ impl Op {
                 let hits: Vec<String> = matching(records(listing)?, Some(filter)).filter_map(|r| named(r, label)).collect();
                 Some(format!("The items with {} {}: {}.", human(f), ta_synth::names::shown(v), enumerate(hits)))
             }
+            Op::Past { listing, field, bound, above, label } => {
+                let rs = records(listing)?;
+                let name = label.clone().or_else(|| label_field(rs))?;
+                let each: Vec<String> = rs.iter().filter_map(|r| Some(format!("{} {}", named(r, &name)?, ta_synth::names::shown(r.get(field)?)))).collect();
+                let hits: Vec<String> = past(rs, field, *bound, *above).filter_map(|r| named(r, &name)).collect();
+                let side = if *above { "Above" } else { "Below" };
+                let numbered: Vec<String> = hits.iter().enumerate().map(|(i, h)| format!("{}. {h}", i + 1)).collect();
+                let tail = if label.is_some() { String::new() } else { format!(" That makes {}.", hits.len()) };
+                Some(format!("The {} of each: {}. {} {}: {}.{tail}", human(field), enumerate(each), side, shown_number(*bound), enumerate(numbered)))
+            }
             Op::Lines => Some(format!("Counting every line of the file, blank lines included: {}.", p.line_count)),
             Op::Empty { .. } => Some("The result lists nothing: there is nothing there.".into()),
             Op::Across { .. } => None,
@@ -298,6 +376,8 @@ impl Op {
             Op::Heading => "heading",
             Op::Empty { .. } => "empty",
             Op::DiffLines { .. } => "diff_lines",
+            Op::Past { label: None, .. } => "count_past",
+            Op::Past { .. } => "select_past",
             Op::Across { .. } => "across",
         }
     }
@@ -312,7 +392,7 @@ impl Op {
         match self {
             Op::Field { .. } | Op::Lookup { .. } | Op::Heading => 0,
             Op::Count { filter: None, .. } | Op::Exists { .. } | Op::Lines | Op::List { .. } | Op::Empty { .. } => 1,
-            Op::Count { .. } | Op::Extreme { .. } | Op::Peak { .. } | Op::Most { .. } | Op::Select { .. } | Op::DiffLines { .. } => 2,
+            Op::Count { .. } | Op::Extreme { .. } | Op::Peak { .. } | Op::Most { .. } | Op::Select { .. } | Op::DiffLines { .. } | Op::Past { .. } => 2,
             Op::Total { .. } | Op::Across { .. } => 3,
         }
     }
@@ -989,6 +1069,37 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
                     }
                 }
             }
+            // Thresholds: "Which files in the src folder are larger than 500 bytes?", "How many
+            // rows in the readings file have temperature above 15?"
+            if whole {
+                for k in &keys {
+                    let Some((bound, above_n)) = threshold(rs, k, seed ^ (c.id as u64) << 8) else { continue };
+                    let t = shown_number(bound);
+                    let files = rs.iter().filter(|r| r.get(k).is_some()).all(|r| entry_kind(r) == Some(Kind::File));
+                    let things = if k == "size" && files { "files".to_string() } else { items.clone() };
+                    let f = human(k);
+                    for above in [true, false] {
+                        let n = if above { above_n } else { rs.iter().filter(|r| r.get(k).and_then(order_key).is_some()).count() - above_n };
+                        let (count_frames, select_frames) = if k == "size" {
+                            let (a, b) = if above { ("larger than", "bigger than") } else { ("smaller than", "under") };
+                            (
+                                vec![sentence(&["How many", &things, wp, "are", a, &t, "bytes?"]), sentence(&["Count the", &things, wp, b, &t, "bytes."])],
+                                vec![sentence(&["Which", &things, wp, "are", a, &t, "bytes?"]), sentence(&["List the", &things, wp, b, &t, "bytes."])],
+                            )
+                        } else {
+                            let (a, b) = if above { ("above", "over") } else { ("below", "under") };
+                            (
+                                vec![sentence(&["How many", &things, wp, "have", &f, a, &t, "?"]), sentence(&["Count the", &things, wp, "whose", &f, "is", b, &t, "."])],
+                                vec![sentence(&["Which", &things, wp, "have", &f, a, &t, "?"]), sentence(&["List the", &things, wp, "whose", &f, "is", b, &t, "."])],
+                            )
+                        };
+                        push(Op::Past { listing: l.key.clone(), field: k.clone(), bound, above, label: None }, count_frames);
+                        if short && n <= MAX_SELECT {
+                            push(Op::Past { listing: l.key.clone(), field: k.clone(), bound, above, label: Some(label.clone()) }, select_frames);
+                        }
+                    }
+                }
+            }
             // Lookups of one item by its label.
             let mut rows: Vec<&Record> = rs.iter().collect();
             rows.shuffle(&mut rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ c.id as u64));
@@ -1107,6 +1218,36 @@ mod tests {
         assert_eq!(total.explain(&p).as_deref(), Some("Adding up the size: 10 + 30 + 30 = 70."));
         let lookup = Op::Lookup { listing: String::new(), by: "name".into(), value: json!("b.md"), field: "size".into() };
         assert_eq!(lookup.answer(&p), Some(Expected::Number(30.0)));
+    }
+
+    #[test]
+    fn thresholds_are_round_and_clear_of_every_value() {
+        assert_eq!(bound_between(480.0, 520.0), Some(500.0));
+        assert_eq!(bound_between(2.0, 3.0), Some(2.5));
+        assert_eq!(bound_between(20.49, 28.49), Some(25.0));
+        assert_eq!(bound_between(255.0, 269.0), Some(260.0));
+        // 2.77 KB is 2,836 bytes give or take five: no bound within a hundredth of it.
+        assert!(bound_between(2836.48, 2900.0).is_some_and(|b| b > 2865.0 && b < 2871.0));
+        assert_eq!(bound_between(100.0, 100.5), None, "too close to tell apart");
+        // A listing of files and a folder: the folder has no size and is in neither side.
+        let p = parse("[FILE] a.py   389 B\n[FILE] b.json   270 B\n[DIR] tests\n[FILE] c.py   177 B\n[FILE] big.csv   4.20 KB");
+        let rs = p.records("").unwrap();
+        let (bound, above) = threshold(rs, "size", 7).unwrap();
+        assert!((1..=MAX_SELECT).contains(&above) && [177.0, 270.0, 389.0, 4300.8].iter().all(|v| (v - bound).abs() > 1.0), "{bound}");
+        let larger = |label: Option<&str>| Op::Past { listing: String::new(), field: "size".into(), bound: 200.0, above: true, label: label.map(String::from) };
+        assert_eq!(larger(None).answer(&p), Some(Expected::Number(3.0)));
+        assert_eq!(larger(Some("name")).answer(&p), Some(Expected::Rule(ExpectedRule::Set(vec![json!("a.py"), json!("b.json"), json!("big.csv")]))));
+        assert_eq!(
+            larger(None).explain(&p).as_deref(),
+            Some("The size of each: a.py 389, b.json 270, c.py 177, big.csv 4.20 KB. Above 200: 1. a.py, 2. b.json, 3. big.csv. That makes 3.")
+        );
+        let smaller = Op::Past { listing: String::new(), field: "size".into(), bound: 100.0, above: false, label: None };
+        assert_eq!(smaller.answer(&p), None, "a count of nothing is no question");
+        let at = Op::Past { listing: String::new(), field: "size".into(), bound: 270.0, above: true, label: None };
+        assert_eq!(at.answer(&p), None, "a value at the bound is on neither side");
+        // Dates and ids are not measured against a bound.
+        let dated = listing(json!([{"name": "a", "day": "2024-01-02"}, {"name": "b", "day": "2024-02-02"}, {"name": "c", "day": "2024-03-02"}]));
+        assert_eq!(threshold(dated.records("").unwrap(), "day", 1), None);
     }
 
     #[test]
