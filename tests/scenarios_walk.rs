@@ -230,6 +230,32 @@ async fn walk_on_the_filesystem_server() {
         thresholds += 1;
     }
     assert!(thresholds >= 10, "{thresholds} size thresholds");
+    // A search's finds listed as paths inside the folder searched, checked against the tree on
+    // disk: "List the JSON files anywhere in the top folder."
+    fn below(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap().map(Result::unwrap) {
+            out.push(e.path());
+            if e.file_type().unwrap().is_dir() {
+                below(&e.path(), out);
+            }
+        }
+    }
+    let mut everything = Vec::new();
+    below(&root, &mut everything);
+    let searched: Vec<&Value> = w.scenarios.iter().filter(|s| s["template"] == "list" && s["op"]["under"].is_string()).collect();
+    assert!(searched.len() >= 5, "{} lists of a search's finds", searched.len());
+    for s in searched {
+        let pattern = s["reference"].as_array().unwrap().last().unwrap()["arguments"]["pattern"].as_str().unwrap();
+        let word = pattern.trim_start_matches("**/*").trim_end_matches('*');
+        let mut want: Vec<String> = everything
+            .iter()
+            .filter(|p| p.file_name().unwrap().to_string_lossy().contains(word))
+            .map(|p| p.strip_prefix(&root).unwrap().to_string_lossy().into_owned())
+            .collect();
+        let mut got: Vec<String> = s["expected"]["set"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect();
+        (want.sort_unstable(), got.sort_unstable());
+        assert_eq!(got, want, "{s}");
+    }
     // An empty folder is asked about too: nothing in it, 0 items.
     assert_eq!(std::fs::read_dir(root.join("travel/iceland")).unwrap().count(), 0);
     let empty = w.scenarios.iter().find(|s| s["task"] == "Is there anything in the travel/iceland folder?").expect("no question about the empty folder");

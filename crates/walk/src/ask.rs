@@ -37,8 +37,14 @@ pub enum Op {
     Most { listing: String, field: String },
     /// Whether an item's `field` is `value`: "yes" or "no".
     Exists { listing: String, field: String, value: Value },
-    /// The labels of every item.
-    List { listing: String, label: String },
+    /// The labels of every item; paths `under` a folder (a search's absolute paths) as paths
+    /// inside it, as a person names them ("projects/garden-planner/src/plan.py").
+    List {
+        listing: String,
+        label: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        under: Option<String>,
+    },
     /// The labels of the items whose `filter` field has a value.
     Select { listing: String, filter: (String, Value), label: String },
     /// Lines of a text (a file's contents).
@@ -204,8 +210,12 @@ impl Op {
                 let labels: Vec<Value> = matching(listing(l)?, Some(filter)).filter_map(|r| r.get(label).cloned()).collect();
                 (labels.len() >= 2 && labels.len() <= MAX_SELECT).then_some(Expected::Rule(ExpectedRule::Set(labels)))
             }
-            Op::List { listing: l, label } => {
-                let labels: Vec<Value> = listing(l)?.iter().filter_map(|r| r.get(label).cloned()).collect();
+            Op::List { listing: l, label, under } => {
+                let inside = |v: &Value| match (under, v.as_str()) {
+                    (Some(u), Some(path)) => path.strip_prefix(u.as_str()).and_then(|rest| rest.strip_prefix('/')).map(|rest| Value::String(rest.into())),
+                    _ => Some(v.clone()),
+                };
+                let labels: Vec<Value> = listing(l)?.iter().map(|r| r.get(label).and_then(inside)).collect::<Option<_>>()?;
                 (labels.len() >= 2 && labels.len() <= MAX_SELECT).then_some(Expected::Rule(ExpectedRule::Set(labels)))
             }
             Op::Lines => (!p.lines.is_empty() && p.line_count > 0 && p.listings.iter().all(|l| is_text_list(&l.key))).then(|| Expected::Number(p.line_count as f64)),
@@ -907,7 +917,8 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
                 (None, false) => place.to_string(),
             };
             let wp = whole_place.as_str();
-            let label = if tree { Some("path".to_string()) } else { label_field(rs) }.filter(|k| !unstable.contains(k));
+            // A search's results are bare paths, named by them.
+            let label = if tree && rs[0].contains_key("path") { Some("path".to_string()) } else { label_field(rs) }.filter(|k| !unstable.contains(k));
             let stable = |k: &String| !unstable.contains(k);
             // What a commit changed, as people ask it.
             let changed = match (&s.thing, l.key == CHANGED_FILES) {
@@ -1001,7 +1012,11 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
                 None => vec![sentence(&["List the", &items, wp, "."]), sentence(&["Which", &items, "are there", wp, "?"]), sentence(&["What are the", &items, wp, "?"])],
             };
             if whole && short {
-                push(Op::List { listing: l.key.clone(), label: label.clone() }, list_frames);
+                // A search's paths are absolute: listed inside the folder searched.
+                let folder = c.args.values().filter_map(Value::as_str).find(|v| v.starts_with('/'));
+                let under =
+                    folder.filter(|f| rs.iter().all(|r| r.get(&label).and_then(Value::as_str).is_some_and(|p| p.starts_with(&format!("{f}/"))))).map(String::from);
+                push(Op::List { listing: l.key.clone(), label: label.clone(), under }, list_frames);
             }
             // The item the list marks as the current one: "Which branch is checked out?"
             if l.key.is_empty() && !s.membership && c.parsed.fields.contains_key(CURRENT) {
