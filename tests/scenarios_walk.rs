@@ -256,6 +256,12 @@ async fn walk_on_the_filesystem_server() {
         (want.sort_unstable(), got.sort_unstable());
         assert_eq!(got, want, "{s}");
     }
+    // Folders named as people name them on every other call: by their own name, with the
+    // parent's where another folder has it ("the src folder of weather-station").
+    let by_name = w.scenarios.iter().find(|s| s["task"].as_str().unwrap().contains("the src folder of weather-station")).expect("no folder named by its name");
+    let paths: Vec<&str> = by_name["reference"].as_array().unwrap().iter().filter_map(|r| r["arguments"]["path"].as_str()).collect();
+    assert!(paths.iter().any(|p| p.ends_with("projects/weather-station/src")), "{by_name}");
+    assert!(w.scenarios.iter().any(|s| s["task"].as_str().unwrap().contains("projects/weather-station/src folder")), "and by their path");
     // An empty folder is asked about too: nothing in it, 0 items.
     assert_eq!(std::fs::read_dir(root.join("travel/iceland")).unwrap().count(), 0);
     let empty = w.scenarios.iter().find(|s| s["task"] == "Is there anything in the travel/iceland folder?").expect("no question about the empty folder");

@@ -548,6 +548,24 @@ fn relative<'a>(path: &'a str, roots: &[String]) -> Option<&'a str> {
     roots.iter().filter_map(|r| path.strip_prefix(r.as_str())).map(|rest| rest.trim_start_matches('/')).min_by_key(|rest| rest.len())
 }
 
+/// How a question names a folder below the top. Every other call names it by its path ("the
+/// projects/weather-station/src folder"); the rest as people do, by its own name, with its
+/// parent's where another folder seen has that name ("the budget-tracker folder", "the src
+/// folder of weather-station"), so that the model learns to find a folder it is not given.
+fn folder_named(rel: &str, walked: &Walked, id: usize) -> String {
+    let Some((parent, leaf)) = rel.rsplit_once('/').filter(|_| id % 2 == 1) else { return format!("the {rel} folder") };
+    let folders: HashSet<&str> = walked
+        .calls
+        .iter()
+        .flat_map(|c| c.args.values())
+        .filter_map(Value::as_str)
+        .filter_map(|v| relative(v, &walked.roots))
+        .filter(|r| std::path::Path::new(r).extension().is_none())
+        .collect();
+    let shared = folders.iter().any(|f| *f != rel && f.rsplit('/').next() == Some(leaf));
+    if shared { format!("the {leaf} folder of {}", parent.rsplit('/').next().unwrap_or(parent)) } else { format!("the {leaf} folder") }
+}
+
 fn subject(call: &Call, walked: &Walked) -> Subject {
     let mut places = Vec::new();
     let mut thing = None;
@@ -615,7 +633,7 @@ fn subject(call: &Call, walked: &Walked) -> Subject {
                     let by_word = origin.call.is_some() && !origin.phrase.starts_with('/');
                     thing = Some(if by_word { origin.phrase.clone() } else { format!("the file {rel}") });
                 }
-                Some(rel) => places.push(format!("in the {rel} folder")),
+                Some(rel) => places.push(format!("in {}", folder_named(rel, walked, call.id))),
                 None => {
                     let noun: Vec<String> = pw.into_iter().filter(|w| w != "path").collect();
                     let noun = if noun.is_empty() { "folder".to_string() } else { noun.join(" ") };
