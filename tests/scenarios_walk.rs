@@ -256,6 +256,17 @@ async fn walk_on_the_filesystem_server() {
         (want.sort_unstable(), got.sort_unstable());
         assert_eq!(got, want, "{s}");
     }
+    // Empty folders anywhere below a folder, checked against the tree on disk.
+    let mut empties = 0;
+    for s in w.scenarios.iter().filter(|s| s["template"] == "count_where" && s["op"]["filter"][0] == "children.count") {
+        let folder = Path::new(s["reference"].as_array().unwrap().last().unwrap()["arguments"]["path"].as_str().unwrap()).to_path_buf();
+        let mut inside = Vec::new();
+        below(&folder, &mut inside);
+        let empty = inside.iter().filter(|p| p.is_dir() && std::fs::read_dir(p).unwrap().next().is_none()).count();
+        assert_eq!(s["expected"].as_f64(), Some(empty as f64), "{s}");
+        empties += 1;
+    }
+    assert!(empties >= 2, "{empties} counts of empty folders");
     // Folders named as people name them on every other call: by their own name, with the
     // parent's where another folder has it ("the src folder of weather-station").
     let by_name = w.scenarios.iter().find(|s| s["task"].as_str().unwrap().contains("the src folder of weather-station")).expect("no folder named by its name");

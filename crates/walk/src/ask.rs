@@ -86,6 +86,10 @@ impl Measure {
     }
 }
 
+/// A tree's folder with nothing in it: its `children` list is empty (the tree's flattening
+/// counts a list of no objects as `children.count`).
+const EMPTY_FOLDER: &str = "children.count";
+
 /// Items of one list asked about by name (a seeded sample), so that one long list does not
 /// crowd out every other question.
 const LOOKUPS_PER_LIST: usize = 12;
@@ -293,12 +297,14 @@ impl Op {
         match self {
             Op::Count { listing, filter } => {
                 let rs = records(listing)?;
-                let label = label_field(rs)?;
+                // A tree's items by their path: two folders may both be called `data`.
+                let label = if rs[0].contains_key("path") { "path".into() } else { label_field(rs)? };
                 let hits: Vec<String> = matching(rs, filter.as_ref()).filter_map(|r| named(r, &label)).collect();
                 let n = hits.len();
                 let things = match filter {
                     Some((f, Value::String(v))) if f == "kind" => plural(&tag_noun(v)),
                     Some((f, Value::String(v))) if f == EXTENSION => files_of(v).1,
+                    Some((f, _)) if f == EMPTY_FOLDER => "empty folders".into(),
                     Some((f, v)) => format!("items with {} {}", human(f), ta_synth::names::shown(v)),
                     None => "items".into(),
                 };
@@ -342,7 +348,8 @@ impl Op {
             Op::Select { listing, filter, label } => {
                 let (f, v) = filter;
                 let hits: Vec<String> = matching(records(listing)?, Some(filter)).filter_map(|r| named(r, label)).collect();
-                Some(format!("The items with {} {}: {}.", human(f), ta_synth::names::shown(v), enumerate(hits)))
+                let which = if f == EMPTY_FOLDER { "empty folders".to_string() } else { format!("items with {} {}", human(f), ta_synth::names::shown(v)) };
+                Some(format!("The {which}: {}.", enumerate(hits)))
             }
             Op::Past { listing, field, bound, above, label } => {
                 let rs = records(listing)?;
@@ -953,6 +960,21 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
                     ],
                 };
                 push(Op::Count { listing: l.key.clone(), filter: None }, frames);
+            }
+            // Folders with nothing in them anywhere below: "How many empty folders are there
+            // anywhere in the projects folder?" (a tree's folder with no children).
+            let empty = (EMPTY_FOLDER.to_string(), Value::from(0));
+            if whole && tree && rs.iter().any(|r| entry_kind(r) == Some(Kind::Dir) && r.get(EMPTY_FOLDER) == Some(&empty.1)) {
+                push(
+                    Op::Count { listing: l.key.clone(), filter: Some(empty.clone()) },
+                    vec![sentence(&["How many empty folders are there", wp, "?"]), sentence(&["Count the folders", wp, "with nothing in them."])],
+                );
+                if let Some(label) = &label {
+                    push(
+                        Op::Select { listing: l.key.clone(), filter: empty, label: label.clone() },
+                        vec![sentence(&["Which folders", wp, "are empty?"]), sentence(&["List the empty folders", wp, "."])],
+                    );
+                }
             }
             // Fields with a few values shared by several items: tags, people, states.
             let keys: Vec<String> = rs[0].keys().filter(|k| stable(k) && askable(k) && Some(*k) != label.as_ref()).cloned().collect();
