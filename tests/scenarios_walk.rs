@@ -256,6 +256,12 @@ async fn walk_on_the_filesystem_server() {
         (want.sort_unstable(), got.sort_unstable());
         assert_eq!(got, want, "{s}");
     }
+    // A tree that starts with a folder still has its files' extensions: "How many Python files
+    // are there anywhere in the projects folder?", checked against the tree on disk.
+    let python = w.scenarios.iter().find(|s| s["task"] == "How many Python files are there anywhere in the projects folder?").expect("no extension count over a tree");
+    let mut projects = Vec::new();
+    below(&root.join("projects"), &mut projects);
+    assert_eq!(python["expected"].as_f64(), Some(projects.iter().filter(|p| p.extension().is_some_and(|e| e == "py")).count() as f64), "{python}");
     // Empty folders anywhere below a folder, checked against the tree on disk.
     let mut empties = 0;
     for s in w.scenarios.iter().filter(|s| s["template"] == "count_where" && s["op"]["filter"][0] == "children.count") {

@@ -977,7 +977,14 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
                 }
             }
             // Fields with a few values shared by several items: tags, people, states.
-            let keys: Vec<String> = rs[0].keys().filter(|k| stable(k) && askable(k) && Some(*k) != label.as_ref()).cloned().collect();
+            // Every item's fields, not the first's alone: a tree that starts with a folder has
+            // files with extensions further down.
+            let mut keys: Vec<String> = Vec::new();
+            for k in rs.iter().flat_map(|r| r.keys()).filter(|k| stable(k) && askable(k) && Some(*k) != label.as_ref()) {
+                if !keys.contains(k) {
+                    keys.push(k.clone());
+                }
+            }
             // A text's bullet points are read back (listed, selected) only when they are short
             // (ingredients, titles, chores), not when they are sentences, which no one asks for.
             let text_list = is_text_list(&l.key);
