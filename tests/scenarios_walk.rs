@@ -191,6 +191,19 @@ async fn walk_on_the_filesystem_server() {
         let at = mtimes.iter().position(|m| m == best).unwrap();
         assert_eq!(s["expected"], labels[at], "{s}");
     }
+    // Which file of a folder is the longest, from each file read whole, against `lines()` of
+    // the files on disk.
+    let longest: Vec<&Value> = w.scenarios.iter().filter(|s| s["template"] == "across" && s["op"]["measure"] == "lines").collect();
+    assert!(longest.len() >= 4, "{} questions about the longest file", longest.len());
+    for s in longest {
+        let labels = s["op"]["labels"].as_array().unwrap();
+        let steps = s["reference"].as_array().unwrap();
+        let lines: Vec<usize> =
+            steps[steps.len() - labels.len()..].iter().map(|r| std::fs::read_to_string(r["arguments"]["path"].as_str().unwrap()).unwrap().lines().count()).collect();
+        let best = if s["op"]["max"] == true { lines.iter().max() } else { lines.iter().min() }.unwrap();
+        assert_eq!(lines.iter().filter(|n| *n == best).count(), 1, "a tie: {s}");
+        assert_eq!(s["expected"], labels[lines.iter().position(|n| n == best).unwrap()], "{s}");
+    }
     // Another cell of the row with the extreme: the family of the plant that takes longest.
     let plants = std::fs::read_to_string(root.join("projects/garden-planner/data/plants.csv")).unwrap();
     let rows: Vec<Vec<&str>> = plants.lines().skip(1).map(|l| l.split(',').collect()).collect();

@@ -124,6 +124,15 @@ pub(crate) fn tasks(walked: &Walked, seed: u64, asked: &mut HashSet<String>, out
                 }
             }
             None => {
+                // Files read whole: which is the longest ("Which file in the notes/2024 folder has
+                // the most lines?"), counted as `wc -l` counts.
+                if results.iter().all(|p| Measure::Lines.of(p).is_some()) {
+                    for max in [true, false] {
+                        let (most, long) = if max { ("the most", "longest") } else { ("the fewest", "shortest") };
+                        let frames = vec![sentence(&["Which file", place, "has", most, "lines?"]), sentence(&["Which file", place, "is the", long, "?"])];
+                        ops.push((Op::Across { measure: Measure::Lines, max, labels: g.labels.clone() }, frames));
+                    }
+                }
                 let keys: Vec<&String> = results[0].fields.keys().filter(|k| !unstable.contains(*k) && askable(k)).collect();
                 for k in keys {
                     let values: Vec<&Value> = results.iter().filter_map(|p| p.fields.get(k)).collect();

@@ -75,13 +75,16 @@ pub enum Measure {
     Field(String),
     /// The items of each result's list.
     Items,
+    /// The lines of each result, a file's text: "Which note is the longest?"
+    Lines,
 }
 
 impl Measure {
-    fn of(&self, p: &Parsed) -> Option<f64> {
+    pub(crate) fn of(&self, p: &Parsed) -> Option<f64> {
         match self {
             Measure::Field(k) => p.fields.get(k).and_then(order_key),
             Measure::Items => p.records("").map(|r| r.len() as f64),
+            Measure::Lines => (p.line_count > 0 && !p.lines.is_empty() && p.listings.iter().all(|l| is_text_list(&l.key))).then_some(p.line_count as f64),
         }
     }
 }
@@ -267,12 +270,14 @@ impl Op {
                 let dates = matches!(measure, Measure::Field(k) if results.iter().all(|p| p.fields.get(k).is_some_and(is_date)));
                 let shown = |p: &Parsed| match measure {
                     Measure::Field(k) => p.fields.get(k).map(|v| if dates { v.as_str().and_then(iso_day).unwrap_or_default() } else { ta_synth::names::shown(v) }),
-                    Measure::Items => measure.of(p).map(|n| n.to_string()),
+                    Measure::Items | Measure::Lines => measure.of(p).map(|n| n.to_string()),
                 };
                 let each: Vec<String> = labels.iter().zip(results).map(|(l, p)| format!("{l} {}", shown(p).unwrap_or_default())).collect();
                 let (what, word) = match (measure, dates, max) {
                     (Measure::Items, _, true) => ("Counting what each result lists".to_string(), "most"),
                     (Measure::Items, _, false) => ("Counting what each result lists".to_string(), "fewest"),
+                    (Measure::Lines, _, true) => ("Counting the lines of each file".to_string(), "most"),
+                    (Measure::Lines, _, false) => ("Counting the lines of each file".to_string(), "fewest"),
                     (Measure::Field(k), true, _) => (format!("Comparing when each was {}", human(k)), if *max { "most recent" } else { "earliest" }),
                     (Measure::Field(k), false, _) => (format!("Comparing the {} of each", human(k)), if *max { "largest" } else { "smallest" }),
                 };
@@ -1356,6 +1361,13 @@ mod tests {
         let files: Vec<&Parsed> = files.iter().collect();
         assert_eq!(last.answer_all(&files), Some(Expected::Text("README.md".into())));
         assert_eq!(last.explain_all(&files).unwrap(), "Comparing when each was modified: config.json 2024-02-18, README.md 2024-08-14. The most recent is README.md.");
+        // Texts by their lines, blank ones included; a table is no text to measure.
+        let texts: Vec<Parsed> = ["# Ideas\n\n- a\n- b\n", "one line\n"].iter().map(|t| parse(t)).collect();
+        let texts: Vec<&Parsed> = texts.iter().collect();
+        let longest = Op::Across { measure: Measure::Lines, max: true, labels: vec!["ideas.md".into(), "quick.txt".into()] };
+        assert_eq!(longest.answer_all(&texts), Some(Expected::Text("ideas.md".into())));
+        assert_eq!(longest.explain_all(&texts).unwrap(), "Counting the lines of each file: ideas.md 4, quick.txt 1. The most is ideas.md.");
+        assert_eq!(Measure::Lines.of(&parse("day,amount\n2024-01-01,3\n2024-01-02,4\n")), None);
     }
 
     #[test]
