@@ -182,6 +182,7 @@ async fn walk_on_the_filesystem_server() {
     // and checked against the files' own mtimes.
     let across: Vec<&Value> = w.scenarios.iter().filter(|s| s["template"] == "across" && s["op"]["measure"]["field"] == "modified").collect();
     assert!(across.len() >= 5, "{} questions across a folder's files", across.len());
+    assert!(across.iter().any(|s| s["expected"].as_str().is_some_and(|e| e.contains('/'))), "none across the files of a tree");
     for s in across {
         let labels = s["op"]["labels"].as_array().unwrap();
         let steps = s["reference"].as_array().unwrap();

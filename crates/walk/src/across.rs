@@ -69,6 +69,47 @@ fn folders(walked: &Walked) -> Vec<Group> {
     out
 }
 
+/// Every file anywhere below a folder (as a tree of that folder showed them, some in folders
+/// of their own) given one by one to the same tool: "Which file anywhere in the travel folder
+/// was modified most recently?" is answered `kyoto/itinerary.md`.
+fn trees(walked: &Walked) -> Vec<Group> {
+    let mut by: BTreeMap<(String, String), BTreeMap<&str, usize>> = BTreeMap::new();
+    for c in walked.calls.iter().filter(|c| usable(c)) {
+        let paths: Vec<(&String, &str)> = c.args.iter().filter_map(|(k, v)| v.as_str().filter(|s| s.starts_with('/')).map(|s| (k, s))).collect();
+        let [(name, path)] = paths.as_slice() else { continue };
+        let mut rest = c.args.clone();
+        rest.remove(*name);
+        by.entry((c.tool.clone(), Value::Object(rest).to_string())).or_default().entry(path).or_insert(c.id);
+    }
+    let mut out = Vec::new();
+    for tree in walked.calls.iter().filter(|c| usable(c)) {
+        let Some(records) = tree.parsed.records("") else { continue };
+        let folders: Vec<&str> = tree.args.values().filter_map(Value::as_str).filter(|s| s.starts_with('/')).collect();
+        let [folder] = folders.as_slice() else { continue };
+        // A tree's top-level items have no path of their own: their name is it.
+        let files: Vec<&str> =
+            records.iter().filter(|r| entry_kind(r) == Some(Kind::File)).filter_map(|r| r.get("path").or_else(|| r.get("name")).and_then(Value::as_str)).collect();
+        if files.len() < 2 || files.len() > MAX_SIBLINGS || !files.iter().any(|f| f.contains('/')) {
+            continue;
+        }
+        let place = match walked.roots.iter().find_map(|r| folder.strip_prefix(r.as_str())) {
+            Some("") => "anywhere in the top folder".to_string(),
+            Some(rel) => format!("anywhere in the {} folder", rel.trim_start_matches('/')),
+            None => continue,
+        };
+        for ((tool, _), at) in &by {
+            if *tool == tree.tool {
+                continue;
+            }
+            let calls: Option<Vec<usize>> = files.iter().map(|f| at.get(format!("{folder}/{f}").as_str()).copied()).collect();
+            if let Some(calls) = calls {
+                out.push(Group { calls, labels: files.iter().map(|f| f.to_string()).collect(), place: place.clone(), items: None });
+            }
+        }
+    }
+    out
+}
+
 /// The months of a history, each read by the same tool with the same other arguments
 /// (`explore::month_window` names them "in January 2024").
 fn windows(walked: &Walked) -> Vec<Group> {
@@ -109,7 +150,7 @@ fn windows(walked: &Walked) -> Vec<Group> {
 
 /// The questions the groups offer, appended to `out`.
 pub(crate) fn tasks(walked: &Walked, seed: u64, asked: &mut HashSet<String>, out: &mut Vec<Task>) {
-    for g in folders(walked).into_iter().chain(windows(walked)) {
+    for g in folders(walked).into_iter().chain(trees(walked)).chain(windows(walked)) {
         let results: Vec<&Parsed> = g.calls.iter().map(|id| &walked.calls[*id].parsed).collect();
         let tool = &walked.calls[g.calls[0]].tool;
         let unstable = walked.unstable.get(tool).cloned().unwrap_or_default();
