@@ -97,11 +97,9 @@ async fn replay_all(server: &str, scenarios: &[Value]) {
         let op: ta_walk::ask::Op = serde_json::from_value(s["op"].clone()).unwrap();
         let expected: ta_types::Expected = serde_json::from_value(s["expected"].clone()).unwrap();
         // The answer is in what the model is shown of the answering results (cut as rollouts
-        // cut them): the last step's, or one per label of a comparison across calls.
-        let answering = match &op {
-            ta_walk::ask::Op::Across { labels, .. } => labels.len(),
-            _ => 1,
-        };
+        // cut them): the last step's, one per label of a comparison across calls, and a
+        // picked file's own call after them (`Op::results`).
+        let answering = op.results();
         let shown: Vec<ta_walk::parse::Parsed> =
             texts[texts.len() - answering..].iter().map(|t| ta_walk::parse::seen(t, ta_rollout::AgentConfig::DEFAULT.tool_result_max_chars).0).collect();
         assert_eq!(op.answer_all(&shown.iter().collect::<Vec<_>>()), Some(expected), "{s}");
@@ -205,6 +203,17 @@ async fn walk_on_the_filesystem_server() {
         assert_eq!(lines.iter().filter(|n| *n == best).count(), 1, "a tie: {s}");
         assert_eq!(s["expected"], labels[lines.iter().position(|n| n == best).unwrap()], "{s}");
     }
+    // Two steps: the file a comparison picks, then its size, against the file on disk.
+    let chained: Vec<&Value> = w.scenarios.iter().filter(|s| s["template"] == "chained").collect();
+    assert!(chained.len() >= 20, "{} questions in two steps", chained.len());
+    let mut sizes = 0;
+    for s in chained.iter().filter(|s| s["task"].as_str().unwrap().ends_with("How big is that file in bytes?")) {
+        let winner = s["op"]["winner"].as_str().unwrap();
+        let own = s["reference"].as_array().unwrap().iter().filter_map(|r| r["arguments"]["path"].as_str()).find(|p| p.ends_with(&format!("/{winner}"))).unwrap();
+        assert_eq!(s["expected"].as_f64(), Some(std::fs::metadata(own).unwrap().len() as f64), "{s}");
+        sizes += 1;
+    }
+    assert!(sizes >= 2, "{sizes} sizes of a picked file");
     // Another cell of the row with the extreme: the family of the plant that takes longest.
     let plants = std::fs::read_to_string(root.join("projects/garden-planner/data/plants.csv")).unwrap();
     let rows: Vec<Vec<&str>> = plants.lines().skip(1).map(|l| l.split(',').collect()).collect();

@@ -12,7 +12,7 @@ use rand::seq::SliceRandom;
 use serde_json::Value;
 use ta_synth::names::{human, plural};
 
-use crate::ask::{Measure, Op, Task, askable, is_date, item_noun, order_key, place_of, sentence};
+use crate::ask::{Measure, Op, Task, askable, is_date, item_noun, order_key, place_of, sentence, thing_of};
 use crate::explore::{Call, Kind, Walked, entry_kind};
 use crate::parse::Parsed;
 
@@ -210,4 +210,49 @@ pub(crate) fn tasks(walked: &Walked, seed: u64, asked: &mut HashSet<String>, out
             out.push(Task { call: g.calls[g.calls.len() - 1], siblings: g.calls.clone(), op, expected, phrasings: frames, difficulty, explanation });
         }
     }
+}
+
+/// Second steps after a comparison, at most this many per comparison.
+const THEN_PER_PICK: usize = 2;
+
+/// Questions in two steps, appended to `out`: the file a comparison across a folder's files picks,
+/// then a question already asked about that file by name, now about "that file" ("Which file in
+/// the notes folder has the most lines? How many bullet points are there in that file?"). The
+/// reference makes the comparison's calls, then the winner's own call.
+pub(crate) fn chained(walked: &Walked, seed: u64, asked: &mut HashSet<String>, out: &mut Vec<Task>) {
+    let path_of = |id: usize| walked.calls[id].args.values().filter_map(Value::as_str).find(|v| v.starts_with('/')).map(String::from);
+    let mut added = Vec::new();
+    for (i, pick) in out.iter().enumerate() {
+        let Op::Across { labels, .. } = &pick.op else { continue };
+        let ta_types::Expected::Text(winner) = &pick.expected else { continue };
+        let Some(at) = labels.iter().position(|l| l == winner) else { continue };
+        // A file picked among files (not a month of a history, whose calls share their path).
+        let Some(path) = path_of(pick.siblings[at]).filter(|p| p.ends_with(&format!("/{winner}"))) else { continue };
+        let mut seconds: Vec<&Task> =
+            out.iter().filter(|t| t.siblings.is_empty() && path_of(t.call).as_deref() == Some(path.as_str()) && !matches!(t.op, Op::Exists { .. })).collect();
+        seconds.shuffle(&mut rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ (i as u64) << 20));
+        for second in seconds.into_iter().take(THEN_PER_PICK) {
+            let Some(thing) = thing_of(&walked.calls[second.call], walked) else { continue };
+            let Some(then) = second.phrasings.iter().find(|f| f.contains(thing.as_str())).map(|f| f.replace(thing.as_str(), "that file")) else { continue };
+            let name = winner.rsplit('/').next().unwrap_or(winner);
+            if then.contains(name) {
+                continue;
+            }
+            let text = format!("{} {then}", pick.phrasings[0]);
+            if !asked.insert(ta_synth::normalize(&text)) {
+                continue;
+            }
+            let mut siblings = pick.siblings.clone();
+            let own = !siblings.contains(&second.call);
+            if own {
+                siblings.push(second.call);
+            }
+            let op = Op::Then { pick: Box::new(pick.op.clone()), winner: winner.clone(), then: Box::new(second.op.clone()), own };
+            let results: Vec<&Parsed> = siblings.iter().map(|id| &walked.calls[*id].parsed).collect();
+            let Some(expected) = op.answer_all(&results) else { continue };
+            let explanation = op.explain_all(&results);
+            added.push(Task { call: second.call, siblings, op, expected, phrasings: vec![text], difficulty: 5, explanation });
+        }
+    }
+    out.extend(added);
 }

@@ -65,6 +65,11 @@ pub enum Op {
     /// month with the most commits (`git_log` a month at a time). The calls are the task's
     /// [`Task::siblings`], the last `labels.len()` steps of its reference, in `labels`' order.
     Across { measure: Measure, max: bool, labels: Vec<String> },
+    /// Two steps, the first's answer the second's subject: the file an [`Op::Across`] picks
+    /// (`winner`), then `then` about it ("Which file in the notes folder has the most lines?
+    /// How many bullet points are there in that file?"). Its results are the comparison's, then
+    /// the winner's own call when it is not one of them (`own`).
+    Then { pick: Box<Op>, winner: String, then: Box<Op>, own: bool },
 }
 
 /// What [`Op::Across`] compares between its calls.
@@ -244,7 +249,7 @@ impl Op {
                     }
                 }
             }
-            Op::Across { .. } => None,
+            Op::Across { .. } | Op::Then { .. } => None,
             Op::DiffLines { added } => p.diff_lines.map(|(a, r)| if *added { a } else { r }).filter(|n| *n > 0).map(|n| Expected::Number(n as f64)),
             Op::Empty { count } => (p.listings.is_empty() && p.fields.is_empty() && p.lines.is_empty())
                 .then(|| if *count { Expected::Number(0.0) } else { Expected::Rule(ExpectedRule::Exact("no".into())) }),
@@ -254,6 +259,10 @@ impl Op {
     /// The answer of the task's answering results: the last one, or each of [`Op::Across`]'s.
     pub fn answer_all(&self, results: &[&Parsed]) -> Option<Expected> {
         match self {
+            Op::Then { pick, winner, then, own } => {
+                let (compared, own) = then_results(pick, winner, *own, results)?;
+                then.answer(own)
+            }
             Op::Across { measure, max, labels } => {
                 let best = extreme_of(measure, *max, results, labels.len())?;
                 Some(Expected::Text(labels[best].clone()))
@@ -265,6 +274,14 @@ impl Op {
     /// [`Op::explain`] over the answering results.
     pub fn explain_all(&self, results: &[&Parsed]) -> Option<String> {
         match self {
+            Op::Then { pick, winner, then, own } => {
+                let (compared, own) = then_results(pick, winner, *own, results)?;
+                let first = pick.explain_all(compared)?;
+                Some(match then.explain(own) {
+                    Some(second) => format!("{first} In {winner}: {second}"),
+                    None => first,
+                })
+            }
             Op::Across { measure, max, labels } => {
                 let best = extreme_of(measure, *max, results, labels.len())?;
                 let dates = matches!(measure, Measure::Field(k) if results.iter().all(|p| p.fields.get(k).is_some_and(is_date)));
@@ -368,7 +385,7 @@ impl Op {
             }
             Op::Lines => Some(format!("Counting every line of the file, blank lines included: {}.", p.line_count)),
             Op::Empty { .. } => Some("The result lists nothing: there is nothing there.".into()),
-            Op::Across { .. } => None,
+            Op::Across { .. } | Op::Then { .. } => None,
             Op::DiffLines { added } => {
                 let (sign, n) = match (added, p.diff_lines?) {
                     (true, (a, _)) => ("+", a),
@@ -377,6 +394,16 @@ impl Op {
                 Some(format!("Counting the diff's lines that start with {sign} (not the {sign}{sign}{sign} file headers): {n}."))
             }
             Op::Field { .. } | Op::Lookup { .. } | Op::Exists { .. } | Op::List { .. } | Op::Heading => None,
+        }
+    }
+
+    /// How many results answer it: the last steps of its reference (one, or each call an
+    /// [`Op::Across`] compares, and an [`Op::Then`]'s winner's own call).
+    pub fn results(&self) -> usize {
+        match self {
+            Op::Across { labels, .. } => labels.len(),
+            Op::Then { pick, own, .. } => pick.results() + usize::from(*own),
+            _ => 1,
         }
     }
 
@@ -401,6 +428,7 @@ impl Op {
             Op::Past { label: None, .. } => "count_past",
             Op::Past { .. } => "select_past",
             Op::Across { .. } => "across",
+            Op::Then { .. } => "chained",
         }
     }
 
@@ -415,7 +443,7 @@ impl Op {
             Op::Field { .. } | Op::Lookup { .. } | Op::Heading => 0,
             Op::Count { filter: None, .. } | Op::Exists { .. } | Op::Lines | Op::List { .. } | Op::Empty { .. } => 1,
             Op::Count { .. } | Op::Extreme { .. } | Op::Peak { .. } | Op::Most { .. } | Op::Select { .. } | Op::DiffLines { .. } | Op::Past { .. } => 2,
-            Op::Total { .. } | Op::Across { .. } => 3,
+            Op::Total { .. } | Op::Across { .. } | Op::Then { .. } => 3,
         }
     }
 }
@@ -483,6 +511,23 @@ pub(crate) fn is_date(v: &Value) -> bool {
 
 /// The one result of `results` with the largest (or smallest) `measure`; `None` on a tie or a
 /// result without it.
+/// An [`Op::Then`]'s results split: those its comparison reads, and the winner's own (the extra
+/// last one, or the winner's among the compared); `None` when the comparison no longer picks
+/// `winner`.
+fn then_results<'a, 'b>(pick: &Op, winner: &str, own: bool, results: &'a [&'b Parsed]) -> Option<(&'a [&'b Parsed], &'b Parsed)> {
+    let Op::Across { labels, .. } = pick else { return None };
+    let n = labels.len();
+    if results.len() != n + usize::from(own) {
+        return None;
+    }
+    let compared = &results[..n];
+    let at = labels.iter().position(|l| l == winner)?;
+    if pick.answer_all(compared)? != Expected::Text(winner.to_string()) {
+        return None;
+    }
+    Some((compared, if own { results[n] } else { compared[at] }))
+}
+
 fn extreme_of(measure: &Measure, max: bool, results: &[&Parsed], n: usize) -> Option<usize> {
     if results.len() != n || n < 2 {
         return None;
@@ -674,6 +719,12 @@ fn subject(call: &Call, walked: &Walked) -> Subject {
 /// How questions name the place a call was about ("in the docs folder in January 2024").
 pub(crate) fn place_of(call: &Call, walked: &Walked) -> String {
     subject(call, walked).place
+}
+
+/// How questions name the one thing a call was about ("the file notes/ideas.md", "the pancakes
+/// file"), if it was about one.
+pub(crate) fn thing_of(call: &Call, walked: &Walked) -> Option<String> {
+    subject(call, walked).thing
 }
 
 pub(crate) fn item_noun(call: &Call, listing: &Listing) -> String {
@@ -1243,6 +1294,7 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
         }
     }
     crate::across::tasks(walked, seed, &mut asked, &mut out);
+    crate::across::chained(walked, seed, &mut asked, &mut out);
     out
 }
 
@@ -1368,6 +1420,18 @@ mod tests {
         assert_eq!(longest.answer_all(&texts), Some(Expected::Text("ideas.md".into())));
         assert_eq!(longest.explain_all(&texts).unwrap(), "Counting the lines of each file: ideas.md 4, quick.txt 1. The most is ideas.md.");
         assert_eq!(Measure::Lines.of(&parse("day,amount\n2024-01-01,3\n2024-01-02,4\n")), None);
+        // Two steps: the longest file, then its title; not answered once another file is the
+        // longest.
+        let then = Op::Then { pick: Box::new(longest.clone()), winner: "ideas.md".into(), then: Box::new(Op::Heading), own: false };
+        assert_eq!(then.answer_all(&texts), Some(Expected::Text("Ideas".into())));
+        assert_eq!(then.explain_all(&texts).unwrap(), "Counting the lines of each file: ideas.md 4, quick.txt 1. The most is ideas.md.");
+        let shorter = [parse("# Ideas\n"), parse("a\nb\nc\n")];
+        assert_eq!(then.answer_all(&shorter.iter().collect::<Vec<_>>()), None, "the winner changed");
+        // The winner's own call after the compared ones answers the second step.
+        let info = parse("size: 42\nmodified: 2024-01-01");
+        let size = Op::Then { pick: Box::new(longest), winner: "ideas.md".into(), then: Box::new(Op::Field { field: "size".into() }), own: true };
+        assert_eq!(size.answer_all(&[texts[0], texts[1], &info]), Some(Expected::Number(42.0)));
+        assert_eq!((size.results(), then.results()), (3, 2));
     }
 
     #[test]
