@@ -260,7 +260,7 @@ impl Op {
     pub fn answer_all(&self, results: &[&Parsed]) -> Option<Expected> {
         match self {
             Op::Then { pick, winner, then, own } => {
-                let (compared, own) = then_results(pick, winner, *own, results)?;
+                let (_, own) = then_results(pick, winner, *own, results)?;
                 then.answer(own)
             }
             Op::Across { measure, max, labels } => {
@@ -752,6 +752,14 @@ pub(crate) fn item_noun(call: &Call, listing: &Listing) -> String {
     if w.is_empty() { "item".into() } else { singular(&w.join(" ")) }
 }
 
+/// Extensions of program source, whose lines are code rather than settings.
+const CODE_EXTENSIONS: &[&str] = &["py", "js", "ts", "jsx", "tsx", "rs", "go", "java", "kt", "c", "h", "cpp", "cc", "cs", "rb", "php", "sh", "swift", "scala", "lua", "pl"];
+
+/// Whether a path names a program's source file (`src/report.py`, `main:src/pager.py`).
+fn is_code(path: &str) -> bool {
+    extension_of(path).is_some_and(|e| CODE_EXTENSIONS.contains(&e.as_str()))
+}
+
 /// Whether a tool's name says it returns what a file holds (`read_file`, `view_contents`).
 fn reads_contents(tool: &str) -> bool {
     words(tool).iter().any(|w| ["read", "open", "cat", "content", "contents", "view"].contains(&w.as_str()))
@@ -932,7 +940,10 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
         // Fields of a single result: "What is the size of the file notes/todo.md?"
         // A commit shown with the files it changed has fields too (its author, date, message).
         let only_changes = c.parsed.listings.iter().all(|l| l.key == CHANGED_FILES || is_text_list(&l.key));
-        if only_changes && let Some(thing) = &s.thing {
+        // A program's text is code, not `key: value` settings: `t = totals(path)` has no "t"
+        // to ask about.
+        let code = s.file && (reads_contents(&c.tool) || s.contents) && c.args.values().filter_map(Value::as_str).any(is_code);
+        if only_changes && !code && let Some(thing) = &s.thing {
             for (k, v) in &c.parsed.fields {
                 if unstable.contains(k) || !askable(k) || v.is_null() || v.is_boolean() || v.as_str().is_some_and(|x| x.len() > 80 || thing.contains(x)) {
                     continue;
