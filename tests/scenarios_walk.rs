@@ -176,6 +176,12 @@ async fn walk_on_the_filesystem_server() {
         assert!(!s["expected"].to_string().contains("Error"), "{s}");
     }
     assert!(lines_checked >= 10, "{lines_checked} line counts");
+    // A program's lines are code: no settings are read from them.
+    let read_code = |s: &&Value| {
+        let last = s["reference"].as_array().unwrap().last().unwrap();
+        last["tool"].as_str().unwrap().starts_with("read_") && last["arguments"]["path"].as_str().is_some_and(|p| p.ends_with(".py"))
+    };
+    assert!(!w.scenarios.iter().filter(read_code).any(|s| s["template"] == "field"), "a setting read from a script");
     // Which file of a folder was modified last, compared across each file's `get_file_info`
     // and checked against the files' own mtimes.
     let across: Vec<&Value> = w.scenarios.iter().filter(|s| s["template"] == "across" && s["op"]["measure"]["field"] == "modified").collect();
