@@ -43,6 +43,9 @@
 #   TA_FRONTIER    K > 0: before GRPO, sample K episodes of the SFT adapter on up to
 #                  TA_FRONTIER_TASKS (256) train tasks it had no trace of and train only on those
 #                  it solves sometimes but not always (`scenarios frontier`); 0: train on every task
+#   TA_GRPO_VALIDATION  validation tasks GRPO validates on before and after its steps (64, the
+#                  first of the split; 0: all): the claims are the check set's, and the whole
+#                  walked split (~400 tasks) took over 5 minutes with four pipelines on one card
 #   TA_SEED        seed of synth, SFT and GRPO (0)
 #   TA_GPU_UTIL    the engine's share of GPU memory in `eval` (0.9); `train`, whose engine shares
 #                  the GPU with the trainer, gets a third of it (0.3, train's own default). Lower
@@ -71,6 +74,7 @@ SFT_EPOCHS=${TA_SFT_EPOCHS:-3}
 STEPS=${TA_STEPS:-0}
 FRONTIER=${TA_FRONTIER:-0}
 FRONTIER_TASKS=${TA_FRONTIER_TASKS:-256}
+GRPO_VALIDATION=${TA_GRPO_VALIDATION:-64}
 SEED=${TA_SEED:-0}
 GPU_UTIL=${TA_GPU_UTIL:-0.9}
 TRAIN_GPU_UTIL=$(python3 -c "print(round($GPU_UTIL / 3, 3))")
@@ -212,7 +216,13 @@ run_db() {
       # Enough passes over the train split for every step.
       epochs=$(( (STEPS * GROUPS_PER_STEP + n_train - 1) / (n_train > 0 ? n_train : 1) ))
       stamp "train: $STEPS GRPO steps ${resume[*]}"
-      "$TA_BIN" train --server "$server" --scenarios "$scenarios" --base-model "$TA_MODEL" \
+      # The train tasks, and the first GRPO_VALIDATION of the validation split.
+      python3 -c 'import json,sys; n=int(sys.argv[2]); v=0
+for l in open(sys.argv[1]):
+    if not l.strip(): continue
+    val=json.loads(l).get("split") == "validation"; v+=val
+    if not val or n == 0 or v <= n: print(l, end="")' "$scenarios" "$GRPO_VALIDATION" > "$d/grpo-tasks.jsonl"
+      "$TA_BIN" train --server "$server" --scenarios "$d/grpo-tasks.jsonl" --base-model "$TA_MODEL" \
         --init-adapter "$sft_final" --out "$d/grpo" --max-steps "$STEPS" --epochs "$(( epochs > 0 ? epochs : 1 ))" \
         --scenarios-per-step "$GROUPS_PER_STEP" --rollouts "$ROLLOUTS" --lr "$GRPO_LR" --seed "$SEED" \
         --eval-every 0 --eval-rollouts 0 --gpu-memory-utilization "$TRAIN_GPU_UTIL" "${resume[@]}"
