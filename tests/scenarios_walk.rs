@@ -402,6 +402,32 @@ async fn walk_on_the_git_server() {
         .collect();
     let top = per_month.iter().map(|(_, n)| *n).max().unwrap();
     assert_eq!(busiest["expected"].as_str(), per_month.iter().find(|(_, n)| *n == top).map(|(l, _)| l.as_str()), "{per_month:?}");
+    // The whole history, read a month at a time and found empty around the months: checked
+    // against `git log` of the checked-out branch (every commit, and each author's).
+    let git_lines = |args: &[&str]| String::from_utf8(Command::new("git").arg("-C").arg(&repo).args(args).output().unwrap().stdout).unwrap();
+    let history: Vec<&Value> = w.scenarios.iter().filter(|s| s["template"] == "history").collect();
+    assert!(history.len() >= 6, "{} questions about the whole history", history.len());
+    for s in history {
+        let of = &s["op"]["of"];
+        let author = of["by"]["value"].as_str();
+        let commits: Vec<String> = git_lines(&["log", "--format=%an\t%s"]).lines().map(String::from).collect();
+        let mine: Vec<&str> = commits.iter().filter(|c| author.is_none_or(|a| c.starts_with(&format!("{a}\t")))).map(|c| c.split_once('\t').unwrap().1).collect();
+        if of == "count" || of["by"]["label"].is_null() && author.is_some() {
+            assert_eq!(s["expected"].as_f64(), Some(mine.len() as f64), "{s}");
+        } else if let Some(set) = s["expected"]["set"].as_array() {
+            let mut got: Vec<&str> = set.iter().map(|v| v.as_str().unwrap()).collect();
+            let mut want = mine.clone();
+            (got.sort_unstable(), want.sort_unstable());
+            assert_eq!(got, want, "{s}");
+        } else {
+            let mut per: HashMap<String, usize> = HashMap::new();
+            for c in &commits {
+                *per.entry(c.split_once('\t').unwrap().0.to_string()).or_default() += 1;
+            }
+            let best = if of["most"]["max"] == true { per.values().max() } else { per.values().min() }.unwrap();
+            assert_eq!(per.get(s["expected"].as_str().unwrap()), Some(best), "{s} {per:?}");
+        }
+    }
     // A Markdown file's sections, as main has it: the changelog's releases.
     let changelog = Command::new("git").arg("-C").arg(&repo).args(["show", "main:CHANGELOG.md"]).output().unwrap();
     let releases: Vec<Value> =

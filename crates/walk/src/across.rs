@@ -12,7 +12,8 @@ use rand::seq::SliceRandom;
 use serde_json::Value;
 use ta_synth::names::{human, plural};
 
-use crate::ask::{Measure, Op, Task, askable, is_date, item_noun, order_key, place_of, sentence, thing_of};
+use crate::ask::{Measure, Op, Task, Whole, askable, is_date, is_person, item_noun, order_key, place_of, sentence, thing_of};
+use crate::explore::label_field;
 use crate::explore::{Call, Kind, Walked, entry_kind};
 use crate::parse::Parsed;
 
@@ -28,6 +29,9 @@ struct Group {
     /// The items of each result a month holds ("commits"), for [`Measure::Items`]; `None` for
     /// files of a folder, compared by their fields.
     items: Option<String>,
+    /// The calls before the first month and after the last, when the months are every one
+    /// between them: the whole history.
+    bounds: Option<[usize; 2]>,
 }
 
 fn usable(c: &Call) -> bool {
@@ -64,7 +68,7 @@ fn folders(walked: &Walked) -> Vec<Group> {
             Some(rel) => format!("in the {} folder", rel.trim_start_matches('/')),
             None => continue,
         };
-        out.push(Group { calls: files.iter().map(|f| leaves[*f]).collect(), labels: files.iter().map(|f| f.to_string()).collect(), place, items: None });
+        out.push(Group { calls: files.iter().map(|f| leaves[*f]).collect(), labels: files.iter().map(|f| f.to_string()).collect(), place, items: None, bounds: None });
     }
     out
 }
@@ -103,7 +107,7 @@ fn trees(walked: &Walked) -> Vec<Group> {
             }
             let calls: Option<Vec<usize>> = files.iter().map(|f| at.get(format!("{folder}/{f}").as_str()).copied()).collect();
             if let Some(calls) = calls {
-                out.push(Group { calls, labels: files.iter().map(|f| f.to_string()).collect(), place: place.clone(), items: None });
+                out.push(Group { calls, labels: files.iter().map(|f| f.to_string()).collect(), place: place.clone(), items: None, bounds: None });
             }
         }
     }
@@ -118,7 +122,11 @@ fn windows(walked: &Walked) -> Vec<Group> {
         let window: Vec<(&String, &str)> = c
             .origins
             .iter()
-            .filter(|(name, o)| o.call.is_none() && o.phrase.starts_with("in ") && c.args.get(name.as_str()).and_then(Value::as_str) != Some(o.phrase.as_str()))
+            .filter(|(name, o)| {
+                o.call.is_none()
+                    && ["in ", "before ", "after "].iter().any(|p| o.phrase.starts_with(p))
+                    && c.args.get(name.as_str()).and_then(Value::as_str) != Some(o.phrase.as_str())
+            })
             .map(|(name, o)| (name, o.phrase.as_str()))
             .collect();
         let Some((_, phrase)) = window.first() else { continue };
@@ -132,8 +140,14 @@ fn windows(walked: &Walked) -> Vec<Group> {
         }
     }
     by.into_values()
-        .filter(|months| (2..=MAX_SIBLINGS).contains(&months.len()))
-        .filter_map(|months| {
+        .filter_map(|windows| {
+            let months: Vec<(String, usize)> = windows.iter().filter(|(p, _)| p.starts_with("in ")).cloned().collect();
+            if !(2..=MAX_SIBLINGS).contains(&months.len()) {
+                return None;
+            }
+            // Read whole: the windows before the first month and after the last were read too.
+            let bound = |word: &str, month: &str| windows.iter().find(|(p, _)| *p == month.replacen("in ", word, 1)).map(|(_, id)| *id);
+            let bounds = bound("before ", &months[0].0).zip(bound("after ", &months[months.len() - 1].0)).map(|(b, a)| [b, a]);
             let first = &walked.calls[months[0].1];
             let listing = first.parsed.listings.iter().find(|l| l.key.is_empty())?;
             let items = plural(&item_noun(first, listing));
@@ -143,6 +157,7 @@ fn windows(walked: &Walked) -> Vec<Group> {
                 labels: months.iter().map(|(p, _)| p.trim_start_matches("in ").to_string()).collect(),
                 place,
                 items: Some(items),
+                bounds,
             })
         })
         .collect()
@@ -158,6 +173,9 @@ pub(crate) fn tasks(walked: &Walked, seed: u64, asked: &mut HashSet<String>, out
         let mut ops: Vec<(Op, Vec<String>)> = Vec::new();
         match &g.items {
             Some(items) => {
+                if g.bounds.is_some() {
+                    history_ops(&results, &g, items, &mut ops);
+                }
                 for max in [true, false] {
                     let most = if max { "the most" } else { "the fewest" };
                     let frames = vec![sentence(&["Which month had", most, items, place, "?"]), sentence(&["In which month were", most, items, "made", place, "?"])];
@@ -198,6 +216,12 @@ pub(crate) fn tasks(walked: &Walked, seed: u64, asked: &mut HashSet<String>, out
         }
         let chain: HashSet<usize> = g.calls.iter().flat_map(|id| walked.chain(*id)).collect();
         for (op, frames) in ops {
+            // A whole history's answer needs the windows around the months too.
+            let calls: Vec<usize> = match (&op, g.bounds) {
+                (Op::History { .. }, Some(bounds)) => g.calls.iter().copied().chain(bounds).collect(),
+                _ => g.calls.clone(),
+            };
+            let results: Vec<&Parsed> = calls.iter().map(|id| &walked.calls[*id].parsed).collect();
             let Some(expected) = op.answer_all(&results) else { continue };
             let mut frames: Vec<String> = frames.into_iter().filter(|f| asked.insert(ta_synth::normalize(f))).collect();
             if frames.is_empty() {
@@ -207,7 +231,40 @@ pub(crate) fn tasks(walked: &Walked, seed: u64, asked: &mut HashSet<String>, out
             frames[1..].shuffle(&mut rng);
             let difficulty = (chain.len() + 3).clamp(1, 5) as u8;
             let explanation = op.explain_all(&results);
-            out.push(Task { call: g.calls[g.calls.len() - 1], siblings: g.calls.clone(), op, expected, phrasings: frames, difficulty, explanation });
+            out.push(Task { call: calls[calls.len() - 1], siblings: calls, op, expected, phrasings: frames, difficulty, explanation });
+        }
+    }
+}
+
+/// Questions about a whole history (`g`'s months, read whole): how many items in all, who has
+/// the most and the fewest, and each person's ("Which commits did Chidi Okafor make in the
+/// repository at /srv/app?").
+fn history_ops(months: &[&Parsed], g: &Group, items: &str, ops: &mut Vec<(Op, Vec<String>)>) {
+    let place = g.place.as_str();
+    let labels = g.labels.clone();
+    let whole = |of: Whole| Op::History { labels: labels.clone(), of };
+    ops.push((whole(Whole::Count), vec![sentence(&["How many", items, "are there", place, "in all?"]), sentence(&["How many", items, "have been made", place, "?"])]));
+    let records: Vec<crate::parse::Record> = months.iter().flat_map(|p| p.records("").unwrap_or_default()).cloned().collect();
+    let Some(first) = records.first() else { return };
+    let label = label_field(&records);
+    for field in first.keys().filter(|k| is_person(k)) {
+        for max in [true, false] {
+            let most = if max { "the most" } else { "the fewest" };
+            ops.push((whole(Whole::Most { field: field.clone(), max }), vec![sentence(&["Who has made", most, items, place, "?"])]));
+        }
+        let mut people: Vec<&str> = records.iter().filter_map(|r| r.get(field)).filter_map(Value::as_str).collect();
+        people.sort_unstable();
+        people.dedup();
+        for who in people {
+            let value = Value::String(who.to_string());
+            let by = |label: Option<String>| whole(Whole::By { field: field.clone(), value: value.clone(), label });
+            ops.push((by(None), vec![sentence(&["How many", items, "did", who, "make", place, "?"]), sentence(&["How many", items, place, "are by", who, "?"])]));
+            if let Some(label) = &label {
+                ops.push((
+                    by(Some(label.clone())),
+                    vec![sentence(&["Which", items, "did", who, "make", place, "?"]), sentence(&["List the", items, "by", who, place, "."])],
+                ));
+            }
         }
     }
 }

@@ -70,6 +70,22 @@ pub enum Op {
     /// How many bullet points are there in that file?"). Its results are the comparison's, then
     /// the winner's own call when it is not one of them (`own`).
     Then { pick: Box<Op>, winner: String, then: Box<Op>, own: bool },
+    /// A whole history read a month at a time (`labels`, "January 2024") and found empty before
+    /// the first month and after the last: what it holds in all ("How many commits are there
+    /// in the repository at /srv/app?"). Its results are the months', then the two bounds'.
+    History { labels: Vec<String>, of: Whole },
+}
+
+/// What an [`Op::History`] asks of the items of every month together.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Whole {
+    /// How many there are.
+    Count,
+    /// The person (a `field` value) with the most (or fewest) of them.
+    Most { field: String, max: bool },
+    /// A person's: their labels, or with no `label` how many.
+    By { field: String, value: Value, label: Option<String> },
 }
 
 /// What [`Op::Across`] compares between its calls.
@@ -169,11 +185,7 @@ fn shown_number(x: f64) -> String {
 
 /// How many items have each text value of `field`.
 fn tally(rs: &[Record], field: &str) -> BTreeMap<String, usize> {
-    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
-    for v in rs.iter().filter_map(|r| r.get(field)).filter_map(Value::as_str) {
-        *counts.entry(v.to_string()).or_default() += 1;
-    }
-    counts
+    tally_of(&rs.iter().collect::<Vec<_>>(), field)
 }
 
 impl Op {
@@ -249,7 +261,7 @@ impl Op {
                     }
                 }
             }
-            Op::Across { .. } | Op::Then { .. } => None,
+            Op::Across { .. } | Op::Then { .. } | Op::History { .. } => None,
             Op::DiffLines { added } => p.diff_lines.map(|(a, r)| if *added { a } else { r }).filter(|n| *n > 0).map(|n| Expected::Number(n as f64)),
             Op::Empty { count } => (p.listings.is_empty() && p.fields.is_empty() && p.lines.is_empty())
                 .then(|| if *count { Expected::Number(0.0) } else { Expected::Rule(ExpectedRule::Exact("no".into())) }),
@@ -263,6 +275,32 @@ impl Op {
                 let (_, own) = then_results(pick, winner, *own, results)?;
                 then.answer(own)
             }
+            Op::History { labels, of } => {
+                let items = history(labels.len(), results)?;
+                match of {
+                    Whole::Count => (!items.is_empty()).then(|| Expected::Number(items.len() as f64)),
+                    Whole::Most { field, max } => {
+                        let counts = tally_of(&items, field);
+                        let best = if *max { counts.values().max() } else { counts.values().min() }?;
+                        let at: Vec<&String> = counts.iter().filter(|(_, n)| *n == best).map(|(k, _)| k).collect();
+                        match at.as_slice() {
+                            [one] if counts.len() >= 2 => Some(Expected::Text((*one).clone())),
+                            _ => None,
+                        }
+                    }
+                    Whole::By { field, value, label } => {
+                        let hits: Vec<&Record> = items.into_iter().filter(|r| r.get(field) == Some(value)).collect();
+                        match label {
+                            None => (!hits.is_empty()).then(|| Expected::Number(hits.len() as f64)),
+                            Some(label) => {
+                                let labels: Vec<Value> = hits.iter().filter_map(|r| r.get(label).cloned()).collect();
+                                let distinct = labels.iter().collect::<HashSet<_>>().len() == labels.len();
+                                (!labels.is_empty() && labels.len() <= MAX_SELECT && distinct).then_some(Expected::Rule(ExpectedRule::Set(labels)))
+                            }
+                        }
+                    }
+                }
+            }
             Op::Across { measure, max, labels } => {
                 let best = extreme_of(measure, *max, results, labels.len())?;
                 Some(Expected::Text(labels[best].clone()))
@@ -274,6 +312,31 @@ impl Op {
     /// [`Op::explain`] over the answering results.
     pub fn explain_all(&self, results: &[&Parsed]) -> Option<String> {
         match self {
+            Op::History { labels, of } => {
+                let months: Vec<String> = labels.iter().zip(results).map(|(l, p)| format!("{l} {}", p.records("").map_or(0, <[Record]>::len))).collect();
+                let (first, last) = (labels.first()?, labels.last()?);
+                let read = format!("Reading the history a month at a time: {}; nothing before {first} or after {last}.", months.join(", "));
+                let items = history(labels.len(), results)?;
+                Some(match of {
+                    Whole::Count => format!("{read} That makes {} in all.", items.len()),
+                    Whole::Most { field, .. } => {
+                        let counts: Vec<String> = tally_of(&items, field).iter().map(|(k, n)| format!("{k} {n}")).collect();
+                        format!("{read} By {}: {}.", human(field), counts.join(", "))
+                    }
+                    Whole::By { field, value, label } => {
+                        let name = label.clone().or_else(|| label_field(&items.iter().map(|r| (*r).clone()).collect::<Vec<_>>()))?;
+                        let hits: Vec<String> = items
+                            .iter()
+                            .filter(|r| r.get(field) == Some(value))
+                            .filter_map(|r| r.get(&name))
+                            .map(ta_synth::names::shown)
+                            .enumerate()
+                            .map(|(i, h)| format!("{}. {h}", i + 1))
+                            .collect();
+                        format!("{read} Those by {}: {}. That makes {}.", ta_synth::names::shown(value), hits.join(", "), hits.len())
+                    }
+                })
+            }
             Op::Then { pick, winner, then, own } => {
                 let (compared, own) = then_results(pick, winner, *own, results)?;
                 let first = pick.explain_all(compared)?;
@@ -385,7 +448,7 @@ impl Op {
             }
             Op::Lines => Some(format!("Counting every line of the file, blank lines included: {}.", p.line_count)),
             Op::Empty { .. } => Some("The result lists nothing: there is nothing there.".into()),
-            Op::Across { .. } | Op::Then { .. } => None,
+            Op::Across { .. } | Op::Then { .. } | Op::History { .. } => None,
             Op::DiffLines { added } => {
                 let (sign, n) = match (added, p.diff_lines?) {
                     (true, (a, _)) => ("+", a),
@@ -403,6 +466,7 @@ impl Op {
         match self {
             Op::Across { labels, .. } => labels.len(),
             Op::Then { pick, own, .. } => pick.results() + usize::from(*own),
+            Op::History { labels, .. } => labels.len() + 2,
             _ => 1,
         }
     }
@@ -429,6 +493,7 @@ impl Op {
             Op::Past { .. } => "select_past",
             Op::Across { .. } => "across",
             Op::Then { .. } => "chained",
+            Op::History { .. } => "history",
         }
     }
 
@@ -443,7 +508,7 @@ impl Op {
             Op::Field { .. } | Op::Lookup { .. } | Op::Heading => 0,
             Op::Count { filter: None, .. } | Op::Exists { .. } | Op::Lines | Op::List { .. } | Op::Empty { .. } => 1,
             Op::Count { .. } | Op::Extreme { .. } | Op::Peak { .. } | Op::Most { .. } | Op::Select { .. } | Op::DiffLines { .. } | Op::Past { .. } => 2,
-            Op::Total { .. } | Op::Across { .. } | Op::Then { .. } => 3,
+            Op::Total { .. } | Op::Across { .. } | Op::Then { .. } | Op::History { .. } => 3,
         }
     }
 }
@@ -511,6 +576,34 @@ pub(crate) fn is_date(v: &Value) -> bool {
 
 /// The one result of `results` with the largest (or smallest) `measure`; `None` on a tie or a
 /// result without it.
+/// Every item of a history's `months` results, when the two results after them (before the first
+/// month, after the last) hold none: the months are then all there is.
+fn history<'a>(months: usize, results: &[&'a Parsed]) -> Option<Vec<&'a Record>> {
+    if results.len() != months + 2 || results[months..].iter().any(|p| p.listings.iter().any(|l| !l.records.is_empty()) || !p.fields.is_empty()) {
+        return None;
+    }
+    let mut items = Vec::new();
+    for p in &results[..months] {
+        match p.records("") {
+            Some(rs) => items.extend(rs),
+            // A month with nothing in it.
+            None if p.fields.is_empty() && p.listings.is_empty() => {}
+            // A lone item reads as the result's fields: not counted as one.
+            None => return None,
+        }
+    }
+    Some(items)
+}
+
+/// [`tally`] over items gathered from several results.
+fn tally_of(items: &[&Record], field: &str) -> BTreeMap<String, usize> {
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    for v in items.iter().filter_map(|r| r.get(field)).filter_map(Value::as_str) {
+        *counts.entry(v.to_string()).or_default() += 1;
+    }
+    counts
+}
+
 /// An [`Op::Then`]'s results split: those its comparison reads, and the winner's own (the extra
 /// last one, or the winner's among the compared); `None` when the comparison no longer picks
 /// `winner`.
@@ -753,7 +846,8 @@ pub(crate) fn item_noun(call: &Call, listing: &Listing) -> String {
 }
 
 /// Extensions of program source, whose lines are code rather than settings.
-const CODE_EXTENSIONS: &[&str] = &["py", "js", "ts", "jsx", "tsx", "rs", "go", "java", "kt", "c", "h", "cpp", "cc", "cs", "rb", "php", "sh", "swift", "scala", "lua", "pl"];
+const CODE_EXTENSIONS: &[&str] =
+    &["py", "js", "ts", "jsx", "tsx", "rs", "go", "java", "kt", "c", "h", "cpp", "cc", "cs", "rb", "php", "sh", "swift", "scala", "lua", "pl"];
 
 /// Whether a path names a program's source file (`src/report.py`, `main:src/pager.py`).
 fn is_code(path: &str) -> bool {
@@ -829,7 +923,7 @@ fn is_id_like(field: &str) -> bool {
         .any(|w| ["id", "year", "number", "no", "num", "index", "rank", "permissions", "mode", "lat", "latitude", "lon", "longitude"].contains(&w.as_str()))
 }
 
-fn is_person(field: &str) -> bool {
+pub(crate) fn is_person(field: &str) -> bool {
     words(field).iter().any(|w| PERSON_WORDS.contains(&w.as_str()))
 }
 
@@ -943,7 +1037,10 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
         // A program's text is code, not `key: value` settings: `t = totals(path)` has no "t"
         // to ask about.
         let code = s.file && (reads_contents(&c.tool) || s.contents) && c.args.values().filter_map(Value::as_str).any(is_code);
-        if only_changes && !code && let Some(thing) = &s.thing {
+        if only_changes
+            && !code
+            && let Some(thing) = &s.thing
+        {
             for (k, v) in &c.parsed.fields {
                 if unstable.contains(k) || !askable(k) || v.is_null() || v.is_boolean() || v.as_str().is_some_and(|x| x.len() > 80 || thing.contains(x)) {
                     continue;
@@ -1443,6 +1540,34 @@ mod tests {
         let size = Op::Then { pick: Box::new(longest), winner: "ideas.md".into(), then: Box::new(Op::Field { field: "size".into() }), own: true };
         assert_eq!(size.answer_all(&[texts[0], texts[1], &info]), Some(Expected::Number(42.0)));
         assert_eq!((size.results(), then.results()), (3, 2));
+    }
+
+    #[test]
+    fn a_whole_history_is_its_months_when_nothing_lies_around_them() {
+        let log = |commits: &[(&str, &str)]| {
+            parse(&commits.iter().enumerate().map(|(i, (a, m))| format!("Commit: {i:07x}\nAuthor: {a}\nMessage: {m}\n\n")).collect::<String>())
+        };
+        let (jan, feb, empty) = (log(&[("Ann", "Add a"), ("Bob", "Add b")]), log(&[("Ann", "Fix a"), ("Cy", "Fix c")]), parse("Commit history:\n"));
+        let labels = vec!["January 2024".to_string(), "February 2024".into()];
+        let whole = |of| Op::History { labels: labels.clone(), of };
+        let all = [&jan, &feb, &empty, &empty];
+        assert_eq!(whole(Whole::Count).answer_all(&all), Some(Expected::Number(4.0)));
+        assert_eq!(whole(Whole::Most { field: "Author".into(), max: true }).answer_all(&all), Some(Expected::Text("Ann".into())));
+        assert_eq!(whole(Whole::Most { field: "Author".into(), max: false }).answer_all(&all), None, "Bob and Cy tie");
+        // An empty month counts nothing; a month of one commit reads as fields, not an item.
+        assert_eq!(whole(Whole::Count).answer_all(&[&jan, &empty, &empty, &empty]), Some(Expected::Number(2.0)));
+        let lone = log(&[("Ann", "Fix a")]);
+        assert_eq!(whole(Whole::Count).answer_all(&[&jan, &lone, &empty, &empty]), None);
+        let anns = whole(Whole::By { field: "Author".into(), value: json!("Ann"), label: Some("Message".into()) });
+        assert_eq!(anns.answer_all(&all), Some(Expected::Rule(ExpectedRule::Set(vec![json!("Add a"), json!("Fix a")]))));
+        assert_eq!(
+            whole(Whole::Count).explain_all(&all).unwrap(),
+            "Reading the history a month at a time: January 2024 2, February 2024 2; nothing before January 2024 or after February 2024. That makes 4 in all."
+        );
+        // A commit after the last month: the months are not the whole history.
+        assert_eq!(whole(Whole::Count).answer_all(&[&jan, &feb, &empty, &feb]), None);
+        assert_eq!(whole(Whole::Count).answer_all(&[&jan, &feb, &empty]), None, "both bounds are read");
+        assert_eq!(whole(Whole::Count).results(), 4);
     }
 
     #[test]
