@@ -251,7 +251,8 @@ async fn walk_on_the_filesystem_server() {
             Some(set) => {
                 let mut got: Vec<&str> = set.iter().map(|v| v.as_str().unwrap()).collect();
                 let mut want: Vec<&str> = past.iter().map(String::as_str).collect();
-                (got.sort_unstable(), want.sort_unstable());
+                got.sort_unstable();
+                want.sort_unstable();
                 assert_eq!(got, want, "{s}");
             }
             None => assert_eq!(s["expected"].as_f64(), Some(past.len() as f64), "{s}"),
@@ -282,7 +283,8 @@ async fn walk_on_the_filesystem_server() {
             .map(|p| p.strip_prefix(&root).unwrap().to_string_lossy().into_owned())
             .collect();
         let mut got: Vec<String> = s["expected"]["set"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect();
-        (want.sort_unstable(), got.sort_unstable());
+        want.sort_unstable();
+        got.sort_unstable();
         assert_eq!(got, want, "{s}");
     }
     // A tree that starts with a folder still has its files' extensions: "How many Python files
@@ -417,7 +419,8 @@ async fn walk_on_the_git_server() {
         } else if let Some(set) = s["expected"]["set"].as_array() {
             let mut got: Vec<&str> = set.iter().map(|v| v.as_str().unwrap()).collect();
             let mut want = mine.clone();
-            (got.sort_unstable(), want.sort_unstable());
+            got.sort_unstable();
+            want.sort_unstable();
             assert_eq!(got, want, "{s}");
         } else {
             let mut per: HashMap<String, usize> = HashMap::new();
