@@ -137,9 +137,14 @@ def read_out_dir(out_dir):
     names = sorted(os.listdir(out_dir), key=lambda n: (n == DEMO, n not in KAGGLE, n))
     for name in names:
         check = os.path.join(out_dir, name, "check")
+        sft_check = os.path.join(out_dir, name, "check-sft")
         if os.path.isfile(os.path.join(check, "eval.json")):
             dbs[name], n = read_check(check, name)
             notes += n
+        elif os.path.isfile(os.path.join(sft_check, "eval.json")):
+            # GRPO did not finish: SFT's check, made before it, is still a result.
+            dbs[name], n = read_check(sft_check, name)
+            notes += n + [f"{name}: GRPO unfinished; base and SFT from check-sft/"]
         elif os.path.isdir(os.path.join(out_dir, name)) and (name in KAGGLE or name == DEMO):
             notes.append(f"{name}: no check/eval.json in {out_dir} (pipeline unfinished or failed)")
     return dbs, notes

@@ -39,7 +39,8 @@
 #   TA_TRACES      reference traces of the train split for SFT (1000; 300 until 2026-11-27, see
 #                  benches/RESULTS.md "A thousand reference traces")
 #   TA_SFT_EPOCHS  SFT epochs (3; lr 2e-4)
-#   TA_STEPS       GRPO steps of 8 groups x 8 rollouts, lr 2e-5 (0: no GRPO)
+#   TA_STEPS       GRPO steps of 8 groups x 8 rollouts, lr 2e-5 (0: no GRPO). With GRPO, the SFT
+#                  adapter is checked first (check-sft/: base and SFT), then all three (check/)
 #   TA_FRONTIER    K > 0: before GRPO, sample K episodes of the SFT adapter on up to
 #                  TA_FRONTIER_TASKS (256) train tasks it had no trace of and train only on those
 #                  it solves sometimes but not always (`scenarios frontier`); 0: train on every task
@@ -179,9 +180,33 @@ run_db() {
     [[ -f $sft_final/adapter_config.json ]] || { echo "sft ended without $sft_final" >&2; return 1; }
   fi
 
+  # The people's questions, greedy, in one engine: base and `$2` (and the `--baseline` in the
+  # rest), into `$1`.
+  check_eval() {
+    local out=$1 model=$2; shift 2
+    local limit=()
+    if [[ -n ${TA_CHECK_LIMIT:-} ]]; then limit=(--limit "$TA_CHECK_LIMIT"); fi
+    # A walked server's check set names no tools: both models are offered the read tools the
+    # training tasks use, as they would be served (the server's writers are never offered).
+    local tools=()
+    if is_walked "$name"; then
+      tools=(--tools "$(python3 -c 'import json,sys; print(",".join(sorted({t for l in open(sys.argv[1]) if l.strip() for t in json.loads(l).get("tools", [])})))' "$scenarios")")
+    fi
+    stamp "eval on $questions ${tools[*]} -> $out"
+    "$TA_BIN" eval --server "$server" --scenarios "$questions" --split all --model "$model" \
+      --base-model "$TA_MODEL" "$@" --compare-base --gpu-memory-utilization "$GPU_UTIL" \
+      "${tools[@]}" "${limit[@]}" --out "$out"
+  }
+
   # 3. GRPO from the SFT adapter on the same tasks.
   local trained=$sft_final baseline=()
   if (( STEPS > 0 )); then
+    # SFT's result first (check-sft/): a lease or a run that ends during GRPO keeps it.
+    if [[ -f $d/check-sft/eval.json || -f $d/check/eval.json ]]; then
+      stamp "SFT's check done earlier"
+    else
+      check_eval "$d/check-sft" "$sft_final"
+    fi
     # The learnable frontier: the train tasks the SFT adapter solves sometimes but not always,
     # measured with TA_FRONTIER sampled episodes each; GRPO trains on those (and validates on
     # the validation split as before).
@@ -237,18 +262,7 @@ for l in open(sys.argv[1]):
   if [[ -f $d/check/eval.json ]]; then
     stamp "eval done earlier"
   else
-    local limit=()
-    if [[ -n ${TA_CHECK_LIMIT:-} ]]; then limit=(--limit "$TA_CHECK_LIMIT"); fi
-    # A walked server's check set names no tools: both models are offered the read tools the
-    # training tasks use, as they would be served (the server's writers are never offered).
-    local tools=()
-    if is_walked "$name"; then
-      tools=(--tools "$(python3 -c 'import json,sys; print(",".join(sorted({t for l in open(sys.argv[1]) if l.strip() for t in json.loads(l).get("tools", [])})))' "$scenarios")")
-    fi
-    stamp "eval on $questions ${tools[*]}"
-    "$TA_BIN" eval --server "$server" --scenarios "$questions" --split all --model "$trained" \
-      --base-model "$TA_MODEL" "${baseline[@]}" --compare-base --gpu-memory-utilization "$GPU_UTIL" \
-      "${tools[@]}" "${limit[@]}" --out "$d/check"
+    check_eval "$d/check" "$trained" "${baseline[@]}"
   fi
   stamp "done"
 }

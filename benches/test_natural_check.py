@@ -57,9 +57,9 @@ class Statistics(unittest.TestCase):
         self.assertFalse(nc.is_success({"reward_parts": {}, "outcome": "error"}))
 
 
-def write_check(out, db, results, grpo=True):
+def write_check(out, db, results, grpo=True, name="check"):
     """An eval directory as `train-agent eval` writes it: results = {label: [success, ...]}."""
-    check = os.path.join(out, db, "check")
+    check = os.path.join(out, db, name)
     os.makedirs(os.path.join(check, "trajectories"))
     labels = ["base", "baseline", "trained"] if grpo else ["base", "trained"]
     models = [{"label": label, "source": f"/x/{label}"} for label in labels]
@@ -84,8 +84,12 @@ class Layout(unittest.TestCase):
             write_check(r1, "GeoNuclearData", {"base": [0, 0, 0, 0], "trained": [1, 0, 0, 0]}, grpo=False)
             write_check(r2, "demo", {"base": [0] * 10, "baseline": [1] * 10, "trained": [1] * 10})
             os.makedirs(os.path.join(r1, "StudentMathScore"))  # failed: no check/
+            # GRPO cut short: SFT's check, made before it, stands.
+            write_check(r1, "fs", {"base": [0, 0], "trained": [1, 0]}, grpo=False, name="check-sft")
             dbs, notes = nc.read_out_dir(r1)
-            self.assertEqual(list(dbs), ["GeoNuclearData", "demo"])
+            self.assertEqual(list(dbs), ["GeoNuclearData", "fs", "demo"])
+            self.assertEqual(set(dbs["fs"]), {"base", "SFT"})
+            self.assertTrue(any("fs: GRPO unfinished" in n for n in notes), notes)
             self.assertEqual(set(dbs["demo"]), {"base", "SFT", "SFT+GRPO"})
             self.assertEqual(set(dbs["GeoNuclearData"]), {"base", "SFT"})
             self.assertTrue(any("StudentMathScore" in n for n in notes), notes)
@@ -96,10 +100,10 @@ class Layout(unittest.TestCase):
             self.assertAlmostEqual(demo["SFT+GRPO"]["acc"], 0.6)
             self.assertEqual((demo["SFT+GRPO vs SFT"]["better"], demo["SFT+GRPO vs SFT"]["worse"]), (2, 0))
             pooled = rows["**all**"]
-            self.assertEqual(pooled["n"], 14)
-            self.assertAlmostEqual(pooled["SFT"]["acc"], 5 / 14)
+            self.assertEqual(pooled["n"], 16)
+            self.assertAlmostEqual(pooled["SFT"]["acc"], 6 / 16)
             self.assertNotIn("SFT+GRPO", pooled, "GRPO did not run on every database")
-            self.assertAlmostEqual(pooled["SFT vs base"]["p"], nc.mcnemar_exact(5, 0))
+            self.assertAlmostEqual(pooled["SFT vs base"]["p"], nc.mcnemar_exact(6, 0))
 
             cmp = nc.compare_recipes(dbs, nc.read_out_dir(r2)[0])
             self.assertEqual(cmp["databases"], ["demo"])
