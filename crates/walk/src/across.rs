@@ -280,13 +280,22 @@ pub(crate) fn chained(walked: &Walked, seed: u64, asked: &mut HashSet<String>, o
     let path_of = |id: usize| walked.calls[id].args.values().filter_map(Value::as_str).find(|v| v.starts_with('/')).map(String::from);
     let mut added = Vec::new();
     for (i, pick) in out.iter().enumerate() {
-        let Op::Across { labels, .. } = &pick.op else { continue };
+        let Op::Across { labels, measure, .. } = &pick.op else { continue };
         let ta_types::Expected::Text(winner) = &pick.expected else { continue };
         let Some(at) = labels.iter().position(|l| l == winner) else { continue };
         // A file picked among files (not a month of a history, whose calls share their path).
         let Some(path) = path_of(pick.siblings[at]).filter(|p| p.ends_with(&format!("/{winner}"))) else { continue };
-        let mut seconds: Vec<&Task> =
-            out.iter().filter(|t| t.siblings.is_empty() && path_of(t.call).as_deref() == Some(path.as_str()) && !matches!(t.op, Op::Exists { .. })).collect();
+        let mut seconds: Vec<&Task> = out
+            .iter()
+            .filter(|t| t.siblings.is_empty() && path_of(t.call).as_deref() == Some(path.as_str()))
+            // Not whether it exists, nor the value it was picked by ("… modified first? When was
+            // that file modified?").
+            .filter(|t| match (&t.op, measure) {
+                (Op::Exists { .. }, _) | (Op::Lines, Measure::Lines) => false,
+                (Op::Field { field }, Measure::Field(k)) => field != k,
+                _ => true,
+            })
+            .collect();
         seconds.shuffle(&mut rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ (i as u64) << 20));
         for second in seconds.into_iter().take(THEN_PER_PICK) {
             let Some(thing) = thing_of(&walked.calls[second.call], walked) else { continue };
