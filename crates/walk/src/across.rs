@@ -1,9 +1,12 @@
-//! Questions over several calls at once: which file of a folder was modified last, given each
-//! file's `get_file_info`; in which month a history has the most commits, given `git_log` a
-//! month at a time. People ask these of a folder or a history, never of one result; the walk
-//! has already made the calls, one per file or per month, and here they are compared
-//! ([`Op::Across`]). The task's reference makes every one of them, so `collect --reference`
-//! shows the model each result before the comparison is worked out.
+//! Questions over several calls at once: which file of a folder (or anywhere below it) was
+//! modified last, given each file's `get_file_info`, or has the most lines, each read whole; in
+//! which month a history has the most commits, given `git_log` a month at a time, and, when the
+//! windows around the months come back empty, what the whole history holds ([`Op::History`]).
+//! People ask these of a folder or a history, never of one result; the walk has already made the
+//! calls, one per file or per month, and here they are compared ([`Op::Across`]). Then questions
+//! in two steps: the file a comparison picks, asked about as "that file" ([`Op::Then`]). The
+//! task's reference makes every one of the calls, so `collect --reference` shows the model each
+//! result before the comparison is worked out.
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -13,8 +16,7 @@ use serde_json::Value;
 use ta_synth::names::{human, plural};
 
 use crate::ask::{Measure, Op, Task, Whole, askable, is_date, is_person, item_noun, order_key, place_of, sentence, thing_of};
-use crate::explore::label_field;
-use crate::explore::{Call, Kind, Walked, entry_kind};
+use crate::explore::{Call, Kind, MONTH_NAMES, Walked, entry_kind, label_field};
 use crate::parse::Parsed;
 
 /// Calls compared in one question at most: each is a step of the episode.
@@ -145,9 +147,10 @@ fn windows(walked: &Walked) -> Vec<Group> {
             if !(2..=MAX_SIBLINGS).contains(&months.len()) {
                 return None;
             }
-            // Read whole: the windows before the first month and after the last were read too.
+            // Read whole: every month between the first and the last, and the windows before the
+            // first and after the last.
             let bound = |word: &str, month: &str| windows.iter().find(|(p, _)| *p == month.replacen("in ", word, 1)).map(|(_, id)| *id);
-            let bounds = bound("before ", &months[0].0).zip(bound("after ", &months[months.len() - 1].0)).map(|(b, a)| [b, a]);
+            let bounds = bound("before ", &months[0].0).zip(bound("after ", &months[months.len() - 1].0)).map(|(b, a)| [b, a]).filter(|_| consecutive(&months));
             let first = &walked.calls[months[0].1];
             let listing = first.parsed.listings.iter().find(|l| l.key.is_empty())?;
             let items = plural(&item_noun(first, listing));
@@ -161,6 +164,18 @@ fn windows(walked: &Walked) -> Vec<Group> {
             })
         })
         .collect()
+}
+
+/// Whether windows named "in January 2024", "in February 2024", … follow one another with no
+/// month missing (a window whose call failed leaves a gap no total may skip).
+fn consecutive(months: &[(String, usize)]) -> bool {
+    let index = |phrase: &str| {
+        let (name, year) = phrase.trim_start_matches("in ").split_once(' ')?;
+        let m = MONTH_NAMES.iter().position(|n| *n == name)?;
+        Some(year.parse::<usize>().ok()? * 12 + m)
+    };
+    let at: Option<Vec<usize>> = months.iter().map(|(p, _)| index(p)).collect();
+    at.is_some_and(|at| at.windows(2).all(|w| w[1] == w[0] + 1))
 }
 
 /// The questions the groups offer, appended to `out`.
@@ -321,4 +336,17 @@ pub(crate) fn chained(walked: &Walked, seed: u64, asked: &mut HashSet<String>, o
         }
     }
     out.extend(added);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_history_is_whole_only_without_a_missing_month() {
+        let months = |names: &[&str]| names.iter().enumerate().map(|(i, n)| (format!("in {n}"), i)).collect::<Vec<_>>();
+        assert!(consecutive(&months(&["November 2023", "December 2023", "January 2024"])));
+        assert!(!consecutive(&months(&["January 2024", "March 2024"])), "February's call failed");
+        assert!(!consecutive(&months(&["January 2024", "Smarch 2024"])));
+    }
 }

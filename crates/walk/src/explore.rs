@@ -440,10 +440,12 @@ fn before_second(first: &str) -> String {
     month_window(py, pm).1
 }
 
+/// The months as questions name them.
+pub const MONTH_NAMES: [&str; 12] = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"];
+
 /// A month's first and last second, as ISO 8601 (a date alone would be read by `git --until` as
 /// that day at the current time of day), and how a question says it: "in January 2024".
 fn month_window(year: u32, month: u32) -> (String, String, String) {
-    const NAMES: [&str; 12] = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"];
     let leap = year.is_multiple_of(4) && (!year.is_multiple_of(100) || year.is_multiple_of(400));
     let last = match month {
         2 if leap => 29,
@@ -451,7 +453,7 @@ fn month_window(year: u32, month: u32) -> (String, String, String) {
         4 | 6 | 9 | 11 => 30,
         _ => 31,
     };
-    (format!("{year:04}-{month:02}-01T00:00:00"), format!("{year:04}-{month:02}-{last:02}T23:59:59"), format!("in {} {year}", NAMES[month as usize - 1]))
+    (format!("{year:04}-{month:02}-01T00:00:00"), format!("{year:04}-{month:02}-{last:02}T23:59:59"), format!("in {} {year}", MONTH_NAMES[month as usize - 1]))
 }
 
 /// A call about to be made: tool, arguments, their origins, and the default of a limit argument
