@@ -22,3 +22,23 @@ fn python_package_tests_pass() {
     assert!(out.status.success(), "pytest failed:\n{text}");
     assert!(text.contains(" passed"), "pytest ran no test:\n{text}");
 }
+
+/// The benches' helpers have tests beside them (`benches/test_*.py`: the table
+/// `natural_check.py` prints); run them here too, so a table a claim rests on is tested by CI.
+#[test]
+fn bench_helper_tests_pass() {
+    let env = ta_python::PythonEnv::ensure().expect("the pinned Python environment");
+    let benches = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("benches");
+    let out = Command::new(&env.python)
+        .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
+        .args(
+            std::fs::read_dir(&benches).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).filter(|n| n.starts_with("test_") && n.ends_with(".py")),
+        )
+        .current_dir(&benches)
+        .output()
+        .expect("pytest runs");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    println!("{text}");
+    assert!(out.status.success(), "pytest failed:\n{text}");
+    assert!(text.contains(" passed"), "pytest ran no test:\n{text}");
+}
