@@ -776,7 +776,9 @@ fn subject(call: &Call, walked: &Walked) -> Subject {
         if v.starts_with('/') {
             let is_file = std::path::Path::new(v).extension().is_some() || pw.iter().any(|w| w == "file");
             match relative(v, &walked.roots) {
-                Some("") => places.push("in the top folder".to_string()),
+                // The folder the server serves, as people name it on every other call: the
+                // workspace ("How many Markdown files are there anywhere in the workspace?").
+                Some("") => places.push(if call.id % 2 == 1 { "in the workspace" } else { "in the top folder" }.to_string()),
                 Some(rel) if is_file => {
                     file = one;
                     // A file a search found by a word is named by that word ("the chili file").
