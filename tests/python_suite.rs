@@ -2,43 +2,38 @@
 //! environment, so `cargo test --workspace` is the one command that tests everything.
 //! The environment is created on first use, as it is for users.
 
+use std::path::Path;
 use std::process::Command;
 
-#[test]
-fn python_package_tests_pass() {
-    let env = ta_python::PythonEnv::ensure().expect("the pinned Python environment");
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("python");
-    let out = Command::new(&env.python)
-        .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"])
-        .current_dir(&root)
-        .env("PYTHONUNBUFFERED", "1")
-        // The SFT test drives the binary (collect, curate, sft) as users do.
-        .env("TRAIN_AGENT_BIN", env!("CARGO_BIN_EXE_train-agent"))
-        .output()
-        .expect("pytest runs");
+/// pytest on `args` from `dir` in the pinned environment; fails unless some test ran and all
+/// passed, printing pytest's summary either way so CI logs show what ran.
+fn pytest(dir: &Path, args: &[String], env: &[(&str, &str)]) {
+    let python = ta_python::PythonEnv::ensure().expect("the pinned Python environment").python;
+    let out =
+        Command::new(&python).args(["-m", "pytest", "-q", "-p", "no:cacheprovider"]).args(args).current_dir(dir).envs(env.iter().copied()).output().expect("pytest runs");
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    // Print pytest's summary either way so CI logs show what ran.
     println!("{text}");
     assert!(out.status.success(), "pytest failed:\n{text}");
     assert!(text.contains(" passed"), "pytest ran no test:\n{text}");
+}
+
+#[test]
+fn python_package_tests_pass() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("python");
+    // The SFT test drives the binary (collect, curate, sft) as users do.
+    pytest(&root, &["tests".into()], &[("PYTHONUNBUFFERED", "1"), ("TRAIN_AGENT_BIN", env!("CARGO_BIN_EXE_train-agent"))]);
 }
 
 /// The benches' helpers have tests beside them (`benches/test_*.py`: the table
 /// `natural_check.py` prints); run them here too, so a table a claim rests on is tested by CI.
 #[test]
 fn bench_helper_tests_pass() {
-    let env = ta_python::PythonEnv::ensure().expect("the pinned Python environment");
-    let benches = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("benches");
-    let out = Command::new(&env.python)
-        .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
-        .args(
-            std::fs::read_dir(&benches).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).filter(|n| n.starts_with("test_") && n.ends_with(".py")),
-        )
-        .current_dir(&benches)
-        .output()
-        .expect("pytest runs");
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    println!("{text}");
-    assert!(out.status.success(), "pytest failed:\n{text}");
-    assert!(text.contains(" passed"), "pytest ran no test:\n{text}");
+    let benches = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches");
+    let tests: Vec<String> = std::fs::read_dir(&benches)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("test_") && n.ends_with(".py"))
+        .collect();
+    assert!(!tests.is_empty(), "no benches/test_*.py");
+    pytest(&benches, &tests, &[]);
 }
