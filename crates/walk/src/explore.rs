@@ -747,6 +747,19 @@ mod tests {
     }
 
     #[test]
+    fn a_history_is_read_in_every_month_between_and_around_the_dates_seen() {
+        let w = history_windows(&[(2023, 12), (2024, 2)]);
+        let phrases: Vec<&str> = w.iter().map(|(_, _, p)| p.as_str()).collect();
+        assert_eq!(phrases, ["in December 2023", "in January 2024", "in February 2024", "before December 2023", "after February 2024"]);
+        assert_eq!((w[3].0.as_str(), w[3].1.as_str()), (EPOCH_START, "2023-11-30T23:59:59"));
+        assert_eq!((w[4].0.as_str(), w[4].1.as_str()), ("2024-03-01T00:00:00", FAR_END));
+        // Too long a span: the months seen only, and no windows around them.
+        let long = history_windows(&[(2020, 1), (2024, 2)]);
+        assert_eq!(long.iter().map(|(_, _, p)| p.as_str()).collect::<Vec<_>>(), ["in January 2020", "in February 2024"]);
+        assert!(history_windows(&[]).is_empty());
+    }
+
+    #[test]
     fn glob_patterns_come_from_the_files_seen() {
         let pool = [
             known("/w/recipes/pancakes.md", &["path"], Kind::File, 1),
