@@ -178,6 +178,13 @@ fn threshold(rs: &[Record], field: &str, seed: u64) -> Option<(f64, usize)> {
     cuts.first().copied()
 }
 
+/// Labels as a set answer: one to [`MAX_SELECT`] of them, each naming one item (two rows of one
+/// date are not told apart by naming it).
+fn set_of(labels: Vec<Value>) -> Option<Expected> {
+    let distinct = labels.iter().collect::<HashSet<_>>().len() == labels.len();
+    (!labels.is_empty() && labels.len() <= MAX_SELECT && distinct).then_some(Expected::Rule(ExpectedRule::Set(labels)))
+}
+
 /// A number as a question writes it: `500`, `12.5`.
 fn shown_number(x: f64) -> String {
     if x.fract() == 0.0 { format!("{}", x as i64) } else { x.to_string() }
@@ -253,12 +260,7 @@ impl Op {
                 let hits: Vec<&Record> = past(rs, field, *bound, *above).collect();
                 match label {
                     None => (!hits.is_empty()).then_some(Expected::Number(hits.len() as f64)),
-                    Some(label) => {
-                        let labels: Vec<Value> = hits.iter().filter_map(|r| r.get(label).cloned()).collect();
-                        // Two rows of one date are not told apart by naming it.
-                        let distinct = labels.iter().collect::<HashSet<_>>().len() == labels.len();
-                        (!labels.is_empty() && labels.len() <= MAX_SELECT && distinct).then_some(Expected::Rule(ExpectedRule::Set(labels)))
-                    }
+                    Some(label) => set_of(hits.iter().filter_map(|r| r.get(label).cloned()).collect()),
                 }
             }
             Op::Across { .. } | Op::Then { .. } | Op::History { .. } => None,
@@ -292,11 +294,7 @@ impl Op {
                         let hits: Vec<&Record> = items.into_iter().filter(|r| r.get(field) == Some(value)).collect();
                         match label {
                             None => (!hits.is_empty()).then(|| Expected::Number(hits.len() as f64)),
-                            Some(label) => {
-                                let labels: Vec<Value> = hits.iter().filter_map(|r| r.get(label).cloned()).collect();
-                                let distinct = labels.iter().collect::<HashSet<_>>().len() == labels.len();
-                                (!labels.is_empty() && labels.len() <= MAX_SELECT && distinct).then_some(Expected::Rule(ExpectedRule::Set(labels)))
-                            }
+                            Some(label) => set_of(hits.iter().filter_map(|r| r.get(label).cloned()).collect()),
                         }
                     }
                 }
