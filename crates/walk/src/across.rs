@@ -40,36 +40,47 @@ fn usable(c: &Call) -> bool {
     !c.is_error && !c.cut && !c.maybe_cut
 }
 
+/// A call's one absolute path argument, and its other arguments as a key: the calls that give
+/// the same tool one file after another with nothing else changed share it.
+fn single_path(c: &Call) -> Option<(&str, String)> {
+    let paths: Vec<(&String, &str)> = c.args.iter().filter_map(|(k, v)| v.as_str().filter(|s| s.starts_with('/')).map(|s| (k, s))).collect();
+    let [(name, path)] = paths.as_slice() else { return None };
+    let mut rest = c.args.clone();
+    rest.remove(*name);
+    Some((path, Value::Object(rest).to_string()))
+}
+
+/// How a question names a folder the server serves or one below it: "the top folder", "the
+/// travel/kyoto folder".
+fn folder_phrase(walked: &Walked, folder: &str) -> Option<String> {
+    match walked.roots.iter().find_map(|r| folder.strip_prefix(r.as_str()))? {
+        "" => Some("the top folder".into()),
+        rel => Some(format!("the {} folder", rel.trim_start_matches('/'))),
+    }
+}
+
 /// Every file of a folder (as a listing of that folder showed them) given one by one to the same
 /// tool with the same other arguments.
 fn folders(walked: &Walked) -> Vec<Group> {
     let mut by: BTreeMap<(String, String, String), BTreeMap<String, usize>> = BTreeMap::new();
     for c in walked.calls.iter().filter(|c| usable(c)) {
-        let paths: Vec<(&String, &str)> = c.args.iter().filter_map(|(k, v)| v.as_str().filter(|s| s.starts_with('/')).map(|s| (k, s))).collect();
-        let [(name, path)] = paths.as_slice() else { continue };
+        let Some((path, rest)) = single_path(c) else { continue };
         let Some((folder, leaf)) = path.rsplit_once('/') else { continue };
-        let mut rest = c.args.clone();
-        rest.remove(*name);
-        by.entry((c.tool.clone(), folder.to_string(), Value::Object(rest).to_string())).or_default().entry(leaf.to_string()).or_insert(c.id);
+        by.entry((c.tool.clone(), folder.to_string(), rest)).or_default().entry(leaf.to_string()).or_insert(c.id);
     }
     let mut out = Vec::new();
     for ((tool, folder, _), leaves) in by {
         // The folder's own listing says which files it holds.
         let listing = walked.calls.iter().filter(|c| usable(c) && c.tool != tool).find_map(|c| {
-            let one_path = c.args.values().filter(|v| v.as_str().is_some_and(|s| s.starts_with('/'))).count() == 1;
             let records = c.parsed.records("")?;
-            (one_path && c.args.values().any(|v| v.as_str() == Some(folder.as_str())) && records.iter().all(|r| entry_kind(r).is_some())).then_some(records)
+            (single_path(c).is_some_and(|(p, _)| p == folder) && records.iter().all(|r| entry_kind(r).is_some())).then_some(records)
         });
         let Some(records) = listing else { continue };
         let files: Vec<&str> = records.iter().filter(|r| entry_kind(r) == Some(Kind::File)).filter_map(|r| r.get("name").and_then(Value::as_str)).collect();
         if files.len() < 2 || files.len() > MAX_SIBLINGS || !files.iter().all(|f| leaves.contains_key(*f)) {
             continue;
         }
-        let place = match walked.roots.iter().find_map(|r| folder.strip_prefix(r.as_str())) {
-            Some("") => "in the top folder".to_string(),
-            Some(rel) => format!("in the {} folder", rel.trim_start_matches('/')),
-            None => continue,
-        };
+        let Some(place) = folder_phrase(walked, &folder).map(|f| format!("in {f}")) else { continue };
         out.push(Group { calls: files.iter().map(|f| leaves[*f]).collect(), labels: files.iter().map(|f| f.to_string()).collect(), place, items: None, bounds: None });
     }
     out
@@ -81,11 +92,8 @@ fn folders(walked: &Walked) -> Vec<Group> {
 fn trees(walked: &Walked) -> Vec<Group> {
     let mut by: BTreeMap<(String, String), BTreeMap<&str, usize>> = BTreeMap::new();
     for c in walked.calls.iter().filter(|c| usable(c)) {
-        let paths: Vec<(&String, &str)> = c.args.iter().filter_map(|(k, v)| v.as_str().filter(|s| s.starts_with('/')).map(|s| (k, s))).collect();
-        let [(name, path)] = paths.as_slice() else { continue };
-        let mut rest = c.args.clone();
-        rest.remove(*name);
-        by.entry((c.tool.clone(), Value::Object(rest).to_string())).or_default().entry(path).or_insert(c.id);
+        let Some((path, rest)) = single_path(c) else { continue };
+        by.entry((c.tool.clone(), rest)).or_default().entry(path).or_insert(c.id);
     }
     let mut out = Vec::new();
     for tree in walked.calls.iter().filter(|c| usable(c)) {
@@ -98,11 +106,7 @@ fn trees(walked: &Walked) -> Vec<Group> {
         if files.len() < 2 || files.len() > MAX_SIBLINGS || !files.iter().any(|f| f.contains('/')) {
             continue;
         }
-        let place = match walked.roots.iter().find_map(|r| folder.strip_prefix(r.as_str())) {
-            Some("") => "anywhere in the top folder".to_string(),
-            Some(rel) => format!("anywhere in the {} folder", rel.trim_start_matches('/')),
-            None => continue,
-        };
+        let Some(place) = folder_phrase(walked, folder).map(|f| format!("anywhere in {f}")) else { continue };
         for ((tool, _), at) in &by {
             if *tool == tree.tool {
                 continue;
@@ -230,14 +234,18 @@ pub(crate) fn tasks(walked: &Walked, seed: u64, asked: &mut HashSet<String>, out
             }
         }
         let chain: HashSet<usize> = g.calls.iter().flat_map(|id| walked.chain(*id)).collect();
+        // A whole history's answer needs the windows around the months too.
+        let bounded: Option<(Vec<usize>, Vec<&Parsed>)> = g.bounds.map(|bounds| {
+            let calls: Vec<usize> = g.calls.iter().copied().chain(bounds).collect();
+            let results = calls.iter().map(|id| &walked.calls[*id].parsed).collect();
+            (calls, results)
+        });
         for (op, frames) in ops {
-            // A whole history's answer needs the windows around the months too.
-            let calls: Vec<usize> = match (&op, g.bounds) {
-                (Op::History { .. }, Some(bounds)) => g.calls.iter().copied().chain(bounds).collect(),
-                _ => g.calls.clone(),
+            let (calls, results) = match (&op, &bounded) {
+                (Op::History { .. }, Some((calls, results))) => (calls, results),
+                _ => (&g.calls, &results),
             };
-            let results: Vec<&Parsed> = calls.iter().map(|id| &walked.calls[*id].parsed).collect();
-            let Some(expected) = op.answer_all(&results) else { continue };
+            let Some(expected) = op.answer_all(results) else { continue };
             let mut frames: Vec<String> = frames.into_iter().filter(|f| asked.insert(ta_synth::normalize(f))).collect();
             if frames.is_empty() {
                 continue;
@@ -245,8 +253,8 @@ pub(crate) fn tasks(walked: &Walked, seed: u64, asked: &mut HashSet<String>, out
             let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ (g.calls[0] as u64) << 16 ^ out.len() as u64);
             frames[1..].shuffle(&mut rng);
             let difficulty = (chain.len() + 3).clamp(1, 5) as u8;
-            let explanation = op.explain_all(&results);
-            out.push(Task { call: calls[calls.len() - 1], siblings: calls, op, expected, phrasings: frames, difficulty, explanation });
+            let explanation = op.explain_all(results);
+            out.push(Task { call: calls[calls.len() - 1], siblings: calls.clone(), op, expected, phrasings: frames, difficulty, explanation });
         }
     }
 }

@@ -185,6 +185,11 @@ fn set_of(labels: Vec<Value>) -> Option<Expected> {
     (!labels.is_empty() && labels.len() <= MAX_SELECT && distinct).then_some(Expected::Rule(ExpectedRule::Set(labels)))
 }
 
+/// Items numbered as a count writes them out: "1. a.md", "2. b.md".
+fn numbered(items: impl IntoIterator<Item = String>) -> Vec<String> {
+    items.into_iter().enumerate().map(|(i, h)| format!("{}. {h}", i + 1)).collect()
+}
+
 /// A number as a question writes it: `500`, `12.5`.
 fn shown_number(x: f64) -> String {
     if x.fract() == 0.0 { format!("{}", x as i64) } else { x.to_string() }
@@ -249,7 +254,7 @@ impl Op {
                 let labels: Vec<Value> = listing(l)?.iter().map(|r| r.get(label).and_then(inside)).collect::<Option<_>>()?;
                 (labels.len() >= 2 && labels.len() <= MAX_SELECT).then_some(Expected::Rule(ExpectedRule::Set(labels)))
             }
-            Op::Lines => (!p.lines.is_empty() && p.line_count > 0 && p.listings.iter().all(|l| is_text_list(&l.key))).then(|| Expected::Number(p.line_count as f64)),
+            Op::Lines => Measure::Lines.of(p).map(Expected::Number),
             Op::Heading => p.lines.iter().find_map(|l| l.strip_prefix("# ")).map(|h| Expected::Text(h.trim().to_string())),
             Op::Past { listing: l, field, bound, above, label } => {
                 let rs = listing(l)?;
@@ -323,14 +328,7 @@ impl Op {
                     }
                     Whole::By { field, value, label } => {
                         let name = label.clone().or_else(|| label_field(&items.iter().map(|r| (*r).clone()).collect::<Vec<_>>()))?;
-                        let hits: Vec<String> = items
-                            .iter()
-                            .filter(|r| r.get(field) == Some(value))
-                            .filter_map(|r| r.get(&name))
-                            .map(ta_synth::names::shown)
-                            .enumerate()
-                            .map(|(i, h)| format!("{}. {h}", i + 1))
-                            .collect();
+                        let hits = numbered(items.iter().filter(|r| r.get(field) == Some(value)).filter_map(|r| r.get(&name)).map(ta_synth::names::shown));
                         format!("{read} Those by {}: {}. That makes {}.", ta_synth::names::shown(value), hits.join(", "), hits.len())
                     }
                 })
@@ -393,8 +391,7 @@ impl Op {
                 };
                 // Numbered before the total is said: a small model counts by writing the list
                 // out, not by guessing a number first.
-                let numbered: Vec<String> = hits.iter().enumerate().map(|(i, h)| format!("{}. {h}", i + 1)).collect();
-                Some(format!("Counting the {things} in the result: {}. That makes {n}.", enumerate(numbered)))
+                Some(format!("Counting the {things} in the result: {}. That makes {n}.", enumerate(numbered(hits))))
             }
             Op::Extreme { listing, field, max, label } => {
                 let rs = records(listing)?;
@@ -438,11 +435,10 @@ impl Op {
                 let rs = records(listing)?;
                 let name = label.clone().or_else(|| label_field(rs))?;
                 let each: Vec<String> = rs.iter().filter_map(|r| Some(format!("{} {}", named(r, &name)?, ta_synth::names::shown(r.get(field)?)))).collect();
-                let hits: Vec<String> = past(rs, field, *bound, *above).filter_map(|r| named(r, &name)).collect();
+                let hits = numbered(past(rs, field, *bound, *above).filter_map(|r| named(r, &name)));
                 let side = if *above { "Above" } else { "Below" };
-                let numbered: Vec<String> = hits.iter().enumerate().map(|(i, h)| format!("{}. {h}", i + 1)).collect();
                 let tail = if label.is_some() { String::new() } else { format!(" That makes {}.", hits.len()) };
-                Some(format!("The {} of each: {}. {} {}: {}.{tail}", human(field), enumerate(each), side, shown_number(*bound), enumerate(numbered)))
+                Some(format!("The {} of each: {}. {} {}: {}.{tail}", human(field), enumerate(each), side, shown_number(*bound), enumerate(hits)))
             }
             Op::Lines => Some(format!("Counting every line of the file, blank lines included: {}.", p.line_count)),
             Op::Empty { .. } => Some("The result lists nothing: there is nothing there.".into()),
@@ -1036,7 +1032,8 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
         let only_changes = c.parsed.listings.iter().all(|l| l.key == CHANGED_FILES || is_text_list(&l.key));
         // A program's text is code, not `key: value` settings: `t = totals(path)` has no "t"
         // to ask about.
-        let code = s.file && (reads_contents(&c.tool) || s.contents) && c.args.values().filter_map(Value::as_str).any(is_code);
+        let in_file = s.file && (reads_contents(&c.tool) || s.contents);
+        let code = in_file && c.args.values().filter_map(Value::as_str).any(is_code);
         if only_changes
             && !code
             && let Some(thing) = &s.thing
@@ -1050,7 +1047,7 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
                     continue;
                 }
                 let mut frames = what_is(&f, v, thing, place);
-                if s.file && (reads_contents(&c.tool) || s.contents) {
+                if in_file {
                     // A value inside a file's contents: "the currency in the file config.json".
                     frames = vec![sentence(&["What is the", &f, "in", thing, place, "?"]), sentence(&["Look up the", &f, "in", thing, place, "."])];
                 }

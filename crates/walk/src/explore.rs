@@ -406,24 +406,23 @@ fn months(pool: &[Known]) -> Vec<(u32, u32)> {
 /// after the last, which a whole-history question needs to find empty ("before January 2024").
 fn history_windows(seen: &[(u32, u32)]) -> Vec<(String, String, String)> {
     let (Some(&first), Some(&last)) = (seen.first(), seen.last()) else { return Vec::new() };
-    let next = |(y, m): (u32, u32)| if m == 12 { (y + 1, 1) } else { (y, m + 1) };
-    let mut out = Vec::new();
-    let mut at = first;
     // A span longer than this is read in the months seen only (no whole-history questions).
     let span = (last.0 * 12 + last.1).saturating_sub(first.0 * 12 + first.1) + 1;
     if span as usize > MAX_HISTORY_MONTHS {
         return seen.iter().map(|&(y, m)| month_window(y, m)).collect();
     }
+    let next = |(y, m): (u32, u32)| if m == 12 { (y + 1, 1) } else { (y, m + 1) };
+    let prev = |(y, m): (u32, u32)| if m == 1 { (y - 1, 12) } else { (y, m - 1) };
+    let mut out = Vec::new();
+    let mut at = first;
     while at <= last {
         out.push(month_window(at.0, at.1));
         at = next(at);
     }
-    let (first_from, _, first_phrase) = month_window(first.0, first.1);
-    let (_, _, last_phrase) = month_window(last.0, last.1);
-    let before = (EPOCH_START.to_string(), before_second(&first_from), first_phrase.replacen("in ", "before ", 1));
-    let (after_from, _, _) = month_window(next(last).0, next(last).1);
-    out.push(before);
-    out.push((after_from, FAR_END.to_string(), last_phrase.replacen("in ", "after ", 1)));
+    let (first_phrase, last_phrase) = (out[0].2.clone(), out[out.len() - 1].2.clone());
+    let (before, after) = (prev(first), next(last));
+    out.push((EPOCH_START.to_string(), month_window(before.0, before.1).1, first_phrase.replacen("in ", "before ", 1)));
+    out.push((month_window(after.0, after.1).0, FAR_END.to_string(), last_phrase.replacen("in ", "after ", 1)));
     out
 }
 
@@ -432,13 +431,6 @@ pub const MAX_HISTORY_MONTHS: usize = 8;
 /// The bounds of the windows before the first month and after the last.
 const EPOCH_START: &str = "1970-01-01T00:00:00";
 const FAR_END: &str = "2999-12-31T23:59:59";
-
-/// The second before a month's first: `2024-01-01T00:00:00` → `2023-12-31T23:59:59`.
-fn before_second(first: &str) -> String {
-    let (y, m): (u32, u32) = (first[..4].parse().unwrap_or(1970), first[5..7].parse().unwrap_or(1));
-    let (py, pm) = if m == 1 { (y - 1, 12) } else { (y, m - 1) };
-    month_window(py, pm).1
-}
 
 /// The months as questions name them.
 pub const MONTH_NAMES: [&str; 12] = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"];
