@@ -154,7 +154,9 @@ run_db() {
       fi
     fi
   fi
-  local n_train
+  # The tools the check set is offered come from every walked task, also once GRPO trains on
+  # the frontier's subset of them.
+  local tasks=$scenarios n_train
   n_train=$(python3 -c 'import json,sys; print(sum(1 for l in open(sys.argv[1]) if l.strip() and json.loads(l).get("split") != "validation"))' "$scenarios")
   stamp "$n_train train tasks"
 
@@ -190,7 +192,7 @@ run_db() {
     # training tasks use, as they would be served (the server's writers are never offered).
     local tools=()
     if is_walked "$name"; then
-      tools=(--tools "$(python3 -c 'import json,sys; print(",".join(sorted({t for l in open(sys.argv[1]) if l.strip() for t in json.loads(l).get("tools", [])})))' "$scenarios")")
+      tools=(--tools "$(python3 -c 'import json,sys; print(",".join(sorted({t for l in open(sys.argv[1]) if l.strip() for t in json.loads(l).get("tools", [])})))' "$tasks")")
     fi
     stamp "eval on $questions ${tools[*]} -> $out"
     "$TA_BIN" eval --server "$server" --scenarios "$questions" --split all --model "$model" \
