@@ -21,6 +21,13 @@ fn jsonl(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }
 
+/// The items in order, for comparing sets.
+fn sorted<T: Ord>(items: impl IntoIterator<Item = T>) -> Vec<T> {
+    let mut v: Vec<T> = items.into_iter().collect();
+    v.sort_unstable();
+    v
+}
+
 /// Builds a fixture with `benches/walk/fixtures.py KIND PATH`.
 fn fixture(kind: &str, path: &Path) {
     let out = Command::new("python3").arg(format!("{ROOT}/benches/walk/fixtures.py")).arg(kind).arg(path).output().unwrap();
@@ -248,13 +255,7 @@ async fn walk_on_the_filesystem_server() {
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .collect();
         match s["expected"]["set"].as_array() {
-            Some(set) => {
-                let mut got: Vec<&str> = set.iter().map(|v| v.as_str().unwrap()).collect();
-                let mut want: Vec<&str> = past.iter().map(String::as_str).collect();
-                got.sort_unstable();
-                want.sort_unstable();
-                assert_eq!(got, want, "{s}");
-            }
+            Some(set) => assert_eq!(sorted(set.iter().map(|v| v.as_str().unwrap())), sorted(past.iter().map(String::as_str)), "{s}"),
             None => assert_eq!(s["expected"].as_f64(), Some(past.len() as f64), "{s}"),
         }
         thresholds += 1;
@@ -277,15 +278,10 @@ async fn walk_on_the_filesystem_server() {
     for s in searched {
         let pattern = s["reference"].as_array().unwrap().last().unwrap()["arguments"]["pattern"].as_str().unwrap();
         let word = pattern.trim_start_matches("**/*").trim_end_matches('*');
-        let mut want: Vec<String> = everything
-            .iter()
-            .filter(|p| p.file_name().unwrap().to_string_lossy().contains(word))
-            .map(|p| p.strip_prefix(&root).unwrap().to_string_lossy().into_owned())
-            .collect();
-        let mut got: Vec<String> = s["expected"]["set"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect();
-        want.sort_unstable();
-        got.sort_unstable();
-        assert_eq!(got, want, "{s}");
+        let want = sorted(
+            everything.iter().filter(|p| p.file_name().unwrap().to_string_lossy().contains(word)).map(|p| p.strip_prefix(&root).unwrap().to_string_lossy().into_owned()),
+        );
+        assert_eq!(sorted(s["expected"]["set"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string())), want, "{s}");
     }
     // A tree that starts with a folder still has its files' extensions: "How many Python files
     // are there anywhere in the projects folder?", checked against the tree on disk.
@@ -409,19 +405,15 @@ async fn walk_on_the_git_server() {
     let git_lines = |args: &[&str]| String::from_utf8(Command::new("git").arg("-C").arg(&repo).args(args).output().unwrap().stdout).unwrap();
     let history: Vec<&Value> = w.scenarios.iter().filter(|s| s["template"] == "history").collect();
     assert!(history.len() >= 6, "{} questions about the whole history", history.len());
+    let commits: Vec<String> = git_lines(&["log", "--format=%an\t%s"]).lines().map(String::from).collect();
     for s in history {
         let of = &s["op"]["of"];
         let author = of["by"]["value"].as_str();
-        let commits: Vec<String> = git_lines(&["log", "--format=%an\t%s"]).lines().map(String::from).collect();
         let mine: Vec<&str> = commits.iter().filter(|c| author.is_none_or(|a| c.starts_with(&format!("{a}\t")))).map(|c| c.split_once('\t').unwrap().1).collect();
         if of == "count" || of["by"]["label"].is_null() && author.is_some() {
             assert_eq!(s["expected"].as_f64(), Some(mine.len() as f64), "{s}");
         } else if let Some(set) = s["expected"]["set"].as_array() {
-            let mut got: Vec<&str> = set.iter().map(|v| v.as_str().unwrap()).collect();
-            let mut want = mine.clone();
-            got.sort_unstable();
-            want.sort_unstable();
-            assert_eq!(got, want, "{s}");
+            assert_eq!(sorted(set.iter().map(|v| v.as_str().unwrap())), sorted(mine), "{s}");
         } else {
             let mut per: HashMap<String, usize> = HashMap::new();
             for c in &commits {
