@@ -197,8 +197,15 @@ async fn walk_on_the_filesystem_server() {
     for s in across {
         let labels = s["op"]["labels"].as_array().unwrap();
         let steps = s["reference"].as_array().unwrap();
+        let compared = &steps[steps.len() - labels.len()..];
+        // The files are reached through the listing that shows them (the step just before the
+        // compared ones, of their folder or one above it), not through whichever search first
+        // came upon each of them.
+        let listed = steps[steps.len() - labels.len() - 1]["arguments"]["path"].as_str().unwrap();
+        assert!(compared.iter().all(|r| r["arguments"]["path"].as_str().unwrap().starts_with(&format!("{listed}/"))), "{s}");
+        assert!(!steps.iter().any(|r| r["tool"] == "search_files"), "a search on the way: {s}");
         let mtimes: Vec<std::time::SystemTime> =
-            steps[steps.len() - labels.len()..].iter().map(|r| std::fs::metadata(r["arguments"]["path"].as_str().unwrap()).unwrap().modified().unwrap()).collect();
+            compared.iter().map(|r| std::fs::metadata(r["arguments"]["path"].as_str().unwrap()).unwrap().modified().unwrap()).collect();
         let best = if s["op"]["max"] == true { mtimes.iter().max() } else { mtimes.iter().min() }.unwrap();
         let at = mtimes.iter().position(|m| m == best).unwrap();
         assert_eq!(s["expected"], labels[at], "{s}");

@@ -34,6 +34,9 @@ struct Group {
     /// The calls before the first month and after the last, when the months are every one
     /// between them: the whole history.
     bounds: Option<[usize; 2]>,
+    /// The call whose result lists the compared files (the folder's listing, the tree): the
+    /// reference reaches them through it, whatever call first showed each file to the walk.
+    via: Option<usize>,
 }
 
 fn usable(c: &Call) -> bool {
@@ -73,15 +76,22 @@ fn folders(walked: &Walked) -> Vec<Group> {
         // The folder's own listing says which files it holds.
         let listing = walked.calls.iter().filter(|c| usable(c) && c.tool != tool).find_map(|c| {
             let records = c.parsed.records("")?;
-            (single_path(c).is_some_and(|(p, _)| p == folder) && records.iter().all(|r| entry_kind(r).is_some())).then_some(records)
+            (single_path(c).is_some_and(|(p, _)| p == folder) && records.iter().all(|r| entry_kind(r).is_some())).then_some((c.id, records))
         });
-        let Some(records) = listing else { continue };
+        let Some((via, records)) = listing else { continue };
         let files: Vec<&str> = records.iter().filter(|r| entry_kind(r) == Some(Kind::File)).filter_map(|r| r.get("name").and_then(Value::as_str)).collect();
         if files.len() < 2 || files.len() > MAX_SIBLINGS || !files.iter().all(|f| leaves.contains_key(*f)) {
             continue;
         }
         let Some(place) = folder_phrase(walked, &folder).map(|f| format!("in {f}")) else { continue };
-        out.push(Group { calls: files.iter().map(|f| leaves[*f]).collect(), labels: files.iter().map(|f| f.to_string()).collect(), place, items: None, bounds: None });
+        out.push(Group {
+            calls: files.iter().map(|f| leaves[*f]).collect(),
+            labels: files.iter().map(|f| f.to_string()).collect(),
+            place,
+            items: None,
+            bounds: None,
+            via: Some(via),
+        });
     }
     out
 }
@@ -113,7 +123,7 @@ fn trees(walked: &Walked) -> Vec<Group> {
             }
             let calls: Option<Vec<usize>> = files.iter().map(|f| at.get(format!("{folder}/{f}").as_str()).copied()).collect();
             if let Some(calls) = calls {
-                out.push(Group { calls, labels: files.iter().map(|f| f.to_string()).collect(), place: place.clone(), items: None, bounds: None });
+                out.push(Group { calls, labels: files.iter().map(|f| f.to_string()).collect(), place: place.clone(), items: None, bounds: None, via: Some(tree.id) });
             }
         }
     }
@@ -165,6 +175,7 @@ fn windows(walked: &Walked) -> Vec<Group> {
                 place,
                 items: Some(items),
                 bounds,
+                via: None,
             })
         })
         .collect()
@@ -233,7 +244,10 @@ pub(crate) fn tasks(walked: &Walked, seed: u64, asked: &mut HashSet<String>, out
                 }
             }
         }
-        let chain: HashSet<usize> = g.calls.iter().flat_map(|id| walked.chain(*id)).collect();
+        let chain: HashSet<usize> = match g.via {
+            Some(via) => walked.chain(via).into_iter().chain(g.calls.iter().copied()).collect(),
+            None => g.calls.iter().flat_map(|id| walked.chain(*id)).collect(),
+        };
         // A whole history's answer needs the windows around the months too.
         let bounded: Option<(Vec<usize>, Vec<&Parsed>)> = g.bounds.map(|bounds| {
             let calls: Vec<usize> = g.calls.iter().copied().chain(bounds).collect();
@@ -254,7 +268,7 @@ pub(crate) fn tasks(walked: &Walked, seed: u64, asked: &mut HashSet<String>, out
             frames[1..].shuffle(&mut rng);
             let difficulty = (chain.len() + 3).clamp(1, 5) as u8;
             let explanation = op.explain_all(results);
-            out.push(Task { call: calls[calls.len() - 1], siblings: calls.clone(), op, expected, phrasings: frames, difficulty, explanation });
+            out.push(Task { call: calls[calls.len() - 1], siblings: calls.clone(), via: g.via, op, expected, phrasings: frames, difficulty, explanation });
         }
     }
 }
@@ -340,7 +354,7 @@ pub(crate) fn chained(walked: &Walked, seed: u64, asked: &mut HashSet<String>, o
             let results: Vec<&Parsed> = siblings.iter().map(|id| &walked.calls[*id].parsed).collect();
             let Some(expected) = op.answer_all(&results) else { continue };
             let explanation = op.explain_all(&results);
-            added.push(Task { call: second.call, siblings, op, expected, phrasings: vec![text], difficulty: 5, explanation });
+            added.push(Task { call: second.call, siblings, via: pick.via, op, expected, phrasings: vec![text], difficulty: 5, explanation });
         }
     }
     out.extend(added);

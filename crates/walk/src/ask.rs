@@ -635,6 +635,12 @@ pub struct Task {
     pub call: usize,
     /// The calls an [`Op::Across`] compares, in its labels' order; empty otherwise.
     pub siblings: Vec<usize>,
+    /// The call whose result names every answering call's subject (a folder's listing for the
+    /// files compared across it): the reference reaches them through it alone. Each answering
+    /// call's own chain is how the walk first came upon its file, a search for an unrelated word
+    /// as often as not, and a model trained on such traces makes those searches for questions
+    /// they have nothing to do with.
+    pub via: Option<usize>,
     pub op: Op,
     pub expected: Expected,
     pub phrasings: Vec<String>,
@@ -649,11 +655,15 @@ impl Task {
         if self.siblings.is_empty() { vec![self.call] } else { self.siblings.clone() }
     }
 
-    /// The reference's calls: what the answering calls depend on, in call order, then the
-    /// answering calls themselves (the last steps, as [`Op::Across`] reads them).
+    /// The reference's calls: what the answering calls depend on (or what [`Task::via`] does),
+    /// in call order, then the answering calls themselves (the last steps, as [`Op::Across`] reads them).
     pub fn steps(&self, walked: &Walked) -> Vec<usize> {
         let answering = self.answering();
-        let mut before: Vec<usize> = answering.iter().flat_map(|id| walked.chain(*id)).filter(|id| !answering.contains(id)).collect();
+        let reached: Vec<usize> = match self.via {
+            Some(via) => walked.chain(via),
+            None => answering.iter().flat_map(|id| walked.chain(*id)).collect(),
+        };
+        let mut before: Vec<usize> = reached.into_iter().filter(|id| !answering.contains(id)).collect();
         before.sort_unstable();
         before.dedup();
         before.extend(answering);
@@ -1011,7 +1021,7 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
             frames.truncate(3);
             let difficulty = (chain + op.weight()).clamp(1, 5) as u8;
             let explanation = op.explain(&c.parsed);
-            out.push(Task { call: c.id, siblings: Vec::new(), op, expected, phrasings: frames, difficulty, explanation });
+            out.push(Task { call: c.id, siblings: Vec::new(), via: None, op, expected, phrasings: frames, difficulty, explanation });
         };
         let adj = s.adjectives.join(" ");
         let place = s.place.as_str();
