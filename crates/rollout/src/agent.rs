@@ -42,7 +42,9 @@ impl AgentConfig {
         max_episode_tokens: 2048,
         temperature: 1.0,
         top_p: 1.0,
-        tool_result_max_chars: 4000,
+        // A small project's whole tree, a few dozen commits of a log: questions about a whole
+        // workspace or history need the one result that shows it whole (about 3k tokens).
+        tool_result_max_chars: 10_000,
         record_tokens: true,
         seed: None,
     };

@@ -67,7 +67,9 @@ impl Default for SftConfig {
             eval_fraction: 0.1,
             eval_every: 0,
             save_every: 0,
-            max_seq_len: 4096,
+            // Room for a conversation that shows two whole tool results (`AgentConfig`'s
+            // `tool_result_max_chars`) beside the tools' schemas.
+            max_seq_len: 8192,
             train_on: "all".into(),
             lora: LoraSettings::sft(),
             optim: OptimSettings::sft(),

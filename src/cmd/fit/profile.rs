@@ -167,7 +167,9 @@ pub fn profile(gpu: bool, model: &str, o: &Overrides) -> Profile {
         grpo.rollout.concurrency = 128;
         // The longest episode the budget allows (8 turns, 2,048 written tokens, tool results cut
         // at 4,000 characters, the system prompt) stays under 16k tokens; the model's own 32k
-        // would give each episode twice the KV memory it can use.
+        // would give each episode twice the KV memory it can use. The commands' own default
+        // view (10,000 characters) would not fit eight results in it.
+        grpo.rollout.tool_result_max_chars = 4000;
         max_model_len = 16384;
         // Uniform task order (the default curriculum): from the same SFT adapter it gained more
         // than the adaptive curriculum, whose easy-first epoch makes most first-round groups flat
