@@ -321,12 +321,16 @@ async fn walk_on_the_filesystem_server() {
     // The root's directory_tree is shown whole: counted over, against the files on disk.
     let tree_at_root =
         |s: &Value| s["reference"].as_array().unwrap().last().is_some_and(|r| r["tool"] == "directory_tree" && r["arguments"]["path"] == root.display().to_string());
-    let markdown = w
-        .scenarios
-        .iter()
-        .find(|s| tree_at_root(s) && s["task"] == "How many Markdown files are there anywhere in the workspace?")
-        .expect("no count over the whole tree");
+    let markdown =
+        w.scenarios.iter().find(|s| tree_at_root(s) && s["task"] == "How many Markdown files are there in the whole workspace?").expect("no count over the whole tree");
     assert_eq!(markdown["expected"].as_f64(), Some(everything.iter().filter(|f| f.extension().is_some_and(|e| e == "md")).count() as f64), "{markdown}");
+    // "In my workspace" means anywhere in it: what only the top folder's listing shows is asked
+    // as what sits at its top.
+    let at_top =
+        |s: &&Value| s["reference"].as_array().unwrap().last().is_some_and(|r| r["tool"] == "list_directory" && r["arguments"]["path"] == root.display().to_string());
+    let top: Vec<&str> = w.scenarios.iter().filter(at_top).map(|s| s["task"].as_str().unwrap()).collect();
+    assert!(top.iter().any(|t| t.contains("at the top of the workspace")), "{top:?}");
+    assert!(top.iter().all(|t| !t.contains("in the workspace") && !t.contains("in the top folder")), "{top:?}");
     replay_all(&server, &w.scenarios).await;
     // Shown only its first 4,000 characters, the same tree is cut: said, and nothing is counted
     // over it.

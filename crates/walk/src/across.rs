@@ -15,7 +15,7 @@ use rand::seq::SliceRandom;
 use serde_json::Value;
 use ta_synth::names::{human, plural};
 
-use crate::ask::{Measure, Op, Task, Whole, askable, is_date, is_person, item_noun, order_key, place_of, sentence, thing_of};
+use crate::ask::{Measure, Op, Task, Whole, askable, directly, is_date, is_person, item_noun, order_key, place_of, sentence, thing_of};
 use crate::explore::{Call, Kind, MONTH_NAMES, Walked, entry_kind, label_field};
 use crate::parse::Parsed;
 
@@ -83,7 +83,7 @@ fn folders(walked: &Walked) -> Vec<Group> {
         if files.len() < 2 || files.len() > MAX_SIBLINGS || !files.iter().all(|f| leaves.contains_key(*f)) {
             continue;
         }
-        let Some(place) = folder_phrase(walked, &folder).map(|f| format!("in {f}")) else { continue };
+        let Some(place) = folder_phrase(walked, &folder).map(|f| directly(&format!("in {f}"))) else { continue };
         out.push(Group {
             calls: files.iter().map(|f| leaves[*f]).collect(),
             labels: files.iter().map(|f| f.to_string()).collect(),

@@ -814,6 +814,19 @@ fn subject(call: &Call, walked: &Walked) -> Subject {
     Subject { place, thing, adjectives, file, contents, found, merged, membership, home }
 }
 
+/// A listing of the folder the server serves holds only what sits at its top, and people say
+/// so ("the settings.json file at the top of my workspace"): unsaid, "in my workspace" means
+/// anywhere in it, as a tree or a search of it is asked ("How many JSON files are there in my
+/// workspace?" was answered from the top folder's listing alone).
+pub(crate) fn directly(place: &str) -> String {
+    for (root, top) in [("in the workspace", "at the top of the workspace"), ("in the top folder", "directly in the top folder")] {
+        if let Some(rest) = place.strip_prefix(root) {
+            return format!("{top}{rest}");
+        }
+    }
+    place.to_string()
+}
+
 /// The noun for a list's items: its key, the id field's name, the entries' tags, or the tool.
 /// How questions name the place a call was about ("in the docs folder in January 2024").
 pub(crate) fn place_of(call: &Call, walked: &Walked) -> String {
@@ -1107,9 +1120,14 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
             // So does a search by pattern.
             let tree = s.found.is_some() || rs.iter().any(|r| r.get("path").and_then(Value::as_str).is_some_and(|p| p.contains('/')));
             let tree_or_entries = tree || entry_kind(&rs[0]).is_some();
+            let direct = if tree { place.to_string() } else { directly(place) };
+            let place = direct.as_str();
             let whole_place = match (&s.thing, tree) {
                 (Some(t), _) => format!("in {t} {place}").trim().to_string(),
-                (None, true) => format!("anywhere {place}").trim().to_string(),
+                (None, true) => match place.strip_prefix("in the workspace") {
+                    Some(rest) => format!("in the whole workspace{rest}"),
+                    None => format!("anywhere {place}").trim().to_string(),
+                },
                 (None, false) => place.to_string(),
             };
             let wp = whole_place.as_str();
