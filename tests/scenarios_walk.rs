@@ -324,6 +324,11 @@ async fn walk_on_the_filesystem_server() {
     let markdown =
         w.scenarios.iter().find(|s| tree_at_root(s) && s["task"] == "How many Markdown files are there in the whole workspace?").expect("no count over the whole tree");
     assert_eq!(markdown["expected"].as_f64(), Some(everything.iter().filter(|f| f.extension().is_some_and(|e| e == "md")).count() as f64), "{markdown}");
+    // An episode's turns hold every reference's calls and the answer; comparisons across more
+    // files than that are not asked.
+    let turns = ta_rollout::AgentConfig::DEFAULT.max_turns as usize;
+    assert!(w.scenarios.iter().all(|s| s["reference"].as_array().unwrap().len() < turns), "a reference of {turns} calls or more");
+    assert!(w.summary["dropped"][ta_walk::TOO_LONG].as_u64().is_some_and(|n| n > 0), "{}", w.summary["dropped"]);
     // "In my workspace" means anywhere in it: what only the top folder's listing shows is asked
     // as what sits at its top.
     let at_top =
@@ -458,6 +463,9 @@ async fn walk_on_the_git_server() {
         .filter(|s| s["task"].as_str().unwrap().starts_with("How many commits did "))
         .collect();
     assert!(by_author.len() >= 3, "{} counts of an author's commits in the whole log", by_author.len());
+    // A log read without a revision is the checked-out branch's: the questions say which.
+    let branch = git_lines(&["branch", "--show-current"]).trim().to_string();
+    assert!(by_author.iter().all(|s| s["task"].as_str().unwrap().contains(&format!(" on {branch} in the repository"))), "{by_author:?}");
     for s in by_author {
         let who = s["task"].as_str().unwrap().trim_start_matches("How many commits did ").split(" make ").next().unwrap();
         assert_eq!(s["expected"].as_f64(), Some(commits.iter().filter(|c| c.starts_with(&format!("{who}\t"))).count() as f64), "{s}");

@@ -806,6 +806,12 @@ fn subject(call: &Call, walked: &Walked) -> Subject {
             places.push(format!("for {v}"));
         }
     }
+    // A log read without a revision is the checked-out branch's history: people name the branch
+    // ("How many commits are there on main in the repository at …?").
+    let revision = call.args.keys().any(|k| words(k).iter().any(|w| REVISION_WORDS.contains(&w.as_str())));
+    if let Some(branch) = walked.checked_out.as_ref().filter(|_| !revision && words(&call.tool).iter().any(|w| w == "log")) {
+        places.insert(0, format!("on {branch}"));
+    }
     let home = places.join(" ");
     let place = match within {
         Some(w) => sentence(&[&home, &w]),

@@ -30,6 +30,10 @@ pub struct Budget {
     /// Characters of a result the model will be shown (the rollouts' `tool_result_max_chars`):
     /// results are read only that far ([`crate::parse::seen`]).
     pub view: usize,
+    /// Turns of an episode (the rollouts' `max_turns`), one call each in a reference trace: a
+    /// task whose calls leave no turn for the answer is not asked, since no episode could
+    /// finish it and its trace would teach chains that run out of turns.
+    pub turns: usize,
 }
 
 /// Where an argument's value came from, and how a question names it.
@@ -94,6 +98,8 @@ pub struct Walked {
     pub unstable: HashMap<String, HashSet<String>>,
     /// Whether the budget stopped the walk before it ran out of calls to make.
     pub stopped_by_budget: bool,
+    /// The branch checked out, when every result that shows one shows the same.
+    pub checked_out: Option<String>,
 }
 
 impl Walked {
@@ -539,8 +545,22 @@ pub async fn walk<T: ToolHost>(host: &T, readable: &[String], seeds: &[String], 
             walked.unstable.entry(c.tool.clone()).or_default().extend(volatile);
         }
     }
+    walked.checked_out = checked_out(&walked.calls);
     tracing::info!(calls = walked.calls.len(), values = pool.len(), seconds = started.elapsed().as_secs_f64(), "walk done");
     Ok(walked)
+}
+
+/// The branch a repository has checked out, as a list of branches marks it ("* main",
+/// [`crate::parse::CURRENT`]): what a log read without a revision is the history of. `None` when
+/// no result marks one, or two mark different ones (several repositories).
+fn checked_out(calls: &[Call]) -> Option<String> {
+    let mut seen: Vec<&str> = calls.iter().filter(|c| !c.is_error).filter_map(|c| c.parsed.fields.get(crate::parse::CURRENT)?.as_str()).collect();
+    seen.sort_unstable();
+    seen.dedup();
+    match seen.as_slice() {
+        [one] => Some(one.to_string()),
+        _ => None,
+    }
 }
 
 /// The default of a limit argument `args` leaves out, if the tool has one.

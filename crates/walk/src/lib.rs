@@ -117,6 +117,9 @@ pub async fn explore<T: ToolHost>(host: &T, tools: &[ta_mcp::Tool], opts: &WalkO
     Ok((walked, tasks, verdicts))
 }
 
+/// The [`Summary::dropped`] reason of a task whose reference takes every turn of an episode.
+pub const TOO_LONG: &str = "its calls leave an episode no turn to answer";
+
 /// Walks `host`, asks, and keeps what a replay on `fresh` (a second server started the same
 /// way) reproduces.
 pub async fn synthesize<T: ToolHost, F: ToolHost>(host: &T, fresh: &F, tools: &[ta_mcp::Tool], opts: &WalkOptions) -> Result<Synthesized, WalkError> {
@@ -125,7 +128,11 @@ pub async fn synthesize<T: ToolHost, F: ToolHost>(host: &T, fresh: &F, tools: &[
     let walk_seconds = started.elapsed().as_secs_f64();
     let started = Instant::now();
     let candidates = tasks.len();
-    let (kept, dropped) = replay::replay(fresh, &walked, tasks, &opts.budget).await?;
+    let (tasks, too_long): (Vec<ask::Task>, Vec<ask::Task>) = tasks.into_iter().partition(|t| t.steps(&walked).len() < opts.budget.turns);
+    let (kept, mut dropped) = replay::replay(fresh, &walked, tasks, &opts.budget).await?;
+    if !too_long.is_empty() {
+        dropped.insert(TOO_LONG.into(), too_long.len());
+    }
     let replay_seconds = started.elapsed().as_secs_f64();
 
     // Templates in alphabetical order, then each template's questions in turn.

@@ -177,7 +177,9 @@ pub async fn execute(job: Job) -> Result<()> {
     // that much, the reference traces and the check set show that much.
     let view = grpo.rollout.tool_result_max_chars.to_string();
     // The tasks, checked by running them through the server.
-    let tasks = write_tasks(&mut stages, &source, &out, synth_n, &keep, &view, &with_server).await?;
+    // What an episode shows and how long it runs: the walk asks only what one can answer.
+    let episode = ["--tool-result-max-chars".to_string(), view.clone(), "--max-turns".to_string(), grpo.rollout.max_turns.to_string()];
+    let tasks = write_tasks(&mut stages, &source, &out, synth_n, &keep, &episode, &with_server).await?;
     let source_text = std::fs::read_to_string(&tasks).with_context(|| format!("cannot read {}", tasks.display()))?;
     let kept = limit_splits(&keep.apply(&source_text), train_limit, validation_limit);
     let scenarios = out.join("scenarios.jsonl");
@@ -386,7 +388,7 @@ async fn write_tasks(
     out: &Path,
     synth_n: usize,
     keep: &TaskFilter,
-    view: &str,
+    episode: &[String],
     with_server: &impl Fn(&[String]) -> Vec<String>,
 ) -> Result<PathBuf> {
     let (first, dir) = match source.synthesizer {
@@ -407,7 +409,10 @@ async fn write_tasks(
                 stages.done(t)?;
             }
             Synthesizer::Walk => {
-                let argv = with_server(&["--seed".into(), SYNTH_SEED.to_string(), "--tool-result-max-chars".into(), view.into(), "--out".into(), path(&dir)]);
+                let mut rest = vec!["--seed".into(), SYNTH_SEED.to_string()];
+                rest.extend(episode.iter().cloned());
+                rest.extend(["--out".into(), path(&dir)]);
+                let argv = with_server(&rest);
                 let (args, t) = stages.start(first, "tasks about what the server's read-only tools return, checked by replay", &argv, Some(60.0))?;
                 scenarios::walk::run(args).await?;
                 stages.done(t)?;

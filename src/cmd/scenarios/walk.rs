@@ -51,6 +51,10 @@ pub struct Args {
     /// each result.
     #[arg(long, default_value_t = ta_rollout::AgentConfig::DEFAULT.tool_result_max_chars)]
     tool_result_max_chars: usize,
+    /// Turns of an episode (as `collect`, `train` and `eval` play them): a question whose calls
+    /// leave no turn for the answer is not asked.
+    #[arg(long, default_value_t = ta_rollout::AgentConfig::DEFAULT.max_turns)]
+    max_turns: u32,
 }
 
 /// The absolute paths on a stdio server's command line that exist: where the server's data is
@@ -82,6 +86,7 @@ pub async fn run(args: Args) -> Result<()> {
             time: Duration::from_secs(args.max_seconds),
             concurrency: args.concurrency,
             view: args.tool_result_max_chars,
+            turns: args.max_turns as usize,
         },
         validation_fraction: args.split.validation_fraction,
         seed: args.split.seed,
