@@ -324,6 +324,26 @@ async fn walk_on_the_filesystem_server() {
     let markdown =
         w.scenarios.iter().find(|s| tree_at_root(s) && s["task"] == "How many Markdown files are there in the whole workspace?").expect("no count over the whole tree");
     assert_eq!(markdown["expected"].as_f64(), Some(everything.iter().filter(|f| f.extension().is_some_and(|e| e == "md")).count() as f64), "{markdown}");
+    // The folder with the most files, its subfolders counted, against the files on disk.
+    let most = w
+        .scenarios
+        .iter()
+        .find(|s| s["task"] == "Which folder in the projects folder has the most files, counting its subfolders?")
+        .expect("no folder with the most files");
+    let files_below = |d: &Path| {
+        let mut all = Vec::new();
+        below(d, &mut all);
+        all.iter().filter(|p| p.is_file()).count()
+    };
+    let per_project: Vec<(String, usize)> = std::fs::read_dir(root.join("projects"))
+        .unwrap()
+        .map(Result::unwrap)
+        .filter(|e| e.path().is_dir())
+        .map(|e| (e.file_name().to_string_lossy().into_owned(), files_below(&e.path())))
+        .collect();
+    let top = per_project.iter().map(|(_, n)| *n).max().unwrap();
+    assert_eq!(per_project.iter().filter(|(_, n)| *n == top).count(), 1, "a tie: {per_project:?}");
+    assert_eq!(most["expected"].as_str(), per_project.iter().find(|(_, n)| *n == top).map(|(p, _)| p.as_str()), "{per_project:?}");
     // An episode's turns hold every reference's calls and the answer; comparisons across more
     // files than that are not asked.
     let turns = ta_rollout::AgentConfig::DEFAULT.max_turns as usize;

@@ -15,7 +15,7 @@ use ta_types::Expected;
 use ta_types::scenario::ExpectedRule;
 
 use crate::explore::{Call, Kind, LINES, REVISION_WORDS, Walked, entry_kind, glob_extension, glob_word, label_field};
-use crate::parse::{CHANGED_FILES, CURRENT, EXTENSION, Listing, MESSAGE, Parsed, ROWS, Record, TICKED, extension_of, is_hex_id, is_text_list, size_bytes};
+use crate::parse::{CHANGED_FILES, CURRENT, EXTENSION, Listing, MESSAGE, Parsed, ROWS, Record, TICKED, TOP_FOLDER, extension_of, is_hex_id, is_text_list, size_bytes};
 
 /// What answers a task, given the answering call's parsed result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -937,7 +937,7 @@ pub(crate) fn askable(field: &str) -> bool {
     let preposition = w.len() == 1 && ["to", "from", "of", "in", "at", "by", "on"].contains(&w[0].as_str());
     // Whole words, not fragments: "author" holds "auth" and is no secret.
     let secret = w.iter().any(|x| SECRET_FIELD_WORDS.contains(&x.as_str())) || w.windows(2).any(|p| p[0] == "api" && p[1] == "key");
-    !(secret || preposition)
+    !(secret || preposition || field == TOP_FOLDER)
 }
 
 /// Whether a numeric field counts or names rather than measures (an id, a year, a number):
@@ -1170,6 +1170,17 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
                         vec![sentence(&["Which folders", wp, "are empty?"]), sentence(&["List the empty folders", wp, "."])],
                     );
                 }
+            }
+            // The folder holding the most files, its own subfolders counted: "Which folder in
+            // the projects folder has the most files, counting its subfolders?"
+            if whole && tree && s.thing.is_none() {
+                push(
+                    Op::Most { listing: l.key.clone(), field: TOP_FOLDER.into() },
+                    vec![
+                        sentence(&["Which folder", place, "has the most files, counting its subfolders?"]),
+                        sentence(&["Which folder", place, "holds the most files anywhere in it?"]),
+                    ],
+                );
             }
             // Fields with a few values shared by several items: tags, people, states.
             // Every item's fields, not the first's alone: a tree that starts with a folder has

@@ -15,6 +15,11 @@ pub type Record = Map<String, Value>;
 /// for "the Markdown files", "the CSVs".
 pub const EXTENSION: &str = "extension";
 
+/// The field a tree's file gets from the folder at the tree's top that holds it (`weather-station`
+/// for `weather-station/src/read_sensor.py`): "Which project has the most files, counting its
+/// subfolders?" tallies by it. Never asked about itself ([`crate::ask::askable`]).
+pub const TOP_FOLDER: &str = "top_folder";
+
 fn add_extension(r: &mut Record) {
     if let Some(ext) = r.get("name").and_then(Value::as_str).and_then(extension_of) {
         r.insert(EXTENSION.into(), Value::String(ext));
@@ -460,6 +465,9 @@ fn flatten(nodes: &[Value], parent: &str, out: &mut Vec<Record>) {
         };
         if r.get("type").and_then(Value::as_str) == Some("file") {
             add_extension(&mut r);
+            if let Some((top, _)) = path.split_once('/') {
+                r.insert(TOP_FOLDER.into(), Value::String(top.into()));
+            }
         }
         let is_tree = children.is_some() || !parent.is_empty();
         if is_tree && name.is_some() {
@@ -595,6 +603,8 @@ mod tests {
         let p = parse(&tree.to_string());
         let paths: Vec<_> = p.listings[0].records.iter().map(|r| r.get("path").cloned()).collect();
         assert_eq!(paths, vec![Some(json!("a")), Some(json!("a/x.txt")), None]);
+        let tops: Vec<_> = p.listings[0].records.iter().map(|r| r.get(TOP_FOLDER).cloned()).collect();
+        assert_eq!(tops, vec![None, Some(json!("a")), None], "a file below the top, by the folder at the top that holds it");
         let graph = json!({"entities": [{"name": "Ann", "entityType": "person", "observations": ["x", "y"]}], "relations": [{"from": "Ann", "to": "Acme", "relationType": "works_at"}], "meta": {"n": 2}});
         let p = parse(&graph.to_string());
         assert_eq!(p.listings.iter().map(|l| l.key.as_str()).collect::<Vec<_>>(), vec!["entities", "relations"]);
