@@ -855,7 +855,15 @@ pub(crate) fn item_noun(call: &Call, listing: &Listing) -> String {
     }
     let first = &listing.records[0];
     if entry_kind(first).is_some() {
-        return "item".into();
+        // A folder of files only holds "files": "Which file in the recipes folder is the
+        // smallest?", as people ask it, not "the smallest item".
+        let kinds: HashSet<Option<Kind>> = listing.records.iter().map(entry_kind).collect();
+        return match kinds.into_iter().collect::<Vec<_>>().as_slice() {
+            [Some(Kind::File)] => "file",
+            [Some(Kind::Dir)] => "folder",
+            _ => "item",
+        }
+        .into();
     }
     if let Some((k, _)) = first.iter().find(|(_, v)| v.as_str().is_some_and(is_hex_id)) {
         return singular(&human(k));

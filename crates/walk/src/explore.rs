@@ -68,7 +68,7 @@ pub struct Call {
 }
 
 /// What a value is, as far as filling an argument goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Kind {
     Dir,
     File,
