@@ -1467,6 +1467,13 @@ mod tests {
     }
 
     #[test]
+    fn the_top_listing_is_what_sits_at_the_top() {
+        assert_eq!(directly("in the workspace"), "at the top of the workspace");
+        assert_eq!(directly("in the top folder in January 2024"), "directly in the top folder in January 2024");
+        assert_eq!(directly("in the notes folder"), "in the notes folder", "a folder's own listing is what is in it");
+    }
+
+    #[test]
     fn operations_refuse_ties_and_out_of_range_lists() {
         let p = listing(json!([
             {"name": "a.md", "size": 10, "author": "Ann"},

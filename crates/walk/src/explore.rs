@@ -759,6 +759,25 @@ mod tests {
     }
 
     #[test]
+    fn the_checked_out_branch_is_the_one_every_branch_list_marks() {
+        let call = |id: usize, text: &str| Call {
+            id,
+            tool: "git_branch".into(),
+            args: Map::new(),
+            text: text.into(),
+            is_error: false,
+            parsed: crate::parse::parse(text),
+            origins: Vec::new(),
+            maybe_cut: false,
+            cut: false,
+        };
+        let one = call(0, "  fix/pager\n* main");
+        assert_eq!(checked_out(&[one.clone(), call(1, "* main\n  docs")]), Some("main".into()));
+        assert_eq!(checked_out(&[one.clone(), call(1, "* dev\n  main")]), None, "two repositories");
+        assert_eq!(checked_out(&[call(0, "fix/pager\nmain")]), None, "no mark");
+    }
+
+    #[test]
     fn a_history_is_read_in_every_month_between_and_around_the_dates_seen() {
         let w = history_windows(&[(2023, 12), (2024, 2)]);
         let phrases: Vec<&str> = w.iter().map(|(_, _, p)| p.as_str()).collect();
