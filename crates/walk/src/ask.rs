@@ -35,6 +35,9 @@ pub enum Op {
     Total { listing: String, field: String },
     /// The value of `field` most items share.
     Most { listing: String, field: String },
+    /// The month most items' date `field` falls in ("March 2024"): "Which month had the most
+    /// commits on main?" from one log, where [`Op::Across`] reads a month at a time.
+    Month { listing: String, field: String },
     /// Whether an item's `field` is `value`: "yes" or "no".
     Exists { listing: String, field: String, value: Value },
     /// The labels of every item; paths `under` a folder (a search's absolute paths) as paths
@@ -229,6 +232,15 @@ impl Op {
                 let sum = (sum * 100.0).round() / 100.0;
                 if values.len() >= 2 { value_answer(&Value::from(sum)) } else { None }
             }
+            Op::Month { listing: l, field } => {
+                let counts = months(listing(l)?, field)?;
+                let top = counts.iter().map(|(_, n)| *n).max()?;
+                let at: Vec<&String> = counts.iter().filter(|(_, n)| *n == top).map(|(k, _)| k).collect();
+                match at.as_slice() {
+                    [one] if top >= 2 && counts.len() >= 2 => Some(Expected::Text((*one).clone())),
+                    _ => None,
+                }
+            }
             Op::Most { listing: l, field } => {
                 let counts = tally(listing(l)?, field);
                 let top = *counts.values().max()?;
@@ -421,6 +433,10 @@ impl Op {
                 let total = if total.fract() == 0.0 { format!("{}", total as i64) } else { total.to_string() };
                 Some(format!("Adding up the {}: {} = {total}.", human(field), values.join(" + ")))
             }
+            Op::Month { listing, field } => {
+                let counts: Vec<String> = months(records(listing)?, field)?.iter().map(|(k, n)| format!("{k} {n}")).collect();
+                Some(format!("Counting the items by the month of their {}: {}.", human(field), counts.join(", ")))
+            }
             Op::Most { listing, field } => {
                 let counts: Vec<String> = tally(records(listing)?, field).iter().map(|(k, n)| format!("{k} {n}")).collect();
                 Some(format!("Counting the items by {}: {}.", human(field), counts.join(", ")))
@@ -476,6 +492,7 @@ impl Op {
             Op::Peak { .. } => "peak",
             Op::Total { .. } => "total",
             Op::Most { .. } => "most",
+            Op::Month { .. } => "month",
             Op::Exists { .. } => "exists",
             Op::List { .. } => "list",
             Op::Select { .. } => "select",
@@ -501,7 +518,9 @@ impl Op {
         match self {
             Op::Field { .. } | Op::Lookup { .. } | Op::Heading => 0,
             Op::Count { filter: None, .. } | Op::Exists { .. } | Op::Lines | Op::List { .. } | Op::Empty { .. } => 1,
-            Op::Count { .. } | Op::Extreme { .. } | Op::Peak { .. } | Op::Most { .. } | Op::Select { .. } | Op::DiffLines { .. } | Op::Past { .. } => 2,
+            Op::Count { .. } | Op::Extreme { .. } | Op::Peak { .. } | Op::Most { .. } | Op::Month { .. } | Op::Select { .. } | Op::DiffLines { .. } | Op::Past { .. } => {
+                2
+            }
             Op::Total { .. } | Op::Across { .. } | Op::Then { .. } | Op::History { .. } => 3,
         }
     }
@@ -566,6 +585,22 @@ fn date_key(s: &str) -> Option<f64> {
 
 pub(crate) fn is_date(v: &Value) -> bool {
     v.as_str().and_then(date_key).is_some()
+}
+
+/// How many items' date `field` falls in each month, by its name ("March 2024"), in time order;
+/// `None` when an item has no such date.
+fn months(rs: &[Record], field: &str) -> Option<Vec<(String, usize)>> {
+    let mut by: BTreeMap<String, usize> = BTreeMap::new();
+    for r in rs {
+        let day = r.get(field)?.as_str().and_then(iso_day)?;
+        *by.entry(day[..7].to_string()).or_default() += 1;
+    }
+    by.into_iter()
+        .map(|(ym, n)| {
+            let month: usize = ym[5..7].parse().ok()?;
+            Some((format!("{} {}", crate::explore::MONTH_NAMES.get(month.checked_sub(1)?)?, &ym[..4]), n))
+        })
+        .collect()
 }
 
 /// The one result of `results` with the largest (or smallest) `measure`; `None` on a tie or a
@@ -1336,6 +1371,13 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
                         };
                         push(Op::Peak { listing: l.key.clone(), field: k.clone(), max }, peak);
                     }
+                    // The busiest month of a list of dated items, from the one list.
+                    if date && l.key != ROWS {
+                        push(
+                            Op::Month { listing: l.key.clone(), field: k.clone() },
+                            vec![sentence(&["Which month had the most", &items, wp, "?"]), sentence(&["In which month were the most", &items, "made", wp, "?"])],
+                        );
+                    }
                     // Totals of amounts that vary (not dates, not ids): "the total amount".
                     let numbers: Vec<f64> = rs.iter().filter_map(|r| r.get(k).and_then(Value::as_f64)).collect();
                     let varied = numbers.iter().any(|x| *x != numbers[0]);
@@ -1464,6 +1506,19 @@ mod tests {
 
     fn listing(rows: Value) -> Parsed {
         parse(&rows.to_string())
+    }
+
+    #[test]
+    fn the_busiest_month_of_dated_items() {
+        let month = Op::Month { listing: String::new(), field: "date".into() };
+        let p = listing(json!([{"m": "a", "date": "2024-01-05"}, {"m": "b", "date": "2024-03-02T10:00:00"}, {"m": "c", "date": "2024-03-20"}]));
+        assert_eq!(month.answer(&p), Some(Expected::Text("March 2024".into())));
+        assert_eq!(month.explain(&p).as_deref(), Some("Counting the items by the month of their date: January 2024 1, March 2024 2."));
+        let tied =
+            listing(json!([{"m": "a", "date": "2024-01-05"}, {"m": "b", "date": "2024-01-06"}, {"m": "c", "date": "2024-03-20"}, {"m": "d", "date": "2024-03-21"}]));
+        assert_eq!(month.answer(&tied), None, "a tie");
+        let one = listing(json!([{"m": "a", "date": "2024-01-05"}, {"m": "b", "date": "2024-01-06"}]));
+        assert_eq!(month.answer(&one), None, "one month is no comparison");
     }
 
     #[test]
