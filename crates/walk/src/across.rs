@@ -244,10 +244,6 @@ pub(crate) fn tasks(walked: &Walked, seed: u64, asked: &mut HashSet<String>, out
                 }
             }
         }
-        let chain: HashSet<usize> = match g.via {
-            Some(via) => walked.chain(via).into_iter().chain(g.calls.iter().copied()).collect(),
-            None => g.calls.iter().flat_map(|id| walked.chain(*id)).collect(),
-        };
         // A whole history's answer needs the windows around the months too.
         let bounded: Option<(Vec<usize>, Vec<&Parsed>)> = g.bounds.map(|bounds| {
             let calls: Vec<usize> = g.calls.iter().copied().chain(bounds).collect();
@@ -266,9 +262,10 @@ pub(crate) fn tasks(walked: &Walked, seed: u64, asked: &mut HashSet<String>, out
             }
             let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ (g.calls[0] as u64) << 16 ^ out.len() as u64);
             frames[1..].shuffle(&mut rng);
-            let difficulty = (chain.len() + 3).clamp(1, 5) as u8;
             let explanation = op.explain_all(results);
-            out.push(Task { call: calls[calls.len() - 1], siblings: calls.clone(), via: g.via, op, expected, phrasings: frames, difficulty, explanation });
+            let mut task = Task { call: calls[calls.len() - 1], siblings: calls.clone(), via: g.via, op, expected, phrasings: frames, difficulty: 0, explanation };
+            task.difficulty = (task.steps(walked).len() + 3).clamp(1, 5) as u8;
+            out.push(task);
         }
     }
 }
