@@ -199,6 +199,16 @@ fn shown_number(x: f64) -> String {
 }
 
 /// How many items have each text value of `field`.
+/// The one key counted the most (or the fewest) times, with its count; `None` on a tie.
+fn sole<'a>(counts: impl Iterator<Item = (&'a String, usize)>, max: bool) -> Option<(&'a String, usize)> {
+    let counts: Vec<(&String, usize)> = counts.collect();
+    let best = counts.iter().map(|(_, n)| *n).reduce(if max { usize::max } else { usize::min })?;
+    match counts.iter().filter(|(_, n)| *n == best).collect::<Vec<_>>().as_slice() {
+        [one] => Some(**one),
+        _ => None,
+    }
+}
+
 fn tally(rs: &[Record], field: &str) -> BTreeMap<String, usize> {
     tally_of(&rs.iter().collect::<Vec<_>>(), field)
 }
@@ -234,21 +244,13 @@ impl Op {
             }
             Op::Month { listing: l, field } => {
                 let counts = months(listing(l)?, field)?;
-                let top = counts.iter().map(|(_, n)| *n).max()?;
-                let at: Vec<&String> = counts.iter().filter(|(_, n)| *n == top).map(|(k, _)| k).collect();
-                match at.as_slice() {
-                    [one] if top >= 2 && counts.len() >= 2 => Some(Expected::Text((*one).clone())),
-                    _ => None,
-                }
+                let (one, top) = sole(counts.iter().map(|(k, n)| (k, *n)), true).filter(|_| counts.len() >= 2)?;
+                (top >= 2).then(|| Expected::Text(one.clone()))
             }
             Op::Most { listing: l, field } => {
                 let counts = tally(listing(l)?, field);
-                let top = *counts.values().max()?;
-                let at: Vec<&String> = counts.iter().filter(|(_, n)| **n == top).map(|(k, _)| k).collect();
-                match at.as_slice() {
-                    [one] if top >= 2 => Some(Expected::Text((*one).clone())),
-                    _ => None,
-                }
+                let (one, top) = sole(counts.iter().map(|(k, n)| (k, *n)), true)?;
+                (top >= 2).then(|| Expected::Text(one.clone()))
             }
             Op::Exists { listing: l, field, value } => {
                 let found = listing(l)?.iter().any(|r| r.get(field) == Some(value));
@@ -300,12 +302,8 @@ impl Op {
                     Whole::Count => (!items.is_empty()).then(|| Expected::Number(items.len() as f64)),
                     Whole::Most { field, max } => {
                         let counts = tally_of(&items, field);
-                        let best = if *max { counts.values().max() } else { counts.values().min() }?;
-                        let at: Vec<&String> = counts.iter().filter(|(_, n)| *n == best).map(|(k, _)| k).collect();
-                        match at.as_slice() {
-                            [one] if counts.len() >= 2 => Some(Expected::Text((*one).clone())),
-                            _ => None,
-                        }
+                        let (one, _) = sole(counts.iter().map(|(k, n)| (k, *n)), *max).filter(|_| counts.len() >= 2)?;
+                        Some(Expected::Text(one.clone()))
                     }
                     Whole::By { field, value, label } => {
                         let hits: Vec<&Record> = items.into_iter().filter(|r| r.get(field) == Some(value)).collect();
@@ -597,8 +595,8 @@ fn months(rs: &[Record], field: &str) -> Option<Vec<(String, usize)>> {
     }
     by.into_iter()
         .map(|(ym, n)| {
-            let month: usize = ym[5..7].parse().ok()?;
-            Some((format!("{} {}", crate::explore::MONTH_NAMES.get(month.checked_sub(1)?)?, &ym[..4]), n))
+            let (year, month): (u32, u32) = (ym[..4].parse().ok()?, ym[5..7].parse().ok()?);
+            (1..=12).contains(&month).then(|| (crate::explore::month_name(year, month), n))
         })
         .collect()
 }
@@ -892,11 +890,13 @@ pub(crate) fn item_noun(call: &Call, listing: &Listing) -> String {
     if entry_kind(first).is_some() {
         // A folder of files only holds "files": "Which file in the recipes folder is the
         // smallest?", as people ask it, not "the smallest item".
-        let kinds: HashSet<Option<Kind>> = listing.records.iter().map(entry_kind).collect();
-        return match kinds.into_iter().collect::<Vec<_>>().as_slice() {
-            [Some(Kind::File)] => "file",
-            [Some(Kind::Dir)] => "folder",
-            _ => "item",
+        let all = |kind| listing.records.iter().all(|r| entry_kind(r) == Some(kind));
+        return if all(Kind::File) {
+            "file"
+        } else if all(Kind::Dir) {
+            "folder"
+        } else {
+            "item"
         }
         .into();
     }

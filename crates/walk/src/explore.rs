@@ -68,7 +68,7 @@ pub struct Call {
 }
 
 /// What a value is, as far as filling an argument goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     Dir,
     File,
@@ -451,7 +451,12 @@ fn month_window(year: u32, month: u32) -> (String, String, String) {
         4 | 6 | 9 | 11 => 30,
         _ => 31,
     };
-    (format!("{year:04}-{month:02}-01T00:00:00"), format!("{year:04}-{month:02}-{last:02}T23:59:59"), format!("in {} {year}", MONTH_NAMES[month as usize - 1]))
+    (format!("{year:04}-{month:02}-01T00:00:00"), format!("{year:04}-{month:02}-{last:02}T23:59:59"), format!("in {}", month_name(year, month)))
+}
+
+/// A month as questions and answers name it: "January 2024" (`month` from 1).
+pub(crate) fn month_name(year: u32, month: u32) -> String {
+    format!("{} {year}", MONTH_NAMES[month as usize - 1])
 }
 
 /// A call about to be made: tool, arguments, their origins, and the default of a limit argument
