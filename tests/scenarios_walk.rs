@@ -356,6 +356,43 @@ async fn walk_on_the_filesystem_server() {
     let top: Vec<&str> = w.scenarios.iter().filter(at_top).map(|s| s["task"].as_str().unwrap()).collect();
     assert!(top.iter().any(|t| t.contains("at the top of the workspace")), "{top:?}");
     assert!(top.iter().all(|t| !t.contains("in the workspace") && !t.contains("in the top folder")), "{top:?}");
+    // So is what a listing of a folder holding folders shows: "directly in the travel folder";
+    // "in the travel folder" alone is anywhere in it.
+    let last_path = |s: &Value| s["reference"].as_array().unwrap().last().and_then(|r| r["arguments"]["path"].as_str().map(String::from));
+    let lists = |s: &&Value| s["reference"].as_array().unwrap().last().is_some_and(|r| r["tool"].as_str().unwrap().starts_with("list_directory"));
+    let with_folders = |p: &str| p != root.display().to_string() && std::fs::read_dir(p).unwrap().any(|e| e.unwrap().file_type().unwrap().is_dir());
+    let direct: Vec<&Value> = w.scenarios.iter().filter(lists).filter(|s| last_path(s).is_some_and(|p| with_folders(&p))).collect();
+    assert!(direct.len() >= 20, "{} questions on a listing of a folder with folders", direct.len());
+    assert!(direct.iter().all(|s| s["task"].as_str().unwrap().contains("directly in")), "{direct:?}");
+    // Files' sizes are compared in the one call that shows them all, the folders among them
+    // left out, not a call per file: checked against the files on disk.
+    let sized: Vec<&Value> = direct.iter().copied().filter(|s| s["template"] == "extreme" && s["op"]["field"] == "size").collect();
+    assert!(!sized.is_empty(), "no file of a folder with folders compared by size");
+    for s in &sized {
+        let folder = last_path(s).unwrap();
+        let files: Vec<(String, u64)> = std::fs::read_dir(&folder)
+            .unwrap()
+            .map(Result::unwrap)
+            .filter(|e| e.file_type().unwrap().is_file())
+            .map(|e| (e.file_name().to_string_lossy().into_owned(), e.metadata().unwrap().len()))
+            .collect();
+        let best = if s["op"]["max"] == true { files.iter().map(|f| f.1).max() } else { files.iter().map(|f| f.1).min() };
+        assert_eq!(files.iter().find(|f| Some(f.1) == best).map(|f| f.0.as_str()), s["expected"].as_str(), "{s}");
+    }
+    let sized_folders: Vec<String> =
+        w.scenarios.iter().filter(|s| s["reference"].as_array().unwrap().last().unwrap()["tool"] == "list_directory_with_sizes").filter_map(last_path).collect();
+    let per_file = |s: &&Value| {
+        let steps = s["reference"].as_array().unwrap();
+        // A tree's files (anywhere below) have no listing with all their sizes.
+        s["template"] == "across" && s["op"]["measure"]["field"] == "size" && !s["task"].as_str().unwrap().contains("anywhere") && {
+            let first = steps[steps.len() - s["op"]["labels"].as_array().unwrap().len()]["arguments"]["path"].as_str().unwrap();
+            sized_folders.iter().any(|f| Path::new(first).parent() == Some(Path::new(f)))
+        }
+    };
+    assert!(!w.scenarios.iter().any(|s| per_file(&s)), "sizes compared a call per file where one listing shows them");
+    // A tree's files are named by their paths below the folder: two folders hold a budget.csv.
+    let csv = w.scenarios.iter().find(|s| s["task"] == "Which CSV files are there anywhere in the travel folder?").expect("no CSV files of the travel tree");
+    assert_eq!(sorted(csv["expected"]["set"].as_array().unwrap().iter().map(|v| v.as_str().unwrap())), vec!["kyoto/budget.csv", "lisbon/budget.csv"], "{csv}");
     replay_all(&server, &w.scenarios).await;
     // Shown only its first 4,000 characters, the same tree is cut: said, and nothing is counted
     // over it.
@@ -425,9 +462,16 @@ async fn walk_on_the_git_server() {
         assert_eq!(s["reference"].as_array().unwrap().last().unwrap()["arguments"]["contains"], b, "{s}");
     }
     assert!(asks("containing the commit", &|a| a["contains"].as_str().is_some_and(ta_walk::parse::is_hex_id)), "no branches containing a commit");
-    // A month compared with the others across `git_log` a month at a time, checked against `git
-    // log`'s own count (the busiest is asked of the whole log in one call, below).
-    let busiest = w
+    // Shown whole, the history is compared in the one call that shows it, never a month at a
+    // time (eight calls that leave an episode no turn to answer).
+    let logs = |s: &Value| s["reference"].as_array().unwrap().iter().filter(|r| r["tool"] == "git_log").count();
+    assert!(!w.scenarios.iter().any(|s| s["template"] == "history" || logs(s) >= 2), "a whole history compared a month at a time");
+    // Shown only its first 4,000 characters, the whole log is cut: then a month is compared with
+    // the others across `git_log` a month at a time, checked against `git log`'s own count.
+    let narrow_dir = dir.path().join("narrow");
+    std::fs::create_dir_all(&narrow_dir).unwrap();
+    let narrow = walk(&narrow_dir, &server, &["--tool-result-max-chars", "4000"]).unwrap();
+    let busiest = narrow
         .scenarios
         .iter()
         .find(|s| s["template"] == "across" && s["op"]["labels"][0].as_str().is_some_and(|l| l.ends_with(" 2024")))
@@ -454,7 +498,7 @@ async fn walk_on_the_git_server() {
     // The whole history, read a month at a time and found empty around the months: checked
     // against `git log` of the checked-out branch (every commit, and each author's).
     let git_lines = |args: &[&str]| String::from_utf8(Command::new("git").arg("-C").arg(&repo).args(args).output().unwrap().stdout).unwrap();
-    let history: Vec<&Value> = w.scenarios.iter().filter(|s| s["template"] == "history").collect();
+    let history: Vec<&Value> = narrow.scenarios.iter().filter(|s| s["template"] == "history").collect();
     assert!(history.len() >= 4, "{} questions about the whole history", history.len());
     let commits: Vec<String> = git_lines(&["log", "--format=%an\t%s"]).lines().map(String::from).collect();
     for s in history {
@@ -498,7 +542,17 @@ async fn walk_on_the_git_server() {
     assert_eq!(busiest_whole["expected"].as_str(), Some(format!("{month} {}", &ym[..4])).as_deref(), "{busiest_whole}");
     // A log read without a revision is the checked-out branch's: the questions say which.
     let branch = git_lines(&["branch", "--show-current"]).trim().to_string();
-    assert!(by_author.iter().all(|s| s["task"].as_str().unwrap().contains(&format!(" on {branch} in the repository"))), "{by_author:?}");
+    let named = |s: &&Value, how: &str| s["task"].as_str().unwrap().contains(&format!(" on {how} in the repository"));
+    assert!(by_author.iter().all(|s| named(s, &branch) || named(s, &format!("the {branch} branch"))), "{by_author:?}");
+    let whole: Vec<&Value> = w.scenarios.iter().filter(whole_log).collect();
+    assert!(whole.iter().any(|s| named(s, &branch)) && whole.iter().any(|s| named(s, &format!("the {branch} branch"))), "the branch said one way only");
+    // The author with the fewest commits, from the whole log, against `git log`.
+    let fewest = whole.iter().find(|s| s["op"]["op"] == "most" && s["op"]["max"] == false).expect("no fewest from the whole log");
+    let mut per: HashMap<&str, usize> = HashMap::new();
+    for c in &commits {
+        *per.entry(c.split_once('\t').unwrap().0).or_default() += 1;
+    }
+    assert_eq!(per.get(fewest["expected"].as_str().unwrap()), per.values().min(), "{fewest} {per:?}");
     for s in by_author {
         let who = s["task"].as_str().unwrap().trim_start_matches("How many commits did ").split(" make ").next().unwrap();
         assert_eq!(s["expected"].as_f64(), Some(commits.iter().filter(|c| c.starts_with(&format!("{who}\t"))).count() as f64), "{s}");

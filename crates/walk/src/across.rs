@@ -1,7 +1,9 @@
 //! Questions over several calls at once: which file of a folder (or anywhere below it) was
 //! modified last, given each file's `get_file_info`, or has the most lines, each read whole; in
-//! which month a history has the most commits, given `git_log` a month at a time, and, when the
-//! windows around the months come back empty, what the whole history holds ([`Op::History`]).
+//! which month a history too long to show whole has the most commits, given `git_log` a month at
+//! a time, and, when the windows around the months come back empty, what the whole history
+//! holds ([`Op::History`]). What one call already shows for every item (a listing's sizes, a
+//! whole log) is asked of that call instead.
 //! People ask these of a folder or a history, never of one result; the walk has already made the
 //! calls, one per file or per month, and here they are compared ([`Op::Across`]). Then questions
 //! in two steps: the file a comparison picks, asked about as "that file" ([`Op::Then`]). The
@@ -37,6 +39,10 @@ struct Group {
     /// The call whose result lists the compared files (the folder's listing, the tree): the
     /// reference reaches them through it, whatever call first showed each file to the walk.
     via: Option<usize>,
+    /// Fields a listing of the folder shows for every file (`list_directory_with_sizes`'s
+    /// sizes): compared from that one call, not here a call per file, so that the model learns
+    /// the short way.
+    shown: Vec<String>,
 }
 
 fn usable(c: &Call) -> bool {
@@ -79,11 +85,23 @@ fn folders(walked: &Walked) -> Vec<Group> {
             (single_path(c).is_some_and(|(p, _)| p == folder) && records.iter().all(|r| entry_kind(r).is_some())).then_some((c.id, records))
         });
         let Some((via, records)) = listing else { continue };
+        let shown: Vec<String> = walked
+            .calls
+            .iter()
+            .filter(|c| usable(c) && single_path(c).is_some_and(|(p, _)| p == folder))
+            .filter_map(|c| c.parsed.records(""))
+            .flat_map(|rs| {
+                let files: Vec<_> = rs.iter().filter(|r| entry_kind(r) == Some(Kind::File)).collect();
+                let first = files.first().map(|f| f.keys().cloned().collect::<Vec<_>>()).unwrap_or_default();
+                first.into_iter().filter(move |k| files.iter().all(|r| r.contains_key(k)))
+            })
+            .collect();
         let files: Vec<&str> = records.iter().filter(|r| entry_kind(r) == Some(Kind::File)).filter_map(|r| r.get("name").and_then(Value::as_str)).collect();
         if files.len() < 2 || files.len() > MAX_SIBLINGS || !files.iter().all(|f| leaves.contains_key(*f)) {
             continue;
         }
-        let Some(place) = folder_phrase(walked, &folder).map(|f| directly(&format!("in {f}"))) else { continue };
+        let holds_folders = records.iter().any(|r| entry_kind(r) == Some(Kind::Dir));
+        let Some(place) = folder_phrase(walked, &folder).map(|f| directly(&format!("in {f}"), holds_folders)) else { continue };
         out.push(Group {
             calls: files.iter().map(|f| leaves[*f]).collect(),
             labels: files.iter().map(|f| f.to_string()).collect(),
@@ -91,6 +109,7 @@ fn folders(walked: &Walked) -> Vec<Group> {
             items: None,
             bounds: None,
             via: Some(via),
+            shown,
         });
     }
     out
@@ -123,7 +142,15 @@ fn trees(walked: &Walked) -> Vec<Group> {
             }
             let calls: Option<Vec<usize>> = files.iter().map(|f| at.get(format!("{folder}/{f}").as_str()).copied()).collect();
             if let Some(calls) = calls {
-                out.push(Group { calls, labels: files.iter().map(|f| f.to_string()).collect(), place: place.clone(), items: None, bounds: None, via: Some(tree.id) });
+                out.push(Group {
+                    calls,
+                    labels: files.iter().map(|f| f.to_string()).collect(),
+                    place: place.clone(),
+                    items: None,
+                    bounds: None,
+                    via: Some(tree.id),
+                    shown: Vec::new(),
+                });
             }
         }
     }
@@ -155,8 +182,12 @@ fn windows(walked: &Walked) -> Vec<Group> {
             months.push((phrase.to_string(), c.id));
         }
     }
-    by.into_values()
-        .filter_map(|windows| {
+    by.into_iter()
+        // A history the tool showed whole in one call (the same arguments without the window)
+        // is asked from that call (ask.rs), not a month at a time: the model learns the one
+        // call, not eight that leave it no turn to answer.
+        .filter(|((tool, rest), _)| !walked.calls.iter().any(|c| usable(c) && c.tool == *tool && serde_json::to_string(&c.args).is_ok_and(|a| a == *rest)))
+        .filter_map(|(_, windows)| {
             let months: Vec<(String, usize)> = windows.iter().filter(|(p, _)| p.starts_with("in ")).cloned().collect();
             if !(2..=MAX_SIBLINGS).contains(&months.len()) {
                 return None;
@@ -176,6 +207,7 @@ fn windows(walked: &Walked) -> Vec<Group> {
                 items: Some(items),
                 bounds,
                 via: None,
+                shown: Vec::new(),
             })
         })
         .collect()
@@ -223,7 +255,7 @@ pub(crate) fn tasks(walked: &Walked, seed: u64, asked: &mut HashSet<String>, out
                     }
                 }
                 let keys: Vec<&String> = results[0].fields.keys().filter(|k| !unstable.contains(*k) && askable(k)).collect();
-                for k in keys {
+                for k in keys.into_iter().filter(|k| !g.shown.contains(k)) {
                     let values: Vec<&Value> = results.iter().filter_map(|p| p.fields.get(k)).collect();
                     if values.len() != results.len() || values.iter().any(|v| order_key(v).is_none()) {
                         continue;

@@ -33,8 +33,9 @@ pub enum Op {
     Peak { listing: String, field: String, max: bool },
     /// The sum of a numeric `field` over the items: "the total amount".
     Total { listing: String, field: String },
-    /// The value of `field` most items share.
-    Most { listing: String, field: String },
+    /// The value of `field` most items share, or with `max` false the fewest: "Who has the
+    /// fewest commits on main?" from one log.
+    Most { listing: String, field: String, max: bool },
     /// The month most items' date `field` falls in ("March 2024"): "Which month had the most
     /// commits on main?" from one log, where [`Op::Across`] reads a month at a time.
     Month { listing: String, field: String },
@@ -247,10 +248,12 @@ impl Op {
                 let (one, top) = sole(counts.iter().map(|(k, n)| (k, *n)), true).filter(|_| counts.len() >= 2)?;
                 (top >= 2).then(|| Expected::Text(one.clone()))
             }
-            Op::Most { listing: l, field } => {
+            Op::Most { listing: l, field, max } => {
                 let counts = tally(listing(l)?, field);
-                let (one, top) = sole(counts.iter().map(|(k, n)| (k, *n)), true)?;
-                (top >= 2).then(|| Expected::Text(one.clone()))
+                let (one, n) = sole(counts.iter().map(|(k, n)| (k, *n)), *max)?;
+                // The most needs two items to say anything; the fewest, two values to compare.
+                let telling = if *max { n >= 2 } else { counts.len() >= 2 };
+                telling.then(|| Expected::Text(one.clone()))
             }
             Op::Exists { listing: l, field, value } => {
                 let found = listing(l)?.iter().any(|r| r.get(field) == Some(value));
@@ -410,7 +413,7 @@ impl Op {
                 Some(format!(
                     "Comparing the {} of the {} items, the {word} is {}, for {}.",
                     human(field),
-                    rs.len(),
+                    rs.iter().filter(|r| r.contains_key(field)).count(),
                     ta_synth::names::shown(&best[field.as_str()]),
                     named(best, label)?
                 ))
@@ -435,7 +438,7 @@ impl Op {
                 let counts: Vec<String> = months(records(listing)?, field)?.iter().map(|(k, n)| format!("{k} {n}")).collect();
                 Some(format!("Counting the items by the month of their {}: {}.", human(field), counts.join(", ")))
             }
-            Op::Most { listing, field } => {
+            Op::Most { listing, field, .. } => {
                 let counts: Vec<String> = tally(records(listing)?, field).iter().map(|(k, n)| format!("{k} {n}")).collect();
                 Some(format!("Counting the items by {}: {}.", human(field), counts.join(", ")))
             }
@@ -729,6 +732,9 @@ struct Subject {
     membership: bool,
     /// `place` without the membership: "in the repository at /srv/repo".
     home: String,
+    /// The checked-out branch a log without a revision was read on, named in `place` as "on
+    /// main".
+    branch: Option<String>,
 }
 
 fn relative<'a>(path: &'a str, roots: &[String]) -> Option<&'a str> {
@@ -842,7 +848,8 @@ fn subject(call: &Call, walked: &Walked) -> Subject {
     // A log read without a revision is the checked-out branch's history: people name the branch
     // ("How many commits are there on main in the repository at …?").
     let revision = call.args.keys().any(|k| words(k).iter().any(|w| REVISION_WORDS.contains(&w.as_str())));
-    if let Some(branch) = walked.checked_out.as_ref().filter(|_| !revision && words(&call.tool).iter().any(|w| w == "log")) {
+    let branch = walked.checked_out.clone().filter(|_| !revision && words(&call.tool).iter().any(|w| w == "log"));
+    if let Some(branch) = &branch {
         places.insert(0, format!("on {branch}"));
     }
     let home = places.join(" ");
@@ -850,20 +857,22 @@ fn subject(call: &Call, walked: &Walked) -> Subject {
         Some(w) => sentence(&[&home, &w]),
         None => home.clone(),
     };
-    Subject { place, thing, adjectives, file, contents, found, merged, membership, home }
+    Subject { place, thing, adjectives, file, contents, found, merged, membership, home, branch }
 }
 
-/// A listing of the folder the server serves holds only what sits at its top, and people say
-/// so ("the settings.json file at the top of my workspace"): unsaid, "in my workspace" means
-/// anywhere in it, as a tree or a search of it is asked ("How many JSON files are there in my
-/// workspace?" was answered from the top folder's listing alone).
-pub(crate) fn directly(place: &str) -> String {
+/// A listing of a folder holds only what sits directly in it, and people say so when the folder
+/// has folders of its own ("the settings.json file at the top of my workspace", "files directly
+/// inside notes/2024, not counting the ones in its subfolders"): unsaid, "in my workspace" or
+/// "in my travel folder" means anywhere in it, as a tree or a search of it is asked ("How many
+/// JSON files are there in my workspace?" was answered from the top folder's listing alone).
+/// The served folder's own listing is its top whatever it holds.
+pub(crate) fn directly(place: &str, holds_folders: bool) -> String {
     for (root, top) in [("in the workspace", "at the top of the workspace"), ("in the top folder", "directly in the top folder")] {
         if let Some(rest) = place.strip_prefix(root) {
             return format!("{top}{rest}");
         }
     }
-    place.to_string()
+    if holds_folders && place.starts_with("in the ") { format!("directly {place}") } else { place.to_string() }
 }
 
 /// The noun for a list's items: its key, the id field's name, the entries' tags, or the tool.
@@ -1067,8 +1076,18 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
             s.thing = Some(s.adjectives.join(" "));
         }
         let chain = walked.chain(c.id).len();
+        let branch = s.branch.clone();
         let mut push = |op: Op, frames: Vec<String>| {
             let Some(expected) = op.answer(&c.parsed) else { return };
+            // People name the checked-out branch both ways: "on main", "on the main branch".
+            let frames = frames
+                .into_iter()
+                .enumerate()
+                .map(|(i, f)| match &branch {
+                    Some(b) if i % 2 == 1 => f.replacen(&format!("on {b} "), &format!("on the {b} branch "), 1),
+                    _ => f,
+                })
+                .collect::<Vec<_>>();
             // The server's own folders are found by asking it, never spelled out.
             let spelled = serde_json::to_string(&expected).unwrap_or_default();
             if walked.roots.iter().any(|r| spelled.contains(r.as_str()) || frames.iter().any(|f| f.contains(r.as_str()))) {
@@ -1169,12 +1188,15 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
             // So does a search by pattern.
             let tree = s.found.is_some() || rs.iter().any(|r| r.get("path").and_then(Value::as_str).is_some_and(|p| p.contains('/')));
             let tree_or_entries = tree || entry_kind(&rs[0]).is_some();
-            let direct = if tree { place.to_string() } else { directly(place) };
+            let direct = if tree { place.to_string() } else { directly(place, rs.iter().any(|r| entry_kind(r) == Some(Kind::Dir))) };
             let place = direct.as_str();
             let whole_place = match (&s.thing, tree) {
                 (Some(t), _) => format!("in {t} {place}").trim().to_string(),
                 (None, true) => match place.strip_prefix("in the workspace") {
                     Some(rest) => format!("in the whole workspace{rest}"),
+                    // A folder's listing says "directly in", so "in the travel folder" alone is
+                    // anywhere in it, as people mean it; half the trees say "anywhere" too.
+                    None if c.id % 2 == 1 && !place.starts_with("in the top folder") => place.to_string(),
                     None => format!("anywhere {place}").trim().to_string(),
                 },
                 (None, false) => place.to_string(),
@@ -1218,7 +1240,7 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
             // the projects folder has the most files, counting its subfolders?"
             if whole && tree && s.thing.is_none() {
                 push(
-                    Op::Most { listing: l.key.clone(), field: TOP_FOLDER.into() },
+                    Op::Most { listing: l.key.clone(), field: TOP_FOLDER.into(), max: true },
                     vec![
                         sentence(&["Which folder", place, "has the most files, counting its subfolders?"]),
                         sentence(&["Which folder", place, "holds the most files anywhere in it?"]),
@@ -1251,12 +1273,16 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
                     // "What type do most items have?" asks nothing a person would.
                 } else if is_person(k) {
                     push(
-                        Op::Most { listing: l.key.clone(), field: k.clone() },
+                        Op::Most { listing: l.key.clone(), field: k.clone(), max: true },
                         vec![sentence(&["Who has the most", &items, wp, "?"]), sentence(&["Which", &f, "has the most", &items, wp, "?"])],
+                    );
+                    push(
+                        Op::Most { listing: l.key.clone(), field: k.clone(), max: false },
+                        vec![sentence(&["Who has the fewest", &items, wp, "?"]), sentence(&["Which", &f, "has the fewest", &items, wp, "?"])],
                     );
                 } else {
                     push(
-                        Op::Most { listing: l.key.clone(), field: k.clone() },
+                        Op::Most { listing: l.key.clone(), field: k.clone(), max: true },
                         vec![sentence(&["Which", &f, "is the most common among the", &items, wp, "?"]), sentence(&["What", &f, "do most", &items, wp, "have?"])],
                     );
                 }
@@ -1326,9 +1352,18 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
             if whole {
                 for k in &keys {
                     let all_ordered = rs.iter().all(|r| r.get(k).and_then(order_key).is_some());
-                    if !all_ordered {
+                    // A listing with sizes shows none for its folders: its files are compared
+                    // ("Which file directly in the notes folder is the biggest?" in one call,
+                    // not a call per file).
+                    let sized_files = rs.iter().all(|r| match entry_kind(r) {
+                        Some(Kind::Dir) => !r.contains_key(k),
+                        Some(Kind::File) => r.get(k).and_then(order_key).is_some(),
+                        _ => false,
+                    }) && rs.iter().filter(|r| entry_kind(r) == Some(Kind::File)).count() >= 2;
+                    if !all_ordered && !sized_files {
                         continue;
                     }
+                    let one = if all_ordered { one.clone() } else { "file".to_string() };
                     let date = rs.iter().all(|r| r.get(k).is_some_and(is_date));
                     let f = human(k);
                     for max in [true, false] {
@@ -1364,7 +1399,7 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
                             (false, false) => ("lowest", "smallest"),
                         };
                         let peak = if k == "size" {
-                            let unit = if rs.iter().all(|r| r.get(k).is_some_and(Value::is_number)) { "in bytes?" } else { "?" };
+                            let unit = if rs.iter().filter_map(|r| r.get(k)).all(Value::is_number) { "in bytes?" } else { "?" };
                             vec![sentence(&["How big is the", if max { "largest" } else { "smallest" }, &one, wp, unit])]
                         } else {
                             vec![sentence(&["What is the", a, &f, wp, "?"]), sentence(&["What's the", b, &f, "among the", &items, wp, "?"])]
@@ -1522,10 +1557,11 @@ mod tests {
     }
 
     #[test]
-    fn the_top_listing_is_what_sits_at_the_top() {
-        assert_eq!(directly("in the workspace"), "at the top of the workspace");
-        assert_eq!(directly("in the top folder in January 2024"), "directly in the top folder in January 2024");
-        assert_eq!(directly("in the notes folder"), "in the notes folder", "a folder's own listing is what is in it");
+    fn a_listing_of_a_folder_with_folders_is_what_sits_directly_in_it() {
+        assert_eq!(directly("in the workspace", false), "at the top of the workspace");
+        assert_eq!(directly("in the top folder in January 2024", true), "directly in the top folder in January 2024");
+        assert_eq!(directly("in the notes folder", true), "directly in the notes folder", "not in its subfolders");
+        assert_eq!(directly("in the recipes folder", false), "in the recipes folder", "a folder of files holds them all");
     }
 
     #[test]
@@ -1538,7 +1574,8 @@ mod tests {
         let extreme = |max| Op::Extreme { listing: String::new(), field: "size".into(), max, label: "name".into() };
         assert_eq!(extreme(false).answer(&p), Some(Expected::Text("a.md".into())));
         assert_eq!(extreme(true).answer(&p), None, "b.md and c.md tie");
-        assert_eq!(Op::Most { listing: String::new(), field: "author".into() }.answer(&p), Some(Expected::Text("Ann".into())));
+        assert_eq!(Op::Most { listing: String::new(), field: "author".into(), max: true }.answer(&p), Some(Expected::Text("Ann".into())));
+        assert_eq!(Op::Most { listing: String::new(), field: "author".into(), max: false }.answer(&p), Some(Expected::Text("Bob".into())));
         let count = Op::Count { listing: String::new(), filter: Some(("author".into(), json!("Ann"))) };
         assert_eq!(count.answer(&p), Some(Expected::Number(2.0)));
         assert_eq!(count.explain(&p).as_deref(), Some("Counting the items with author Ann in the result: 1. a.md, 2. c.md. That makes 2."));

@@ -440,6 +440,10 @@ fn records_of(a: &[Value]) -> Option<Vec<Record>> {
 
 /// Nodes of a tree (objects whose array field holds objects like them) as one list.
 fn flatten(nodes: &[Value], parent: &str, out: &mut Vec<Record>) {
+    // Every item of a tree has its path, those at its top too (their name): a list of a tree's
+    // files names each by path, as two folders may hold files of one name.
+    let nested = |n: &Value| n.as_object().is_some_and(|o| o.values().any(|v| v.as_array().is_some_and(|c| !c.is_empty() && c.iter().all(Value::is_object))));
+    let is_tree = !parent.is_empty() || nodes.iter().any(nested);
     for node in nodes.iter().filter_map(Value::as_object) {
         let mut r = Record::new();
         let mut children: Option<&Vec<Value>> = None;
@@ -469,7 +473,6 @@ fn flatten(nodes: &[Value], parent: &str, out: &mut Vec<Record>) {
                 r.insert(TOP_FOLDER.into(), Value::String(top.into()));
             }
         }
-        let is_tree = children.is_some() || !parent.is_empty();
         if is_tree && name.is_some() {
             r.insert("path".into(), Value::String(path.clone()));
         }
@@ -602,7 +605,7 @@ mod tests {
         let tree = json!([{"name": "a", "type": "directory", "children": [{"name": "x.txt", "type": "file"}]}, {"name": "b.md", "type": "file"}]);
         let p = parse(&tree.to_string());
         let paths: Vec<_> = p.listings[0].records.iter().map(|r| r.get("path").cloned()).collect();
-        assert_eq!(paths, vec![Some(json!("a")), Some(json!("a/x.txt")), None]);
+        assert_eq!(paths, vec![Some(json!("a")), Some(json!("a/x.txt")), Some(json!("b.md"))]);
         let tops: Vec<_> = p.listings[0].records.iter().map(|r| r.get(TOP_FOLDER).cloned()).collect();
         assert_eq!(tops, vec![None, Some(json!("a")), None], "a file below the top, by the folder at the top that holds it");
         let graph = json!({"entities": [{"name": "Ann", "entityType": "person", "observations": ["x", "y"]}], "relations": [{"from": "Ann", "to": "Acme", "relationType": "works_at"}], "meta": {"n": 2}});
