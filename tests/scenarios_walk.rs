@@ -390,6 +390,11 @@ async fn walk_on_the_filesystem_server() {
         }
     };
     assert!(!w.scenarios.iter().any(|s| per_file(&s)), "sizes compared a call per file where one listing shows them");
+    // A file found by a month's name is asked as people write the month, the search keeping
+    // the name's case (`**/*april*` finds readings-april.csv, `**/*April*` nothing).
+    let april = w.scenarios.iter().find(|s| s["task"].as_str().unwrap().contains("the April file")).expect("no file found by a month's name");
+    let patterns: Vec<&str> = april["reference"].as_array().unwrap().iter().filter_map(|r| r["arguments"]["pattern"].as_str()).collect();
+    assert_eq!(patterns, ["**/*april*"], "{april}");
     // A tree's files are named by their paths below the folder: two folders hold a budget.csv.
     let csv = w.scenarios.iter().find(|s| s["task"] == "Which CSV files are there anywhere in the travel folder?").expect("no CSV files of the travel tree");
     assert_eq!(sorted(csv["expected"]["set"].as_array().unwrap().iter().map(|v| v.as_str().unwrap())), vec!["kyoto/budget.csv", "lisbon/budget.csv"], "{csv}");

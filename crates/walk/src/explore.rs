@@ -616,6 +616,9 @@ fn learn(call: &Call, pool: &mut Vec<Known>, roots: &mut Vec<String>) {
                 let parent = |path: &str| path.rsplit('/').nth(1).map(String::from);
                 let matches: Vec<&str> = listing.records.iter().filter_map(|r| r.get("name").and_then(Value::as_str)).collect();
                 let alone_in_folder = matches.iter().filter(|m| parent(m) == parent(p)).count() == 1;
+                // A month is written as people write it ("the April file"), while the pattern
+                // that finds it keeps the name's case (`**/*april*`).
+                let word = word.map(|w| MONTH_NAMES.iter().find(|m| m.eq_ignore_ascii_case(w)).map_or(w.to_string(), |m| m.to_string()));
                 let phrase = match (word, parent(p)) {
                     (Some(w), _) if matches.len() == 1 && kind == Kind::File => format!("the {w} file"),
                     (Some(w), Some(folder)) if alone_in_folder && kind == Kind::File && !roots.iter().any(|r| r.ends_with(&format!("/{folder}"))) => {
