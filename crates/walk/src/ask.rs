@@ -118,6 +118,9 @@ impl Measure {
 /// counts a list of no objects as `children.count`).
 const EMPTY_FOLDER: &str = "children.count";
 
+/// How questions name everything below the folder the server serves.
+const WHOLE_WORKSPACE: &str = "in the whole workspace";
+
 /// Items of one list asked about by name (a seeded sample), so that one long list does not
 /// crowd out every other question.
 const LOOKUPS_PER_LIST: usize = 12;
@@ -1079,17 +1082,19 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
             s.thing = Some(s.adjectives.join(" "));
         }
         let chain = walked.chain(c.id).len();
-        let branch = s.branch.clone();
+        // Places people say two ways, the second in every other phrasing (and question): the checked-out
+        // branch ("on main", "on the main branch"), and the whole workspace ("in my workspace"
+        // is all of it, as the top folder's own listing is "at the top of the workspace").
+        let mut alternates = vec![(WHOLE_WORKSPACE.to_string(), "in the workspace".to_string())];
+        if let Some(b) = &s.branch {
+            alternates.push((format!("on {b} "), format!("on the {b} branch ")));
+        }
         let mut push = |op: Op, frames: Vec<String>| {
             let Some(expected) = op.answer(&c.parsed) else { return };
-            // People name the checked-out branch both ways: "on main", "on the main branch".
             let frames = frames
                 .into_iter()
                 .enumerate()
-                .map(|(i, f)| match &branch {
-                    Some(b) if i % 2 == 1 => f.replacen(&format!("on {b} "), &format!("on the {b} branch "), 1),
-                    _ => f,
-                })
+                .map(|(i, f)| if (out.len() + i) % 2 == 1 { alternates.iter().fold(f, |f, (one, other)| f.replacen(one.as_str(), other, 1)) } else { f })
                 .collect::<Vec<_>>();
             // The server's own folders are found by asking it, never spelled out.
             let spelled = serde_json::to_string(&expected).unwrap_or_default();
@@ -1196,7 +1201,7 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
             let whole_place = match (&s.thing, tree) {
                 (Some(t), _) => format!("in {t} {place}").trim().to_string(),
                 (None, true) => match place.strip_prefix("in the workspace") {
-                    Some(rest) => format!("in the whole workspace{rest}"),
+                    Some(rest) => format!("{WHOLE_WORKSPACE}{rest}"),
                     // A folder's listing says "directly in", so "in the travel folder" alone is
                     // anywhere in it, as people mean it; half the trees say "anywhere" too.
                     None if c.id % 2 == 1 && !place.starts_with("in the top folder") => place.to_string(),
