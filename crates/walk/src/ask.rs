@@ -118,6 +118,10 @@ impl Measure {
 /// counts a list of no objects as `children.count`).
 const EMPTY_FOLDER: &str = "children.count";
 
+/// The longest working written out before an answer: ~400 tokens of names and numbers, inside
+/// the 512 an episode's turn may say, with room for the call that answers.
+const MAX_WORKING_CHARS: usize = 1_000;
+
 /// How questions name everything below the folder the server serves.
 const WHOLE_WORKSPACE: &str = "in the whole workspace";
 
@@ -416,13 +420,17 @@ impl Op {
                 let rs = records(listing)?;
                 let best = *at_extreme(rs, field, *max).first()?;
                 let word = if *max { "largest" } else { "smallest" };
-                Some(format!(
-                    "Comparing the {} of the {} items, the {word} is {}, for {}.",
-                    human(field),
-                    rs.iter().filter(|r| r.contains_key(field)).count(),
-                    ta_synth::names::shown(&best[field.as_str()]),
-                    named(best, label)?
-                ))
+                // Each item's value written out before the pick, as a count numbers its items:
+                // a small model compares what it has written, not what it skimmed.
+                let id = label_field(rs).unwrap_or_else(|| label.clone());
+                let each: Vec<String> = rs.iter().filter_map(|r| Some(format!("{} {}", named(r, &id)?, ta_synth::names::shown(r.get(field)?)))).collect();
+                let winner = named(best, &id)?;
+                let also = if *label == id { String::new() } else { format!("; its {} is {}", human(label), named(best, label)?) };
+                let value = ta_synth::names::shown(&best[field.as_str()]);
+                let whole = each.len() <= MAX_ENUMERATED;
+                let working = format!("The {} of each: {}. The {word} is {value}, for {winner}{also}.", human(field), enumerate(each));
+                // A list too long to write out in a turn (a whole history's dates) is not.
+                Some(if whole && working.len() <= MAX_WORKING_CHARS { working } else { format!("The {word} {} is {value}, for {winner}{also}.", human(field)) })
             }
             Op::Peak { listing, field, max } => {
                 let rs = records(listing)?;
@@ -461,7 +469,10 @@ impl Op {
                 let hits = numbered(past(rs, field, *bound, *above).filter_map(|r| named(r, &name)));
                 let side = if *above { "Above" } else { "Below" };
                 let tail = if label.is_some() { String::new() } else { format!(" That makes {}.", hits.len()) };
-                Some(format!("The {} of each: {}. {} {}: {}.{tail}", human(field), enumerate(each), side, shown_number(*bound), enumerate(hits)))
+                let past = format!("{side} {}: {}.{tail}", shown_number(*bound), enumerate(hits));
+                let whole = each.len() <= MAX_ENUMERATED;
+                let working = format!("The {} of each: {}. {past}", human(field), enumerate(each));
+                Some(if whole && working.len() <= MAX_WORKING_CHARS { working } else { past })
             }
             Op::Lines => Some(format!("Counting every line of the file, blank lines included: {}.", p.line_count)),
             Op::Empty { .. } => Some("The result lists nothing: there is nothing there.".into()),
@@ -1598,7 +1609,12 @@ mod tests {
         let count = Op::Count { listing: String::new(), filter: Some(("author".into(), json!("Ann"))) };
         assert_eq!(count.answer(&p), Some(Expected::Number(2.0)));
         assert_eq!(count.explain(&p).as_deref(), Some("Counting the items with author Ann in the result: 1. a.md, 2. c.md. That makes 2."));
-        assert_eq!(extreme(false).explain(&p).as_deref(), Some("Comparing the size of the 3 items, the smallest is 10, for a.md."));
+        assert_eq!(extreme(false).explain(&p).as_deref(), Some("The size of each: a.md 10, b.md 30, c.md 30. The smallest is 10, for a.md."));
+        let author = Op::Extreme { listing: String::new(), field: "size".into(), max: false, label: "author".into() };
+        assert_eq!(author.explain(&p).as_deref(), Some("The size of each: a.md 10, b.md 30, c.md 30. The smallest is 10, for a.md; its author is Ann."));
+        let many = listing(Value::Array((0..80).map(|i| json!({"name": format!("file-{i:03}.md"), "size": 100 + i})).collect()));
+        let short = extreme(true).explain(&many).unwrap();
+        assert_eq!(short, "The largest size is 179, for file-079.md.", "80 values are more than a turn writes out");
         let nobody = Op::Count { listing: String::new(), filter: Some(("author".into(), json!("Cy"))) };
         assert_eq!(nobody.answer(&p), None, "a count of nothing is no question");
         let select = Op::Select { listing: String::new(), filter: ("author".into(), json!("Bob")), label: "name".into() };
