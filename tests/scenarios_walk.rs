@@ -460,6 +460,7 @@ async fn walk_on_the_git_server() {
     };
     assert!(asks("in January 2024", &|a| a["start_timestamp"] == "2024-01-01T00:00:00" && a["end_timestamp"] == "2024-01-31T23:59:59"), "no month of history");
     assert!(asks("the latest commit on fix/pager", &|a| a["revision"] == "fix/pager"), "no branch tip");
+    assert!(asks("on the fix/pager branch", &|a| a["revision"].as_str().is_some_and(|r| r.starts_with("fix/pager"))), "a branch said one way only");
     assert!(asks("the file setup.cfg on main", &|a| a["revision"] == "main:setup.cfg"), "no file as a branch has it");
     // Whether a branch was merged, asked through `git_branch --contains` and checked against git
     // itself: main contains feature/search's tip, not docs/install's.
@@ -574,7 +575,14 @@ async fn walk_on_the_git_server() {
     let changelog = Command::new("git").arg("-C").arg(&repo).args(["show", "main:CHANGELOG.md"]).output().unwrap();
     let releases: Vec<Value> =
         String::from_utf8(changelog.stdout).unwrap().lines().filter_map(|l| l.strip_prefix("## ")).map(|h| Value::String(h.trim().to_string())).collect();
-    let sections = w.scenarios.iter().find(|s| s["task"].as_str().unwrap().starts_with("List the sections in the file CHANGELOG.md on main")).expect("no sections");
+    let sections = w
+        .scenarios
+        .iter()
+        .find(|s| {
+            s["task"].as_str().unwrap().starts_with("List the sections in the file CHANGELOG.md on ")
+                && s["reference"].as_array().unwrap().last().unwrap()["arguments"]["revision"] == "main:CHANGELOG.md"
+        })
+        .expect("no sections");
     assert_eq!(sections["expected"]["set"].as_array(), Some(&releases), "{sections}");
     // The lines a commit added and removed, checked against `git show --numstat`.
     let numstat = |rev: &str| {

@@ -749,9 +749,10 @@ struct Subject {
     membership: bool,
     /// `place` without the membership: "in the repository at /srv/repo".
     home: String,
-    /// The checked-out branch a log without a revision was read on, named in `place` as "on
-    /// main".
-    branch: Option<String>,
+    /// Branches the question names "on main": the checked-out one a log without a revision
+    /// was read on, a branch given as a revision ("the latest commit on fix/pager"), the branch
+    /// of a file as it has it ("the file setup.cfg on main").
+    branches: Vec<String>,
 }
 
 fn relative<'a>(path: &'a str, roots: &[String]) -> Option<&'a str> {
@@ -784,6 +785,7 @@ fn subject(call: &Call, walked: &Walked) -> Subject {
     let mut found = None;
     let (mut merged, mut membership, mut within) = (None, false, None);
     let mut contents = false;
+    let mut branches = Vec::new();
     for ((name, value), (_, origin)) in call.args.iter().zip(&call.origins) {
         let pw = words(name);
         let one = value.as_array().is_none();
@@ -817,6 +819,7 @@ fn subject(call: &Call, walked: &Walked) -> Subject {
         }
         // A file as a branch has it (`main:setup.cfg`).
         if origin.call.is_some() && v.contains(':') && pw.iter().any(|w| REVISION_WORDS.contains(&w.as_str())) {
+            branches.extend(v.split_once(':').map(|(b, _)| b.to_string()).filter(|b| !is_hex_id(b)));
             thing = Some(origin.phrase.clone());
             file = one;
             contents = one;
@@ -825,6 +828,7 @@ fn subject(call: &Call, walked: &Walked) -> Subject {
         // A branch's name given as a revision: its latest commit.
         if origin.call.is_some() && !is_hex_id(v) && !v.starts_with('/') && pw.iter().any(|w| REVISION_WORDS.contains(&w.as_str())) {
             thing = Some(format!("the latest commit on {v}"));
+            branches.push(v.to_string());
             continue;
         }
         if origin.call.is_none() && origin.phrase == v && !v.starts_with('/') {
@@ -865,16 +869,16 @@ fn subject(call: &Call, walked: &Walked) -> Subject {
     // A log read without a revision is the checked-out branch's history: people name the branch
     // ("How many commits are there on main in the repository at …?").
     let revision = call.args.keys().any(|k| words(k).iter().any(|w| REVISION_WORDS.contains(&w.as_str())));
-    let branch = walked.checked_out.clone().filter(|_| !revision && words(&call.tool).iter().any(|w| w == "log"));
-    if let Some(branch) = &branch {
+    if let Some(branch) = walked.checked_out.clone().filter(|_| !revision && words(&call.tool).iter().any(|w| w == "log")) {
         places.insert(0, format!("on {branch}"));
+        branches.push(branch);
     }
     let home = places.join(" ");
     let place = match within {
         Some(w) => sentence(&[&home, &w]),
         None => home.clone(),
     };
-    Subject { place, thing, adjectives, file, contents, found, merged, membership, home, branch }
+    Subject { place, thing, adjectives, file, contents, found, merged, membership, home, branches }
 }
 
 /// A listing of a folder holds only what sits directly in it, and people say so when the folder
@@ -1097,7 +1101,7 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
         // branch ("on main", "on the main branch"), and the whole workspace ("in my workspace"
         // is all of it, as the top folder's own listing is "at the top of the workspace").
         let mut alternates = vec![(WHOLE_WORKSPACE.to_string(), "in the workspace".to_string())];
-        if let Some(b) = &s.branch {
+        for b in &s.branches {
             alternates.push((format!("on {b} "), format!("on the {b} branch ")));
         }
         let mut push = |op: Op, frames: Vec<String>| {
