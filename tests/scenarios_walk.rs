@@ -101,7 +101,7 @@ async fn replay_all(server: &str, scenarios: &[Value]) {
             }
             texts.push(results[&key].clone());
         }
-        let op: ta_walk::ask::Op = serde_json::from_value(s["op"].clone()).unwrap();
+        let op: ta_walk::op::Op = serde_json::from_value(s["op"].clone()).unwrap();
         let expected: ta_types::Expected = serde_json::from_value(s["expected"].clone()).unwrap();
         // The answer is in what the model is shown of the answering results (cut as rollouts
         // cut them): the last step's, one per label of a comparison across calls, and a

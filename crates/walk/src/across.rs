@@ -17,8 +17,9 @@ use rand::seq::SliceRandom;
 use serde_json::Value;
 use ta_synth::names::{human, plural};
 
-use crate::ask::{Measure, Op, Task, Whole, askable, directly, is_date, is_person, item_noun, order_key, place_of, sentence, thing_of};
+use crate::ask::{Task, askable, directly, is_person, item_noun, place_of, sentence, thing_of};
 use crate::explore::{Call, Kind, MONTH_NAMES, Walked, entry_kind, label_field};
+use crate::op::{Measure, Op, Whole, is_date, order_key};
 use crate::parse::Parsed;
 
 /// Calls compared in one question at most: each is a step of the episode.

@@ -10,7 +10,7 @@
 //! 3. [`parse`]: read each result as data (JSON, `Key: value` blocks, tagged or bare lines);
 //! 4. [`ask`]: ask about what came back (lookups, chained lookups, counts, extremes, the most
 //!    common value, existence, filtered lists, a file's lines and title), phrased in people's
-//!    words;
+//!    words; each question's answer is an [`op`]eration on the results, with its working;
 //! 5. [`replay`]: replay each task's chain of calls on a fresh server and keep it only when the
 //!    answer comes out the same. The chain is the task's `reference`, so `collect --reference`
 //!    needs no model either.
@@ -19,6 +19,7 @@ pub mod access;
 mod across;
 pub mod ask;
 pub mod explore;
+pub mod op;
 pub mod parse;
 pub mod replay;
 
