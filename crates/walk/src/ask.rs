@@ -245,6 +245,16 @@ fn subject(call: &Call, walked: &Walked) -> Subject {
     Subject { place, thing, adjectives, file, contents, found, merged, membership, home, branches }
 }
 
+/// `text` with the first `one` outside double quotes said as `other`: a commit quoted by its
+/// message ("Fix the pager on main for wide screens") keeps its words.
+fn unquoted_replace(text: &str, one: &str, other: &str) -> String {
+    let at = text.match_indices(one).map(|(at, _)| at).find(|at| text[..*at].matches('"').count().is_multiple_of(2));
+    match at {
+        Some(at) => format!("{}{other}{}", &text[..at], &text[at + one.len()..]),
+        None => text.to_string(),
+    }
+}
+
 /// A listing of a folder holds only what sits directly in it, and people say so when the folder
 /// has folders of its own ("the settings.json file at the top of my workspace", "files directly
 /// inside notes/2024, not counting the ones in its subfolders"): unsaid, "in my workspace" or
@@ -473,7 +483,7 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
             let frames = frames
                 .into_iter()
                 .enumerate()
-                .map(|(i, f)| if (out.len() + i) % 2 == 1 { alternates.iter().fold(f, |f, (one, other)| f.replacen(one.as_str(), other, 1)) } else { f })
+                .map(|(i, f)| if (out.len() + i) % 2 == 1 { alternates.iter().fold(f, |f, (one, other)| unquoted_replace(&f, one, other)) } else { f })
                 .collect::<Vec<_>>();
             // The server's own folders are found by asking it, never spelled out.
             let spelled = serde_json::to_string(&expected).unwrap_or_default();
@@ -930,6 +940,16 @@ mod tests {
 
     fn listing(rows: Value) -> Parsed {
         parse(&rows.to_string())
+    }
+
+    #[test]
+    fn a_place_said_another_way_leaves_quoted_words_alone() {
+        let q = "Who wrote \"Fix the pager on main screens\" on main in the repository at /srv/app?";
+        assert_eq!(
+            unquoted_replace(q, "on main ", "on the main branch "),
+            "Who wrote \"Fix the pager on main screens\" on the main branch in the repository at /srv/app?"
+        );
+        assert_eq!(unquoted_replace("\"on main \"", "on main ", "x"), "\"on main \"", "only inside quotes");
     }
 
     #[test]
