@@ -469,8 +469,9 @@ async fn walk_on_the_git_server() {
         String::from_utf8(out.stdout).unwrap().lines().any(|l| l.trim_start_matches('*').trim() == "main")
     };
     for b in ["feature/search", "docs/install"] {
-        let q = format!("Has {b} been merged into main");
-        let s = w.scenarios.iter().find(|s| s["task"].as_str().unwrap().starts_with(&q)).unwrap_or_else(|| panic!("no question: {q}?"));
+        // Said "Has fix/pager been …" or "Has the fix/pager branch been …".
+        let qs = [format!("Has {b} been merged into main"), format!("Has the {b} branch been merged into main")];
+        let s = w.scenarios.iter().find(|s| qs.iter().any(|q| s["task"].as_str().unwrap().starts_with(q.as_str()))).unwrap_or_else(|| panic!("no question: {qs:?}"));
         let yes = if merged_into_main(b) { "yes" } else { "no" };
         assert_eq!(s["expected"]["exact"], yes, "{s}");
         assert_eq!(s["reference"].as_array().unwrap().last().unwrap()["arguments"]["contains"], b, "{s}");

@@ -115,7 +115,8 @@ struct Subject {
     home: String,
     /// Branches the question names "on main": the checked-out one a log without a revision
     /// was read on, a branch given as a revision ("the latest commit on fix/pager"), the branch
-    /// of a file as it has it ("the file setup.cfg on main").
+    /// of a file as it has it ("the file setup.cfg on main"), the one asked whether it was
+    /// merged ("Has fix/pager been merged into main?").
     branches: Vec<String>,
 }
 
@@ -160,6 +161,7 @@ fn subject(call: &Call, walked: &Walked) -> Subject {
             membership = true;
             if !negated && !is_hex_id(v) {
                 merged = Some(v.to_string());
+                branches.push(v.to_string());
             }
             continue;
         }
@@ -477,6 +479,7 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
         let mut alternates = vec![(WHOLE_WORKSPACE.to_string(), "in the workspace".to_string())];
         for b in &s.branches {
             alternates.push((format!("on {b} "), format!("on the {b} branch ")));
+            alternates.push((format!("Has {b} been"), format!("Has the {b} branch been")));
         }
         let mut push = |op: Op, frames: Vec<String>| {
             let Some(expected) = op.answer(&c.parsed) else { return };
