@@ -936,14 +936,9 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::parse::Parsed;
     use crate::parse::parse;
     use serde_json::json;
     use ta_types::scenario::ExpectedRule;
-
-    fn listing(rows: Value) -> Parsed {
-        parse(&rows.to_string())
-    }
 
     #[test]
     fn a_place_said_another_way_leaves_quoted_words_alone() {
@@ -989,7 +984,7 @@ mod tests {
         let at = Op::Past { listing: String::new(), field: "size".into(), bound: 270.0, above: true, label: None };
         assert_eq!(at.answer(&p), None, "a value at the bound is on neither side");
         // Dates and ids are not measured against a bound.
-        let dated = listing(json!([{"name": "a", "day": "2024-01-02"}, {"name": "b", "day": "2024-02-02"}, {"name": "c", "day": "2024-03-02"}]));
+        let dated = parse(&json!([{"name": "a", "day": "2024-01-02"}, {"name": "b", "day": "2024-02-02"}, {"name": "c", "day": "2024-03-02"}]).to_string());
         assert_eq!(threshold(dated.records("").unwrap(), "day", 1), None);
     }
 
