@@ -86,6 +86,11 @@ fn folders(walked: &Walked) -> Vec<Group> {
             (single_path(c).is_some_and(|(p, _)| p == folder) && records.iter().all(|r| entry_kind(r).is_some())).then_some((c.id, records))
         });
         let Some((via, records)) = listing else { continue };
+        let files: Vec<&str> = records.iter().filter(|r| entry_kind(r) == Some(Kind::File)).filter_map(|r| r.get("name").and_then(Value::as_str)).collect();
+        if files.len() < 2 || files.len() > MAX_SIBLINGS || !files.iter().all(|f| leaves.contains_key(*f)) {
+            continue;
+        }
+        let Some(place) = folder_phrase(walked, &folder).map(|f| directly(&format!("in {f}"), records)) else { continue };
         let shown: Vec<String> = walked
             .calls
             .iter()
@@ -97,12 +102,6 @@ fn folders(walked: &Walked) -> Vec<Group> {
                 first.into_iter().filter(move |k| files.iter().all(|r| r.contains_key(k)))
             })
             .collect();
-        let files: Vec<&str> = records.iter().filter(|r| entry_kind(r) == Some(Kind::File)).filter_map(|r| r.get("name").and_then(Value::as_str)).collect();
-        if files.len() < 2 || files.len() > MAX_SIBLINGS || !files.iter().all(|f| leaves.contains_key(*f)) {
-            continue;
-        }
-        let holds_folders = records.iter().any(|r| entry_kind(r) == Some(Kind::Dir));
-        let Some(place) = folder_phrase(walked, &folder).map(|f| directly(&format!("in {f}"), holds_folders)) else { continue };
         out.push(Group {
             calls: files.iter().map(|f| leaves[*f]).collect(),
             labels: files.iter().map(|f| f.to_string()).collect(),

@@ -263,12 +263,13 @@ fn unquoted_replace(text: &str, one: &str, other: &str) -> String {
 /// "in my travel folder" means anywhere in it, as a tree or a search of it is asked ("How many
 /// JSON files are there in my workspace?" was answered from the top folder's listing alone).
 /// The served folder's own listing is its top whatever it holds.
-pub(crate) fn directly(place: &str, holds_folders: bool) -> String {
+pub(crate) fn directly(place: &str, entries: &[Record]) -> String {
     for (root, top) in [("in the workspace", "at the top of the workspace"), ("in the top folder", "directly in the top folder")] {
         if let Some(rest) = place.strip_prefix(root) {
             return format!("{top}{rest}");
         }
     }
+    let holds_folders = entries.iter().any(|r| entry_kind(r) == Some(Kind::Dir));
     if holds_folders && place.starts_with("in the ") { format!("directly {place}") } else { place.to_string() }
 }
 
@@ -588,7 +589,7 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
             // So does a search by pattern.
             let tree = s.found.is_some() || rs.iter().any(|r| r.get("path").and_then(Value::as_str).is_some_and(|p| p.contains('/')));
             let tree_or_entries = tree || entry_kind(&rs[0]).is_some();
-            let direct = if tree { place.to_string() } else { directly(place, rs.iter().any(|r| entry_kind(r) == Some(Kind::Dir))) };
+            let direct = if tree { place.to_string() } else { directly(place, rs) };
             let place = direct.as_str();
             let whole_place = match (&s.thing, tree) {
                 (Some(t), _) => format!("in {t} {place}").trim().to_string(),
@@ -952,10 +953,12 @@ mod tests {
 
     #[test]
     fn a_listing_of_a_folder_with_folders_is_what_sits_directly_in_it() {
-        assert_eq!(directly("in the workspace", false), "at the top of the workspace");
-        assert_eq!(directly("in the top folder in January 2024", true), "directly in the top folder in January 2024");
-        assert_eq!(directly("in the notes folder", true), "directly in the notes folder", "not in its subfolders");
-        assert_eq!(directly("in the recipes folder", false), "in the recipes folder", "a folder of files holds them all");
+        let entries = |kinds: &[&str]| -> Vec<Record> { kinds.iter().map(|k| json!({"name": "x", "type": k}).as_object().unwrap().clone()).collect() };
+        let (files, mixed) = (entries(&["file", "file"]), entries(&["file", "directory"]));
+        assert_eq!(directly("in the workspace", &files), "at the top of the workspace");
+        assert_eq!(directly("in the top folder in January 2024", &mixed), "directly in the top folder in January 2024");
+        assert_eq!(directly("in the notes folder", &mixed), "directly in the notes folder", "not in its subfolders");
+        assert_eq!(directly("in the recipes folder", &files), "in the recipes folder", "a folder of files holds them all");
     }
 
     #[test]

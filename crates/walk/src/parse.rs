@@ -438,20 +438,24 @@ fn records_of(a: &[Value]) -> Option<Vec<Record>> {
     None
 }
 
+/// A node's field that holds its children: a non-empty array of objects.
+fn children_in(v: &Value) -> Option<&Vec<Value>> {
+    v.as_array().filter(|c| !c.is_empty() && c.iter().all(Value::is_object))
+}
+
 /// Nodes of a tree (objects whose array field holds objects like them) as one list.
 fn flatten(nodes: &[Value], parent: &str, out: &mut Vec<Record>) {
     // Every item of a tree has its path, those at its top too (their name): a list of a tree's
     // files names each by path, as two folders may hold files of one name.
-    let nested = |n: &Value| n.as_object().is_some_and(|o| o.values().any(|v| v.as_array().is_some_and(|c| !c.is_empty() && c.iter().all(Value::is_object))));
-    let is_tree = !parent.is_empty() || nodes.iter().any(nested);
+    let is_tree = !parent.is_empty() || nodes.iter().filter_map(Value::as_object).any(|n| n.values().any(|v| children_in(v).is_some()));
     for node in nodes.iter().filter_map(Value::as_object) {
         let mut r = Record::new();
         let mut children: Option<&Vec<Value>> = None;
         for (k, v) in node {
-            match v {
-                Value::Array(c) if !c.is_empty() && c.iter().all(Value::is_object) => children = Some(c),
-                Value::Object(_) | Value::Array(_) => {}
-                scalar => {
+            match (v, children_in(v)) {
+                (_, Some(c)) => children = Some(c),
+                (Value::Object(_) | Value::Array(_), None) => {}
+                (scalar, None) => {
                     r.insert(k.clone(), scalar.clone());
                 }
             }
