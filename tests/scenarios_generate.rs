@@ -22,11 +22,16 @@ const DEPARTMENTS_AGAIN: &str = "How many departments does the company have ?";
 const FIRST_NAMES: &str = "Which are the first three department names in alphabetical order?";
 const MAX_SALARY: &str = "What is the highest salary paid to any employee?";
 const NEXT_HIRE: &str = "Which department should get the next new hire?";
+// The replay's tasks: the solver agrees on each, but only the first answer comes from the server.
+const CAPITAL: &str = "What is the capital of France?";
+const BIGGEST_TABLE: &str = "Which table of the company database has the most rows?";
 
 #[derive(Clone, Default)]
 struct Teacher {
     generation_calls: Arc<AtomicUsize>,
     requests: Arc<Mutex<Vec<Value>>>,
+    /// Write the replay's tasks instead.
+    replay: bool,
 }
 
 fn tasks(items: &[(&str, &str, u8)]) -> String {
@@ -47,6 +52,9 @@ async fn chat(State(t): State<Teacher>, Json(body): Json<Value>) -> Json<Value> 
     let messages = body["messages"].as_array().unwrap();
     if body["response_format"]["json_schema"]["name"] == "scenario_tasks" {
         let last = messages.last().unwrap()["content"].as_str().unwrap();
+        if t.replay {
+            return Json(common::text(&tasks(&[(DEPARTMENTS, "run_query", 1), (CAPITAL, "run_query", 1), (BIGGEST_TABLE, "list_tables", 2)])).1);
+        }
         if last.starts_with("Your reply is not valid") {
             return Json(common::text(&tasks(&[(DEPARTMENTS, "run_query", 1), (DEPARTMENTS_AGAIN, "run_query", 1), (NEXT_HIRE, "list_tables", 3)])).1);
         }
@@ -71,6 +79,11 @@ async fn chat(State(t): State<Teacher>, Json(body): Json<Value>) -> Json<Value> 
             let answer = ["Engineering", "Sales"][attempt as usize % 2];
             return call("complete_task", json!({ "summary": answer }));
         }
+        // From memory, every time.
+        CAPITAL => return call("complete_task", json!({ "summary": "Paris" })),
+        // A look at the tables, then a name they do not show, every time.
+        BIGGEST_TABLE if result.is_none() => return call("list_tables", json!({})),
+        BIGGEST_TABLE => return call("complete_task", json!({ "summary": "payroll_history" })),
         other => panic!("unexpected task {other:?}"),
     };
     let Some(result) = result else { return call("run_query", json!({"sql": sql})) };
@@ -189,4 +202,51 @@ async fn a_walk_shows_the_teacher_the_servers_state() {
     let requests = teacher.requests.lock().unwrap();
     let prompt = requests.iter().find(|r| r["response_format"]["json_schema"]["name"] == "scenario_tasks").unwrap().to_string();
     assert!(prompt.contains("What the read tools returned") && prompt.contains("list_tables({})") && prompt.contains("departments"), "{prompt}");
+}
+
+/// The replay check (by default): of three tasks the solver agrees on, the one answered from
+/// memory and the one whose answer names a table no result shows are dropped; the one answered
+/// from the server keeps its calls as its `reference`, which `collect --reference` replays with
+/// no model. `--no-replay` keeps all three on agreement alone.
+#[tokio::test(flavor = "multi_thread")]
+async fn agreed_tasks_are_kept_when_a_fresh_server_replays_their_calls() {
+    let teacher = Teacher { replay: true, ..Default::default() };
+    let url = serve(teacher.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("gen");
+    let (_, stderr) = generate(&url, &out, &[]).await;
+    let summary: Value = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let c = &summary["counts"];
+    assert_eq!((c["agreed"].as_u64(), c["replayed"].as_u64(), c["not_replayed"].as_u64(), c["kept"].as_u64()), (Some(3), Some(1), Some(0), Some(1)), "{c}");
+    assert_eq!(c["replay_dropped"], json!({"answered without a successful tool call": 1, "its answer names what no result shows": 1}), "{c}");
+    assert!(stderr.contains("replayed          1 reproduced on a fresh server"), "{stderr}");
+
+    let scenarios = load_scenarios(&out.join("scenarios.jsonl")).unwrap();
+    assert_eq!(scenarios.iter().map(|s| s.task.as_str()).collect::<Vec<_>>(), [DEPARTMENTS]);
+    let kept = &scenarios[0];
+    assert_eq!(kept.reference.len(), 1);
+    assert_eq!((kept.reference[0].tool.as_str(), &kept.reference[0].arguments["sql"]), ("run_query", &json!("SELECT COUNT(*) AS n FROM departments")));
+    assert_eq!(kept.extra["derived"], false, "the count is shown in the query's result");
+    let traces = ta_types::trace::read_traces(&out.join("traces.jsonl")).unwrap();
+    assert!(!traces.is_empty() && traces.iter().all(|t| t.scenario_id == kept.id), "only the kept task's episodes are traces");
+
+    // Its reference is a demonstration without a model.
+    let collected = dir.path().join("collect");
+    let run = std::process::Command::new(common::bin())
+        .args(["collect", "--reference", "--server", "train-agent demo-server", "--all-splits", "--scenarios"])
+        .arg(out.join("scenarios.jsonl"))
+        .arg("--out")
+        .arg(&collected)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(run.status.success() && stdout.contains("reference traces  1 of 1"), "{stdout}\n{}", String::from_utf8_lossy(&run.stderr));
+
+    // Without the replay the same drafts and episodes keep all three.
+    let before = teacher.requests.lock().unwrap().len();
+    generate(&url, &out, &["--no-replay"]).await;
+    assert_eq!(teacher.requests.lock().unwrap().len(), before, "drafts and solver episodes are reused");
+    let scenarios = load_scenarios(&out.join("scenarios.jsonl")).unwrap();
+    assert_eq!(scenarios.len(), 3);
+    assert!(scenarios.iter().all(|s| s.reference.is_empty()));
 }

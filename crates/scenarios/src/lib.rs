@@ -7,7 +7,10 @@
 //!    split that keeps near-duplicate components on one side;
 //! 4. [`solve`] and [`agree`]: a solver attempts each task k times through the real server; a
 //!    task is kept when m answers agree, and the agreed answer becomes `expected`;
-//! 5. [`pipeline`]: the stages in order, resumable, with counts and cost.
+//! 5. [`replay`]: an agreed task's calls made again on a fresh server must return what the
+//!    solver was shown, and an answer naming things must name what they show; the calls become
+//!    the task's `reference`;
+//! 6. [`pipeline`]: the stages in order, resumable, with counts and cost.
 //!
 //! [`paraphrase`] asks a teacher for other wordings of checked tasks (`scenarios paraphrase`).
 
@@ -18,6 +21,7 @@ pub mod generate;
 pub mod paraphrase;
 pub mod pipeline;
 pub mod prompt;
+pub mod replay;
 pub mod solve;
 
 pub use discover::{DiscoverOptions, Surface};

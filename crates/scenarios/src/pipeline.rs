@@ -1,12 +1,13 @@
 //! The whole of `scenarios generate`: ask the teacher for tasks, dedupe them, have the solver
 //! attempt each `k` times through the real server, keep the tasks whose answers agree (their
-//! agreeing episodes become SFT traces), split train/validation without near-duplicate leakage,
+//! agreeing episodes become SFT traces) and whose calls a fresh server replays
+//! ([`crate::replay`]), split train/validation without near-duplicate leakage,
 //! and write `scenarios.jsonl`, `traces.jsonl` and `summary.json`.
 //!
 //! Interrupting is safe: the teacher's tasks are kept in `drafts.json` and the solver's episodes
 //! in `solver-trajectories.jsonl`, so running the same command again pays for neither twice.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::future::Future;
 use std::path::{Path, PathBuf};
 
@@ -22,6 +23,7 @@ use crate::agree::{agree, infer_expected};
 use crate::discover::Surface;
 use crate::generate::{GenerateCounts, GenerateError, GenerateOptions, Spend, Teacher, generate};
 use crate::prompt::Draft;
+use crate::replay::{self, Verdict};
 use crate::solve::{SolveOptions, completed_answer, solve};
 use crate::{dedupe, prompt};
 
@@ -42,6 +44,8 @@ pub enum PipelineError {
     Io { path: PathBuf, source: std::io::Error },
     #[error("{path}: {message}\nhint: it was written by an earlier run in the same --out; delete it to generate new tasks")]
     Drafts { path: PathBuf, message: String },
+    #[error("the replay's server failed: {0}\nhint: --no-replay keeps agreed tasks without replaying them")]
+    Replay(String),
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> PipelineError + '_ {
@@ -65,6 +69,17 @@ pub struct PipelineOptions {
     /// The prompt template and where it came from (`default` or a path).
     pub template: String,
     pub template_origin: String,
+    /// The replay check ([`crate::replay`]); `None` keeps agreed tasks on agreement alone.
+    pub replay: Option<ReplayOptions>,
+}
+
+/// What the replay check needs to know about the server.
+#[derive(Debug, Clone)]
+pub struct ReplayOptions {
+    /// The tools that only read (`ta_walk::readable`): the only ones replayed.
+    pub reads: HashSet<String>,
+    /// Characters of a result the solver was shown (its `tool_result_max_chars`).
+    pub view: usize,
 }
 
 /// How many tasks survived each stage.
@@ -82,6 +97,15 @@ pub struct Counts {
     pub agreed: usize,
     /// Unverified tasks kept (`--keep-unverified`).
     pub unverified: usize,
+    /// Agreed tasks whose calls a fresh server reproduced ([`crate::replay`]).
+    #[serde(default)]
+    pub replayed: usize,
+    /// Agreed tasks kept on agreement alone: a call went to a tool that may write.
+    #[serde(default)]
+    pub not_replayed: usize,
+    /// Agreed tasks the replay dropped, by reason.
+    #[serde(default)]
+    pub replay_dropped: BTreeMap<String, usize>,
     pub kept: usize,
     pub train: usize,
     pub validation: usize,
@@ -118,13 +142,15 @@ struct DraftsFile {
 }
 
 /// Runs the pipeline into `out`. `solver` is `None` when the teacher solves; `solver_chat` is the
-/// OpenAI-compatible client the agent loop calls. `say` receives one line per finished stage.
+/// OpenAI-compatible client the agent loop calls; `fresh` is a second server started the same
+/// way, for the replay check. `say` receives one line per finished stage.
 #[allow(clippy::too_many_arguments)]
-pub async fn run<T: ToolHost>(
+pub async fn run<T: ToolHost, F: ToolHost>(
     teacher: &Teacher,
     solver: Option<&Teacher>,
     solver_chat: &ChatClient,
     tools: &T,
+    fresh: &F,
     system_prompt: &str,
     surface: &Surface,
     opts: &PipelineOptions,
@@ -208,17 +234,58 @@ pub async fn run<T: ToolHost>(
             None => {}
         }
     }
-    counts.kept = kept.len();
     let k = opts.solve.attempts;
     say(format!("solved            {} of {} tasks had a completed attempt ({} attempts each)", counts.solved, counts.deduped, k));
     say(format!("agreed            {} ({} of {k} answers agree)", counts.agreed, opts.agree));
+
+    // 5. The replay: an agreed task's calls made again on a fresh server.
+    if let Some(r) = &opts.replay {
+        progress.set_prefix("replay");
+        progress.set_position(0);
+        progress.set_length(counts.agreed as u64);
+        let mut checked = Vec::with_capacity(kept.len());
+        for mut s in kept {
+            let Some(episode) = agreeing.get(&s.id).and_then(|e| e.first()) else {
+                checked.push(s);
+                continue;
+            };
+            let expected = s.expected.as_ref().expect("an agreed task has its answer");
+            match replay::check(fresh, |t| r.reads.contains(t), episode, expected, r.view).await.map_err(PipelineError::Replay)? {
+                Verdict::Kept { reference, derived } => {
+                    s.reference = reference;
+                    s.extra.insert(ta_types::scenario::EXTRA_DERIVED.into(), derived.into());
+                    counts.replayed += 1;
+                    checked.push(s);
+                }
+                Verdict::Writes(tool) => {
+                    tracing::info!(task = %s.id, %tool, "not replayed: the tool may write");
+                    counts.not_replayed += 1;
+                    checked.push(s);
+                }
+                Verdict::Dropped(why) => {
+                    *counts.replay_dropped.entry(why.to_string()).or_default() += 1;
+                    agreeing.remove(&s.id);
+                }
+            }
+            progress.inc(1);
+        }
+        kept = checked;
+        let dropped: Vec<String> = counts.replay_dropped.iter().map(|(why, n)| format!("{n} {why}")).collect();
+        say(format!(
+            "replayed          {} reproduced on a fresh server, {} kept on agreement alone (a tool that may write){}",
+            counts.replayed,
+            counts.not_replayed,
+            if dropped.is_empty() { String::new() } else { format!("; dropped: {}", dropped.join(", ")) }
+        ));
+    }
+    counts.kept = kept.len();
     say(format!(
         "kept              {}{}",
         counts.kept,
         if opts.keep_unverified { format!(" ({} unverified, checked: false)", counts.unverified) } else { String::new() }
     ));
 
-    // 5. Split by whole near-duplicate components.
+    // 6. Split by whole near-duplicate components.
     let texts: Vec<&str> = kept.iter().map(|s| s.task.as_str()).collect();
     let splits = dedupe::split(&texts, opts.split_threshold, opts.validation_fraction, opts.seed);
     for (s, split) in kept.iter_mut().zip(&splits) {
@@ -228,7 +295,7 @@ pub async fn run<T: ToolHost>(
     counts.validation = counts.kept - counts.train;
     say(format!("split             {} train, {} validation", counts.train, counts.validation));
 
-    // 6. The agreeing episodes become SFT traces.
+    // 7. The agreeing episodes become SFT traces.
     let reward = RewardConfig::default();
     let mut traces = Vec::new();
     for s in &kept {

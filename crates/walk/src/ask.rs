@@ -12,9 +12,9 @@ use serde_json::Value;
 use ta_synth::names::{human, plural, plural_of, singular, with_article, words};
 use ta_types::Expected;
 
-use crate::explore::{Call, Kind, LINES, REVISION_WORDS, Walked, entry_kind, glob_extension, glob_word, label_field};
+use crate::explore::{Call, Kind, REVISION_WORDS, Walked, entry_kind, glob_extension, glob_word, label_field};
 use crate::op::{EMPTY_FOLDER, MAX_ENUMERATED, MAX_SELECT, Op, bound_between, date_key, is_date, order_key, shown_number};
-use crate::parse::{CHANGED_FILES, CURRENT, EXTENSION, Listing, MESSAGE, ROWS, Record, TICKED, TOP_FOLDER, extension_of, is_hex_id, is_text_list};
+use crate::parse::{CHANGED_FILES, CURRENT, EXTENSION, LINES, Listing, MESSAGE, ROWS, Record, TICKED, TOP_FOLDER, extension_of, is_hex_id, is_text_list};
 
 /// How questions name everything below the folder the server serves.
 const WHOLE_WORKSPACE: &str = "in the whole workspace";

@@ -727,20 +727,7 @@ async fn unstable<T: ToolHost>(host: &T, walked: &Walked, budget: &Budget) -> Re
     for (c, r) in again {
         let r = r.map_err(WalkError::Connection)?;
         let (p, _) = crate::parse::seen(&r.text, budget.view);
-        let set = out.entry(c.tool.clone()).or_default();
-        for (k, v) in &c.parsed.fields {
-            if p.fields.get(k) != Some(v) {
-                set.insert(k.clone());
-            }
-        }
-        for (a, b) in c.parsed.listings.iter().zip(&p.listings) {
-            for (ra, rb) in a.records.iter().zip(&b.records) {
-                set.extend(ra.iter().filter(|(k, v)| rb.get(*k) != Some(*v)).map(|(k, _)| k.clone()));
-            }
-        }
-        if c.parsed.lines != p.lines {
-            set.insert(LINES.into());
-        }
+        out.entry(c.tool.clone()).or_default().extend(c.parsed.changed(&p));
     }
     out.retain(|_, s| !s.is_empty());
     Ok(out)
@@ -753,9 +740,6 @@ const VOLATILE_WORDS: &[&str] = &["accessed", "access", "atime", "now", "uptime"
 fn is_volatile(field: &str) -> bool {
     words(field).iter().any(|w| VOLATILE_WORDS.contains(&w.as_str()))
 }
-
-/// The [`Walked::unstable`] name of a result's prose lines.
-pub const LINES: &str = "(lines)";
 
 #[cfg(test)]
 mod tests {

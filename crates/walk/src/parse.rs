@@ -3,6 +3,7 @@
 //! lines (branch names, paths); anything else is prose, kept as lines. One reader for all of
 //! them, so the walk asks the same kinds of questions of every server.
 
+use std::collections::HashSet;
 use std::sync::LazyLock;
 
 use regex::Regex;
@@ -94,6 +95,51 @@ impl Parsed {
     pub fn records(&self, key: &str) -> Option<&[Record]> {
         self.listings.iter().find(|l| l.key == key).map(|l| l.records.as_slice())
     }
+
+    /// The fields whose values differ between `self` and `other` (single fields, and the fields
+    /// of items at the same place in lists at the same place), with [`LINES`] when the prose
+    /// lines differ: for two results of one call, what moves by itself (an access time).
+    pub fn changed(&self, other: &Parsed) -> HashSet<String> {
+        let mut out: HashSet<String> = HashSet::new();
+        let differ = |a: &Record, b: &Record, out: &mut HashSet<String>| {
+            out.extend(a.iter().filter(|(k, v)| b.get(*k) != Some(*v)).map(|(k, _)| k.clone()));
+            out.extend(b.keys().filter(|k| !a.contains_key(*k)).cloned());
+        };
+        differ(&self.fields, &other.fields, &mut out);
+        for (a, b) in self.listings.iter().zip(&other.listings) {
+            for (ra, rb) in a.records.iter().zip(&b.records) {
+                differ(ra, rb, &mut out);
+            }
+        }
+        if self.lines != other.lines {
+            out.insert(LINES.into());
+        }
+        out
+    }
+
+    /// Whether `self` holds the same data as `other` but for the `volatile` fields: the same
+    /// lists with as many items, and every other field, line and count equal.
+    pub fn same_but(&self, other: &Parsed, volatile: &HashSet<String>) -> bool {
+        let shape = |p: &Parsed| p.listings.iter().map(|l| (l.key.clone(), l.records.len())).collect::<Vec<_>>();
+        shape(self) == shape(other)
+            && (self.line_count == other.line_count || volatile.contains(LINES))
+            && self.diff_lines == other.diff_lines
+            && self.changed(other).is_subset(volatile)
+    }
+}
+
+/// The name [`Parsed::changed`] gives a result's prose lines.
+pub const LINES: &str = "(lines)";
+
+/// Whether a result the model was shown, `seen`, still holds on a server started afresh: `fresh`
+/// and `again` are two results of the same call there, and what differs between them (an access
+/// time, a request id) may differ from `seen` too; nothing else may.
+pub fn same_data(seen: &str, fresh: &str, again: &str) -> bool {
+    if seen == fresh {
+        return true;
+    }
+    let (fresh, again) = (parse(fresh), parse(again));
+    parse(seen).same_but(&fresh, &fresh.changed(&again))
 }
 
 static TAGGED: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^\[([A-Za-z]+)\]\s+(.+?)(?:\s{2,}(\S.*))?$").expect("valid"));
@@ -491,6 +537,23 @@ fn flatten(nodes: &[Value], parent: &str, out: &mut Vec<Record>) {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_result_holds_on_a_fresh_server_when_only_what_moves_by_itself_differs() {
+        let info = |size: u32, accessed: &str| format!("size: {size}\ncreated: 2024-03-01\naccessed: {accessed}\n");
+        let seen = info(120, "Mon 10:00:01");
+        // An access time moves between the fresh server's two calls: it may differ from the seen one.
+        assert!(same_data(&seen, &info(120, "Mon 10:05:07"), &info(120, "Mon 10:05:09")));
+        // A size that changed is a different state, whatever the access time does.
+        assert!(!same_data(&seen, &info(121, "Mon 10:05:07"), &info(121, "Mon 10:05:09")));
+        // Without a second opinion nothing may differ.
+        assert!(!same_data(&seen, &info(120, "Mon 10:05:07"), &info(120, "Mon 10:05:07")));
+        // A list with one item more is another state although every shared item agrees.
+        let list = |items: &[&str]| json!({ "entries": items.iter().map(|n| json!({"name": n, "id": format!("{n}-{}", n.len())})).collect::<Vec<_>>() }).to_string();
+        assert!(same_data(&list(&["a", "b"]), &list(&["a", "b"]), &list(&["a", "b"])));
+        assert!(!same_data(&list(&["a", "b"]), &list(&["a", "b", "c"]), &list(&["a", "b", "c"])));
+        assert!(!same_data("Paris is the capital.\n", "Lyon is the capital.\n", "Lyon is the capital.\n"));
+    }
 
     #[test]
     fn a_texts_bullet_points_and_to_do_items_are_lists_beside_its_lines() {

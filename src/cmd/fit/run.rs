@@ -440,7 +440,12 @@ async fn write_tasks(
                 stages.skip("scenarios generate");
             } else {
                 let argv = with_server(&["--teacher".into(), teacher.clone(), "--walk".into(), path(&dir), "--out".into(), path(&generated)]);
-                let (args, t) = stages.start("scenarios generate", "tasks written by the teacher from the walk's calls, kept when solvers agree", &argv, None)?;
+                let (args, t) = stages.start(
+                    "scenarios generate",
+                    "tasks written by the teacher from the walk's calls, kept when solvers agree and a fresh server replays their calls",
+                    &argv,
+                    None,
+                )?;
                 scenarios::generate::run(args).await?;
                 stages.done(t)?;
             }

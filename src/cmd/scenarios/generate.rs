@@ -98,6 +98,13 @@ pub struct Args {
     /// results are shown to the teacher, so that its tasks name records the server really holds.
     #[arg(long, value_name = "DIR")]
     walk: Option<PathBuf>,
+    /// Keep agreed tasks without replaying them. By default the calls of each agreed task's first
+    /// agreeing episode are made again on a second server started the same way, and the task is
+    /// kept only when they return what the solver was shown (tools that may write are not
+    /// replayed) and an answer naming things names what they show; the calls become its
+    /// `reference`.
+    #[arg(long)]
+    no_replay: bool,
     #[command(flatten)]
     http: crate::args::HttpArgs,
     #[command(flatten)]
@@ -205,16 +212,31 @@ pub async fn run(args: Args) -> Result<()> {
         seed: args.seed,
         template,
         template_origin,
+        replay: (!args.no_replay).then(|| ta_scenarios::pipeline::ReplayOptions {
+            // A server with no tool that reads gets every agreed task kept on agreement alone.
+            reads: ta_walk::readable(&server.discovery.tools, &ta_walk::Overrides::default()).map(|(read, _)| read.into_iter().collect()).unwrap_or_default(),
+            view: AgentConfig::DEFAULT.tool_result_max_chars,
+        }),
     };
     let tools = server.tools();
+    // The replay's server: started the same way, so nothing the solver's episodes left in the
+    // first one's memory reaches it.
+    let fresh = if opts.replay.is_some() { Some(crate::server::Server::connect(&args.server, Some(&logs)).await?) } else { None };
     let system_prompt = server.system_prompt(args.system_prompt.as_deref())?;
     let bar = ProgressBar::new(0);
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;
     };
     let say = |line: String| bar.suspend(|| eprintln!("{line}"));
-    let result = ta_scenarios::run(&teacher, solver.as_ref(), &chat, &tools, &system_prompt, &surface, &opts, &args.out, &bar, say, shutdown).await;
+    let fresh_tools = fresh.as_ref().map(|f| f.tools());
+    let result = match &fresh_tools {
+        Some(f) => ta_scenarios::run(&teacher, solver.as_ref(), &chat, &tools, f, &system_prompt, &surface, &opts, &args.out, &bar, say, shutdown).await,
+        None => ta_scenarios::run(&teacher, solver.as_ref(), &chat, &tools, &tools, &system_prompt, &surface, &opts, &args.out, &bar, say, shutdown).await,
+    };
     bar.finish_and_clear();
+    if let Some(f) = fresh {
+        f.close().await;
+    }
     if let Some(engine) = engine {
         engine.shutdown().await;
     }
