@@ -250,3 +250,28 @@ async fn agreed_tasks_are_kept_when_a_fresh_server_replays_their_calls() {
     assert_eq!(scenarios.len(), 3);
     assert!(scenarios.iter().all(|s| s.reference.is_empty()));
 }
+
+/// A teacher whose context cannot hold the prompt and the reply's room answers 400 as vLLM does;
+/// generate stops with what to change.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_prompt_too_long_for_the_teacher_says_what_to_lower() {
+    async fn too_long() -> (axum::http::StatusCode, Json<Value>) {
+        let message = "'max_tokens' or 'max_completion_tokens' is too large: 4096. This model's maximum context length is 8192 tokens and your request has 4682 input tokens (4096 > 8192 - 4682).";
+        (axum::http::StatusCode::BAD_REQUEST, Json(json!({"error": {"message": message, "type": "BadRequestError", "code": 400}})))
+    }
+    let app = axum::Router::new().route("/v1/chat/completions", post(too_long));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let dir = tempfile::tempdir().unwrap();
+    let run = tokio::process::Command::new(common::bin())
+        .args(["scenarios", "generate", "--server", "train-agent demo-server", "--teacher", "openai/gpt-4o-mini", "--teacher-base-url", &url, "--out"])
+        .arg(dir.path().join("gen"))
+        .env("OPENAI_API_KEY", "sk-test-not-a-secret")
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(!run.status.success(), "{stderr}");
+    assert!(stderr.contains("cannot take this prompt") && stderr.contains("hint: lower --teacher-max-tokens"), "{stderr}");
+}

@@ -23,6 +23,11 @@ pub enum GenerateError {
     Template(#[from] TemplateError),
     #[error("the teacher {model} failed: {source}")]
     Call { model: String, source: ChatError },
+    /// The prompt and the room asked for the reply do not fit the teacher's context window.
+    #[error(
+        "the teacher {model} cannot take this prompt: {message}\nhint: lower --teacher-max-tokens (the room kept for its reply), or use a teacher with a longer context"
+    )]
+    Context { model: String, message: String },
     #[error("the teacher {model} rejected the API key ({status}): {message}\nhint: check the key in the provider's environment variable")]
     Auth { model: String, status: u16, message: String },
     #[error("the server has no tools to write tasks for\nhint: check --server; `train-agent tools --server ...` lists what it offers")]
@@ -93,6 +98,7 @@ impl Teacher {
     ) -> Result<String, GenerateError> {
         let reply = self.endpoint.call(system, turns, max_tokens, temperature, (schema_name, schema)).await.map_err(|e| match e {
             ChatError::Status { status: status @ (401 | 403), message, .. } => GenerateError::Auth { model: self.name.clone(), status, message },
+            ChatError::ContextExceeded(message) => GenerateError::Context { model: self.name.clone(), message },
             source => GenerateError::Call { model: self.name.clone(), source },
         })?;
         self.account(1, reply.usage);
