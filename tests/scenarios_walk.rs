@@ -120,9 +120,22 @@ async fn walk_on_the_filesystem_server() {
     let root = dir.path().join("fs");
     fixture("fs", &root);
     let server = format!("{} {}", exe.display(), root.display());
-    let w = walk(dir.path(), &server, &[]).unwrap();
+    let mut w = walk(dir.path(), &server, &[]).unwrap();
     w.assert_read_only(&["write_file", "edit_file", "create_directory", "move_file"]);
     assert!(w.scenarios.len() >= 300 && w.summary["questions"].as_u64().unwrap() >= 300, "{}", w.stdout);
+    // People ask about their own files: a share of the questions say "in my workspace", "my
+    // travel folder". Each is asked once, whoever's folder it names; the checks below read every
+    // place as "the".
+    let task = |s: &Value| s["task"].as_str().unwrap().to_string();
+    let mine: Vec<String> = w.scenarios.iter().map(task).filter(|t| t.contains(" my ")).collect();
+    assert!(mine.len() * 20 >= w.scenarios.len() && mine.len() * 2 <= w.scenarios.len(), "{} of {} in the first person", mine.len(), w.scenarios.len());
+    assert!(mine.iter().any(|t| t.contains("in my workspace") || t.contains("in my whole workspace")) && mine.iter().any(|t| t.contains("directly in my ")), "{mine:?}");
+    assert!(mine.iter().all(|t| !t.contains("my top folder")), "{mine:?}");
+    for s in &mut w.scenarios {
+        s["task"] = task(s).replace(" my ", " the ").into();
+    }
+    let asked: BTreeSet<String> = w.scenarios.iter().map(task).collect();
+    assert_eq!(asked.len(), w.scenarios.len(), "a question asked twice, once in the first person");
     assert!(w.levels().len() >= 3, "levels {:?}", w.levels());
     // Folders go to the tools that list folders, files to those that read files: hardly a call
     // fails (445 of 1,244 did when any path went to any `path` argument; the few left are the

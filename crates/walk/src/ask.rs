@@ -5,9 +5,11 @@
 //! gives the answer, and the replay applies it again to a fresh server's result.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::LazyLock;
 
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
+use regex::Regex;
 use serde_json::Value;
 use ta_synth::names::{human, plural, plural_of, singular, with_article, words};
 use ta_types::Expected;
@@ -247,6 +249,20 @@ fn subject(call: &Call, walked: &Walked) -> Subject {
     Subject { place, thing, adjectives, file, contents, found, merged, membership, home, branches }
 }
 
+/// People ask about their own files in the first person ("List all the CSV files in my travel
+/// folder", "How many folders in my workspace are empty?"); the walk's places say "the". The
+/// workspace and the folders `place` names, said as "my" (the served folder's other name, "the
+/// top folder", stays: nobody says "my top folder").
+fn first_person(place: &str) -> Vec<(String, String)> {
+    static OWNED: LazyLock<Regex> = LazyLock::new(|| Regex::new(r#"\bthe ((?:whole )?workspace|[^\s"]+ folder)\b"#).expect("valid"));
+    let mut out: Vec<(String, String)> = OWNED.captures_iter(place).filter(|c| &c[1] != "top folder").map(|c| (c[0].to_string(), format!("my {}", &c[1]))).collect();
+    if place.contains("the whole workspace") {
+        // Said "in the workspace" by the other alternation.
+        out.push(("the workspace".into(), "my workspace".into()));
+    }
+    out
+}
+
 /// `text` with the first `one` outside double quotes said as `other`: a commit quoted by its
 /// message ("Fix the pager on main for wide screens") keeps its words.
 fn unquoted_replace(text: &str, one: &str, other: &str) -> String {
@@ -482,19 +498,25 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
             alternates.push((format!("on {b} "), format!("on the {b} branch ")));
             alternates.push((format!("Has {b} been"), format!("Has the {b} branch been")));
         }
+        let mine = first_person(&s.place);
         let mut push = |op: Op, frames: Vec<String>| {
             let Some(expected) = op.answer(&c.parsed) else { return };
+            let say = |f: String, said: &[(String, String)]| said.iter().fold(f, |f, (one, other)| unquoted_replace(&f, one, other));
             let frames = frames
                 .into_iter()
                 .enumerate()
-                .map(|(i, f)| if (out.len() + i) % 2 == 1 { alternates.iter().fold(f, |f, (one, other)| unquoted_replace(&f, one, other)) } else { f })
+                .map(|(i, f)| if (out.len() + i) % 2 == 1 { say(f, &alternates) } else { f })
+                // On a phase of its own, so that "my" meets both ways of the other places.
+                .enumerate()
+                .map(|(i, f)| if (out.len() / 2 + i) % 2 == 1 { say(f, &mine) } else { f })
                 .collect::<Vec<_>>();
             // The server's own folders are found by asking it, never spelled out.
             let spelled = serde_json::to_string(&expected).unwrap_or_default();
             if walked.roots.iter().any(|r| spelled.contains(r.as_str()) || frames.iter().any(|f| f.contains(r.as_str()))) {
                 return;
             }
-            let mut frames: Vec<String> = frames.into_iter().filter(|f| asked.insert(ta_synth::normalize(f))).collect();
+            // A question asked once whoever's folder it names.
+            let mut frames: Vec<String> = frames.into_iter().filter(|f| asked.insert(ta_synth::normalize(&f.replace(" my ", " the ")))).collect();
             if frames.is_empty() {
                 return;
             }
@@ -940,6 +962,21 @@ mod tests {
     use crate::parse::parse;
     use serde_json::json;
     use ta_types::scenario::ExpectedRule;
+
+    #[test]
+    fn the_workspace_and_its_folders_are_said_as_their_owner_says_them() {
+        let mine = |place: &str, q: &str| first_person(place).iter().fold(q.to_string(), |f, (one, other)| unquoted_replace(&f, one, other));
+        assert_eq!(mine("directly in the travel folder", "List the CSV files directly in the travel folder."), "List the CSV files directly in my travel folder.");
+        assert_eq!(mine("in the whole workspace", "How many folders in the whole workspace are empty?"), "How many folders in my whole workspace are empty?");
+        assert_eq!(mine("in the whole workspace", "How many folders in the workspace are empty?"), "How many folders in my workspace are empty?");
+        assert_eq!(mine("in the src folder of weather-station", "What is in the src folder of weather-station?"), "What is in my src folder of weather-station?");
+        // The top folder is nobody's, and a name in quotes is the file's own.
+        assert_eq!(mine("directly in the top folder", "What is directly in the top folder?"), "What is directly in the top folder?");
+        assert_eq!(
+            mine("in the notes folder", "Which files named \"the notes folder\" are in the notes folder?"),
+            "Which files named \"the notes folder\" are in my notes folder?"
+        );
+    }
 
     #[test]
     fn a_place_said_another_way_leaves_quoted_words_alone() {
