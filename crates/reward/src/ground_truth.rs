@@ -52,6 +52,17 @@ pub fn matches(expected: &Expected, answer: &str) -> f64 {
     }
 }
 
+/// Whether a text (a tool result) shows the whole of an expected answer, an exact one as part
+/// of it: what `collect --reference` asks of a reference's last result, and `scenarios generate`'s
+/// replay of an agreed task's.
+pub fn shows(expected: &Expected, text: &str) -> bool {
+    let as_part = match expected {
+        Expected::Rule(ExpectedRule::Exact(s)) => Expected::Rule(ExpectedRule::Contains(s.clone())),
+        other => other.clone(),
+    };
+    matches(&as_part, text) >= 1.0
+}
+
 /// The smallest difference between two distinct scores [`score`] can give for `expected`: 0.5
 /// for a right/wrong check (scores 0, 0.5 unfinished and right, 1), `1 / (2n)` for a set of `n`
 /// values (shares `k / n`, halved when unfinished). The correctness-first reward mix keeps rule

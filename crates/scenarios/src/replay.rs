@@ -101,7 +101,7 @@ pub async fn check<F: ToolHost>(fresh: &F, reads: impl Fn(&str) -> bool, episode
         return Ok(Verdict::Dropped(NOT_SHOWN));
     }
     let reference = steps.iter().map(|s| ReferenceStep { tool: s.tool.clone(), arguments: s.arguments.clone() }).collect();
-    Ok(Verdict::Kept { reference, derived: !shows(expected, shown.last().expect("checked non-empty above")) })
+    Ok(Verdict::Kept { reference, derived: !ta_reward::ground_truth::shows(expected, shown.last().expect("checked non-empty above")) })
 }
 
 /// Whether an answer that names things (a short text, a list of names) names only what some
@@ -116,20 +116,11 @@ fn grounded(expected: &Expected, shown: &[&str]) -> bool {
     items.iter().all(|item| shown.iter().any(|text| text.to_lowercase().contains(&item.trim().to_lowercase())))
 }
 
-/// Whether `text` shows the whole answer (an exact answer as part of it), as `collect
-/// --reference` requires of the last result of a task not marked derived.
-fn shows(expected: &Expected, text: &str) -> bool {
-    let as_part = match expected {
-        Expected::Rule(ExpectedRule::Exact(s)) => Expected::Rule(ExpectedRule::Contains(s.clone())),
-        other => other.clone(),
-    };
-    ta_reward::ground_truth::matches(&as_part, text) >= 1.0
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+    use ta_reward::ground_truth::shows;
     use ta_types::chat::{Message, ToolCall};
     use ta_types::trajectory::GroupRef;
 

@@ -131,15 +131,6 @@ fn answer_of(expected: &Expected) -> Option<String> {
     })
 }
 
-/// Whether a tool result shows the expected answer (an exact answer as part of it).
-fn shows(expected: &Expected, text: &str) -> bool {
-    let as_part = match expected {
-        Expected::Rule(ExpectedRule::Exact(s)) => Expected::Rule(ExpectedRule::Contains(s.clone())),
-        other => other.clone(),
-    };
-    ta_reward::ground_truth::matches(&as_part, text) >= 1.0
-}
-
 /// One reference episode; `Ok(Err(reason))` when the scenario cannot be turned into one.
 async fn episode<T: ToolHost>(
     tools: &T,
@@ -162,7 +153,7 @@ async fn episode<T: ToolHost>(
     // A count or an extreme is worked out from the last result, not shown in it; the walk's
     // replay checked it already.
     let derived = s.extra.get(ta_types::scenario::EXTRA_DERIVED).and_then(Value::as_bool).unwrap_or(false);
-    if !derived && !shows(expected, &last) {
+    if !derived && !ta_reward::ground_truth::shows(expected, &last) {
         return Ok(Err(format!("the last tool result does not show the expected answer {answer:?}")));
     }
     let args = json!({"summary": answer});
@@ -223,6 +214,7 @@ fn tables_of(sql: &str, listing: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ta_reward::ground_truth::shows;
 
     #[test]
     fn tables_are_the_listed_ones_after_from_and_join() {
