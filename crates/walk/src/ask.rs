@@ -931,6 +931,8 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
             for v in here.iter().take(asked).map(|v| (*v).clone()).chain(absent) {
                 let Some(name) = v.as_str().map(String::from) else { continue };
                 let named = quoted(&name);
+                // An absent name seen elsewhere as a file is asked as one, even among folders.
+                let one = if one == "folder" && extension_of(&name).is_some() { "file".to_string() } else { one.clone() };
                 if s.merged.as_deref() == Some(name.as_str()) {
                     // "Has fix/pager been merged into fix/pager?"
                     continue;
