@@ -123,6 +123,8 @@ const MAX_WORKING_CHARS: usize = 1_000;
 
 /// Items named in an explanation at most.
 pub(crate) const MAX_ENUMERATED: usize = 40;
+/// Characters of a diff's line a working writes out.
+const MAX_LINE_CHARS: usize = 24;
 
 /// At most this many items in a list answer.
 pub(crate) const MAX_SELECT: usize = 8;
@@ -263,7 +265,7 @@ impl Op {
                 }
             }
             Op::Across { .. } | Op::Then { .. } | Op::History { .. } => None,
-            Op::DiffLines { added } => p.diff_lines.map(|(a, r)| if *added { a } else { r }).filter(|n| *n > 0).map(|n| Expected::Number(n as f64)),
+            Op::DiffLines { added } => p.diff_lines.as_ref().map(|(a, r)| if *added { a.len() } else { r.len() }).filter(|n| *n > 0).map(|n| Expected::Number(n as f64)),
             Op::Empty { count } => (p.listings.is_empty() && p.fields.is_empty() && p.lines.is_empty())
                 .then(|| if *count { Expected::Number(0.0) } else { Expected::Rule(ExpectedRule::Exact("no".into())) }),
         }
@@ -448,11 +450,25 @@ impl Op {
             Op::Empty { .. } => Some("The result lists nothing: there is nothing there.".into()),
             Op::Across { .. } | Op::Then { .. } | Op::History { .. } => None,
             Op::DiffLines { added } => {
-                let (sign, n) = match (added, p.diff_lines?) {
-                    (true, (a, _)) => ("+", a),
-                    (false, (_, r)) => ("-", r),
-                };
-                Some(format!("Counting the diff's lines that start with {sign} (not the {sign}{sign}{sign} file headers): {n}."))
+                let (a, r) = p.diff_lines.as_ref()?;
+                let (sign, lines) = if *added { ("+", a) } else { ("-", r) };
+                let n = lines.len();
+                let short = format!("Counting the diff's lines that start with {sign} (not the {sign}{sign}{sign} file headers): {n}.");
+                // Each line numbered before the total, as a count's items are (a line cut to
+                // its first words: the number is what counts).
+                let each = numbered(lines.iter().map(|l| {
+                    let l = l.trim();
+                    let cut: String = l.chars().take(MAX_LINE_CHARS).collect();
+                    if l.is_empty() {
+                        "(blank)".to_string()
+                    } else if cut.len() < l.len() {
+                        format!("{cut}…")
+                    } else {
+                        cut
+                    }
+                }));
+                let working = format!("The diff's lines that start with {sign} (not the {sign}{sign}{sign} file headers): {}. That makes {n}.", each.join(", "));
+                Some(if n <= MAX_ENUMERATED && working.len() <= MAX_WORKING_CHARS { working } else { short })
             }
             Op::Field { .. } | Op::Lookup { .. } | Op::Exists { .. } | Op::List { .. } | Op::Heading => None,
         }
@@ -670,6 +686,22 @@ mod tests {
         let count = Op::Count { listing: String::new(), filter: Some((EXTENSION.into(), json!("md"))) };
         assert_eq!(count.answer(&tree), Some(Expected::Number(2.0)));
         assert_eq!(count.explain(&tree).as_deref(), Some("Counting the .md files in the result: 1. x.md, 2. x.md. That makes 2."));
+    }
+
+    #[test]
+    fn a_diffs_lines_are_numbered_before_they_are_counted() {
+        let show = "commit 2e75\nAuthor: Bob <b@x>\n\n    Add export\n\n--- /dev/null\n+++ b/export.py\n@@ -0,0 +1,3 @@\n+import csv\n+\n+def export(rows, path, delimiter=\",\"):\n--- a/old.py\n+++ b/old.py\n@@ -1 +0,0 @@\n-x = 1\n";
+        let p = parse(show);
+        let added = Op::DiffLines { added: true };
+        assert_eq!(added.answer(&p), Some(Expected::Number(3.0)));
+        assert_eq!(
+            added.explain(&p).as_deref(),
+            Some("The diff's lines that start with + (not the +++ file headers): 1. import csv, 2. (blank), 3. def export(rows, path, d…. That makes 3.")
+        );
+        assert_eq!(Op::DiffLines { added: false }.explain(&p).as_deref(), Some("The diff's lines that start with - (not the --- file headers): 1. x = 1. That makes 1."));
+        // Too many to write out in a turn: the count alone.
+        let long = format!("commit 1\n\n--- /dev/null\n+++ b/big.txt\n@@ -0,0 +1,50 @@\n{}", (0..50).map(|i| format!("+line {i}\n")).collect::<String>());
+        assert_eq!(added.explain(&parse(&long)).as_deref(), Some("Counting the diff's lines that start with + (not the +++ file headers): 50."));
     }
 
     #[test]

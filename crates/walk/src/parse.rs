@@ -85,9 +85,9 @@ pub struct Parsed {
     /// more when the last line has no newline); 0 for JSON. [`Parsed::lines`] leaves out blank
     /// lines, headers and `key: value` pairs, so it is no answer to "how many lines".
     pub line_count: usize,
-    /// The lines a unified diff adds and removes (`+x`, `-y`, headers not counted), when the
-    /// result holds one: "How many lines did the commit … add?"
-    pub diff_lines: Option<(usize, usize)>,
+    /// The lines a unified diff adds and removes (`x` of `+x`, `y` of `-y`; the `+++`/`---`
+    /// headers are none), when the result holds one: "How many lines did the commit … add?"
+    pub diff_lines: Option<(Vec<String>, Vec<String>)>,
 }
 
 impl Parsed {
@@ -271,10 +271,10 @@ fn person(k: String, v: &str) -> Vec<(String, Value)> {
 
 /// The text before a unified diff (`diff --git`, `--- a/`/`+++ b/` headers), the files the
 /// diff changes, each once, in order, and the lines it adds and removes.
-fn split_diff(text: &str) -> (String, Vec<Record>, Option<(usize, usize)>) {
+fn split_diff(text: &str) -> (String, Vec<Record>, Option<(Vec<String>, Vec<String>)>) {
     let start = text.lines().position(|l| l.starts_with("diff --git ") || l.starts_with("--- a/") || l.starts_with("--- /dev/null"));
     let Some(start) = start else { return (text.to_string(), Vec::new(), None) };
-    let (mut added, mut removed) = (0, 0);
+    let (mut added, mut removed) = (Vec::new(), Vec::new());
     let mut files: Vec<String> = Vec::new();
     let mut old: Option<&str> = None;
     for l in text.lines().skip(start) {
@@ -285,10 +285,10 @@ fn split_diff(text: &str) -> (String, Vec<Record>, Option<(usize, usize)>) {
             if let Some(f) = file.filter(|f| !files.iter().any(|x| x == f)) {
                 files.push(f.to_string());
             }
-        } else if l.starts_with('+') {
-            added += 1;
-        } else if l.starts_with('-') {
-            removed += 1;
+        } else if let Some(line) = l.strip_prefix('+') {
+            added.push(line.to_string());
+        } else if let Some(line) = l.strip_prefix('-') {
+            removed.push(line.to_string());
         }
     }
     let head = text.lines().take(start).collect::<Vec<_>>().join("\n");
@@ -662,7 +662,7 @@ mod tests {
         let p = parse(show);
         let files: Vec<_> = p.listings[0].records.iter().map(|r| r["file"].clone()).collect();
         assert_eq!((p.listings[0].key.as_str(), files), (CHANGED_FILES, vec![json!("b"), json!("gone.txt")]));
-        assert_eq!(p.diff_lines, Some((1, 1)), "`+2` added, `-x` removed; `+++`/`---` headers are no lines");
+        assert_eq!(p.diff_lines, Some((vec!["2".to_string()], vec!["x".to_string()])), "`+2` added, `-x` removed; `+++`/`---` headers are no lines");
         assert_eq!((p.fields["Author"].clone(), p.fields["Author email"].clone()), (json!("Bob"), json!("b@x")), "a person and their address apart");
         assert_eq!(p.fields[MESSAGE], json!("Change b"), "the indented paragraph after the header");
     }
