@@ -66,6 +66,9 @@ pub fn is_text_list(key: &str) -> bool {
 /// more: "List the sections of the file CHANGELOG.md on main" (its releases).
 pub const SECTIONS: &str = "sections";
 
+/// The lines a diff adds and removes, without their signs.
+pub type DiffLines = (Vec<String>, Vec<String>);
+
 /// A list of items in a result; `key` names it where the result holds several (`entities`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Listing {
@@ -87,7 +90,7 @@ pub struct Parsed {
     pub line_count: usize,
     /// The lines a unified diff adds and removes (`x` of `+x`, `y` of `-y`; the `+++`/`---`
     /// headers are none), when the result holds one: "How many lines did the commit … add?"
-    pub diff_lines: Option<(Vec<String>, Vec<String>)>,
+    pub diff_lines: Option<DiffLines>,
 }
 
 impl Parsed {
@@ -271,7 +274,7 @@ fn person(k: String, v: &str) -> Vec<(String, Value)> {
 
 /// The text before a unified diff (`diff --git`, `--- a/`/`+++ b/` headers), the files the
 /// diff changes, each once, in order, and the lines it adds and removes.
-fn split_diff(text: &str) -> (String, Vec<Record>, Option<(Vec<String>, Vec<String>)>) {
+fn split_diff(text: &str) -> (String, Vec<Record>, Option<DiffLines>) {
     let start = text.lines().position(|l| l.starts_with("diff --git ") || l.starts_with("--- a/") || l.starts_with("--- /dev/null"));
     let Some(start) = start else { return (text.to_string(), Vec::new(), None) };
     let (mut added, mut removed) = (Vec::new(), Vec::new());
