@@ -36,6 +36,10 @@
 #                  instead of synthesizing them (tasks an older synthesizer made, so two recipes
 #                  can be compared on the same GPU)
 #   TA_SYNTH_N     candidate tasks to synthesize (2000: about 1,600 train tasks, room for the traces)
+#   TA_PARAPHRASE_TEACHER  a teacher for `scenarios paraphrase` (e.g. local/qwen2.5-coder-1.5b-
+#                  instruct-q4_k_m.gguf, or openai/MODEL): a SQL database's synthesized tasks are
+#                  reworded by it (TA_PARAPHRASE_PER_TASK each, 2; the first TA_PARAPHRASE_LIMIT
+#                  tasks, default all) and the kept rewordings train beside them; unset: none
 #   TA_TRACES      reference traces of the train split for SFT (1000; 300 until 2026-11-27, see
 #                  benches/RESULTS.md "A thousand reference traces")
 #   TA_SFT_EPOCHS  SFT epochs (3; lr 2e-4)
@@ -152,6 +156,21 @@ run_db() {
         stamp "synth on: $server"
         "$TA_BIN" scenarios synth --server "$server" --n "$SYNTH_N" --seed "$SEED" --out "$d/synth"
       fi
+    fi
+    # The teacher's rewordings (their answers stay the SQL's), for SQL tasks only: a walked
+    # task has no `sql` for the paraphrase's checks.
+    if [[ -n ${TA_PARAPHRASE_TEACHER:-} ]] && ! is_walked "$name"; then
+      if [[ -f $d/paraphrase/summary.json ]]; then
+        stamp "paraphrase done earlier"
+      else
+        stamp "paraphrase by $TA_PARAPHRASE_TEACHER"
+        local limit=()
+        if [[ -n ${TA_PARAPHRASE_LIMIT:-} ]]; then limit=(--limit "$TA_PARAPHRASE_LIMIT"); fi
+        "$TA_BIN" scenarios paraphrase --scenarios "$scenarios" --teacher "$TA_PARAPHRASE_TEACHER" \
+          --per-task "${TA_PARAPHRASE_PER_TASK:-2}" --concurrency 32 --gpu-memory-utilization "$GPU_UTIL" \
+          "${limit[@]}" --out "$d/paraphrase"
+      fi
+      scenarios=$d/paraphrase/scenarios.jsonl
     fi
   fi
   # The tools the check set is offered come from every walked task, also once GRPO trains on

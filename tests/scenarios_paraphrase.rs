@@ -69,6 +69,14 @@ async fn paraphrases_keep_the_answer_and_only_rewordings_that_keep_the_question(
         assert_eq!(p.extra["phrasing"], "paraphrase");
         assert_ne!(p.task, o.task);
     }
+    // Each original is followed by its own paraphrases, so `collect --limit N` takes both.
+    let mut current = "";
+    for s in &all {
+        match s.extra.get("paraphrase_of").and_then(Value::as_str) {
+            Some(of) => assert_eq!(of, current, "{} is not next to its original", s.id),
+            None => current = s.id.as_str(),
+        }
+    }
     let summary: Value = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     assert_eq!((summary["asked"].as_u64(), summary["returned"].as_u64()), (Some(12), Some(48)), "{summary}");
     assert_eq!(summary["rejected"]["the original question again"], 12, "{summary}");

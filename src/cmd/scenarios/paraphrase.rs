@@ -1,8 +1,8 @@
 //! `train-agent scenarios paraphrase`: other wordings of checked tasks, written by a teacher
 //! (any OpenAI-compatible API, Anthropic, or `local/NAME` on the embedded engine) with guided
 //! JSON output. The answer stays the task's own, so a paraphrase is kept only when it keeps the
-//! question's values and its operation (`ta_scenarios::paraphrase`); the output holds the
-//! originals and the kept paraphrases, each on its original's side of the split.
+//! question's values and its operation (`ta_scenarios::paraphrase`); the output holds each
+//! original followed by its kept paraphrases, on its side of the split.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -49,7 +49,8 @@ pub struct Args {
     http: crate::args::HttpArgs,
     #[command(flatten)]
     engine: EngineArgs,
-    /// Output directory: scenarios.jsonl (the originals and the kept paraphrases) and summary.json.
+    /// Output directory: scenarios.jsonl (each original followed by its kept paraphrases) and
+    /// summary.json.
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
 }
@@ -102,7 +103,8 @@ pub async fn run(args: Args) -> Result<()> {
             (i, task, sql, r)
         })
         .buffered(args.concurrency.max(1));
-    let mut kept: Vec<Scenario> = Vec::new();
+    // Each original's kept paraphrases, by its place in the file.
+    let mut kept: BTreeMap<usize, Vec<Scenario>> = BTreeMap::new();
     while let Some((i, task, sql, reply)) = replies.next().await {
         progress.inc(1);
         let texts = match reply {
@@ -124,7 +126,7 @@ pub async fn run(args: Args) -> Result<()> {
                     p.task = text.trim().to_string();
                     p.extra.insert("paraphrase_of".into(), scenarios[i].id.clone().into());
                     p.extra.insert("phrasing".into(), "paraphrase".into());
-                    kept.push(p);
+                    kept.entry(i).or_default().push(p);
                 }
                 Err(why) => *summary.rejected.entry(why.reason()).or_default() += 1,
             }
@@ -132,11 +134,14 @@ pub async fn run(args: Args) -> Result<()> {
     }
     progress.finish_and_clear();
     drop(engine);
-    summary.kept = kept.len();
+    summary.kept = kept.values().map(Vec::len).sum();
 
     let path = args.out.join("scenarios.jsonl");
     let mut file = std::io::BufWriter::new(std::fs::File::create(&path).with_context(|| format!("cannot write {}", path.display()))?);
-    for s in scenarios.iter().chain(&kept) {
+    // Each original followed by its paraphrases: the first N tasks a `collect --limit N` takes
+    // hold both.
+    let ordered = scenarios.iter().enumerate().flat_map(|(i, s)| std::iter::once(s).chain(kept.get(&i).into_iter().flatten()));
+    for s in ordered {
         serde_json::to_writer(&mut file, s)?;
         file.write_all(b"\n")?;
     }
