@@ -37,9 +37,10 @@
 #                  can be compared on the same GPU)
 #   TA_SYNTH_N     candidate tasks to synthesize (2000: about 1,600 train tasks, room for the traces)
 #   TA_PARAPHRASE_TEACHER  a teacher for `scenarios paraphrase` (e.g. local/qwen2.5-coder-1.5b-
-#                  instruct-q4_k_m.gguf, or openai/MODEL): a SQL database's synthesized tasks are
-#                  reworded by it (TA_PARAPHRASE_PER_TASK each, 2; the first TA_PARAPHRASE_LIMIT
-#                  tasks, default all) and the kept rewordings train beside them; unset: none
+#                  instruct-q4_k_m.gguf, or openai/MODEL): every synthesized task of a SQL
+#                  database is reworded by it (TA_PARAPHRASE_PER_TASK each, 2), each original
+#                  followed by its kept rewordings, so the TA_TRACES traces hold fewer distinct
+#                  questions in more wordings; unset: none
 #   TA_TRACES      reference traces of the train split for SFT (1000; 300 until 2026-11-27, see
 #                  benches/RESULTS.md "A thousand reference traces")
 #   TA_SFT_EPOCHS  SFT epochs (3; lr 2e-4)
@@ -164,11 +165,9 @@ run_db() {
         stamp "paraphrase done earlier"
       else
         stamp "paraphrase by $TA_PARAPHRASE_TEACHER"
-        local limit=()
-        if [[ -n ${TA_PARAPHRASE_LIMIT:-} ]]; then limit=(--limit "$TA_PARAPHRASE_LIMIT"); fi
         "$TA_BIN" scenarios paraphrase --scenarios "$scenarios" --teacher "$TA_PARAPHRASE_TEACHER" \
           --per-task "${TA_PARAPHRASE_PER_TASK:-2}" --concurrency 32 --gpu-memory-utilization "$GPU_UTIL" \
-          "${limit[@]}" --out "$d/paraphrase"
+          --out "$d/paraphrase"
       fi
       scenarios=$d/paraphrase/scenarios.jsonl
     fi
