@@ -131,8 +131,9 @@ async fn walk_on_the_filesystem_server() {
     assert!(mine.len() * 20 >= w.scenarios.len() && mine.len() * 2 <= w.scenarios.len(), "{} of {} in the first person", mine.len(), w.scenarios.len());
     assert!(mine.iter().any(|t| t.contains("in my workspace") || t.contains("in my whole workspace")) && mine.iter().any(|t| t.contains("directly in my ")), "{mine:?}");
     assert!(mine.iter().all(|t| !t.contains("my top folder")), "{mine:?}");
+    assert!(mine.iter().any(|t| t.starts_with("How many ") && t.contains(" do I have ")), "{mine:?}");
     for s in &mut w.scenarios {
-        s["task"] = task(s).replace(" my ", " the ").into();
+        s["task"] = task(s).replace(" my ", " the ").replace(" do I have ", " are there ").into();
     }
     // A name with an extension is asked about as a file, even in a list of folders.
     let folder_named = |t: &str| t.split_once("a folder named ").map(|(_, rest)| rest.trim_start_matches('"').split([' ', '"']).next().unwrap_or("").to_string());

@@ -263,6 +263,12 @@ fn first_person(place: &str) -> Vec<(String, String)> {
     out
 }
 
+/// A count about the asker's own folder, said as they would, half the time ("How many CSV files
+/// do I have in my recipes folder?").
+fn owned(question: String, have: bool) -> String {
+    if have && question.starts_with("How many ") && question.contains(" my ") { unquoted_replace(&question, " are there ", " do I have ") } else { question }
+}
+
 /// `text` with the first `one` outside double quotes said as `other`: a commit quoted by its
 /// message ("Fix the pager on main for wide screens") keeps its words.
 fn unquoted_replace(text: &str, one: &str, other: &str) -> String {
@@ -508,7 +514,7 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
                 .map(|(i, f)| if (out.len() + i) % 2 == 1 { say(f, &alternates) } else { f })
                 // On a phase of its own, so that "my" meets both ways of the other places.
                 .enumerate()
-                .map(|(i, f)| if (out.len() / 2 + i) % 2 == 1 { say(f, &mine) } else { f })
+                .map(|(i, f)| if (out.len() / 2 + i) % 2 == 1 { owned(say(f, &mine), out.len() / 4 % 2 == 1) } else { f })
                 .collect::<Vec<_>>();
             // The server's own folders are found by asking it, never spelled out.
             let spelled = serde_json::to_string(&expected).unwrap_or_default();
@@ -516,7 +522,8 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
                 return;
             }
             // A question asked once whoever's folder it names.
-            let mut frames: Vec<String> = frames.into_iter().filter(|f| asked.insert(ta_synth::normalize(&f.replace(" my ", " the ")))).collect();
+            let mut frames: Vec<String> =
+                frames.into_iter().filter(|f| asked.insert(ta_synth::normalize(&f.replace(" my ", " the ").replace(" do I have ", " are there ")))).collect();
             if frames.is_empty() {
                 return;
             }
@@ -978,6 +985,11 @@ mod tests {
             mine("in the notes folder", "Which files named \"the notes folder\" are in the notes folder?"),
             "Which files named \"the notes folder\" are in my notes folder?"
         );
+        // A count about one's own folder, as its owner asks it half the time.
+        let q = mine("in the recipes folder", "How many CSV files are there in the recipes folder?");
+        assert_eq!(owned(q.clone(), true), "How many CSV files do I have in my recipes folder?");
+        assert_eq!(owned(q, false), "How many CSV files are there in my recipes folder?");
+        assert_eq!(owned("How many CSV files are there in the top folder?".into(), true), "How many CSV files are there in the top folder?");
     }
 
     #[test]
