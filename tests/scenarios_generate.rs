@@ -25,6 +25,8 @@ const NEXT_HIRE: &str = "Which department should get the next new hire?";
 // The replay's tasks: the solver agrees on each, but only the first answer comes from the server.
 const CAPITAL: &str = "What is the capital of France?";
 const BIGGEST_TABLE: &str = "Which table of the company database has the most rows?";
+// On the memory server: a task whose solution writes.
+const REMEMBER: &str = "Add Ada Lovelace to the knowledge graph as a person, then tell me whom you added.";
 
 #[derive(Clone, Default)]
 struct Teacher {
@@ -32,6 +34,8 @@ struct Teacher {
     requests: Arc<Mutex<Vec<Value>>>,
     /// Write the replay's tasks instead.
     replay: bool,
+    /// Write the memory server's task instead.
+    memory: bool,
 }
 
 fn tasks(items: &[(&str, &str, u8)]) -> String {
@@ -52,6 +56,9 @@ async fn chat(State(t): State<Teacher>, Json(body): Json<Value>) -> Json<Value> 
     let messages = body["messages"].as_array().unwrap();
     if body["response_format"]["json_schema"]["name"] == "scenario_tasks" {
         let last = messages.last().unwrap()["content"].as_str().unwrap();
+        if t.memory {
+            return Json(common::text(&tasks(&[(REMEMBER, "create_entities", 2)])).1);
+        }
         if t.replay {
             return Json(common::text(&tasks(&[(DEPARTMENTS, "run_query", 1), (CAPITAL, "run_query", 1), (BIGGEST_TABLE, "list_tables", 2)])).1);
         }
@@ -84,6 +91,10 @@ async fn chat(State(t): State<Teacher>, Json(body): Json<Value>) -> Json<Value> 
         // A look at the tables, then a name they do not show, every time.
         BIGGEST_TABLE if result.is_none() => return call("list_tables", json!({})),
         BIGGEST_TABLE => return call("complete_task", json!({ "summary": "payroll_history" })),
+        REMEMBER if result.is_none() => {
+            return call("create_entities", json!({"entities": [{"name": "Ada Lovelace", "entityType": "person", "observations": ["wrote the first program"]}]}));
+        }
+        REMEMBER => return call("complete_task", json!({ "summary": "Ada Lovelace" })),
         other => panic!("unexpected task {other:?}"),
     };
     let Some(result) = result else { return call("run_query", json!({"sql": sql})) };
@@ -274,4 +285,31 @@ async fn a_prompt_too_long_for_the_teacher_says_what_to_lower() {
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(!run.status.success(), "{stderr}");
     assert!(stderr.contains("cannot take this prompt") && stderr.contains("hint: lower --teacher-max-tokens"), "{stderr}");
+}
+
+/// A task whose episode calls a tool that may write (the memory server's `create_entities`,
+/// `readOnlyHint: false`) is not replayed: it is kept on agreement alone, as before, and counted.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_task_that_writes_is_kept_on_agreement_without_a_replay() {
+    let Some(exe) = ta_testkit::SERVER_MEMORY.path("a_task_that_writes_is_kept_on_agreement_without_a_replay") else { return };
+    let teacher = Teacher { memory: true, ..Default::default() };
+    let url = serve(teacher.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let server = format!("env MEMORY_FILE_PATH={} {}", dir.path().join("memory.jsonl").display(), exe.display());
+    let out = dir.path().join("gen");
+    let run = tokio::process::Command::new(common::bin())
+        .args(["scenarios", "generate", "--server", &server, "--teacher", "openai/gpt-4o-mini", "--teacher-base-url", &url, "--n", "1", "--out"])
+        .arg(&out)
+        .env("OPENAI_API_KEY", "sk-test-not-a-secret")
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stderr}");
+    let summary: Value = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let c = &summary["counts"];
+    assert_eq!((c["agreed"].as_u64(), c["replayed"].as_u64(), c["not_replayed"].as_u64(), c["kept"].as_u64()), (Some(1), Some(0), Some(1), Some(1)), "{c}");
+    assert!(stderr.contains("0 reproduced on a fresh server, 1 kept on agreement alone"), "{stderr}");
+    let scenarios = load_scenarios(&out.join("scenarios.jsonl")).unwrap();
+    assert_eq!((scenarios[0].task.as_str(), scenarios[0].reference.len()), (REMEMBER, 0), "no reference: its calls write");
 }
