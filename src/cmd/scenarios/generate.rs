@@ -221,7 +221,10 @@ pub async fn run(args: Args) -> Result<()> {
     let tools = server.tools();
     // The replay's server: started the same way, so nothing the solver's episodes left in the
     // first one's memory reaches it.
-    let fresh = if opts.replay.is_some() { Some(crate::server::Server::connect(&args.server, Some(&logs)).await?) } else { None };
+    let fresh = match opts.replay {
+        Some(_) => Some(crate::server::Server::connect(&args.server, Some(&logs)).await.context("starting the replay's second server (--no-replay goes without it)")?),
+        None => None,
+    };
     let system_prompt = server.system_prompt(args.system_prompt.as_deref())?;
     let bar = ProgressBar::new(0);
     let shutdown = async {
