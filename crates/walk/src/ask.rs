@@ -508,22 +508,21 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
         let mut push = |op: Op, frames: Vec<String>| {
             let Some(expected) = op.answer(&c.parsed) else { return };
             let say = |f: String, said: &[(String, String)]| said.iter().fold(f, |f, (one, other)| unquoted_replace(&f, one, other));
-            let frames = frames
-                .into_iter()
-                .enumerate()
-                .map(|(i, f)| if (out.len() + i) % 2 == 1 { say(f, &alternates) } else { f })
-                // On a phase of its own, so that "my" meets both ways of the other places.
-                .enumerate()
-                .map(|(i, f)| if (out.len() / 2 + i) % 2 == 1 { owned(say(f, &mine), out.len() / 4 % 2 == 1) } else { f })
-                .collect::<Vec<_>>();
+            let frames: Vec<String> = frames.into_iter().enumerate().map(|(i, f)| if (out.len() + i) % 2 == 1 { say(f, &alternates) } else { f }).collect();
             // The server's own folders are found by asking it, never spelled out.
             let spelled = serde_json::to_string(&expected).unwrap_or_default();
             if walked.roots.iter().any(|r| spelled.contains(r.as_str()) || frames.iter().any(|f| f.contains(r.as_str()))) {
                 return;
             }
-            // A question asked once whoever's folder it names.
-            let mut frames: Vec<String> =
-                frames.into_iter().filter(|f| asked.insert(ta_synth::normalize(&f.replace(" my ", " the ").replace(" do I have ", " are there ")))).collect();
+            // A question asked once whoever's folder it names: each is known by its wording
+            // before "my", which comes on a phase of its own, so that it meets both ways of the
+            // other places.
+            let mut frames: Vec<String> = frames
+                .into_iter()
+                .enumerate()
+                .filter(|(_, f)| asked.insert(ta_synth::normalize(f)))
+                .map(|(i, f)| if (out.len() / 2 + i) % 2 == 1 { owned(say(f, &mine), out.len() / 4 % 2 == 1) } else { f })
+                .collect();
             if frames.is_empty() {
                 return;
             }
