@@ -76,23 +76,18 @@ pub async fn check<F: ToolHost>(fresh: &F, reads: impl Fn(&str) -> bool, episode
         return Ok(Verdict::Writes(s.tool.clone()));
     }
     for s in &steps {
-        let mut again = Vec::with_capacity(2);
-        for _ in 0..2 {
+        // What the solver would be shown now; `None` when the fresh server answers with an error.
+        let call = || async {
             let r = fresh.call(&s.tool, Value::Object(s.arguments.clone())).await?;
-            if r.is_error {
-                return Ok(Verdict::Dropped(CHANGED));
-            }
-            again.push(truncate(&r.text, view));
-            if again[0] == s.shown {
-                break;
-            }
-        }
-        let same = match again.as_slice() {
-            [fresh] => fresh == &s.shown,
-            [fresh, second] => ta_walk::parse::same_data(&s.shown, fresh, second),
-            _ => unreachable!("one or two calls"),
+            Ok::<_, String>((!r.is_error).then(|| truncate(&r.text, view)))
         };
-        if !same {
+        let Some(now) = call().await? else { return Ok(Verdict::Dropped(CHANGED)) };
+        if now == s.shown {
+            continue;
+        }
+        // Something differs: a second call tells what moves by itself from what changed.
+        let Some(again) = call().await? else { return Ok(Verdict::Dropped(CHANGED)) };
+        if !ta_walk::parse::same_data(&s.shown, &now, &again) {
             return Ok(Verdict::Dropped(CHANGED));
         }
     }

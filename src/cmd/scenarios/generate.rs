@@ -231,11 +231,10 @@ pub async fn run(args: Args) -> Result<()> {
         let _ = tokio::signal::ctrl_c().await;
     };
     let say = |line: String| bar.suspend(|| eprintln!("{line}"));
+    // Without the replay the pipeline never calls it: the solver's server stands in.
     let fresh_tools = fresh.as_ref().map(|f| f.tools());
-    let result = match &fresh_tools {
-        Some(f) => ta_scenarios::run(&teacher, solver.as_ref(), &chat, &tools, f, &system_prompt, &surface, &opts, &args.out, &bar, say, shutdown).await,
-        None => ta_scenarios::run(&teacher, solver.as_ref(), &chat, &tools, &tools, &system_prompt, &surface, &opts, &args.out, &bar, say, shutdown).await,
-    };
+    let replay_host = fresh_tools.as_ref().unwrap_or(&tools);
+    let result = ta_scenarios::run(&teacher, solver.as_ref(), &chat, &tools, replay_host, &system_prompt, &surface, &opts, &args.out, &bar, say, shutdown).await;
     bar.finish_and_clear();
     if let Some(f) = fresh {
         f.close().await;
