@@ -121,6 +121,13 @@ pub(crate) const EMPTY_FOLDER: &str = "children.count";
 /// the 512 an episode's turn may say, with room for the call that answers.
 const MAX_WORKING_CHARS: usize = 1_000;
 
+/// `working` when a turn can say it (`items` written out, at most [`MAX_ENUMERATED`], in at most
+/// [`MAX_WORKING_CHARS`]), else `short`, the answer alone: a list too long to write out in a turn
+/// (a whole history's dates) is not.
+fn written_out(working: String, items: usize, short: String) -> String {
+    if items <= MAX_ENUMERATED && working.len() <= MAX_WORKING_CHARS { working } else { short }
+}
+
 /// Items named in an explanation at most.
 pub(crate) const MAX_ENUMERATED: usize = 40;
 /// Characters of a diff's line a working writes out.
@@ -399,10 +406,9 @@ impl Op {
                 let winner = named(best, &id)?;
                 let also = if *label == id { String::new() } else { format!("; its {} is {}", human(label), named(best, label)?) };
                 let value = ta_synth::names::shown(&best[field.as_str()]);
-                let whole = each.len() <= MAX_ENUMERATED;
+                let items = each.len();
                 let working = format!("The {} of each: {}. The {word} is {value}, for {winner}{also}.", human(field), enumerate(each));
-                // A list too long to write out in a turn (a whole history's dates) is not.
-                Some(if whole && working.len() <= MAX_WORKING_CHARS { working } else { format!("The {word} {} is {value}, for {winner}{also}.", human(field)) })
+                Some(written_out(working, items, format!("The {word} {} is {value}, for {winner}{also}.", human(field))))
             }
             Op::Peak { listing, field, max } => {
                 let rs = records(listing)?;
@@ -442,9 +448,9 @@ impl Op {
                 let side = if *above { "Above" } else { "Below" };
                 let tail = if label.is_some() { String::new() } else { format!(" That makes {}.", hits.len()) };
                 let past = format!("{side} {}: {}.{tail}", shown_number(*bound), enumerate(hits));
-                let whole = each.len() <= MAX_ENUMERATED;
+                let items = each.len();
                 let working = format!("The {} of each: {}. {past}", human(field), enumerate(each));
-                Some(if whole && working.len() <= MAX_WORKING_CHARS { working } else { past })
+                Some(written_out(working, items, past))
             }
             Op::Lines => Some(format!("Counting every line of the file, blank lines included: {}.", p.line_count)),
             Op::Empty { .. } => Some("The result lists nothing: there is nothing there.".into()),
@@ -468,7 +474,7 @@ impl Op {
                     }
                 }));
                 let working = format!("The diff's lines that start with {sign} (not the {sign}{sign}{sign} file headers): {}. That makes {n}.", each.join(", "));
-                Some(if n <= MAX_ENUMERATED && working.len() <= MAX_WORKING_CHARS { working } else { short })
+                Some(written_out(working, n, short))
             }
             Op::Field { .. } | Op::Lookup { .. } | Op::Exists { .. } | Op::List { .. } | Op::Heading => None,
         }
