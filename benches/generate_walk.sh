@@ -21,6 +21,9 @@
 #   TA_SEED        seed of the walk, the teacher, the solver and the split (0)
 #   TA_GENERATE_ARGS  more flags for `scenarios generate` (a smoke run on a CPU with a small
 #                  model: "--teacher-max-tokens 2048 --attempts 2 --agree 2 --max-turns 4")
+#   TA_SOLVER_ADAPTERS  a `benches/natural_check.sh` output directory (TA_OUT there, same
+#                  TA_MODEL as TA_TEACHER): each server's SFT adapter (DIR/NAME/sft/final) solves in
+#                  the teacher's engine (`--solver-adapter`); unset: the teacher solves
 #   TA_FS_SERVER, TA_GIT_SERVER  server commands, given the fixture's path (default: the copies
 #                  the tests installed in the cache)
 # Re-running continues: a finished walk is kept, and generate reuses its drafts and episodes.
@@ -46,10 +49,12 @@ for name in ${TA_SERVERS:-fs git}; do
     git) server="$TA_GIT_SERVER --repository $d/fixture" ;;
     *) echo "unknown server $name (fs or git)" >&2; exit 2 ;;
   esac
+  solver=()
+  if [ -n "${TA_SOLVER_ADAPTERS:-}" ]; then solver=(--solver-adapter "$TA_SOLVER_ADAPTERS/$name/sft/final"); fi
   t0=$(date +%s)
   [ -f "$d/walk/summary.json" ] || "$TA_BIN" scenarios walk --server "$server" --seed "$SEED" --out "$d/walk" >"$d/walk.log" 2>&1
   "$TA_BIN" scenarios generate --server "$server" --walk "$d/walk" --teacher "local/$TA_TEACHER" --n "${TA_N:-60}" \
-    --seed "$SEED" --gpu-memory-utilization "${TA_GPU_UTIL:-0.4}" ${TA_GENERATE_ARGS:-} --out "$d/generate" >"$d/generate.log" 2>&1
+    --seed "$SEED" --gpu-memory-utilization "${TA_GPU_UTIL:-0.4}" "${solver[@]}" ${TA_GENERATE_ARGS:-} --out "$d/generate" >"$d/generate.log" 2>&1
   echo "[$name] walk and generate: $(( $(date +%s) - t0 )) s"
 done
 

@@ -36,6 +36,8 @@ struct Teacher {
     replay: bool,
     /// Write the memory server's task instead.
     memory: bool,
+    /// Bodies of `/v1/load_lora_adapter` requests.
+    loads: Arc<Mutex<Vec<Value>>>,
 }
 
 fn tasks(items: &[(&str, &str, u8)]) -> String {
@@ -106,8 +108,15 @@ async fn chat(State(t): State<Teacher>, Json(body): Json<Value>) -> Json<Value> 
     call("complete_task", json!({"summary": answer}))
 }
 
+/// vLLM's runtime LoRA loading (`VLLM_ALLOW_RUNTIME_LORA_UPDATING`): 200 and a line of text.
+async fn load_adapter(State(t): State<Teacher>, Json(body): Json<Value>) -> String {
+    let name = body["lora_name"].as_str().unwrap_or_default().to_string();
+    t.loads.lock().unwrap().push(body);
+    format!("Success: LoRA adapter '{name}' added successfully.")
+}
+
 async fn serve(t: Teacher) -> String {
-    let app = axum::Router::new().route("/v1/chat/completions", post(chat)).with_state(t);
+    let app = axum::Router::new().route("/v1/chat/completions", post(chat)).route("/v1/load_lora_adapter", post(load_adapter)).with_state(t);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/v1", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
@@ -312,4 +321,54 @@ async fn a_task_that_writes_is_kept_on_agreement_without_a_replay() {
     assert!(stderr.contains("0 reproduced on a fresh server, 1 kept on agreement alone"), "{stderr}");
     let scenarios = load_scenarios(&out.join("scenarios.jsonl")).unwrap();
     assert_eq!((scenarios[0].task.as_str(), scenarios[0].reference.len()), (REMEMBER, 0), "no reference: its calls write");
+}
+
+/// `--solver-adapter`: the adapter is loaded into the local teacher's engine (vLLM's
+/// `/v1/load_lora_adapter`, under "solver") and every solver episode asks for it by that name,
+/// while the teacher's calls keep its base model; the agreed task is kept as without it. A
+/// teacher that is not local/ and a directory without an adapter are refused before any call.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_adapter_of_the_teacher_solves_in_its_engine() {
+    let teacher = Teacher { replay: true, ..Default::default() };
+    let url = serve(teacher.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let adapter = dir.path().join("sft-final");
+    std::fs::create_dir_all(&adapter).unwrap();
+    std::fs::write(adapter.join("adapter_config.json"), r#"{"r": 16, "lora_alpha": 32, "base_model_name_or_path": "tiny"}"#).unwrap();
+    let run = |teacher_spec: &str, adapter: &std::path::Path, out: &std::path::Path| {
+        std::process::Command::new(common::bin())
+            .args(["scenarios", "generate", "--server", "train-agent demo-server", "--teacher", teacher_spec, "--teacher-base-url", &url])
+            .args(["--n", "3", "--batch", "3", "--seed", "1", "--solver-adapter"])
+            .arg(adapter)
+            .arg("--out")
+            .arg(out)
+            .env("OPENAI_API_KEY", "sk-test-not-a-secret")
+            .output()
+            .unwrap()
+    };
+    let out = dir.path().join("gen");
+    let done = run("local/tiny", &adapter, &out);
+    let stderr = String::from_utf8_lossy(&done.stderr);
+    assert!(done.status.success(), "{}\n{stderr}", String::from_utf8_lossy(&done.stdout));
+
+    let loads = teacher.loads.lock().unwrap().clone();
+    assert_eq!(loads, [json!({"lora_name": "solver", "lora_path": adapter.canonicalize().unwrap()})]);
+    let requests = teacher.requests.lock().unwrap().clone();
+    let (writing, solving): (Vec<&Value>, Vec<&Value>) = requests.iter().partition(|r| r["response_format"]["json_schema"]["name"] == "scenario_tasks");
+    assert!(!writing.is_empty() && writing.iter().all(|r| r["model"] == "tiny"), "the teacher writes with the base model");
+    assert!(!solving.is_empty() && solving.iter().all(|r| r["model"] == "solver"), "every solver turn asks for the adapter");
+    let summary: Value = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["counts"]["kept"], 1, "{summary}");
+    assert_eq!(summary["solver"], format!("local/tiny + {}", adapter.canonicalize().unwrap().display()));
+
+    // Refused before any call: a teacher of an API, and a directory that holds no adapter.
+    let before = teacher.requests.lock().unwrap().len();
+    let api = run("openai/gpt-4o-mini", &adapter, &dir.path().join("api"));
+    let api_err = String::from_utf8_lossy(&api.stderr);
+    assert!(!api.status.success() && api_err.contains("the teacher openai/gpt-4o-mini is not local/") && api_err.contains("hint:"), "{api_err}");
+    let empty = run("local/tiny", dir.path(), &dir.path().join("empty"));
+    let empty_err = String::from_utf8_lossy(&empty.stderr);
+    assert!(!empty.status.success() && empty_err.contains("is not a PEFT adapter") && empty_err.contains("hint: pass an `sft` run's final/"), "{empty_err}");
+    assert_eq!(teacher.requests.lock().unwrap().len(), before);
+    assert_eq!(teacher.loads.lock().unwrap().len(), 1);
 }

@@ -35,6 +35,13 @@ pub struct Args {
     /// API root for --solver.
     #[arg(long, value_name = "URL", requires = "solver")]
     solver_base_url: Option<String>,
+    /// A PEFT adapter of the teacher's model that attempts each task instead of the teacher,
+    /// loaded into the teacher's engine: e.g. the SFT adapter trained on this server's walk,
+    /// which finishes the episodes a small base model runs out of turns on, so its answers can
+    /// agree. Needs a local/ teacher (the embedded engine, or --teacher-base-url naming an engine
+    /// that loads adapters: ours or `vllm serve --enable-lora`).
+    #[arg(long, value_name = "DIR", conflicts_with = "solver")]
+    solver_adapter: Option<PathBuf>,
     /// Tasks to ask the teacher for (before validation, dedupe and agreement).
     #[arg(long, default_value_t = 50)]
     n: usize,
@@ -125,6 +132,7 @@ pub async fn run(args: Args) -> Result<()> {
         args.attempts
     );
     anyhow::ensure!((0.0..1.0).contains(&args.validation_fraction), "--validation-fraction {} must be at least 0 and below 1", args.validation_fraction);
+    let adapter = args.solver_adapter.as_deref().map(|dir| solver_adapter(dir, &args.teacher)).transpose()?;
     let _lock = ta_eval::rundir::RunLock::acquire(&args.out)?;
     let logs = args.out.join("logs");
     std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
@@ -157,21 +165,32 @@ pub async fn run(args: Args) -> Result<()> {
     let limits = args.http.limits()?;
     let prices = BTreeMap::new();
     let teacher_url = match (&args.teacher_base_url, args.teacher.strip_prefix("local/")) {
-        (None, Some(model)) => Some(start_engine(&mut engine, &args.engine, model, &logs).await?),
+        (None, Some(model)) => Some(start_engine(&mut engine, &args.engine, model, adapter.as_ref().and_then(|a| a.rank), &logs).await?),
         (url, _) => url.clone(),
     };
     let teacher = Teacher::new(&args.teacher, teacher_url.as_deref(), &prices, limits).context("--teacher")?;
-    let solver = match &args.solver {
-        Some(spec) => {
+    let solver = match (&args.solver, &adapter) {
+        (Some(spec), _) => {
             let url = match (&args.solver_base_url, spec.strip_prefix("local/")) {
                 // The teacher's own engine (or URL) solves when the solver names the same model.
                 (None, Some(_)) if spec == &args.teacher => teacher_url.clone(),
-                (None, Some(model)) => Some(start_engine(&mut engine, &args.engine, model, &logs).await?),
+                (None, Some(model)) => Some(start_engine(&mut engine, &args.engine, model, None, &logs).await?),
                 (url, _) => url.clone(),
             };
             Some(Teacher::new(spec, url.as_deref(), &prices, limits).context("--solver")?)
         }
-        None => None,
+        (None, Some(adapter)) => {
+            // A local/ teacher always has a URL here: its engine's, or --teacher-base-url.
+            let url = teacher_url.as_deref().context("--solver-adapter needs the teacher's engine")?;
+            ta_python::EngineClient::new(url)
+                .load_adapter(SOLVER_ADAPTER, &adapter.dir)
+                .await
+                .with_context(|| format!("cannot load --solver-adapter {} into the teacher's engine at {url}", adapter.dir.display()))?;
+            let mut solver = Teacher::new(&format!("local/{SOLVER_ADAPTER}"), Some(url), &prices, limits).context("--solver-adapter")?;
+            solver.name = format!("{} + {}", args.teacher, adapter.dir.display());
+            Some(solver)
+        }
+        (None, None) => None,
     };
     let solving = solver.as_ref().unwrap_or(&teacher);
     let chat = solving.endpoint.chat().cloned().ok_or_else(|| {
@@ -268,15 +287,38 @@ pub async fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
-/// Starts the embedded engine serving `model` under its own name (once), and returns its URL.
-async fn start_engine(engine: &mut Option<Engine>, args: &EngineArgs, model: &str, logs: &std::path::Path) -> Result<String> {
+/// The name `--solver-adapter` is loaded under in the teacher's engine.
+const SOLVER_ADAPTER: &str = "solver";
+
+/// `--solver-adapter`: the adapter's directory and its LoRA rank (which sizes the engine's slots).
+struct SolverAdapter {
+    dir: PathBuf,
+    rank: Option<u32>,
+}
+
+/// Checks `--solver-adapter DIR` before any engine starts: a PEFT adapter, for a local/ teacher.
+fn solver_adapter(dir: &std::path::Path, teacher: &str) -> Result<SolverAdapter> {
+    anyhow::ensure!(
+        teacher.starts_with("local/"),
+        "--solver-adapter is loaded into the teacher's engine, but the teacher {teacher} is not local/\nhint: pass --teacher local/MODEL with the adapter's base model, or serve the adapter yourself and pass --solver local/NAME --solver-base-url URL"
+    );
+    let config = ta_python::adapter_config(dir)
+        .map_err(|e| anyhow::anyhow!("--solver-adapter {} is not a PEFT adapter ({e})\nhint: pass an `sft` run's final/ directory", dir.display()))?;
+    let dir = dir.canonicalize().with_context(|| format!("cannot resolve --solver-adapter {}", dir.display()))?;
+    Ok(SolverAdapter { dir, rank: ta_python::adapter_rank(&config) })
+}
+
+/// Starts the embedded engine serving `model` under its own name (once), with LoRA slots of
+/// `lora_rank` when an adapter will be loaded, and returns its URL.
+async fn start_engine(engine: &mut Option<Engine>, args: &EngineArgs, model: &str, lora_rank: Option<u32>, logs: &std::path::Path) -> Result<String> {
     if let Some(e) = engine {
         anyhow::bail!(
             "the embedded engine already serves {} for this command\nhint: pass --solver-base-url (or --teacher-base-url) pointing at a second server, e.g. `train-agent serve`",
             e.client().base_url()
         );
     }
-    let options = args.options(model, model, logs.join("engine.log"));
+    let mut options = args.options(model, model, logs.join("engine.log"));
+    options.max_lora_rank = lora_rank;
     let served = EngineSource::Start { python: PythonEnv::ensure()?, options: Box::new(options) }.open().await.context("the embedded engine did not start")?;
     *engine = served.process;
     Ok(served.client.base_url())
