@@ -95,7 +95,7 @@ pub async fn check<F: ToolHost>(fresh: &F, reads: impl Fn(&str) -> bool, episode
     if !grounded(expected, &shown) {
         return Ok(Verdict::Dropped(NOT_SHOWN));
     }
-    let reference = steps.iter().map(|s| ReferenceStep { tool: s.tool.clone(), arguments: s.arguments.clone() }).collect();
+    let reference = steps.iter().map(|s| ReferenceStep { tool: s.tool.clone(), arguments: s.arguments.clone(), with_previous: false }).collect();
     Ok(Verdict::Kept { reference, derived: !ta_reward::ground_truth::shows(expected, shown.last().expect("checked non-empty above")) })
 }
 

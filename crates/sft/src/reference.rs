@@ -21,7 +21,7 @@ use ta_rollout::agent::truncate;
 use ta_synth::SqlTools;
 use ta_types::scenario::ExpectedRule;
 use ta_types::trajectory::GroupRef;
-use ta_types::{Expected, Message, Outcome, ReferenceStep, Scenario, ToolCall, Trajectory};
+use ta_types::{Expected, Message, Outcome, ReferenceStep, Role, Scenario, ToolCall, Trajectory};
 
 use crate::SftError;
 use ta_types::trace::{SOURCE_REFERENCE, Trace};
@@ -144,7 +144,7 @@ async fn episode<T: ToolHost>(
     let mut t = Trajectory::start(&s.id, GroupRef::default(), SOURCE_REFERENCE, vec![Message::system(system_prompt), Message::user(&s.task)]);
     let mut last = String::new();
     for (i, step) in steps.iter().enumerate() {
-        match call(tools, &mut t, &step.tool, Value::Object(step.arguments.clone()), opts).await? {
+        match call(tools, &mut t, step, opts).await? {
             Ok(text) => last = text,
             Err(e) => return Ok(Err(format!("step {} ({}) failed: {}", i + 1, step.tool, truncate(&e, 300)))),
         }
@@ -176,17 +176,29 @@ fn assistant_call(turn: u32, name: &str, args: &Value) -> Message {
     m
 }
 
-/// One assistant turn calling `name`, and its result as the agent loop would show it. The inner
-/// `Err` is a tool error or a call the tool host refuses (the text the model would see); the
-/// outer one a broken connection.
-async fn call<T: ToolHost>(tools: &T, t: &mut Trajectory, name: &str, args: Value, opts: &ReferenceOptions) -> Result<Result<String, String>, SftError> {
+/// One assistant turn calling the step's tool (or, for a step made `with_previous`, one more
+/// call of the turn before, whose results it follows), and its result as the agent loop would
+/// show it. The inner `Err` is a tool error or a call the tool host refuses (the text the model
+/// would see); the outer one a broken connection.
+async fn call<T: ToolHost>(tools: &T, t: &mut Trajectory, step: &ReferenceStep, opts: &ReferenceOptions) -> Result<Result<String, String>, SftError> {
+    let (name, args) = (step.tool.as_str(), Value::Object(step.arguments.clone()));
     if let Err(e) = tools.check(name, &args) {
         return Ok(Err(e));
     }
-    let msg = assistant_call(t.num_turns, name, &args);
-    let id = msg.tool_calls[0].id.clone();
-    t.messages.push(msg);
-    t.num_turns += 1;
+    let id = match t.messages.iter_mut().rev().find(|m| m.role == Role::Assistant).filter(|_| step.with_previous) {
+        Some(turn) => {
+            let id = format!("call_ref_{}_{}", t.num_turns - 1, turn.tool_calls.len());
+            turn.tool_calls.push(ToolCall::new(id.clone(), name, args.to_string()));
+            id
+        }
+        None => {
+            let msg = assistant_call(t.num_turns, name, &args);
+            let id = msg.tool_calls[0].id.clone();
+            t.messages.push(msg);
+            t.num_turns += 1;
+            id
+        }
+    };
     t.tool_calls += 1;
     let t0 = Instant::now();
     let result = tools.call(name, args).await.map_err(|e| SftError::Reference(format!("the MCP server failed during {name}: {e}")))?;

@@ -336,7 +336,7 @@ pub fn query_step(tools: &SqlTools, sql: &str) -> ReferenceStep {
 }
 
 fn step(tool: &str, arguments: Value) -> ReferenceStep {
-    ReferenceStep { tool: tool.to_string(), arguments: arguments.as_object().cloned().unwrap_or_default() }
+    ReferenceStep { tool: tool.to_string(), arguments: arguments.as_object().cloned().unwrap_or_default(), with_previous: false }
 }
 
 fn scenario(tools: &SqlTools, c: &Candidate, ok: &Checked, task: &str, index: usize) -> Scenario {

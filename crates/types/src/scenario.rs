@@ -194,6 +194,11 @@ pub struct ReferenceStep {
     pub tool: String,
     #[serde(default)]
     pub arguments: Map<String, Value>,
+    /// Made in the same assistant turn as the step before: neither call needs the other's
+    /// result (one file's details after another's, each named by the listing before them), so
+    /// a model may ask for both at once, and an episode's turns go further.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub with_previous: bool,
 }
 
 /// One task for the agent.

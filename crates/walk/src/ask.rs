@@ -74,6 +74,23 @@ impl Task {
         if self.siblings.is_empty() { vec![self.call] } else { self.siblings.clone() }
     }
 
+    /// The calls one turn makes together: [`Op::Across`]'s compared calls, none of which needs
+    /// another's result (each names a file or a month that the listing before them shows), so
+    /// an episode spends one turn on them and a folder of eight files fits its turns. The
+    /// second call of an [`Op::Then`] of its own depends on the pick, so it comes a turn later.
+    pub fn together(&self) -> &[usize] {
+        match (&self.op, self.siblings.split_last()) {
+            (Op::Then { own: true, .. }, Some((_, picked))) => picked,
+            _ => &self.siblings,
+        }
+    }
+
+    /// The turns of its reference before the answer: a turn a step, the calls made
+    /// [`Task::together`] in one.
+    pub fn turns(&self, walked: &Walked) -> usize {
+        self.steps(walked).len() - self.together().len().saturating_sub(1)
+    }
+
     /// The reference's calls: what the answering calls depend on (or what [`Task::via`] does),
     /// in call order, then the answering calls themselves (the last steps, as [`Op::Across`] reads them).
     pub fn steps(&self, walked: &Walked) -> Vec<usize> {
@@ -967,6 +984,26 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_compared_calls_share_a_turn_and_a_second_call_of_its_own_comes_after() {
+        let task = |op: Op, siblings: Vec<usize>| Task {
+            call: *siblings.last().unwrap(),
+            siblings,
+            via: None,
+            op,
+            expected: Expected::Number(1.0),
+            phrasings: Vec::new(),
+            difficulty: 5,
+            explanation: None,
+        };
+        let across = Op::Across { measure: crate::op::Measure::Lines, max: true, labels: vec!["a.md".into(), "b.md".into(), "c.md".into()] };
+        assert_eq!(task(across.clone(), vec![4, 5, 6]).together(), [4, 5, 6]);
+        let then = |own| Op::Then { pick: Box::new(across.clone()), winner: "b.md".into(), then: Box::new(Op::Heading), own };
+        assert_eq!(task(then(true), vec![4, 5, 6, 9]).together(), [4, 5, 6], "the second call needs the pick");
+        assert_eq!(task(then(false), vec![4, 5, 6]).together(), [4, 5, 6], "answered from a compared call");
+        assert!(task(Op::Heading, vec![7]).together().len() <= 1, "one call is a turn of its own");
+    }
     use crate::parse::parse;
     use serde_json::json;
     use ta_types::scenario::ExpectedRule;

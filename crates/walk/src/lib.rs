@@ -129,7 +129,7 @@ pub async fn synthesize<T: ToolHost, F: ToolHost>(host: &T, fresh: &F, tools: &[
     let walk_seconds = started.elapsed().as_secs_f64();
     let started = Instant::now();
     let candidates = tasks.len();
-    let (tasks, too_long): (Vec<ask::Task>, Vec<ask::Task>) = tasks.into_iter().partition(|t| t.steps(&walked).len() < opts.budget.turns);
+    let (tasks, too_long): (Vec<ask::Task>, Vec<ask::Task>) = tasks.into_iter().partition(|t| t.turns(&walked) < opts.budget.turns);
     let (kept, mut dropped) = replay::replay(fresh, &walked, tasks, &opts.budget).await?;
     if !too_long.is_empty() {
         dropped.insert(TOO_LONG.into(), too_long.len());
@@ -197,8 +197,16 @@ fn scenario(walked: &Walked, t: &ask::Task, text: &str, index: usize) -> Scenari
     if let Some(e) = &t.explanation {
         extra.insert(ta_types::scenario::EXTRA_EXPLANATION.into(), e.clone().into());
     }
-    let reference: Vec<ReferenceStep> =
-        t.steps(walked).into_iter().map(|c| ReferenceStep { tool: walked.calls[c].tool.clone(), arguments: walked.calls[c].args.clone() }).collect();
+    let together = t.together();
+    let reference: Vec<ReferenceStep> = t
+        .steps(walked)
+        .into_iter()
+        .map(|c| ReferenceStep {
+            tool: walked.calls[c].tool.clone(),
+            arguments: walked.calls[c].args.clone(),
+            with_previous: together.first().is_some_and(|first| *first != c) && together.contains(&c),
+        })
+        .collect();
     let mut tools: Vec<String> = Vec::new();
     for step in &reference {
         if !tools.contains(&step.tool) {
