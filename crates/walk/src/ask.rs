@@ -984,6 +984,9 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::parse::parse;
+    use serde_json::json;
+    use ta_types::scenario::ExpectedRule;
 
     #[test]
     fn the_compared_calls_share_a_turn_and_a_second_call_of_its_own_comes_after() {
@@ -1004,9 +1007,6 @@ mod tests {
         assert_eq!(task(then(false), vec![4, 5, 6]).together(), [4, 5, 6], "answered from a compared call");
         assert!(task(Op::Heading, vec![7]).together().len() <= 1, "one call is a turn of its own");
     }
-    use crate::parse::parse;
-    use serde_json::json;
-    use ta_types::scenario::ExpectedRule;
 
     #[test]
     fn the_workspace_and_its_folders_are_said_as_their_owner_says_them() {
