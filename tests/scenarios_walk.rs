@@ -256,6 +256,30 @@ async fn walk_on_the_filesystem_server() {
         sizes += 1;
     }
     assert!(sizes >= 2, "{sizes} sizes of a picked file");
+    // Two steps about a folder: the one a tree shows holding the most files (checked on disk),
+    // then that folder's own call.
+    let folders: Vec<&&Value> = chained.iter().filter(|s| s["task"].as_str().unwrap().contains("in that folder")).collect();
+    assert!(folders.len() >= 3, "{} questions about the folder with the most files", folders.len());
+    for s in folders {
+        assert_eq!(s["op"]["pick"]["op"], "most", "{s}");
+        let steps = s["reference"].as_array().unwrap();
+        let [.., tree, own] = steps.as_slice() else { panic!("{s}") };
+        let (tree, own) = (Path::new(tree["arguments"]["path"].as_str().unwrap()), own["arguments"]["path"].as_str().unwrap());
+        let winner = s["op"]["winner"].as_str().unwrap();
+        assert_eq!(own, tree.join(winner).display().to_string(), "{s}");
+        let mut counts: Vec<(String, usize)> = std::fs::read_dir(tree)
+            .unwrap()
+            .map(Result::unwrap)
+            .filter(|e| e.path().is_dir())
+            .map(|e| {
+                let mut inside = Vec::new();
+                below(&e.path(), &mut inside);
+                (e.file_name().to_string_lossy().into_owned(), inside.iter().filter(|p| p.is_file()).count())
+            })
+            .collect();
+        counts.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
+        assert_eq!(counts[0].0, winner, "{counts:?}: {s}");
+    }
     // Another cell of the row with the extreme: the family of the plant that takes longest.
     let plants = std::fs::read_to_string(root.join("projects/garden-planner/data/plants.csv")).unwrap();
     let rows: Vec<Vec<&str>> = plants.lines().skip(1).map(|l| l.split(',').collect()).collect();

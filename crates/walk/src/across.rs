@@ -389,6 +389,50 @@ pub(crate) fn chained(walked: &Walked, seed: u64, asked: &mut HashSet<String>, o
     out.extend(added);
 }
 
+/// Questions in two steps about a folder: the one a tree shows holding the most files, then a
+/// question already asked about that folder by name, now about "that folder" ("Which folder in
+/// the projects folder holds the most files anywhere in it? How many Python files are there
+/// anywhere in that folder?"), as people ask of their own files. The reference makes the tree's
+/// call, then the folder's own.
+pub(crate) fn in_that_folder(walked: &Walked, seed: u64, asked: &mut HashSet<String>, out: &mut Vec<Task>) {
+    let path_of = |id: usize| walked.calls[id].args.values().filter_map(Value::as_str).find(|v| v.starts_with('/')).map(String::from);
+    let mut added = Vec::new();
+    for (i, pick) in out.iter().enumerate() {
+        let Op::Most { listing, .. } = &pick.op else { continue };
+        let ta_types::Expected::Text(winner) = &pick.expected else { continue };
+        // Folders of a tree (the rows of a file have no path).
+        if !listing.is_empty() || !pick.siblings.is_empty() {
+            continue;
+        }
+        let Some(folder) = path_of(pick.call).map(|p| format!("{p}/{winner}")) else { continue };
+        let mut seconds: Vec<&Task> = out
+            .iter()
+            .filter(|t| t.siblings.is_empty() && t.call != pick.call && path_of(t.call).as_deref() == Some(folder.as_str()))
+            .filter(|t| !matches!(t.op, Op::Exists { .. } | Op::Most { .. }))
+            .collect();
+        seconds.shuffle(&mut rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ (i as u64) << 24));
+        for second in seconds.into_iter().take(THEN_PER_PICK) {
+            let place = place_of(&walked.calls[second.call], walked);
+            let Some(then) = second.phrasings.iter().find(|f| f.contains(place.as_str())).map(|f| f.replace(place.as_str(), "in that folder")) else { continue };
+            let name = winner.rsplit('/').next().unwrap_or(winner);
+            if then.contains(name) {
+                continue;
+            }
+            let text = format!("{} {then}", pick.phrasings[0]);
+            if !asked.insert(ta_synth::normalize(&text)) {
+                continue;
+            }
+            let siblings = vec![pick.call, second.call];
+            let op = Op::Then { pick: Box::new(pick.op.clone()), winner: winner.clone(), then: Box::new(second.op.clone()), own: true };
+            let results: Vec<&Parsed> = siblings.iter().map(|id| &walked.calls[*id].parsed).collect();
+            let Some(expected) = op.answer_all(&results) else { continue };
+            let explanation = op.explain_all(&results);
+            added.push(Task { call: second.call, siblings, via: Some(pick.call), op, expected, phrasings: vec![text], difficulty: 5, explanation });
+        }
+    }
+    out.extend(added);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

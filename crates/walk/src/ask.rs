@@ -978,6 +978,7 @@ pub fn tasks(walked: &Walked, seed: u64) -> Vec<Task> {
     }
     crate::across::tasks(walked, seed, &mut asked, &mut out);
     crate::across::chained(walked, seed, &mut asked, &mut out);
+    crate::across::in_that_folder(walked, seed, &mut asked, &mut out);
     out
 }
 

@@ -647,7 +647,12 @@ fn tally_of(items: &[&Record], field: &str) -> BTreeMap<String, usize> {
 /// last one, or the winner's among the compared); `None` when the comparison no longer picks
 /// `winner`.
 fn then_results<'a, 'b>(pick: &Op, winner: &str, own: bool, results: &'a [&'b Parsed]) -> Option<(&'a [&'b Parsed], &'b Parsed)> {
-    let Op::Across { labels, .. } = pick else { return None };
+    let Op::Across { labels, .. } = pick else {
+        // A pick from one result (the folder a tree shows with the most files), then the
+        // winner's own call.
+        let [picked, second] = results else { return None };
+        return (own && pick.answer(picked)? == Expected::Text(winner.to_string())).then_some((&results[..1], *second));
+    };
     let n = labels.len();
     if results.len() != n + usize::from(own) {
         return None;
@@ -823,6 +828,16 @@ mod tests {
         let size = Op::Then { pick: Box::new(longest), winner: "ideas.md".into(), then: Box::new(Op::Field { field: "size".into() }), own: true };
         assert_eq!(size.answer_all(&[texts[0], texts[1], &info]), Some(Expected::Number(42.0)));
         assert_eq!((size.results(), then.results()), (3, 2));
+        // A pick from one result (the author with most items), then the winner's own result; not
+        // answered once the pick names another, nor without the winner's own call.
+        let by = listing(json!([{"name": "a.md", "author": "Ann"}, {"name": "b.md", "author": "Bob"}, {"name": "c.md", "author": "Ann"}]));
+        let most = Op::Most { listing: String::new(), field: "author".into(), max: true };
+        let then = Op::Then { pick: Box::new(most), winner: "Ann".into(), then: Box::new(Op::Field { field: "size".into() }), own: true };
+        assert_eq!(then.answer_all(&[&by, &info]), Some(Expected::Number(42.0)));
+        assert_eq!(then.results(), 2);
+        let other = listing(json!([{"name": "a.md", "author": "Bob"}, {"name": "b.md", "author": "Bob"}]));
+        assert_eq!(then.answer_all(&[&other, &info]), None, "the winner changed");
+        assert_eq!(then.answer_all(&[&by]), None);
     }
 
     #[test]
