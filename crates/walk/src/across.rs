@@ -6,7 +6,8 @@
 //! whole log) is asked of that call instead.
 //! People ask these of a folder or a history, never of one result; the walk has already made the
 //! calls, one per file or per month, and here they are compared ([`Op::Across`]). Then questions
-//! in two steps: the file a comparison picks, asked about as "that file" ([`Op::Then`]). The
+//! in two steps: the file a comparison picks, asked about as "that file" ([`Op::Then`]), and the
+//! folder a tree shows holding the most files, as "that folder". The
 //! task's reference makes every one of the calls, so `collect --reference` shows the model each
 //! result before the comparison is worked out.
 

@@ -69,9 +69,10 @@ pub enum Op {
     /// [`crate::ask::Task::siblings`], the last `labels.len()` steps of its reference, in `labels`' order.
     Across { measure: Measure, max: bool, labels: Vec<String> },
     /// Two steps, the first's answer the second's subject: the file an [`Op::Across`] picks
-    /// (`winner`), then `then` about it ("Which file in the notes folder has the most lines?
-    /// How many bullet points are there in that file?"). Its results are the comparison's, then
-    /// the winner's own call when it is not one of them (`own`).
+    /// (`winner`), or the folder an [`Op::Most`] picks from a tree, then `then` about it ("Which
+    /// file in the notes folder has the most lines? How many bullet points are there in that
+    /// file?"). Its results are the pick's, then the winner's own call when it is not one of
+    /// them (`own`).
     Then { pick: Box<Op>, winner: String, then: Box<Op>, own: bool },
     /// A whole history read a month at a time (`labels`, "January 2024") and found empty before
     /// the first month and after the last: what it holds in all ("How many commits are there
