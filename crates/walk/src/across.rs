@@ -366,25 +366,13 @@ pub(crate) fn chained(walked: &Walked, seed: u64, asked: &mut HashSet<String>, o
         seconds.shuffle(&mut rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ (i as u64) << 20));
         for second in seconds.into_iter().take(THEN_PER_PICK) {
             let Some(thing) = thing_of(&walked.calls[second.call], walked) else { continue };
-            let Some(then) = second.phrasings.iter().find(|f| f.contains(thing.as_str())).map(|f| f.replace(thing.as_str(), "that file")) else { continue };
-            let name = winner.rsplit('/').next().unwrap_or(winner);
-            if then.contains(name) {
-                continue;
-            }
-            let text = format!("{} {then}", pick.phrasings[0]);
-            if !asked.insert(ta_synth::normalize(&text)) {
-                continue;
-            }
+            let Some(text) = second_step(pick, second, &thing, "that file", winner, asked) else { continue };
             let mut siblings = pick.siblings.clone();
             let own = !siblings.contains(&second.call);
             if own {
                 siblings.push(second.call);
             }
-            let op = Op::Then { pick: Box::new(pick.op.clone()), winner: winner.clone(), then: Box::new(second.op.clone()), own };
-            let results: Vec<&Parsed> = siblings.iter().map(|id| &walked.calls[*id].parsed).collect();
-            let Some(expected) = op.answer_all(&results) else { continue };
-            let explanation = op.explain_all(&results);
-            added.push(Task { call: second.call, siblings, via: pick.via, op, expected, phrasings: vec![text], difficulty: 5, explanation });
+            added.extend(then_task(walked, pick, second, winner, (siblings, own), pick.via, text));
         }
     }
     out.extend(added);
@@ -414,24 +402,35 @@ pub(crate) fn in_that_folder(walked: &Walked, seed: u64, asked: &mut HashSet<Str
         seconds.shuffle(&mut rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ (i as u64) << 24));
         for second in seconds.into_iter().take(THEN_PER_PICK) {
             let place = place_of(&walked.calls[second.call], walked);
-            let Some(then) = second.phrasings.iter().find(|f| f.contains(place.as_str())).map(|f| f.replace(place.as_str(), "in that folder")) else { continue };
-            let name = winner.rsplit('/').next().unwrap_or(winner);
-            if then.contains(name) {
-                continue;
-            }
-            let text = format!("{} {then}", pick.phrasings[0]);
-            if !asked.insert(ta_synth::normalize(&text)) {
-                continue;
-            }
-            let siblings = vec![pick.call, second.call];
-            let op = Op::Then { pick: Box::new(pick.op.clone()), winner: winner.clone(), then: Box::new(second.op.clone()), own: true };
-            let results: Vec<&Parsed> = siblings.iter().map(|id| &walked.calls[*id].parsed).collect();
-            let Some(expected) = op.answer_all(&results) else { continue };
-            let explanation = op.explain_all(&results);
-            added.push(Task { call: second.call, siblings, via: Some(pick.call), op, expected, phrasings: vec![text], difficulty: 5, explanation });
+            let Some(text) = second_step(pick, second, &place, "in that folder", winner, asked) else { continue };
+            added.extend(then_task(walked, pick, second, winner, (vec![pick.call, second.call], true), Some(pick.call), text));
         }
     }
     out.extend(added);
+}
+
+/// The question in two steps: the pick's, then `second`'s with `subject` (how it names the
+/// winner) said as `that` ("that file", "in that folder"); `None` when no phrasing names it so,
+/// when the winner's own name is still in it, or when it was asked already.
+fn second_step(pick: &Task, second: &Task, subject: &str, that: &str, winner: &str, asked: &mut HashSet<String>) -> Option<String> {
+    let then = second.phrasings.iter().find(|f| f.contains(subject))?.replace(subject, that);
+    let name = winner.rsplit('/').next().unwrap_or(winner);
+    if then.contains(name) {
+        return None;
+    }
+    let text = format!("{} {then}", pick.phrasings[0]);
+    asked.insert(ta_synth::normalize(&text)).then_some(text)
+}
+
+/// The [`Op::Then`] task of `pick` and `second` on the calls `answering` (and whether the last is
+/// the winner's own), reached through `via`; `None` when the walked results give it no answer.
+fn then_task(walked: &Walked, pick: &Task, second: &Task, winner: &str, answering: (Vec<usize>, bool), via: Option<usize>, text: String) -> Option<Task> {
+    let (siblings, own) = answering;
+    let op = Op::Then { pick: Box::new(pick.op.clone()), winner: winner.to_string(), then: Box::new(second.op.clone()), own };
+    let results: Vec<&Parsed> = siblings.iter().map(|id| &walked.calls[*id].parsed).collect();
+    let expected = op.answer_all(&results)?;
+    let explanation = op.explain_all(&results);
+    Some(Task { call: second.call, siblings, via, op, expected, phrasings: vec![text], difficulty: 5, explanation })
 }
 
 #[cfg(test)]
