@@ -123,14 +123,21 @@ async fn serve(t: Teacher) -> String {
     url
 }
 
+/// `scenarios generate` on `server` with `teacher` at `url`, writing to `out` (a test key for
+/// the provider); the caller adds its own flags.
+fn generate_command(server: &str, teacher: &str, url: &str, out: &std::path::Path) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(common::bin());
+    command
+        .args(["scenarios", "generate", "--server", server, "--teacher", teacher, "--teacher-base-url", url, "--out"])
+        .arg(out)
+        .env("OPENAI_API_KEY", "sk-test-not-a-secret");
+    command
+}
+
 async fn generate(url: &str, out: &std::path::Path, extra: &[&str]) -> (String, String) {
-    let run = tokio::process::Command::new(common::bin())
-        .args(["scenarios", "generate", "--server", "train-agent demo-server", "--teacher", "openai/gpt-4o-mini", "--teacher-base-url", url])
+    let run = generate_command("train-agent demo-server", "openai/gpt-4o-mini", url, out)
         .args(["--n", "5", "--batch", "3", "--validation-fraction", "0.34", "--seed", "1"])
         .args(extra)
-        .arg("--out")
-        .arg(out)
-        .env("OPENAI_API_KEY", "sk-test-not-a-secret")
         .output()
         .await
         .unwrap();
@@ -284,13 +291,7 @@ async fn a_prompt_too_long_for_the_teacher_says_what_to_lower() {
     let url = format!("http://{}/v1", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     let dir = tempfile::tempdir().unwrap();
-    let run = tokio::process::Command::new(common::bin())
-        .args(["scenarios", "generate", "--server", "train-agent demo-server", "--teacher", "openai/gpt-4o-mini", "--teacher-base-url", &url, "--out"])
-        .arg(dir.path().join("gen"))
-        .env("OPENAI_API_KEY", "sk-test-not-a-secret")
-        .output()
-        .await
-        .unwrap();
+    let run = generate_command("train-agent demo-server", "openai/gpt-4o-mini", &url, &dir.path().join("gen")).output().await.unwrap();
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(!run.status.success(), "{stderr}");
     assert!(stderr.contains("cannot take this prompt") && stderr.contains("hint: lower --teacher-max-tokens"), "{stderr}");
@@ -306,13 +307,7 @@ async fn a_task_that_writes_is_kept_on_agreement_without_a_replay() {
     let dir = tempfile::tempdir().unwrap();
     let server = format!("env MEMORY_FILE_PATH={} {}", dir.path().join("memory.jsonl").display(), exe.display());
     let out = dir.path().join("gen");
-    let run = tokio::process::Command::new(common::bin())
-        .args(["scenarios", "generate", "--server", &server, "--teacher", "openai/gpt-4o-mini", "--teacher-base-url", &url, "--n", "1", "--out"])
-        .arg(&out)
-        .env("OPENAI_API_KEY", "sk-test-not-a-secret")
-        .output()
-        .await
-        .unwrap();
+    let run = generate_command(&server, "openai/gpt-4o-mini", &url, &out).args(["--n", "1"]).output().await.unwrap();
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(run.status.success(), "{stderr}");
     let summary: Value = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
@@ -335,19 +330,13 @@ async fn an_adapter_of_the_teacher_solves_in_its_engine() {
     let adapter = dir.path().join("sft-final");
     std::fs::create_dir_all(&adapter).unwrap();
     std::fs::write(adapter.join("adapter_config.json"), r#"{"r": 16, "lora_alpha": 32, "base_model_name_or_path": "tiny"}"#).unwrap();
-    let run = |teacher_spec: &str, adapter: &std::path::Path, out: &std::path::Path| {
-        std::process::Command::new(common::bin())
-            .args(["scenarios", "generate", "--server", "train-agent demo-server", "--teacher", teacher_spec, "--teacher-base-url", &url])
-            .args(["--n", "3", "--batch", "3", "--seed", "1", "--solver-adapter"])
-            .arg(adapter)
-            .arg("--out")
-            .arg(out)
-            .env("OPENAI_API_KEY", "sk-test-not-a-secret")
-            .output()
-            .unwrap()
+    let command = |teacher_spec: &str, adapter: &std::path::Path, out: &std::path::Path| {
+        let mut command = generate_command("train-agent demo-server", teacher_spec, &url, out);
+        command.args(["--n", "3", "--batch", "3", "--seed", "1", "--solver-adapter"]).arg(adapter);
+        command
     };
     let out = dir.path().join("gen");
-    let done = run("local/tiny", &adapter, &out);
+    let done = command("local/tiny", &adapter, &out).output().await.unwrap();
     let stderr = String::from_utf8_lossy(&done.stderr);
     assert!(done.status.success(), "{}\n{stderr}", String::from_utf8_lossy(&done.stdout));
 
@@ -363,10 +352,10 @@ async fn an_adapter_of_the_teacher_solves_in_its_engine() {
 
     // Refused before any call: a teacher of an API, and a directory that holds no adapter.
     let before = teacher.requests.lock().unwrap().len();
-    let api = run("openai/gpt-4o-mini", &adapter, &dir.path().join("api"));
+    let api = command("openai/gpt-4o-mini", &adapter, &dir.path().join("api")).output().await.unwrap();
     let api_err = String::from_utf8_lossy(&api.stderr);
     assert!(!api.status.success() && api_err.contains("the teacher openai/gpt-4o-mini is not local/") && api_err.contains("hint:"), "{api_err}");
-    let empty = run("local/tiny", dir.path(), &dir.path().join("empty"));
+    let empty = command("local/tiny", dir.path(), &dir.path().join("empty")).output().await.unwrap();
     let empty_err = String::from_utf8_lossy(&empty.stderr);
     assert!(!empty.status.success() && empty_err.contains("is not a PEFT adapter") && empty_err.contains("hint: pass an `sft` run's final/"), "{empty_err}");
     assert_eq!(teacher.requests.lock().unwrap().len(), before);

@@ -47,6 +47,11 @@ struct Group {
     shown: Vec<String>,
 }
 
+/// A call's first absolute path argument: the file or folder it is about.
+fn path_arg(c: &Call) -> Option<String> {
+    c.args.values().filter_map(Value::as_str).find(|v| v.starts_with('/')).map(String::from)
+}
+
 fn usable(c: &Call) -> bool {
     !c.is_error && !c.cut && !c.maybe_cut
 }
@@ -344,7 +349,7 @@ const THEN_PER_PICK: usize = 2;
 /// the notes folder has the most lines? How many bullet points are there in that file?"). The
 /// reference makes the comparison's calls, then the winner's own call.
 pub(crate) fn chained(walked: &Walked, seed: u64, asked: &mut HashSet<String>, out: &mut Vec<Task>) {
-    let path_of = |id: usize| walked.calls[id].args.values().filter_map(Value::as_str).find(|v| v.starts_with('/')).map(String::from);
+    let path_of = |id: usize| path_arg(&walked.calls[id]);
     let mut added = Vec::new();
     for (i, pick) in out.iter().enumerate() {
         let Op::Across { labels, measure, .. } = &pick.op else { continue };
@@ -384,7 +389,7 @@ pub(crate) fn chained(walked: &Walked, seed: u64, asked: &mut HashSet<String>, o
 /// anywhere in that folder?"), as people ask of their own files. The reference makes the tree's
 /// call, then the folder's own.
 pub(crate) fn in_that_folder(walked: &Walked, seed: u64, asked: &mut HashSet<String>, out: &mut Vec<Task>) {
-    let path_of = |id: usize| walked.calls[id].args.values().filter_map(Value::as_str).find(|v| v.starts_with('/')).map(String::from);
+    let path_of = |id: usize| path_arg(&walked.calls[id]);
     let mut added = Vec::new();
     for (i, pick) in out.iter().enumerate() {
         let Op::Most { listing, .. } = &pick.op else { continue };

@@ -201,11 +201,7 @@ fn scenario(walked: &Walked, t: &ask::Task, text: &str, index: usize) -> Scenari
     let reference: Vec<ReferenceStep> = t
         .steps(walked)
         .into_iter()
-        .map(|c| ReferenceStep {
-            tool: walked.calls[c].tool.clone(),
-            arguments: walked.calls[c].args.clone(),
-            with_previous: together.first().is_some_and(|first| *first != c) && together.contains(&c),
-        })
+        .map(|c| ReferenceStep { tool: walked.calls[c].tool.clone(), arguments: walked.calls[c].args.clone(), with_previous: together.iter().skip(1).any(|t| *t == c) })
         .collect();
     let mut tools: Vec<String> = Vec::new();
     for step in &reference {
