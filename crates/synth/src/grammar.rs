@@ -11,7 +11,9 @@
 //!   with the most/least (by count, total or average), the year of a date with the most/fewest
 //!   rows, the rows per parent on average, the top k, groups with exactly one row,
 //!   rows above the average, one column against another, a percentage, groups with one value
-//!   but never another (`EXCEPT`) or with both (`INTERSECT`), or two cells at once.
+//!   but never another (`EXCEPT`) or with both (`INTERSECT`), or two cells at once;
+//! - through a table that links two others: the rows of one linked to a named row of the other,
+//!   how many, and the total and average of one of their quantities.
 //!
 //! The SQL of a question is the target's SELECT over the scope's FROM (only the joins its parts
 //! need) and the filters' WHERE; the phrasings put the target's frame around the filters'
@@ -757,13 +759,18 @@ impl Gen {
     }
 
     /// A table that links two others and names no rows of its own (project assignments between
-    /// projects and employees): the rows of one parent linked to a named row of the other, and
-    /// how many ("Who is assigned to the GDPR Compliance Audit?", "Which projects is Donna
-    /// Gonzalez assigned to?").
+    /// projects and employees): the rows of one parent linked to a named row of the other, how
+    /// many, and the total and average of one of their quantities ("Who is assigned to the GDPR
+    /// Compliance Audit?", "Which projects is Donna Gonzalez assigned to?", "What is the average
+    /// salary of the employees assigned to the Payments Gateway?").
     fn linked(&mut self, s: &Scope) {
         let parents: Vec<&Attr> = s.attrs.iter().filter(|a| a.path.len() == 1 && matches!(a.role, Role::Label(_))).collect();
         let (n, verb) = (&s.plural, participle(&s.singular));
         let none = Where::default();
+        // A pair of parents is one row only where the two keys are the table's whole primary key:
+        // otherwise a person on a project twice would count twice in a total over the join.
+        let pks: Vec<&str> = s.table.columns.iter().filter(|c| c.pk).map(|c| c.name.as_str()).collect();
+        let pair_key = pks.len() == 2 && pks.iter().all(|c| s.table.keys.iter().any(|k| k.from == *c));
         for a in &parents {
             let Role::Label(names) = &a.role else { continue };
             for b in parents.iter().filter(|b| b.path != a.path) {
@@ -816,7 +823,61 @@ impl Gen {
                             extra_paths: vec![&a.path, &b.path],
                         },
                     );
+                    if pair_key {
+                        self.linked_aggregates(s, a, b, who);
+                    }
                 }
+            }
+        }
+    }
+
+    /// The total and the average of a quantity of `b`'s rows linked to the row of `a` named
+    /// `who` ("What is the total salary of the employees assigned to Apollo?"); `avg` skips the
+    /// rows without a value, as people mean "ignoring anyone without a recorded salary".
+    fn linked_aggregates(&mut self, s: &Scope, a: &Attr, b: &Attr, who: &str) {
+        let (n, verb, none) = (&s.plural, participle(&s.singular), Where::default());
+        let (bs, lit, from) = (plural_of(&b.phrase), literal(who), s.joined(&[a.path[0], b.path[0]]));
+        let owner = format!("{}'s ", b.phrase);
+        for q in s.attrs.iter().filter(|q| q.path == b.path && matches!(q.role, Role::Quantity(_))) {
+            let Some(qn) = q.phrase.strip_prefix(&owner) else { continue };
+            for (agg, word, alt) in [("sum", "total", "combined"), ("avg", "average", "mean")] {
+                if agg == "sum" && !summable(qn) {
+                    continue;
+                }
+                let (expr, round) = if agg == "avg" { (format!("round(avg({}), 2)", q.expr), " Round to 2 decimals.") } else { (format!("sum({})", q.expr), "") };
+                let natural = match &verb {
+                    // a person is assigned to the projects; the people are assigned to a project
+                    Some((v, to)) if a.person => vec![
+                        format!("What is the {word} {qn} of the {bs} {who} is {v} {to}?{round}"),
+                        format!("What is the {alt} {qn} of all {bs} that {who} is {v} {to}?{round}"),
+                    ],
+                    Some((v, to)) => {
+                        let mut natural = vec![
+                            format!("What is the {word} {qn} of the {bs} {v} {to} {who}?{round}"),
+                            format!("What is the {alt} {qn} of all {bs} {v} {to} {who}?{round}"),
+                        ];
+                        if b.person {
+                            natural.push(format!("What is the {word} {qn} of the people {v} {to} {who}?{round}"));
+                        }
+                        natural
+                    }
+                    None => vec![format!("What is the {word} {qn} of the {bs} of the {n} of {who}?{round}")],
+                };
+                self.push(
+                    s,
+                    Draft {
+                        template: "linked_aggregate",
+                        level: 2,
+                        sql: format!("SELECT {expr} {from} WHERE {} = {lit}", a.expr),
+                        width: 1,
+                        answer: Shape::One,
+                        probe: None,
+                        natural,
+                        technical: format!("Compute the {agg} of {} over the {} rows whose {} is {who}.{round}", q.raw, s.table.name, a.raw),
+                        wh: &none,
+                        extra_paths: vec![&a.path, &b.path],
+                    },
+                );
             }
         }
     }

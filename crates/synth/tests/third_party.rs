@@ -331,14 +331,14 @@ async fn numbers_stored_as_text_are_numbers_and_blanks_are_missing() {
 /// key to the people), and the assignments linking the two (no name of their own).
 const STAFF: &str = "
 CREATE TABLE employees (employee_id INTEGER PRIMARY KEY, first_name TEXT NOT NULL, last_name TEXT NOT NULL,
-  manager_id INTEGER REFERENCES employees(employee_id), department TEXT NOT NULL);
+  manager_id INTEGER REFERENCES employees(employee_id), department TEXT NOT NULL, salary REAL);
 CREATE TABLE projects (project_id INTEGER PRIMARY KEY, name TEXT NOT NULL, lead_employee_id INTEGER REFERENCES employees(employee_id),
   status TEXT NOT NULL);
 CREATE TABLE project_assignments (project_id INTEGER NOT NULL REFERENCES projects(project_id),
   employee_id INTEGER NOT NULL REFERENCES employees(employee_id), PRIMARY KEY (project_id, employee_id));
-INSERT INTO employees VALUES (1, 'Grace', 'Hopper', NULL, 'Engineering'), (2, 'Alan', 'Turing', 1, 'Research'),
-  (3, 'Ada', 'Lovelace', 1, 'Engineering'), (4, 'Linus', 'Torvalds', 3, 'Engineering'), (5, 'Margaret', 'Hamilton', 3, 'Sales'),
-  (6, 'Donald', 'Knuth', 2, 'Research'), (7, 'Barbara', 'Liskov', NULL, 'Sales'), (8, 'Ken', 'Thompson', 2, 'Engineering');
+INSERT INTO employees VALUES (1, 'Grace', 'Hopper', NULL, 'Engineering', 200), (2, 'Alan', 'Turing', 1, 'Research', 150),
+  (3, 'Ada', 'Lovelace', 1, 'Engineering', 180), (4, 'Linus', 'Torvalds', 3, 'Engineering', 120), (5, 'Margaret', 'Hamilton', 3, 'Sales', 170),
+  (6, 'Donald', 'Knuth', 2, 'Research', 160), (7, 'Barbara', 'Liskov', NULL, 'Sales', NULL), (8, 'Ken', 'Thompson', 2, 'Engineering', 140);
 INSERT INTO projects VALUES (1, 'Apollo', 1, 'active'), (2, 'Compiler', 3, 'planned'), (3, 'Kernel', NULL, 'active'),
   (4, 'Typesetting', 6, 'done'), (5, 'Archive', NULL, 'planned');
 INSERT INTO project_assignments VALUES (1, 1), (1, 3), (1, 4), (2, 3), (2, 8), (3, 4), (3, 8), (3, 7), (4, 6), (4, 2), (5, 5);
@@ -421,6 +421,22 @@ async fn people_managers_leads_and_assignments_get_their_questions() {
         (template(per_project), per_project.expected.clone()),
         ("per_parent_avg".into(), Some(Expected::Rule(ExpectedRule::Number { number: 2.2, tolerance: 0.01 })))
     );
+    // the salaries of the people on a project, totalled and averaged (the unknown salary left
+    // out, as the question says): the pair of keys is the table's primary key, so no one counts
+    // twice
+    // (a REAL column's results are matched with a tolerance)
+    let about = |x: f64| Some(Expected::Rule(ExpectedRule::Number { number: x, tolerance: 0.01 }));
+    let apollo_total = by_sql(&format!("SELECT sum(e.salary) {ASSIGNED} WHERE p.name = 'Apollo'"));
+    assert_eq!((template(apollo_total), apollo_total.expected.clone()), ("linked_aggregate".into(), about(500.0)));
+    let kernel_avg = by_sql(&format!("SELECT round(avg(e.salary), 2) {ASSIGNED} WHERE p.name = 'Kernel'"));
+    assert_eq!((template(kernel_avg), kernel_avg.expected.clone()), ("linked_aggregate".into(), about(130.0)));
+    assert!(
+        all_of(&format!("SELECT sum(e.salary) {ASSIGNED} WHERE p.name = 'Kernel'"))
+            .iter()
+            .chain(&all_of(&format!("SELECT sum(e.salary) {ASSIGNED} WHERE p.name = 'Apollo'")))
+            .any(|sc| sc.task.starts_with("What is the total salary of the employees assigned to ")),
+        "no natural phrasing of a project's total salary"
+    );
     // a role (the project's lead) is no parent to average over
     assert!(!out.scenarios.iter().any(|sc| template(sc) == "per_parent_avg" && sc.extra["sql"].as_str().unwrap().contains("lead_employee_id")));
 
@@ -470,9 +486,18 @@ async fn people_managers_leads_and_assignments_get_their_questions() {
 
     // 4. the complement of a category's value
     known(
-        &[("SELECT count(*) FROM employees WHERE department <> 'Research'", 6.0), ("SELECT count(*) FROM employees WHERE department <> 'Engineering'", 4.0)],
+        &[
+            ("SELECT count(*) FROM employees WHERE department <> 'Research'", 6.0),
+            ("SELECT count(*) FROM employees WHERE department <> 'Engineering'", 4.0),
+            ("SELECT count(*) FROM employees WHERE department <> 'Sales'", 6.0),
+            ("SELECT count(*) FROM projects WHERE status <> 'done'", 4.0),
+            ("SELECT count(*) FROM projects WHERE status <> 'active'", 3.0),
+            ("SELECT count(*) FROM projects WHERE status <> 'planned'", 3.0),
+        ],
         &[
             ("SELECT name FROM projects WHERE status <> 'done'", &["Apollo", "Compiler", "Kernel", "Archive"]),
+            ("SELECT name FROM projects WHERE status <> 'active'", &["Compiler", "Typesetting", "Archive"]),
+            ("SELECT name FROM projects WHERE status <> 'planned'", &["Apollo", "Kernel", "Typesetting"]),
             (
                 "SELECT first_name || ' ' || last_name FROM employees WHERE department <> 'Engineering'",
                 &["Alan Turing", "Margaret Hamilton", "Donald Knuth", "Barbara Liskov"],
