@@ -80,6 +80,10 @@ pub const CPU_SFT_SHARE: f64 = 0.45;
 /// SFT share stays at what 2 cores afford whatever the server offers.
 pub const CPU_TRAIN_LIMIT: usize = 125;
 
+/// The CPU profile's episode budget in written tokens: above what the SFT adapter's four-turn
+/// episodes write, below what the base model spends running to the turn limit.
+pub const CPU_EPISODE_TOKENS: u32 = 240;
+
 /// The packaged model a short name stands for (`small`, `qwen0.5b`); any other name is a model
 /// `train` takes as it is.
 pub fn model_name(name: &str) -> &str {
@@ -207,6 +211,10 @@ pub fn profile(gpu: bool, model: &str, o: &Overrides) -> Profile {
         // spare turn, and no more, for the base model to spend.
         grpo.rollout.max_turns = 5;
         grpo.rollout.max_tokens = 96;
+        // The SFT adapter's episodes write at most ~150 tokens; the base model's run to the turn
+        // limit at ~370. Stopped at 240 (after the turn that reaches it), the base model's
+        // validation writes a third fewer tokens and no SFT answer changes (docs/demo.md).
+        grpo.rollout.max_episode_tokens = CPU_EPISODE_TOKENS;
         grpo.rollout.tool_result_max_chars = 1500;
         grpo.rollout.concurrency = 16;
         // Short contexts keep the CPU's prompt processing (the bulk of its time) small.
@@ -311,6 +319,8 @@ mod tests {
         assert_eq!((cpu.sft_share, cpu.grpo.rollout.eval_rollouts), (CPU_SFT_SHARE, 0));
         assert!(!cpu.grpo.rollout.dynamic_sampling, "the CPU profile does not oversample its slowest phase");
         assert_eq!(cpu.grpo.rollout.staleness, 0, "two cores: the engine and the trainer take turns");
+        let c = &cpu.grpo.rollout;
+        assert!(c.max_episode_tokens == CPU_EPISODE_TOKENS && c.max_episode_tokens < c.max_turns * c.max_tokens, "the budget stops an episode before its turns run out");
         let limited = Overrides { train_limit: Some(6), validation_limit: Some(2), ..Default::default() };
         assert_eq!(profile(false, "small", &limited).validation_limit, Some(2), "--validation-limit wins");
         let gpu = profile(true, "qwen0.5b", &Overrides { steps: Some(3), ..Default::default() });
