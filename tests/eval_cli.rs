@@ -122,6 +122,7 @@ async fn eval_compare_base_prints_wins_and_resumes() {
     assert_eq!(summary.metrics[1].success_rate, Some(0.5));
     assert_eq!(summary.metrics[0].success_rate, Some(0.0));
     assert_eq!(summary.settings["temperature"], 1.0, "several rollouts sample at temperature 1 by default");
+    assert_eq!(summary.settings["max_episode_tokens"], ta_rollout::AgentConfig::DEFAULT.max_episode_tokens, "the episode budget is a setting results are compared by");
     assert!(out.join("report.html").exists());
     let trained = ta_types::trajectory::read_trajectories(&out.join("trajectories/trained.jsonl")).unwrap();
     assert_eq!(trained.len(), 4);

@@ -227,7 +227,7 @@ pub async fn evaluate<T: ToolHost>(
     let cfg = &opts.agent;
     let settings = json!({
         "temperature": cfg.temperature, "top_p": cfg.top_p, "max_turns": cfg.max_turns, "max_tokens": cfg.max_tokens,
-        "seed": cfg.seed, "tool_result_max_chars": cfg.tool_result_max_chars, "scenarios": opts.scenarios.len(),
+        "max_episode_tokens": cfg.max_episode_tokens, "seed": cfg.seed, "tool_result_max_chars": cfg.tool_result_max_chars, "scenarios": opts.scenarios.len(),
     });
     let summary = EvalSummary::new(
         models.into_iter().map(|(m, _)| m).collect(),
