@@ -13,7 +13,9 @@
 //!   rows above the average, one column against another, a percentage, groups with one value
 //!   but never another (`EXCEPT`) or with both (`INTERSECT`), or two cells at once;
 //! - through a table that links two others: the rows of one linked to a named row of the other,
-//!   how many, and the total and average of one of their quantities.
+//!   how many, and the total and average of one of their quantities;
+//! - a parent reached two ways (a project's department, and its lead's): the rows whose two
+//!   differ, or agree.
 //!
 //! The SQL of a question is the target's SELECT over the scope's FROM (only the joins its parts
 //! need) and the filters' WHERE; the phrasings put the target's frame around the filters'
@@ -715,6 +717,49 @@ impl Gen {
         if s.label.is_none() {
             self.linked(s);
         }
+        self.outside(s);
+    }
+
+    /// Rows whose related row belongs to another parent than their own, where the parent is
+    /// reached two ways ("How many projects have a lead outside the project's department?": the
+    /// project's department, and its lead's).
+    fn outside(&mut self, s: &Scope) {
+        let (n, one, none) = (&s.plural, &s.singular, Where::default());
+        for x in s.attrs.iter().filter(|x| x.path.len() == 1 && matches!(x.role, Role::Label(_))) {
+            for y in s.attrs.iter().filter(|y| y.path.len() == 2 && y.path[0] != x.path[0] && y.raw == x.raw) {
+                let Some(rel) = y.phrase.strip_suffix(&format!("'s {}", x.phrase)) else { continue };
+                let (p, from) = (&x.phrase, s.joined(&[x.path[0], y.path[0], y.path[1]]));
+                let technical = |what: &str, op: &str| format!("{what} {} rows whose {} through {} {op} their own.", s.table.name, x.raw, s.joins[y.path[0]].1);
+                let mut asks = vec![
+                    (
+                        "outside_count",
+                        format!("SELECT count(*) {from} WHERE {} <> {}", y.expr, x.expr),
+                        Shape::One,
+                        vec![format!("How many {n} have a {rel} outside the {one}'s {p}?"), format!("How many {n} have a {rel} from a {p} other than the {one}'s own?")],
+                        technical("Count the", "differs from"),
+                    ),
+                    (
+                        "outside_count",
+                        format!("SELECT count(*) {from} WHERE {} = {}", y.expr, x.expr),
+                        Shape::One,
+                        vec![format!("How many {n} have a {rel} from the {one}'s own {p}?")],
+                        technical("Count the", "is"),
+                    ),
+                ];
+                if let Some(l) = s.label {
+                    asks.push((
+                        "outside_list",
+                        format!("SELECT {} {from} WHERE {} <> {}", s.attrs[l].expr, y.expr, x.expr),
+                        Shape::List,
+                        vec![format!("Which {n} have a {rel} outside the {one}'s {p}?"), format!("List the {n} whose {rel} is from another {p} than the {one}.")],
+                        technical("List the", "differs from"),
+                    ));
+                }
+                for (template, sql, answer, natural, technical) in asks {
+                    self.push(s, Draft { template, level: 3, sql, width: 1, answer, probe: None, natural, technical, wh: &none, extra_paths: vec![&x.path, &y.path] });
+                }
+            }
+        }
     }
 
     /// The values a category takes ("What are the possible statuses of a project?"), over all
@@ -776,6 +821,9 @@ impl Gen {
             for b in parents.iter().filter(|b| b.path != a.path) {
                 let bs = plural_of(&b.phrase);
                 let from = s.joined(&[a.path[0], b.path[0]]);
+                if b.person {
+                    self.linked_outside(s, a, b, names);
+                }
                 for who in names.iter().take(LINKED_ENTITIES) {
                     let lit = literal(who);
                     let mut natural = vec![format!("Which {bs} have {n} with {who}?"), format!("List the {bs} of the {n} of {who}.")];
@@ -826,6 +874,70 @@ impl Gen {
                     if pair_key {
                         self.linked_aggregates(s, a, b, who);
                     }
+                }
+            }
+        }
+    }
+
+    /// People linked to rows of another parent than their own, where both parents of the linking
+    /// table lead to the same kind of row ("How many employees are assigned to a project whose
+    /// department is not their own?"), over all of `a`'s rows and for each named one ("How many
+    /// of the employees assigned to CRM Consolidation are from another department than the
+    /// project?").
+    fn linked_outside(&mut self, s: &Scope, a: &Attr, b: &Attr, names: &[String]) {
+        let Some((v, to)) = participle(&s.singular) else { return };
+        let none = Where::default();
+        let (bs, one) = (plural_of(&b.phrase), &a.phrase);
+        // the labels two hops away through each parent (the employee's department, the project's)
+        let hop = |from: &Attr| s.attrs.iter().filter(|y| y.path.len() == 2 && y.path[0] == from.path[0] && matches!(y.role, Role::Label(_))).collect::<Vec<_>>();
+        for x in hop(b) {
+            for y in hop(a).into_iter().filter(|y| y.raw == x.raw) {
+                let (Some(p), Some(py)) = (x.phrase.strip_prefix(&format!("{}'s ", b.phrase)), y.phrase.strip_prefix(&format!("{one}'s "))) else { continue };
+                if p != py {
+                    continue;
+                }
+                let from = s.joined(&[b.path[0], x.path[1], a.path[0], y.path[1]]);
+                let differ = format!("{} <> {}", x.expr, y.expr);
+                let technical = |named: &str| {
+                    format!(
+                        "Count the distinct {} of the {} rows{named} whose {} through {} differs from the one through {}.",
+                        b.raw, s.table.name, x.raw, s.joins[b.path[0]].1, s.joins[a.path[0]].1
+                    )
+                };
+                let mut asks = vec![(
+                    format!("SELECT count(DISTINCT {}) {from} WHERE {differ}", b.expr),
+                    vec![
+                        format!("How many {bs} are {v} {to} a {one} whose {p} is not their own?"),
+                        format!("How many {bs} are {v} {to} at least one {one} of another {p} than their own?"),
+                    ],
+                    technical(""),
+                )];
+                for who in names.iter().take(LINKED_ENTITIES) {
+                    asks.push((
+                        format!("SELECT count(DISTINCT {}) {from} WHERE {} = {} AND {differ}", b.expr, a.expr, literal(who)),
+                        vec![
+                            format!("How many of the {bs} {v} {to} {who} are from another {p} than the {one}?"),
+                            format!("How many of the {bs} {v} {to} {who} belong to a {p} other than the {one}'s?"),
+                        ],
+                        technical(&format!(" for {who}")),
+                    ));
+                }
+                for (sql, natural, technical) in asks {
+                    self.push(
+                        s,
+                        Draft {
+                            template: "outside_count",
+                            level: 3,
+                            sql,
+                            width: 1,
+                            answer: Shape::One,
+                            probe: None,
+                            natural,
+                            technical,
+                            wh: &none,
+                            extra_paths: vec![&x.path, &y.path],
+                        },
+                    );
                 }
             }
         }

@@ -555,3 +555,62 @@ async fn people_managers_leads_and_assignments_get_their_questions() {
         assert!(same(sc.expected.as_ref().unwrap(), &want), "{}: {sql}: {:?} vs {want:?}", sc.task, sc.expected);
     }
 }
+
+/// Departments reached two ways: a project's own, and its lead's (or an assigned person's).
+const ORG: &str = "
+CREATE TABLE departments (department_id INTEGER PRIMARY KEY, name TEXT NOT NULL);
+CREATE TABLE employees (employee_id INTEGER PRIMARY KEY, first_name TEXT NOT NULL, last_name TEXT NOT NULL,
+  department_id INTEGER NOT NULL REFERENCES departments(department_id));
+CREATE TABLE projects (project_id INTEGER PRIMARY KEY, name TEXT NOT NULL, department_id INTEGER NOT NULL REFERENCES departments(department_id),
+  lead_employee_id INTEGER NOT NULL REFERENCES employees(employee_id));
+CREATE TABLE project_assignments (employee_id INTEGER NOT NULL REFERENCES employees(employee_id),
+  project_id INTEGER NOT NULL REFERENCES projects(project_id), PRIMARY KEY (employee_id, project_id));
+INSERT INTO departments VALUES (1, 'Engineering'), (2, 'Sales'), (3, 'Research');
+INSERT INTO employees VALUES (1, 'Ann', 'Lee', 1), (2, 'Bob', 'Ray', 1), (3, 'Cid', 'Moe', 2), (4, 'Dee', 'Fox', 3), (5, 'Eve', 'Kay', 2);
+INSERT INTO projects VALUES (1, 'Apollo', 1, 1), (2, 'Bazaar', 2, 2), (3, 'Cosmos', 3, 4), (4, 'Delta', 1, 3);
+INSERT INTO project_assignments VALUES (1, 1), (2, 1), (3, 1), (3, 2), (4, 1), (5, 3), (1, 4), (2, 2);
+";
+
+/// Rows whose related row belongs to another department than their own, with known answers:
+/// projects led from outside their department (Bazaar, Delta), people assigned to another
+/// department's project (Bob, Cid, Dee, Eve), and per project (Apollo: Cid and Dee).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_parent_reached_two_ways_asks_who_is_outside() {
+    let Some((_dir, db, tools)) = served("a_parent_reached_two_ways_asks_who_is_outside", "org.db", ORG).await else { return };
+    let out = synthesize(&tools, &every_question()).await.unwrap();
+    tools.client().close().await;
+    let outside: Vec<&ta_types::Scenario> = out.scenarios.iter().filter(|x| x.extra["template"].as_str().unwrap().starts_with("outside_")).collect();
+    let sql = |sc: &ta_types::Scenario| sc.extra["sql"].as_str().unwrap().to_string();
+    let one = |pick: &dyn Fn(&str) -> bool| -> Vec<&ta_types::Scenario> { outside.iter().copied().filter(|sc| pick(&sql(sc))).collect() };
+    let num = |x: f64| Some(Expected::Number(x));
+    let check = |found: Vec<&ta_types::Scenario>, want: Option<Expected>, what: &str| {
+        assert!(!found.is_empty(), "no question about {what}: {outside:?}");
+        for sc in found {
+            assert_eq!(sc.expected, want, "{what}: {}: {}", sc.task, sql(sc));
+        }
+    };
+    // projects: led from outside their department, and from inside it
+    let projects = |s: &str| s.starts_with("SELECT count(*) FROM projects");
+    check(one(&|s| projects(s) && s.contains(" <> ")), num(2.0), "projects led from another department");
+    check(one(&|s| projects(s) && s.contains(" = ")), num(2.0), "projects led from their own department");
+    let listed = one(&|s| s.starts_with("SELECT p.name FROM projects"));
+    check(listed, Some(Expected::Rule(ExpectedRule::Set(vec![json!("Bazaar"), json!("Delta")]))), "which projects are led from outside");
+    // people assigned to another department's project: over all projects, and per project
+    let people = |s: &str| s.starts_with("SELECT count(DISTINCT") && s.contains("FROM project_assignments");
+    check(one(&|s| people(s) && !s.contains("p.name = ")), num(4.0), "people on another department's project");
+    check(one(&|s| people(s) && s.contains("p.name = 'Apollo'")), num(2.0), "Apollo's people from elsewhere");
+    check(one(&|s| people(s) && s.contains("p.name = 'Bazaar'")), num(1.0), "Bazaar's people from elsewhere");
+    assert!(
+        outside.iter().any(|sc| sc.task == "How many employees are assigned to a project whose department is not their own?"
+            || sc.task == "How many employees are assigned to at least one project of another department than their own?"),
+        "{outside:?}"
+    );
+    for sc in outside.iter().filter(|sc| sc.extra["phrasing"] == "natural") {
+        assert!(!sc.task.contains("'s label") && !sc.task.contains('_'), "a natural phrasing shows the schema: {}", sc.task);
+    }
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    for sc in &out.scenarios {
+        let s = sql(sc);
+        assert!(same(sc.expected.as_ref().unwrap(), &direct(&conn, &s, shape(sc))), "{}: {s}", sc.task);
+    }
+}
