@@ -268,7 +268,10 @@ for l in open(sys.argv[1]):
     if not l.strip(): continue
     val=json.loads(l).get("split") == "validation"; v+=val
     if not val or n == 0 or v <= n: print(l, end="")' "$scenarios" "$GRPO_VALIDATION" > "$d/grpo-tasks.jsonl"
-      "$TA_BIN" train --server "$server" --scenarios "$d/grpo-tasks.jsonl" --base-model "$TA_MODEL" \
+      # The check set plays the base model already; GRPO's validation of it (episodes that run
+      # to the turn limit: 113 s of a pipeline in run 15) would only repeat that.
+      printf '[rollout]\nvalidate_base = false\n' > "$d/grpo-settings.toml"
+      "$TA_BIN" train --server "$server" --scenarios "$d/grpo-tasks.jsonl" --base-model "$TA_MODEL" --config "$d/grpo-settings.toml" \
         --init-adapter "$sft_final" --out "$d/grpo" --max-steps "$STEPS" --epochs "$(( epochs > 0 ? epochs : 1 ))" \
         --scenarios-per-step "$GROUPS_PER_STEP" --rollouts "$ROLLOUTS" --lr "$GRPO_LR" --seed "$SEED" --concurrency "$GRPO_CONCURRENCY" \
         --eval-every 0 --eval-rollouts 0 --gpu-memory-utilization "$TRAIN_GPU_UTIL" "${resume[@]}"
