@@ -13,7 +13,8 @@
 //!   rows above the average, one column against another, a percentage, groups with one value
 //!   but never another (`EXCEPT`) or with both (`INTERSECT`), or two cells at once;
 //! - through a table that links two others: the rows of one linked to a named row of the other,
-//!   how many, and the total and average of one of their quantities;
+//!   how many, the total and average of one of their quantities, and the rows of one kind
+//!   linked to rows of another kind (a category's value on each side);
 //! - a parent reached two ways (a project's department, and its lead's): the rows whose two
 //!   differ, or agree.
 //!
@@ -823,6 +824,7 @@ impl Gen {
                 let from = s.joined(&[a.path[0], b.path[0]]);
                 if b.person {
                     self.linked_outside(s, a, b, names);
+                    self.linked_filtered(s, a, b);
                 }
                 for who in names.iter().take(LINKED_ENTITIES) {
                     let lit = literal(who);
@@ -938,6 +940,77 @@ impl Gen {
                             extra_paths: vec![&x.path, &y.path],
                         },
                     );
+                }
+            }
+        }
+    }
+
+    /// People of one kind linked to rows of another kind ("How many employees whose status is
+    /// terminated are assigned to at least one project whose status is active?"): a category of
+    /// each parent, two of its values drawn.
+    fn linked_filtered(&mut self, s: &Scope, a: &Attr, b: &Attr) {
+        let Some((v, to)) = participle(&s.singular) else { return };
+        let none = Where::default();
+        let (bs, one, from) = (plural_of(&b.phrase), &a.phrase, s.joined(&[a.path[0], b.path[0]]));
+        let categories = |p: &Attr| -> Vec<(&Attr, String, Vec<Value>)> {
+            let owner = format!("{}'s ", p.phrase);
+            s.attrs
+                .iter()
+                .filter(|c| c.path == p.path)
+                .filter_map(|c| match &c.role {
+                    Role::Category(values) => c.phrase.strip_prefix(&owner).map(|name| (c, name.to_string(), values.clone())),
+                    _ => None,
+                })
+                .collect()
+        };
+        for (cb, nb, mut vb) in categories(b) {
+            for (ca, na, mut va) in categories(a) {
+                vb.shuffle(&mut self.rng);
+                va.shuffle(&mut self.rng);
+                for x in vb.iter().take(2) {
+                    for y in va.iter().take(2) {
+                        let (sx, sy) = (shown(x), shown(y));
+                        let cond = format!("WHERE {} = {} AND {} = {}", cb.expr, value_literal(x), ca.expr, value_literal(y));
+                        let technical = |what: &str| format!("{what} {} of the {} rows whose {} is {sx} and whose {} is {sy}.", b.raw, s.table.name, cb.raw, ca.raw);
+                        for (template, select, answer, natural, technical) in [
+                            (
+                                "linked_filtered_count",
+                                format!("count(DISTINCT {})", b.expr),
+                                Shape::One,
+                                vec![
+                                    format!("How many {bs} whose {nb} is {sx} are {v} {to} at least one {one} whose {na} is {sy}?"),
+                                    format!("How many {bs} with {nb} {sx} are {v} {to} a {one} with {na} {sy}?"),
+                                ],
+                                technical("Count the distinct"),
+                            ),
+                            (
+                                "linked_filtered_list",
+                                format!("DISTINCT {}", b.expr),
+                                Shape::List,
+                                vec![
+                                    format!("Which {bs} whose {nb} is {sx} are {v} {to} a {one} whose {na} is {sy}?"),
+                                    format!("Who among the {bs} with {nb} {sx} is {v} {to} a {one} with {na} {sy}?"),
+                                ],
+                                technical("List the distinct"),
+                            ),
+                        ] {
+                            self.push(
+                                s,
+                                Draft {
+                                    template,
+                                    level: 2,
+                                    sql: format!("SELECT {select} {from} {cond}"),
+                                    width: 1,
+                                    answer,
+                                    probe: None,
+                                    natural,
+                                    technical,
+                                    wh: &none,
+                                    extra_paths: vec![&a.path, &b.path],
+                                },
+                            );
+                        }
+                    }
                 }
             }
         }

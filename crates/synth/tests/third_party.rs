@@ -437,6 +437,21 @@ async fn people_managers_leads_and_assignments_get_their_questions() {
             .any(|sc| sc.task.starts_with("What is the total salary of the employees assigned to ")),
         "no natural phrasing of a project's total salary"
     );
+    // people of a department on projects of a status: two values of each drawn, the ones drawn
+    // checked against the assignments by hand (Engineering on active projects: Grace, Ada, Linus
+    // and Ken; counts of nobody are dropped)
+    let on: HashMap<(&str, &str), f64> =
+        [(("Engineering", "active"), 4.0), (("Sales", "active"), 1.0), (("Engineering", "planned"), 2.0), (("Sales", "planned"), 1.0), (("Research", "done"), 2.0)]
+            .into();
+    let filtered: Vec<&ta_types::Scenario> = out.scenarios.iter().filter(|sc| template(sc) == "linked_filtered_count").collect();
+    assert!(!filtered.is_empty(), "no count of one kind of people on another kind of project");
+    for sc in &filtered {
+        let sql = sc.extra["sql"].as_str().unwrap();
+        let pick = |col: &str| ["Engineering", "Research", "Sales", "active", "planned", "done"].into_iter().find(|v| sql.contains(&format!("{col} = '{v}'"))).unwrap();
+        let key = (pick("e.department"), pick("p.status"));
+        assert_eq!(sc.expected, num(*on.get(&key).unwrap_or_else(|| panic!("{key:?} counts nobody: {sql}"))), "{}: {sql}", sc.task);
+    }
+    assert!(out.scenarios.iter().any(|sc| template(sc).starts_with("linked_filtered") && sc.task.contains("department is ") && sc.task.contains(" assigned to ")));
     // a role (the project's lead) is no parent to average over
     assert!(!out.scenarios.iter().any(|sc| template(sc) == "per_parent_avg" && sc.extra["sql"].as_str().unwrap().contains("lead_employee_id")));
 
