@@ -822,9 +822,9 @@ impl Gen {
             for b in parents.iter().filter(|b| b.path != a.path) {
                 let bs = plural_of(&b.phrase);
                 let from = s.joined(&[a.path[0], b.path[0]]);
-                if b.person {
-                    self.linked_outside(s, a, b, names);
-                    self.linked_filtered(s, a, b);
+                if let (true, Some(verb)) = (b.person, &verb) {
+                    self.linked_outside(s, a, b, names, verb);
+                    self.linked_filtered(s, a, b, verb);
                 }
                 for who in names.iter().take(LINKED_ENTITIES) {
                     let lit = literal(who);
@@ -874,7 +874,7 @@ impl Gen {
                         },
                     );
                     if pair_key {
-                        self.linked_aggregates(s, a, b, who);
+                        self.linked_aggregates(s, a, b, who, verb.as_ref());
                     }
                 }
             }
@@ -886,15 +886,14 @@ impl Gen {
     /// department is not their own?"), over all of `a`'s rows and for each named one ("How many
     /// of the employees assigned to CRM Consolidation are from another department than the
     /// project?").
-    fn linked_outside(&mut self, s: &Scope, a: &Attr, b: &Attr, names: &[String]) {
-        let Some((v, to)) = participle(&s.singular) else { return };
+    fn linked_outside(&mut self, s: &Scope, a: &Attr, b: &Attr, names: &[String], (v, to): &(String, &str)) {
         let none = Where::default();
         let (bs, one) = (plural_of(&b.phrase), &a.phrase);
         // the labels two hops away through each parent (the employee's department, the project's)
         let hop = |from: &Attr| s.attrs.iter().filter(|y| y.path.len() == 2 && y.path[0] == from.path[0] && matches!(y.role, Role::Label(_))).collect::<Vec<_>>();
         for x in hop(b) {
             for y in hop(a).into_iter().filter(|y| y.raw == x.raw) {
-                let (Some(p), Some(py)) = (x.phrase.strip_prefix(&format!("{}'s ", b.phrase)), y.phrase.strip_prefix(&format!("{one}'s "))) else { continue };
+                let (Some(p), Some(py)) = (x.name_under(b), y.name_under(a)) else { continue };
                 if p != py {
                     continue;
                 }
@@ -948,17 +947,15 @@ impl Gen {
     /// People of one kind linked to rows of another kind ("How many employees whose status is
     /// terminated are assigned to at least one project whose status is active?"): a category of
     /// each parent, two of its values drawn.
-    fn linked_filtered(&mut self, s: &Scope, a: &Attr, b: &Attr) {
-        let Some((v, to)) = participle(&s.singular) else { return };
+    fn linked_filtered(&mut self, s: &Scope, a: &Attr, b: &Attr, (v, to): &(String, &str)) {
         let none = Where::default();
         let (bs, one, from) = (plural_of(&b.phrase), &a.phrase, s.joined(&[a.path[0], b.path[0]]));
         let categories = |p: &Attr| -> Vec<(&Attr, String, Vec<Value>)> {
-            let owner = format!("{}'s ", p.phrase);
             s.attrs
                 .iter()
                 .filter(|c| c.path == p.path)
                 .filter_map(|c| match &c.role {
-                    Role::Category(values) => c.phrase.strip_prefix(&owner).map(|name| (c, name.to_string(), values.clone())),
+                    Role::Category(values) => c.name_under(p).map(|name| (c, name.to_string(), values.clone())),
                     _ => None,
                 })
                 .collect()
@@ -1019,18 +1016,17 @@ impl Gen {
     /// The total and the average of a quantity of `b`'s rows linked to the row of `a` named
     /// `who` ("What is the total salary of the employees assigned to Apollo?"); `avg` skips the
     /// rows without a value, as people mean "ignoring anyone without a recorded salary".
-    fn linked_aggregates(&mut self, s: &Scope, a: &Attr, b: &Attr, who: &str) {
-        let (n, verb, none) = (&s.plural, participle(&s.singular), Where::default());
+    fn linked_aggregates(&mut self, s: &Scope, a: &Attr, b: &Attr, who: &str, verb: Option<&(String, &str)>) {
+        let (n, none) = (&s.plural, Where::default());
         let (bs, lit, from) = (plural_of(&b.phrase), literal(who), s.joined(&[a.path[0], b.path[0]]));
-        let owner = format!("{}'s ", b.phrase);
         for q in s.attrs.iter().filter(|q| q.path == b.path && matches!(q.role, Role::Quantity(_))) {
-            let Some(qn) = q.phrase.strip_prefix(&owner) else { continue };
+            let Some(qn) = q.name_under(b) else { continue };
             for (agg, word, alt) in [("sum", "total", "combined"), ("avg", "average", "mean")] {
                 if agg == "sum" && !summable(qn) {
                     continue;
                 }
                 let (expr, round) = if agg == "avg" { (format!("round(avg({}), 2)", q.expr), " Round to 2 decimals.") } else { (format!("sum({})", q.expr), "") };
-                let natural = match &verb {
+                let natural = match verb {
                     // a person is assigned to the projects; the people are assigned to a project
                     Some((v, to)) if a.person => vec![
                         format!("What is the {word} {qn} of the {bs} {who} is {v} {to}?{round}"),

@@ -50,6 +50,14 @@ pub(crate) struct Attr {
     pub(crate) person: bool,
 }
 
+impl Attr {
+    /// A parent's column by its own name ("salary" of the employee's salary), or None for a
+    /// column of another table.
+    pub(crate) fn name_under(&self, parent: &Attr) -> Option<&str> {
+        self.phrase.strip_prefix(&parent.phrase)?.strip_prefix("'s ")
+    }
+}
+
 /// One table's rows and everything reachable from them along keys.
 pub(crate) struct Scope<'a> {
     pub(crate) table: &'a Table,
