@@ -8,7 +8,16 @@
 //!   many" (or "number", "count"), an arg-max still says "most"/"highest"/"top", an average
 //!   "average"/"mean", a percentage "percent"/"share", `EXCEPT` "never"/"not"/"no", `INTERSECT`
 //!   "both"/"as well". Only the cues the original question itself carries are required, so a
-//!   task phrased without one is not held to it.
+//!   task phrased without one is not held to it;
+//! - **nothing added**: no number and no capitalised name (a word capitalised inside a sentence)
+//!   the question does not have ("Paris" where it asked about Chicago and Denver, "1999-2011"
+//!   for "2011"), no letters of another script (a small teacher at temperature 1 drifts into
+//!   Hebrew or Chinese), no more questions than the original asks and at most twice its words
+//!   plus five (a teacher that rambles on asks something else);
+//! - **order where it matters**: under `EXCEPT` ("in Chicago but none in Denver") the values keep
+//!   their order, since swapped they ask the opposite question.
+//!
+//! All of these were seen on Qwen2.5-Coder-0.5B as its own teacher (docs/scenarios.md).
 
 use std::sync::LazyLock;
 
@@ -32,6 +41,10 @@ pub enum Rejected {
     Duplicate,
     LostValue,
     LostOperation,
+    AddedValue,
+    OtherScript,
+    Rambling,
+    SwappedValues,
 }
 
 impl Rejected {
@@ -42,6 +55,10 @@ impl Rejected {
             Rejected::Duplicate => "a duplicate of another paraphrase",
             Rejected::LostValue => "a value of the question is missing",
             Rejected::LostOperation => "the question's operation is missing",
+            Rejected::AddedValue => "a number or name the question does not have",
+            Rejected::OtherScript => "letters of a script the question does not use",
+            Rejected::Rambling => "more questions or far more words than the question",
+            Rejected::SwappedValues => "the values in another order under EXCEPT",
         }
     }
 }
@@ -88,6 +105,49 @@ fn normalized(text: &str) -> String {
     text.to_lowercase().split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).collect::<Vec<_>>().join(" ")
 }
 
+/// The words of `text` written capitalised inside a sentence (not its first word, not "I"):
+/// names, as people write them.
+fn names(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut sentence_start = true;
+    for word in text.split_whitespace() {
+        let core = word.trim_matches(|c: char| !c.is_alphanumeric());
+        if !sentence_start && core != "I" && core.chars().next().is_some_and(char::is_uppercase) {
+            out.push(core.to_lowercase());
+        }
+        // A quote or bracket opening a word does not end a sentence; a colon, a full stop, a
+        // question or exclamation mark closing one does.
+        sentence_start = core.is_empty() && sentence_start || word.ends_with(['.', '?', '!', ':']);
+    }
+    out
+}
+
+/// Whether `values` appear in `paraphrase` in the order they have in `task` (each found by its
+/// first place, case aside).
+fn same_order(task: &str, paraphrase: &str, values: &[String]) -> bool {
+    let (t, p) = (task.to_lowercase(), paraphrase.to_lowercase());
+    let mut placed: Vec<(usize, usize)> = values.iter().filter_map(|v| Some((t.find(&v.to_lowercase())?, p.find(&v.to_lowercase())?))).collect();
+    placed.sort_unstable();
+    placed.windows(2).all(|w| w[0].1 <= w[1].1)
+}
+
+/// What a paraphrase adds that its question lacks, if anything.
+fn added(task: &str, paraphrase: &str) -> Option<Rejected> {
+    let words = |t: &str| t.split_whitespace().count();
+    if paraphrase.matches('?').count() > task.matches('?').count().max(1) || words(paraphrase) > 2 * words(task) + 5 {
+        return Some(Rejected::Rambling);
+    }
+    if paraphrase.chars().any(|c| c.is_alphabetic() && !c.is_ascii() && !task.contains(c)) {
+        return Some(Rejected::OtherScript);
+    }
+    let numbers = |t: &str| NUMBER.find_iter(t).map(|m| m.as_str().to_string()).collect::<Vec<_>>();
+    let (lower, task_numbers) = (task.to_lowercase(), numbers(task));
+    if numbers(paraphrase).iter().any(|n| !task_numbers.contains(n)) || names(paraphrase).iter().any(|n| !lower.contains(n.as_str())) {
+        return Some(Rejected::AddedValue);
+    }
+    None
+}
+
 /// Whether `paraphrase` still asks `task` (whose SQL is `sql`); `seen` holds the normalized
 /// texts of the paraphrases kept so far. A kept paraphrase's normalized text comes back, for
 /// `seen`.
@@ -104,11 +164,18 @@ pub fn check(task: &str, sql: &str, paraphrase: &str, seen: &[String]) -> Result
         return Err(Rejected::Duplicate);
     }
     let lower = p.to_lowercase();
-    if !values(task, sql).iter().all(|v| lower.contains(&v.to_lowercase())) {
+    let values = values(task, sql);
+    if !values.iter().all(|v| lower.contains(&v.to_lowercase())) {
         return Err(Rejected::LostValue);
     }
     if !cues(task, sql).iter().all(|words| words.iter().any(|w| says(p, w))) {
         return Err(Rejected::LostOperation);
+    }
+    if let Some(why) = added(task, p) {
+        return Err(why);
+    }
+    if sql.contains(" EXCEPT ") && !same_order(task, p, &values) {
+        return Err(Rejected::SwappedValues);
     }
     Ok(n)
 }
@@ -186,5 +253,42 @@ mod tests {
         assert_eq!(check("How many employees are active?", sql, "What's the number of active staff?", &[]).map(|_| ()), Ok(()));
         assert_eq!(parse("Sure: {\"paraphrases\": [\"a\", \"b\"]}"), ["a", "b"]);
         assert!(parse("no json").is_empty());
+    }
+
+    /// What Qwen2.5-Coder-0.5B wrote as its own teacher (temperature 1, on CPU) for the demo
+    /// database's tasks: each kept by the values and the operation, each asking something else.
+    #[test]
+    fn a_rewording_that_adds_swaps_or_drifts_is_not_kept() {
+        let except = "SELECT head FROM departments WHERE location = 'Chicago' EXCEPT SELECT head FROM departments WHERE location = 'Denver'";
+        let task = "Which heads have departments with location Chicago but none with location Denver?";
+        assert_eq!(check(task, except, "Which heads have departments with location Denver but none with location Chicago?", &[]), Err(Rejected::SwappedValues));
+        assert_eq!(check(task, except, "Which heads have locations Paris but none with locations Denver and Chicago?", &[]), Err(Rejected::AddedValue));
+        assert_eq!(check(task, except, "Who heads a department in Chicago but none in Denver?", &[]).map(|_| ()), Ok(()));
+        assert_eq!(
+            check(task, except, "Which heads have departments in Chicago but none in Denver? Where is a department located where a head is?", &[]),
+            Err(Rejected::Rambling)
+        );
+
+        let year = "SELECT name FROM departments WHERE strftime('%Y', founded) = '2011'";
+        let task = "Name every department founded in 2011.";
+        assert_eq!(check(task, year, "Which departments were founded in 1999-2011?", &[]), Err(Rejected::AddedValue));
+        assert_eq!(check(task, year, "מה שם כל חלקים מגדירים כ-2011?", &[]), Err(Rejected::OtherScript));
+        assert_eq!(check(task, year, "Could you list the departments set up in 2011?", &[]).map(|_| ()), Ok(()));
+
+        let share = "SELECT round(100.0 * sum(status = 'terminated') / count(*), 1) FROM employees";
+        let task = "Out of all employees, how many percent have status terminated? Give one decimal.";
+        assert_eq!(check(task, share, "Out of all employees, how many percent have status terminated?现有的百分之不多", &[]), Err(Rejected::OtherScript));
+
+        let avg = "SELECT count(*) FROM employees WHERE salary > (SELECT avg(salary) FROM employees)";
+        let task = "Count the employees whose salary is above the mean salary.";
+        let long = "What is the current mean salary and how does it compare to a larger number of employees, and is there a reason for the difference in salary or an exception in the count?";
+        assert_eq!(check(task, avg, long, &[]), Err(Rejected::Rambling));
+    }
+
+    #[test]
+    fn names_are_words_capitalised_inside_a_sentence() {
+        assert_eq!(names("Could you tell me this: How many staff work in Boston? Show the \"Sales\" ones. I need it."), ["boston", "sales"]);
+        // A name the question has, in another case, is no addition.
+        assert_eq!(added("Which employees have an email containing \"anthony\"?", "Which staff have an email with Anthony in it?"), None);
     }
 }
