@@ -37,10 +37,12 @@
 #                  can be compared on the same GPU)
 #   TA_SYNTH_N     candidate tasks to synthesize (2000: about 1,600 train tasks, room for the traces)
 #   TA_PARAPHRASE_TEACHER  a teacher for `scenarios paraphrase` (e.g. local/qwen2.5-coder-1.5b-
-#                  instruct-q4_k_m.gguf, or openai/MODEL): every synthesized task of a SQL
-#                  database is reworded by it (TA_PARAPHRASE_PER_TASK each, 2), each original
-#                  followed by its kept rewordings, so the TA_TRACES traces hold fewer distinct
-#                  questions in more wordings; unset: none
+#                  instruct-q4_k_m.gguf, or openai/MODEL): the first TA_TRACES synthesized tasks
+#                  of a SQL database (the traces never reach past them) are reworded by it
+#                  (TA_PARAPHRASE_PER_TASK each, 2; kept when they pass `--solve`: the teacher's
+#                  SQL for the wording gives the task's rows), each original followed by its kept
+#                  rewordings, so the TA_TRACES traces hold fewer distinct questions in more
+#                  wordings; unset: none
 #   TA_TRACES      reference traces of the train split for SFT (1000; 300 until 2026-11-27, see
 #                  benches/RESULTS.md "A thousand reference traces")
 #   TA_SFT_EPOCHS  SFT epochs (3; lr 2e-4)
@@ -167,8 +169,8 @@ run_db() {
       else
         stamp "paraphrase by $TA_PARAPHRASE_TEACHER"
         "$TA_BIN" scenarios paraphrase --scenarios "$scenarios" --teacher "$TA_PARAPHRASE_TEACHER" \
-          --per-task "${TA_PARAPHRASE_PER_TASK:-2}" --concurrency 32 --gpu-memory-utilization "$GPU_UTIL" \
-          --out "$d/paraphrase"
+          --per-task "${TA_PARAPHRASE_PER_TASK:-2}" --concurrency 128 --gpu-memory-utilization "$GPU_UTIL" \
+          --limit "$TRACES" --solve --server "$server" --out "$d/paraphrase"
       fi
       scenarios=$d/paraphrase/scenarios.jsonl
     fi

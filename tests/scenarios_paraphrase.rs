@@ -86,3 +86,78 @@ async fn paraphrases_keep_the_answer_and_only_rewordings_that_keep_the_question(
     assert!(vague >= 6, "most synthesized questions name a value or an operation: {summary}");
     assert_eq!(summary["kept"].as_u64().unwrap() as usize, paraphrases.len());
 }
+
+/// The scripted solver of [`a_solver_keeps_only_rewordings_whose_sql_gives_the_task_rows`]: the
+/// synthesized tasks' SQL by question, and the order in which they come.
+type Solutions = std::sync::Arc<Vec<(String, String)>>;
+
+/// One rewording per task; as the solver, the task's own SQL for every third task, a query with
+/// other rows for the next, a write for the third. Each solver request shows `CREATE` statements
+/// of the tables the task's SQL reads, and never the original question.
+async fn solver_chat(axum::extract::State(solutions): axum::extract::State<Solutions>, Json(body): Json<Value>) -> Json<Value> {
+    let user = body["messages"].as_array().unwrap().iter().rev().find(|m| m["role"] == "user").unwrap()["content"].as_str().unwrap().to_string();
+    let reply = if body["response_format"]["json_schema"]["name"] == "paraphrases" {
+        let question = user.strip_prefix("Question: ").unwrap().split("\n\n").next().unwrap();
+        json!({"paraphrases": [format!("Could you tell me this: {question}")]})
+    } else {
+        assert_eq!(body["response_format"]["json_schema"]["name"], "query", "{body}");
+        assert_eq!(body["temperature"], 0.0, "the solver is greedy: {body}");
+        let (tables, question) = user.split_once("\n\nQuestion: ").unwrap();
+        let question = question.split("\n\nReply").next().unwrap().strip_prefix("Could you tell me this: ").expect("the rewording, not the original");
+        let i = solutions.iter().position(|(q, _)| q == question).unwrap();
+        let sql = &solutions[i].1;
+        assert!(tables.starts_with("Tables:\nCREATE TABLE"), "{tables}");
+        for t in ["departments", "employees", "projects", "project_assignments"] {
+            let named = sql.split(|c: char| !(c.is_alphanumeric() || c == '_')).any(|w| w == t);
+            assert_eq!(tables.contains(&format!("CREATE TABLE {t} ")), named, "{t} shown iff the task's SQL reads it:\n{tables}\n{sql}");
+        }
+        let answer = match i % 3 {
+            0 => format!("{sql};"),
+            1 => "SELECT 'nobody' AS who".to_string(),
+            _ => "DELETE FROM employees".to_string(),
+        };
+        json!({"sql": answer})
+    };
+    Json(common::text(&reply.to_string()).1)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_solver_keeps_only_rewordings_whose_sql_gives_the_task_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let synth = dir.path().join("synth");
+    let run = std::process::Command::new(common::bin())
+        .args(["scenarios", "synth", "--server", "train-agent demo-server", "--n", "40", "--seed", "2", "--out"])
+        .arg(&synth)
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let tasks = load_scenarios(&synth.join("scenarios.jsonl")).unwrap();
+    let solutions: Solutions = std::sync::Arc::new(tasks.iter().take(12).map(|s| (s.task.clone(), s.extra["sql"].as_str().unwrap().to_string())).collect());
+
+    let app = axum::Router::new().route("/v1/chat/completions", post(solver_chat)).with_state(solutions.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+
+    let out = dir.path().join("para");
+    let run = tokio::process::Command::new(common::bin())
+        .args(["scenarios", "paraphrase", "--teacher", "openai/gpt-4o-mini", "--teacher-base-url", &url, "--per-task", "1", "--limit", "12"])
+        .args(["--solve", "--server", "train-agent demo-server", "--scenarios"])
+        .arg(synth.join("scenarios.jsonl"))
+        .arg("--out")
+        .arg(&out)
+        .env("OPENAI_API_KEY", "sk-test-not-a-secret")
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(run.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&run.stderr));
+
+    let kept: Vec<String> =
+        load_scenarios(&out.join("scenarios.jsonl")).unwrap().into_iter().filter_map(|s| Some(s.extra.get("paraphrase_of")?.as_str()?.to_string())).collect();
+    let solved: Vec<String> = tasks.iter().take(12).step_by(3).map(|s| s.id.clone()).collect();
+    assert_eq!(kept, solved, "kept exactly the rewordings whose solver SQL gives the task's rows\n{stdout}");
+    let summary: Value = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["rejected"]["the solver's query for it gives other rows (or fails)"], 4, "{summary}");
+    assert_eq!(summary["rejected"]["the solver wrote no single SELECT for it"], 4, "{summary}");
+}

@@ -14,10 +14,19 @@
 //!   for "2011"), no letters of another script (a small teacher at temperature 1 drifts into
 //!   Hebrew or Chinese), no more questions than the original asks and at most twice its words
 //!   plus five (a teacher that rambles on asks something else);
+//! - **finished**: at least three words, not ending on "the" or "and", nor on "have" or "of"
+//!   without a closing mark ("…plants have", "or (": replies cut off);
 //! - **order where it matters**: under `EXCEPT` ("in Chicago but none in Denver") the values keep
 //!   their order, since swapped they ask the opposite question.
 //!
 //! All of these were seen on Qwen2.5-Coder-0.5B as its own teacher (docs/scenarios.md).
+//!
+//! What they cannot see is a rewording that keeps every value and cue and asks something else
+//! ("How many saves does the project have?" for "I need the number of projects"). With
+//! `--solve` a solver (the teacher, greedy) writes SQL for the rewording alone, shown only the
+//! tables the task's SQL reads; the rewording is kept only if that SQL gives the task's rows on
+//! the server (`ta_synth::compare`). A paraphrase the solver cannot answer is lost with the
+//! wrong ones: the check trades recall for meaning.
 
 use std::sync::LazyLock;
 
@@ -45,6 +54,9 @@ pub enum Rejected {
     OtherScript,
     Rambling,
     SwappedValues,
+    Unfinished,
+    NoQuery,
+    OtherRows,
 }
 
 impl Rejected {
@@ -59,6 +71,9 @@ impl Rejected {
             Rejected::OtherScript => "letters of a script the question does not use",
             Rejected::Rambling => "more questions or far more words than the question",
             Rejected::SwappedValues => "the values in another order under EXCEPT",
+            Rejected::Unfinished => "cut off mid-sentence",
+            Rejected::NoQuery => "the solver wrote no single SELECT for it",
+            Rejected::OtherRows => "the solver's query for it gives other rows (or fails)",
         }
     }
 }
@@ -68,7 +83,9 @@ const CUES: &[(&str, &[&str])] = &[
     ("count(", &["how many", "number", "count", "total"]),
     ("avg(", &["average", "mean"]),
     ("sum(", &["total", "sum", "combined", "altogether", "in all", "how much"]),
-    ("100.0 *", &["percent", "%", "share", "proportion", "fraction"]),
+    ("100.0 *", &["percent", "percentage", "%", "share", "proportion", "fraction"]),
+    ("max(", &["most", "highest", "largest", "max", "maximum", "biggest", "greatest", "latest", "last", "top", "newest", "oldest"]),
+    ("min(", &["least", "lowest", "fewest", "smallest", "min", "minimum", "first", "earliest", "oldest", "newest"]),
     (" EXCEPT ", &["never", "not", "no", "none", "without", "but"]),
     (" INTERSECT ", &["both", "as well", "also", "and"]),
     (" DESC", &["most", "highest", "largest", "top", "max", "biggest", "greatest", "latest", "last", "best", "lead"]),
@@ -78,16 +95,30 @@ const CUES: &[(&str, &[&str])] = &[
 static LITERAL: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"'((?:[^']|'')*)'").expect("valid regex"));
 static NUMBER: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\d+(?:\.\d+)?").expect("valid regex"));
 
-/// The values a paraphrase of `task` must keep: the SQL's string literals that the task names,
-/// and the task's numbers.
+/// The values a paraphrase of `task` must keep: the SQL's string literals that the task names
+/// (a `LIKE` pattern's text without its `%`), and the task's numbers.
 pub fn values(task: &str, sql: &str) -> Vec<String> {
     let lower = task.to_lowercase();
     let mut out: Vec<String> =
-        LITERAL.captures_iter(sql).map(|c| c[1].replace("''", "'")).filter(|v| !v.trim().is_empty() && !v.contains('%') && lower.contains(&v.to_lowercase())).collect();
+        LITERAL.captures_iter(sql).filter_map(|c| named_literal(&lower, &c[1].replace("''", "'"))).collect();
     out.extend(NUMBER.find_iter(task).map(|m| m.as_str().to_string()));
     out.sort();
     out.dedup();
     out
+}
+
+/// The text of a SQL literal that a question (lower-cased) names: the literal itself, or a `LIKE`
+/// pattern's text between its `%`s when the question has it as a word (not a format like `%Y`).
+fn named_literal(question: &str, literal: &str) -> Option<String> {
+    let v = literal.trim();
+    if v.is_empty() {
+        return None;
+    }
+    if !v.contains('%') {
+        return question.contains(&v.to_lowercase()).then(|| literal.to_string());
+    }
+    let inner = v.trim_matches('%');
+    (inner.chars().count() >= 2 && !inner.contains('%') && says(question, &inner.to_lowercase())).then(|| inner.to_string())
 }
 
 /// Whether `text` says `cue`: as whole words ("count" is not in "country"), or as is for a sign.
@@ -131,6 +162,21 @@ fn same_order(task: &str, paraphrase: &str, values: &[String]) -> bool {
     placed.windows(2).all(|w| w[0].1 <= w[1].1)
 }
 
+/// Words no finished sentence ends on.
+const NEVER_LAST: &[&str] = &["a", "an", "the", "and", "or", "whose", "than"];
+/// Words a question may end on ("What city is it in?", "How many do we have?") but a sentence cut
+/// off without its closing mark usually does: a reply stopped by the teacher's token limit or its
+/// own stop ("How many nuclear power plants have").
+const OPEN_ENDED: &[&str] = &["have", "has", "is", "are", "do", "does", "in", "of", "with", "to", "for", "by", "that", "which", "where", "who"];
+
+/// Whether a paraphrase stops before its question does: under three words, its last word one no
+/// sentence ends on, or one a cut-off sentence ends on with no closing mark after it.
+fn unfinished(paraphrase: &str) -> bool {
+    let words: Vec<String> = normalized(paraphrase).split(' ').map(String::from).collect();
+    let closed = paraphrase.trim_end().ends_with(['?', '.', '!', ')', '"']);
+    words.len() < 3 || words.last().is_some_and(|w| NEVER_LAST.contains(&w.as_str()) || (!closed && OPEN_ENDED.contains(&w.as_str())))
+}
+
 /// What a paraphrase adds that its question lacks, if anything.
 fn added(task: &str, paraphrase: &str) -> Option<Rejected> {
     let words = |t: &str| t.split_whitespace().count();
@@ -162,6 +208,9 @@ pub fn check(task: &str, sql: &str, paraphrase: &str, seen: &[String]) -> Result
     }
     if seen.contains(&n) {
         return Err(Rejected::Duplicate);
+    }
+    if unfinished(p) {
+        return Err(Rejected::Unfinished);
     }
     let lower = p.to_lowercase();
     let values = values(task, sql);
@@ -214,6 +263,43 @@ pub async fn ask(teacher: &Teacher, task: &str, k: usize, max_tokens: u32, tempe
     Ok(parse(&text))
 }
 
+/// The JSON schema name of a solver's reply.
+pub const SOLVE_SCHEMA_NAME: &str = "query";
+
+pub const SOLVE_SYSTEM: &str = "You write one SQLite SELECT query that answers a question about a database. \
+Use only the tables and columns given. Reply with only the JSON object.";
+
+/// The user message asking a solver for the SQL of `question`, shown `tables` (their `CREATE`
+/// statements) and nothing of the task it rewords.
+pub fn solve_request(tables: &[&str], question: &str) -> String {
+    format!("Tables:\n{}\n\nQuestion: {question}\n\nReply with {{\"sql\": \"...\"}}.", tables.join("\n"))
+}
+
+/// The solver's reply schema: `{"sql": string}`.
+pub fn solve_schema() -> Value {
+    json!({"type": "object", "properties": {"sql": {"type": "string", "minLength": 1}}, "required": ["sql"], "additionalProperties": false})
+}
+
+/// The query in a solver's reply, when it is one `SELECT` (or `WITH … SELECT`) statement: it
+/// runs on the user's server, so nothing else is ever sent.
+pub fn parse_query(text: &str) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Reply {
+        sql: String,
+    }
+    let sql = json_body(text).and_then(|b| serde_json::from_str::<Reply>(b).ok())?.sql;
+    let sql = sql.trim().trim_end_matches(';').trim();
+    let first = sql.split_whitespace().next()?.to_ascii_uppercase();
+    ((first == "SELECT" || first == "WITH") && !sql.contains(';')).then(|| sql.to_string())
+}
+
+/// Asks `teacher`, greedy, for the SQL of `question` over `tables`; `None` when the reply holds
+/// no single SELECT.
+pub async fn solve(teacher: &Teacher, tables: &[&str], question: &str, max_tokens: u32) -> Result<Option<String>, GenerateError> {
+    let text = teacher.complete(SOLVE_SYSTEM, &[Message::user(solve_request(tables, question))], max_tokens, Some(0.0), SOLVE_SCHEMA_NAME, &solve_schema()).await?;
+    Ok(parse_query(&text))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -240,8 +326,9 @@ mod tests {
         assert_eq!(values(task, sql), ["3", "on_hold"]);
         assert_eq!(check(task, sql, "Show me the 3 biggest on_hold projects by budget.", &[]).map(|_| ()), Ok(()));
         assert_eq!(check(task, sql, "Show me the five biggest on_hold projects by budget.", &[]), Err(Rejected::LostValue));
-        // A literal the question never names (a LIKE pattern) is not required.
-        assert!(values("How many crimes mention Street?", "SELECT count(*) FROM c WHERE Location LIKE '%Street%'").iter().all(|v| v != "%Street%"));
+        // A LIKE pattern's text is required when the question names it, a format never.
+        assert_eq!(values("How many crimes mention Street?", "SELECT count(*) FROM c WHERE Location LIKE '%Street%'"), ["Street"]);
+        assert!(values("How many crimes in 2017?", "SELECT count(*) FROM c WHERE strftime('%Y', ts) = '2017'").iter().all(|v| v != "Y"));
     }
 
     #[test]
@@ -283,6 +370,38 @@ mod tests {
         let task = "Count the employees whose salary is above the mean salary.";
         let long = "What is the current mean salary and how does it compare to a larger number of employees, and is there a reason for the difference in salary or an exception in the count?";
         assert_eq!(check(task, avg, long, &[]), Err(Rejected::Rambling));
+    }
+
+    /// More of the 0.5B teacher's kept rewordings (KaggleDBQA's GeoNuclearData, on a GPU): cut
+    /// off, a `LIKE` value dropped, the lowest turned into the most, a percentage into a count.
+    #[test]
+    fn a_cut_off_or_inverted_rewording_is_not_kept() {
+        let like = "SELECT count(*) FROM nuclear_power_plants WHERE Name LIKE '%Balakovo%'";
+        let task = "How many nuclear power plants whose name contains \"Balakovo\" are there?";
+        assert_eq!(check(task, like, "How many nuclear power plants have", &[]), Err(Rejected::Unfinished));
+        assert_eq!(check(task, like, "How many nuclear power plants are there in all?", &[]), Err(Rejected::LostValue));
+        assert_eq!(check(task, like, "How many plants have Balakovo in their name?", &[]).map(|_| ()), Ok(()));
+        assert_eq!(check("What is the earliest update among the plants?", "SELECT min(LastUpdatedAt) FROM p", "or (", &[]), Err(Rejected::Unfinished));
+
+        let min = "SELECT min(Latitude) FROM nuclear_power_plants WHERE ReactorType IS NOT NULL";
+        let task = "Give me the lowest latitude across all nuclear power plants with a reactor type recorded.";
+        assert_eq!(check(task, min, "What is the type of reactor used in most nuclear power plants?", &[]), Err(Rejected::LostOperation));
+        assert_eq!(check(task, min, "What's the minimum latitude of the plants whose reactor type is known?", &[]).map(|_| ()), Ok(()));
+
+        let pct = "SELECT round(100.0 * sum(ReactorType = 'ABWR') / count(*), 1) FROM nuclear_power_plants";
+        let task = "What percentage of the nuclear power plants have reactor type ABWR? Round to one decimal.";
+        assert_eq!(check(task, pct, "How many nuclear power plants are there with reactor type ABWR?", &[]), Err(Rejected::LostOperation));
+        assert_eq!(check(task, pct, "What share of the plants use the ABWR reactor type?", &[]).map(|_| ()), Ok(()));
+    }
+
+    #[test]
+    fn a_solver_reply_is_one_select_or_nothing() {
+        assert_eq!(parse_query("{\"sql\": \"SELECT count(*) FROM projects;\"}").as_deref(), Some("SELECT count(*) FROM projects"));
+        assert_eq!(parse_query("Here: {\"sql\": \"with t AS (SELECT 1) SELECT * FROM t\"}").as_deref(), Some("with t AS (SELECT 1) SELECT * FROM t"));
+        assert_eq!(parse_query("{\"sql\": \"DELETE FROM projects\"}"), None);
+        assert_eq!(parse_query("{\"sql\": \"SELECT 1; DROP TABLE projects\"}"), None);
+        assert_eq!(parse_query("SELECT 1"), None);
+        assert!(solve_request(&["CREATE TABLE projects (name TEXT)"], "How many projects?").starts_with("Tables:\nCREATE TABLE projects (name TEXT)\n\nQuestion: How many projects?"));
     }
 
     #[test]

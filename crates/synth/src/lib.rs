@@ -16,6 +16,7 @@
 
 pub mod candidate;
 pub mod check;
+pub mod compare;
 pub mod exec;
 pub mod grammar;
 pub mod meta;

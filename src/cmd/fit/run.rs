@@ -427,8 +427,9 @@ async fn write_tasks(
             if para.join("summary.json").exists() {
                 stages.skip("scenarios paraphrase");
             } else {
-                let argv = ["--scenarios".into(), path(&synthesized), "--teacher".into(), teacher.clone(), "--out".into(), path(&para)];
-                let (args, t) = stages.start("scenarios paraphrase", "other wordings of the tasks by the teacher, kept when they keep the values", &argv, None)?;
+                let rest = ["--scenarios".into(), path(&synthesized), "--teacher".into(), teacher.clone(), "--solve".into(), "--out".into(), path(&para)];
+                let argv = with_server(&rest);
+                let (args, t) = stages.start("scenarios paraphrase", "other wordings of the tasks by the teacher, kept when they keep the values and its SQL for them gives the task's rows", &argv, None)?;
                 scenarios::paraphrase::run(args).await?;
                 stages.done(t)?;
             }

@@ -1,8 +1,9 @@
 //! `train-agent scenarios paraphrase`: other wordings of checked tasks, written by a teacher
 //! (any OpenAI-compatible API, Anthropic, or `local/NAME` on the embedded engine) with guided
 //! JSON output. The answer stays the task's own, so a paraphrase is kept only when it keeps the
-//! question's values and its operation (`ta_scenarios::paraphrase`); the output holds each
-//! original followed by its kept paraphrases, on its side of the split.
+//! question's values and its operation (`ta_scenarios::paraphrase`) and, with `--solve`, when a
+//! solver's SQL for it gives the task's rows on the server (`ta_synth::compare`); the output
+//! holds each original followed by its kept paraphrases, on its side of the split.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -12,8 +13,14 @@ use anyhow::{Context, Result};
 use futures::StreamExt;
 use serde::Serialize;
 use ta_python::{EngineSource, PythonEnv};
+use ta_rollout::ToolHost;
+use ta_scenarios::generate::GenerateError;
+use ta_scenarios::paraphrase::{self, Rejected};
 use ta_scenarios::Teacher;
-use ta_scenarios::paraphrase;
+use ta_synth::SynthError;
+use ta_synth::compare;
+use ta_synth::exec::Sql;
+use ta_synth::tools::{ArgTool, SqlTools};
 use ta_types::Scenario;
 
 use crate::args::EngineArgs;
@@ -45,6 +52,14 @@ pub struct Args {
     /// Teacher calls in flight at once.
     #[arg(long, default_value_t = 8)]
     concurrency: usize,
+    /// Also check each rewording's meaning by solving it: the teacher, greedy, writes SQL for the
+    /// rewording alone (shown only the tables the task's SQL reads), run on --server; kept only
+    /// if it gives the task's rows.
+    #[arg(long)]
+    solve: bool,
+    /// The server the tasks came from (for --solve).
+    #[command(flatten)]
+    server: crate::args::ServerArgs,
     #[command(flatten)]
     http: crate::args::HttpArgs,
     #[command(flatten)]
@@ -91,36 +106,51 @@ pub async fn run(args: Args) -> Result<()> {
         (url, _) => url.clone(),
     };
     let teacher = Teacher::new(&args.teacher, url.as_deref(), &BTreeMap::new(), args.http.limits()?).context("--teacher")?;
+    let solver = if args.solve { Some(Solver::connect(&args.server, &logs).await?) } else { None };
 
     let mut summary = Summary { tasks: scenarios.len(), ..Default::default() };
     let asked: Vec<(usize, String, String)> = scenarios.iter().enumerate().filter_map(|(i, s)| Some((i, s.task.clone(), sql_of(s)?))).collect();
     summary.asked = asked.len();
-    let teacher = &teacher;
+    let (teacher, solver_ref) = (&teacher, solver.as_ref());
     let progress = indicatif::ProgressBar::new(asked.len() as u64);
     let mut replies = futures::stream::iter(asked)
         .map(|(i, task, sql)| async move {
-            let r = paraphrase::ask(teacher, &task, args.per_task, args.teacher_max_tokens, args.teacher_temperature).await;
-            (i, task, sql, r)
+            let texts = paraphrase::ask(teacher, &task, args.per_task, args.teacher_max_tokens, args.teacher_temperature).await?;
+            // Each rewording and whether it is kept (its normalized text, for the duplicates).
+            let mut verdicts = Vec::new();
+            let mut seen: Vec<String> = Vec::new();
+            for text in texts {
+                let mut verdict = paraphrase::check(&task, &sql, &text, &seen);
+                if let (Ok(_), Some(solver)) = (&verdict, solver_ref) {
+                    if let Err(why) = solver.agrees(teacher, &sql, &text, args.teacher_max_tokens).await? {
+                        verdict = Err(why);
+                    }
+                }
+                if let Ok(n) = &verdict {
+                    seen.push(n.clone());
+                }
+                verdicts.push((text, verdict));
+            }
+            anyhow::Ok((i, verdicts))
         })
         .buffered(args.concurrency.max(1));
     // Each original's kept paraphrases, by its place in the file.
     let mut kept: BTreeMap<usize, Vec<Scenario>> = BTreeMap::new();
-    while let Some((i, task, sql, reply)) = replies.next().await {
+    while let Some(reply) = replies.next().await {
         progress.inc(1);
-        let texts = match reply {
-            Ok(t) => t,
-            Err(e) => {
+        let (i, verdicts) = match reply {
+            Ok(r) => r,
+            Err(e) if e.downcast_ref::<GenerateError>().is_some() => {
                 tracing::warn!("a teacher call failed: {e}");
                 summary.failed_calls += 1;
                 continue;
             }
+            Err(e) => return Err(e),
         };
-        summary.returned += texts.len();
-        let mut seen: Vec<String> = Vec::new();
-        for (k, text) in texts.iter().enumerate() {
-            match paraphrase::check(&task, &sql, text, &seen) {
-                Ok(normalized) => {
-                    seen.push(normalized);
+        summary.returned += verdicts.len();
+        for (k, (text, verdict)) in verdicts.into_iter().enumerate() {
+            match verdict {
+                Ok(_) => {
                     let mut p = scenarios[i].clone();
                     p.id = format!("{}-p{k}", scenarios[i].id);
                     p.task = text.trim().to_string();
@@ -133,6 +163,10 @@ pub async fn run(args: Args) -> Result<()> {
         }
     }
     progress.finish_and_clear();
+    drop(replies);
+    if let Some(solver) = solver {
+        solver.server.client.close().await;
+    }
     drop(engine);
     summary.kept = kept.values().map(Vec::len).sum();
 
@@ -157,4 +191,34 @@ pub async fn run(args: Args) -> Result<()> {
     }
     println!("scenarios: {} ({} originals + {} paraphrases)", path.display(), scenarios.len(), summary.kept);
     Ok(())
+}
+
+/// The server's query tool and tables, for `--solve`.
+struct Solver {
+    server: crate::server::Server,
+    tools: ta_rollout::McpTools,
+    query: ArgTool,
+    statements: Vec<(String, String)>,
+}
+
+impl Solver {
+    async fn connect(args: &crate::args::ServerArgs, logs: &std::path::Path) -> Result<Solver> {
+        let server = crate::server::Server::connect(args, Some(logs)).await?;
+        let tools = server.tools();
+        let query = SqlTools::detect(tools.specs(), None).context("--solve needs the server's SQL query tool")?.query;
+        let statements = compare::create_statements(&Sql { host: &tools, tool: &query }).await.context("reading the tables' CREATE statements for the solver")?;
+        Ok(Solver { server, tools, query, statements })
+    }
+
+    /// Whether the teacher's SQL for `text` gives the rows of the task's `sql`: `Ok(Err(why))`
+    /// when not; `Err` when the teacher or the server fails.
+    async fn agrees(&self, teacher: &Teacher, sql: &str, text: &str, max_tokens: u32) -> Result<Result<(), Rejected>> {
+        let tables = compare::tables_read(&self.statements, sql);
+        let Some(query) = paraphrase::solve(teacher, &tables, text, max_tokens).await? else { return Ok(Err(Rejected::NoQuery)) };
+        match compare::same_rows(&Sql { host: &self.tools, tool: &self.query }, sql, &query).await {
+            Ok(true) => Ok(Ok(())),
+            Ok(false) | Err(SynthError::Query { .. }) => Ok(Err(Rejected::OtherRows)),
+            Err(e) => Err(e.into()),
+        }
+    }
 }
