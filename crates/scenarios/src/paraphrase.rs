@@ -99,8 +99,7 @@ static NUMBER: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\d+(?:\.\d+)?").e
 /// (a `LIKE` pattern's text without its `%`), and the task's numbers.
 pub fn values(task: &str, sql: &str) -> Vec<String> {
     let lower = task.to_lowercase();
-    let mut out: Vec<String> =
-        LITERAL.captures_iter(sql).filter_map(|c| named_literal(&lower, &c[1].replace("''", "'"))).collect();
+    let mut out: Vec<String> = LITERAL.captures_iter(sql).filter_map(|c| named_literal(&lower, &c[1].replace("''", "'"))).collect();
     out.extend(NUMBER.find_iter(task).map(|m| m.as_str().to_string()));
     out.sort();
     out.dedup();
@@ -401,7 +400,10 @@ mod tests {
         assert_eq!(parse_query("{\"sql\": \"DELETE FROM projects\"}"), None);
         assert_eq!(parse_query("{\"sql\": \"SELECT 1; DROP TABLE projects\"}"), None);
         assert_eq!(parse_query("SELECT 1"), None);
-        assert!(solve_request(&["CREATE TABLE projects (name TEXT)"], "How many projects?").starts_with("Tables:\nCREATE TABLE projects (name TEXT)\n\nQuestion: How many projects?"));
+        assert!(
+            solve_request(&["CREATE TABLE projects (name TEXT)"], "How many projects?")
+                .starts_with("Tables:\nCREATE TABLE projects (name TEXT)\n\nQuestion: How many projects?")
+        );
     }
 
     #[test]

@@ -12,11 +12,7 @@ use crate::schema::USER_TABLES;
 /// The `CREATE TABLE` statements of the database's tables, by name.
 pub async fn create_statements<T: ToolHost>(sql: &Sql<'_, T>) -> Result<Vec<(String, String)>, SynthError> {
     let v = sql.json(&format!("(SELECT json_group_array(json_array(m.name, m.sql)) FROM sqlite_master m WHERE {USER_TABLES} AND m.sql IS NOT NULL)")).await?;
-    Ok(v.as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|r| Some((r.get(0)?.as_str()?.to_string(), r.get(1)?.as_str()?.to_string())))
-        .collect())
+    Ok(v.as_array().into_iter().flatten().filter_map(|r| Some((r.get(0)?.as_str()?.to_string(), r.get(1)?.as_str()?.to_string()))).collect())
 }
 
 /// The statements of the tables `query` reads (their names as words of it, case aside): what a

@@ -648,10 +648,7 @@ async fn another_query_answers_like_the_task_only_with_the_same_rows() {
     for other in same {
         assert!(same_rows(&sql, gold, other).await.unwrap(), "{other}");
     }
-    let different = [
-        "SELECT first_name FROM employees WHERE department_id IN (1, 2)",
-        "SELECT first_name FROM employees WHERE department_id = 1 AND employee_id > 1",
-    ];
+    let different = ["SELECT first_name FROM employees WHERE department_id IN (1, 2)", "SELECT first_name FROM employees WHERE department_id = 1 AND employee_id > 1"];
     for other in different {
         assert!(!same_rows(&sql, gold, other).await.unwrap(), "{other}");
     }

@@ -429,7 +429,12 @@ async fn write_tasks(
             } else {
                 let rest = ["--scenarios".into(), path(&synthesized), "--teacher".into(), teacher.clone(), "--solve".into(), "--out".into(), path(&para)];
                 let argv = with_server(&rest);
-                let (args, t) = stages.start("scenarios paraphrase", "other wordings of the tasks by the teacher, kept when they keep the values and its SQL for them gives the task's rows", &argv, None)?;
+                let (args, t) = stages.start(
+                    "scenarios paraphrase",
+                    "other wordings of the tasks by the teacher, kept when they keep the values and its SQL for them gives the task's rows",
+                    &argv,
+                    None,
+                )?;
                 scenarios::paraphrase::run(args).await?;
                 stages.done(t)?;
             }

@@ -14,9 +14,9 @@ use futures::StreamExt;
 use serde::Serialize;
 use ta_python::{EngineSource, PythonEnv};
 use ta_rollout::ToolHost;
+use ta_scenarios::Teacher;
 use ta_scenarios::generate::GenerateError;
 use ta_scenarios::paraphrase::{self, Rejected};
-use ta_scenarios::Teacher;
 use ta_synth::SynthError;
 use ta_synth::compare;
 use ta_synth::exec::Sql;
@@ -121,10 +121,10 @@ pub async fn run(args: Args) -> Result<()> {
             let mut seen: Vec<String> = Vec::new();
             for text in texts {
                 let mut verdict = paraphrase::check(&task, &sql, &text, &seen);
-                if let (Ok(_), Some(solver)) = (&verdict, solver_ref) {
-                    if let Err(why) = solver.agrees(teacher, &sql, &text, args.teacher_max_tokens).await? {
-                        verdict = Err(why);
-                    }
+                if let (Ok(_), Some(solver)) = (&verdict, solver_ref)
+                    && let Err(why) = solver.agrees(teacher, &sql, &text, args.teacher_max_tokens).await?
+                {
+                    verdict = Err(why);
                 }
                 if let Ok(n) = &verdict {
                     seen.push(n.clone());
