@@ -97,6 +97,8 @@ type Solutions = std::sync::Arc<Vec<(String, String)>>;
 async fn solver_chat(axum::extract::State(solutions): axum::extract::State<Solutions>, Json(body): Json<Value>) -> Json<Value> {
     let user = body["messages"].as_array().unwrap().iter().rev().find(|m| m["role"] == "user").unwrap()["content"].as_str().unwrap().to_string();
     let reply = if body["response_format"]["json_schema"]["name"] == "paraphrases" {
+        let system = body["messages"][0]["content"].as_str().unwrap();
+        assert!(system.contains("everyday words"), "with a solver, a category may be reworded: {system}");
         let question = user.strip_prefix("Question: ").unwrap().split("\n\n").next().unwrap();
         json!({"paraphrases": [format!("Could you tell me this: {question}")]})
     } else {
@@ -110,6 +112,10 @@ async fn solver_chat(axum::extract::State(solutions): axum::extract::State<Solut
         for t in ["departments", "employees", "projects", "project_assignments"] {
             let named = sql.split(|c: char| !(c.is_alphanumeric() || c == '_')).any(|w| w == t);
             assert_eq!(tables.contains(&format!("CREATE TABLE {t} ")), named, "{t} shown iff the task's SQL reads it:\n{tables}\n{sql}");
+        }
+        // The employees' statuses are a category: the solver sees its values, as describe_table shows them.
+        if tables.contains("CREATE TABLE employees ") {
+            assert!(tables.contains("\n-- status: 'active', 'on_leave', 'terminated'"), "{tables}");
         }
         let answer = match i % 3 {
             0 => format!("{sql};"),

@@ -195,8 +195,10 @@ fn added(task: &str, paraphrase: &str) -> Option<Rejected> {
 
 /// Whether `paraphrase` still asks `task` (whose SQL is `sql`); `seen` holds the normalized
 /// texts of the paraphrases kept so far. A kept paraphrase's normalized text comes back, for
-/// `seen`.
-pub fn check(task: &str, sql: &str, paraphrase: &str, seen: &[String]) -> Result<String, Rejected> {
+/// `seen`. With `solver` (a solver's SQL for the paraphrase will have to give the task's rows),
+/// the task's text values may be said in other words ("former employees" for status
+/// `terminated`): the solver decides whether they still mean the same; its numbers stay.
+pub fn check(task: &str, sql: &str, paraphrase: &str, seen: &[String], solver: bool) -> Result<String, Rejected> {
     let p = paraphrase.trim();
     if p.is_empty() {
         return Err(Rejected::Empty);
@@ -213,7 +215,8 @@ pub fn check(task: &str, sql: &str, paraphrase: &str, seen: &[String]) -> Result
     }
     let lower = p.to_lowercase();
     let values = values(task, sql);
-    if !values.iter().all(|v| lower.contains(&v.to_lowercase())) {
+    let required = |v: &&String| !solver || NUMBER.find(v).is_some_and(|m| m.len() == v.len());
+    if !values.iter().filter(required).all(|v| lower.contains(&v.to_lowercase())) {
         return Err(Rejected::LostValue);
     }
     if !cues(task, sql).iter().all(|words| words.iter().any(|w| says(p, w))) {
@@ -242,6 +245,13 @@ pub const SYSTEM: &str = "You rewrite questions about a database the way differe
 as a request or as a question. Keep every name, value and number exactly as written, and ask for exactly the same thing: \
 do not add, drop or change any condition. Reply with only the JSON object.";
 
+/// The teacher's instructions when a solver checks its rewordings: a status or category may be
+/// said as people say it, since the solver's rows, not the words, decide.
+pub const SYSTEM_SOLVED: &str = "You rewrite questions about a database the way different people would ask them: casual, terse, polite, \
+as a request or as a question. Keep every name and number exactly as written; a status, type or category may be said in \
+everyday words (\"former employees\" for employees whose status is terminated). Ask for exactly the same thing: do not add, \
+drop or change any condition. Reply with only the JSON object.";
+
 /// The user message asking for `k` paraphrases of `task`.
 pub fn request(task: &str, k: usize) -> String {
     format!("Question: {task}\n\nWrite {k} different ways a person could ask exactly this question. Reply with {{\"paraphrases\": [...]}}.")
@@ -256,9 +266,11 @@ pub fn parse(text: &str) -> Vec<String> {
     json_body(text).and_then(|b| serde_json::from_str::<Reply>(b).ok()).map(|r| r.paraphrases).unwrap_or_default()
 }
 
-/// Asks `teacher` for `k` paraphrases of `task`.
-pub async fn ask(teacher: &Teacher, task: &str, k: usize, max_tokens: u32, temperature: Option<f32>) -> Result<Vec<String>, GenerateError> {
-    let text = teacher.complete(SYSTEM, &[Message::user(request(task, k))], max_tokens, temperature, SCHEMA_NAME, &reply_schema(k)).await?;
+/// Asks `teacher` for `k` paraphrases of `task` (`solver`: a solver will check them, see
+/// [`SYSTEM_SOLVED`]).
+pub async fn ask(teacher: &Teacher, task: &str, k: usize, max_tokens: u32, temperature: Option<f32>, solver: bool) -> Result<Vec<String>, GenerateError> {
+    let system = if solver { SYSTEM_SOLVED } else { SYSTEM };
+    let text = teacher.complete(system, &[Message::user(request(task, k))], max_tokens, temperature, SCHEMA_NAME, &reply_schema(k)).await?;
     Ok(parse(&text))
 }
 
@@ -269,8 +281,8 @@ pub const SOLVE_SYSTEM: &str = "You write one SQLite SELECT query that answers a
 Use only the tables and columns given. Reply with only the JSON object.";
 
 /// The user message asking a solver for the SQL of `question`, shown `tables` (their `CREATE`
-/// statements) and nothing of the task it rewords.
-pub fn solve_request(tables: &[&str], question: &str) -> String {
+/// statements and category values) and nothing of the task it rewords.
+pub fn solve_request(tables: &[String], question: &str) -> String {
     format!("Tables:\n{}\n\nQuestion: {question}\n\nReply with {{\"sql\": \"...\"}}.", tables.join("\n"))
 }
 
@@ -294,7 +306,7 @@ pub fn parse_query(text: &str) -> Option<String> {
 
 /// Asks `teacher`, greedy, for the SQL of `question` over `tables`; `None` when the reply holds
 /// no single SELECT.
-pub async fn solve(teacher: &Teacher, tables: &[&str], question: &str, max_tokens: u32) -> Result<Option<String>, GenerateError> {
+pub async fn solve(teacher: &Teacher, tables: &[String], question: &str, max_tokens: u32) -> Result<Option<String>, GenerateError> {
     let text = teacher.complete(SOLVE_SYSTEM, &[Message::user(solve_request(tables, question))], max_tokens, Some(0.0), SOLVE_SCHEMA_NAME, &solve_schema()).await?;
     Ok(parse_query(&text))
 }
@@ -309,13 +321,13 @@ mod tests {
     #[test]
     fn a_paraphrase_keeps_the_values_and_the_operation() {
         assert_eq!(values(TASK, SQL), ["Out Of Print"]);
-        assert_eq!(check(TASK, SQL, "Which nation has the most writers right now (status Out Of Print)?", &[]).map(|_| ()), Ok(()));
-        assert_eq!(check(TASK, SQL, "Which country has the most authors whose books are gone?", &[]), Err(Rejected::LostValue));
-        assert_eq!(check(TASK, SQL, "Which country has authors with status Out Of Print?", &[]), Err(Rejected::LostOperation));
-        assert_eq!(check(TASK, SQL, "  which COUNTRY has the most authors with status out of print ", &[]), Err(Rejected::SameAsOriginal));
+        assert_eq!(check(TASK, SQL, "Which nation has the most writers right now (status Out Of Print)?", &[], false).map(|_| ()), Ok(()));
+        assert_eq!(check(TASK, SQL, "Which country has the most authors whose books are gone?", &[], false), Err(Rejected::LostValue));
+        assert_eq!(check(TASK, SQL, "Which country has authors with status Out Of Print?", &[], false), Err(Rejected::LostOperation));
+        assert_eq!(check(TASK, SQL, "  which COUNTRY has the most authors with status out of print ", &[], false), Err(Rejected::SameAsOriginal));
         let seen = vec![normalized("Top country for Out Of Print authors?")];
-        assert_eq!(check(TASK, SQL, "Top country for Out Of Print authors?", &seen), Err(Rejected::Duplicate));
-        assert_eq!(check(TASK, SQL, " ", &[]), Err(Rejected::Empty));
+        assert_eq!(check(TASK, SQL, "Top country for Out Of Print authors?", &seen, false), Err(Rejected::Duplicate));
+        assert_eq!(check(TASK, SQL, " ", &[], false), Err(Rejected::Empty));
     }
 
     #[test]
@@ -323,8 +335,8 @@ mod tests {
         let sql = "SELECT name, budget FROM projects WHERE budget IS NOT NULL AND status = 'on_hold' ORDER BY budget DESC, name LIMIT 3";
         let task = "What are the top 3 projects by budget whose status is on_hold?";
         assert_eq!(values(task, sql), ["3", "on_hold"]);
-        assert_eq!(check(task, sql, "Show me the 3 biggest on_hold projects by budget.", &[]).map(|_| ()), Ok(()));
-        assert_eq!(check(task, sql, "Show me the five biggest on_hold projects by budget.", &[]), Err(Rejected::LostValue));
+        assert_eq!(check(task, sql, "Show me the 3 biggest on_hold projects by budget.", &[], false).map(|_| ()), Ok(()));
+        assert_eq!(check(task, sql, "Show me the five biggest on_hold projects by budget.", &[], false), Err(Rejected::LostValue));
         // A LIKE pattern's text is required when the question names it, a format never.
         assert_eq!(values("How many crimes mention Street?", "SELECT count(*) FROM c WHERE Location LIKE '%Street%'"), ["Street"]);
         assert!(values("How many crimes in 2017?", "SELECT count(*) FROM c WHERE strftime('%Y', ts) = '2017'").iter().all(|v| v != "Y"));
@@ -334,9 +346,9 @@ mod tests {
     fn only_the_cues_the_original_carries_are_required() {
         let sql = "SELECT count(*) FROM employees WHERE status = 'active'";
         // The original says "how many": a paraphrase must ask for a number too ("country" is no count).
-        assert_eq!(check("How many employees are active?", sql, "Which country are the active employees in?", &[]), Err(Rejected::LostOperation));
-        assert_eq!(check("How many employees are active?", sql, "List the active employees.", &[]), Err(Rejected::LostOperation));
-        assert_eq!(check("How many employees are active?", sql, "What's the number of active staff?", &[]).map(|_| ()), Ok(()));
+        assert_eq!(check("How many employees are active?", sql, "Which country are the active employees in?", &[], false), Err(Rejected::LostOperation));
+        assert_eq!(check("How many employees are active?", sql, "List the active employees.", &[], false), Err(Rejected::LostOperation));
+        assert_eq!(check("How many employees are active?", sql, "What's the number of active staff?", &[], false).map(|_| ()), Ok(()));
         assert_eq!(parse("Sure: {\"paraphrases\": [\"a\", \"b\"]}"), ["a", "b"]);
         assert!(parse("no json").is_empty());
     }
@@ -347,28 +359,28 @@ mod tests {
     fn a_rewording_that_adds_swaps_or_drifts_is_not_kept() {
         let except = "SELECT head FROM departments WHERE location = 'Chicago' EXCEPT SELECT head FROM departments WHERE location = 'Denver'";
         let task = "Which heads have departments with location Chicago but none with location Denver?";
-        assert_eq!(check(task, except, "Which heads have departments with location Denver but none with location Chicago?", &[]), Err(Rejected::SwappedValues));
-        assert_eq!(check(task, except, "Which heads have locations Paris but none with locations Denver and Chicago?", &[]), Err(Rejected::AddedValue));
-        assert_eq!(check(task, except, "Who heads a department in Chicago but none in Denver?", &[]).map(|_| ()), Ok(()));
+        assert_eq!(check(task, except, "Which heads have departments with location Denver but none with location Chicago?", &[], false), Err(Rejected::SwappedValues));
+        assert_eq!(check(task, except, "Which heads have locations Paris but none with locations Denver and Chicago?", &[], false), Err(Rejected::AddedValue));
+        assert_eq!(check(task, except, "Who heads a department in Chicago but none in Denver?", &[], false).map(|_| ()), Ok(()));
         assert_eq!(
-            check(task, except, "Which heads have departments in Chicago but none in Denver? Where is a department located where a head is?", &[]),
+            check(task, except, "Which heads have departments in Chicago but none in Denver? Where is a department located where a head is?", &[], false),
             Err(Rejected::Rambling)
         );
 
         let year = "SELECT name FROM departments WHERE strftime('%Y', founded) = '2011'";
         let task = "Name every department founded in 2011.";
-        assert_eq!(check(task, year, "Which departments were founded in 1999-2011?", &[]), Err(Rejected::AddedValue));
-        assert_eq!(check(task, year, "מה שם כל חלקים מגדירים כ-2011?", &[]), Err(Rejected::OtherScript));
-        assert_eq!(check(task, year, "Could you list the departments set up in 2011?", &[]).map(|_| ()), Ok(()));
+        assert_eq!(check(task, year, "Which departments were founded in 1999-2011?", &[], false), Err(Rejected::AddedValue));
+        assert_eq!(check(task, year, "מה שם כל חלקים מגדירים כ-2011?", &[], false), Err(Rejected::OtherScript));
+        assert_eq!(check(task, year, "Could you list the departments set up in 2011?", &[], false).map(|_| ()), Ok(()));
 
         let share = "SELECT round(100.0 * sum(status = 'terminated') / count(*), 1) FROM employees";
         let task = "Out of all employees, how many percent have status terminated? Give one decimal.";
-        assert_eq!(check(task, share, "Out of all employees, how many percent have status terminated?现有的百分之不多", &[]), Err(Rejected::OtherScript));
+        assert_eq!(check(task, share, "Out of all employees, how many percent have status terminated?现有的百分之不多", &[], false), Err(Rejected::OtherScript));
 
         let avg = "SELECT count(*) FROM employees WHERE salary > (SELECT avg(salary) FROM employees)";
         let task = "Count the employees whose salary is above the mean salary.";
         let long = "What is the current mean salary and how does it compare to a larger number of employees, and is there a reason for the difference in salary or an exception in the count?";
-        assert_eq!(check(task, avg, long, &[]), Err(Rejected::Rambling));
+        assert_eq!(check(task, avg, long, &[], false), Err(Rejected::Rambling));
     }
 
     /// More of the 0.5B teacher's kept rewordings (KaggleDBQA's GeoNuclearData, on a GPU): cut
@@ -377,20 +389,34 @@ mod tests {
     fn a_cut_off_or_inverted_rewording_is_not_kept() {
         let like = "SELECT count(*) FROM nuclear_power_plants WHERE Name LIKE '%Balakovo%'";
         let task = "How many nuclear power plants whose name contains \"Balakovo\" are there?";
-        assert_eq!(check(task, like, "How many nuclear power plants have", &[]), Err(Rejected::Unfinished));
-        assert_eq!(check(task, like, "How many nuclear power plants are there in all?", &[]), Err(Rejected::LostValue));
-        assert_eq!(check(task, like, "How many plants have Balakovo in their name?", &[]).map(|_| ()), Ok(()));
-        assert_eq!(check("What is the earliest update among the plants?", "SELECT min(LastUpdatedAt) FROM p", "or (", &[]), Err(Rejected::Unfinished));
+        assert_eq!(check(task, like, "How many nuclear power plants have", &[], false), Err(Rejected::Unfinished));
+        assert_eq!(check(task, like, "How many nuclear power plants are there in all?", &[], false), Err(Rejected::LostValue));
+        assert_eq!(check(task, like, "How many plants have Balakovo in their name?", &[], false).map(|_| ()), Ok(()));
+        assert_eq!(check("What is the earliest update among the plants?", "SELECT min(LastUpdatedAt) FROM p", "or (", &[], false), Err(Rejected::Unfinished));
 
         let min = "SELECT min(Latitude) FROM nuclear_power_plants WHERE ReactorType IS NOT NULL";
         let task = "Give me the lowest latitude across all nuclear power plants with a reactor type recorded.";
-        assert_eq!(check(task, min, "What is the type of reactor used in most nuclear power plants?", &[]), Err(Rejected::LostOperation));
-        assert_eq!(check(task, min, "What's the minimum latitude of the plants whose reactor type is known?", &[]).map(|_| ()), Ok(()));
+        assert_eq!(check(task, min, "What is the type of reactor used in most nuclear power plants?", &[], false), Err(Rejected::LostOperation));
+        assert_eq!(check(task, min, "What's the minimum latitude of the plants whose reactor type is known?", &[], false).map(|_| ()), Ok(()));
 
         let pct = "SELECT round(100.0 * sum(ReactorType = 'ABWR') / count(*), 1) FROM nuclear_power_plants";
         let task = "What percentage of the nuclear power plants have reactor type ABWR? Round to one decimal.";
-        assert_eq!(check(task, pct, "How many nuclear power plants are there with reactor type ABWR?", &[]), Err(Rejected::LostOperation));
-        assert_eq!(check(task, pct, "What share of the plants use the ABWR reactor type?", &[]).map(|_| ()), Ok(()));
+        assert_eq!(check(task, pct, "How many nuclear power plants are there with reactor type ABWR?", &[], false), Err(Rejected::LostOperation));
+        assert_eq!(check(task, pct, "What share of the plants use the ABWR reactor type?", &[], false).map(|_| ()), Ok(()));
+    }
+
+    /// With a solver to decide, a category value may be said as people say it; a number may not
+    /// be dropped, and nothing may be added.
+    #[test]
+    fn with_a_solver_a_category_may_be_reworded() {
+        let sql = "SELECT count(DISTINCT e.employee_id) FROM project_assignments a JOIN employees e ON e.employee_id = a.employee_id JOIN projects p ON p.project_id = a.project_id WHERE e.status = 'terminated' AND p.status = 'active'";
+        let task = "How many employees whose status is terminated are assigned to at least one project whose status is active?";
+        let former = "How many former employees are still on an active project?";
+        assert_eq!(check(task, sql, former, &[], false), Err(Rejected::LostValue));
+        assert_eq!(check(task, sql, former, &[], true).map(|_| ()), Ok(()));
+        assert_eq!(check(task, sql, "How many former employees are still on an active project in Paris?", &[], true), Err(Rejected::AddedValue));
+        let top = "SELECT name FROM projects ORDER BY budget DESC, name LIMIT 3";
+        assert_eq!(check("What are the top 3 projects by budget?", top, "Which projects have the biggest budgets?", &[], true), Err(Rejected::LostValue));
     }
 
     #[test]
@@ -401,7 +427,7 @@ mod tests {
         assert_eq!(parse_query("{\"sql\": \"SELECT 1; DROP TABLE projects\"}"), None);
         assert_eq!(parse_query("SELECT 1"), None);
         assert!(
-            solve_request(&["CREATE TABLE projects (name TEXT)"], "How many projects?")
+            solve_request(&["CREATE TABLE projects (name TEXT)".to_string()], "How many projects?")
                 .starts_with("Tables:\nCREATE TABLE projects (name TEXT)\n\nQuestion: How many projects?")
         );
     }

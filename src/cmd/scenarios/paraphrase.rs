@@ -20,6 +20,7 @@ use ta_scenarios::paraphrase::{self, Rejected};
 use ta_synth::SynthError;
 use ta_synth::compare;
 use ta_synth::exec::Sql;
+use ta_synth::schema::Schema;
 use ta_synth::tools::{ArgTool, SqlTools};
 use ta_types::Scenario;
 
@@ -115,12 +116,12 @@ pub async fn run(args: Args) -> Result<()> {
     let progress = indicatif::ProgressBar::new(asked.len() as u64);
     let mut replies = futures::stream::iter(asked)
         .map(|(i, task, sql)| async move {
-            let texts = paraphrase::ask(teacher, &task, args.per_task, args.teacher_max_tokens, args.teacher_temperature).await?;
+            let texts = paraphrase::ask(teacher, &task, args.per_task, args.teacher_max_tokens, args.teacher_temperature, args.solve).await?;
             // Each rewording and whether it is kept (its normalized text, for the duplicates).
             let mut verdicts = Vec::new();
             let mut seen: Vec<String> = Vec::new();
             for text in texts {
-                let mut verdict = paraphrase::check(&task, &sql, &text, &seen);
+                let mut verdict = paraphrase::check(&task, &sql, &text, &seen, solver_ref.is_some());
                 if let (Ok(_), Some(solver)) = (&verdict, solver_ref)
                     && let Err(why) = solver.agrees(teacher, &sql, &text, args.teacher_max_tokens).await?
                 {
@@ -199,6 +200,7 @@ struct Solver {
     tools: ta_rollout::McpTools,
     query: ArgTool,
     statements: Vec<(String, String)>,
+    schema: Schema,
 }
 
 impl Solver {
@@ -206,14 +208,16 @@ impl Solver {
         let server = crate::server::Server::connect(args, Some(logs)).await?;
         let tools = server.tools();
         let query = SqlTools::detect(tools.specs(), None).context("--solve needs the server's SQL query tool")?.query;
-        let statements = compare::create_statements(&Sql { host: &tools, tool: &query }).await.context("reading the tables' CREATE statements for the solver")?;
-        Ok(Solver { server, tools, query, statements })
+        let sql = Sql { host: &tools, tool: &query };
+        let statements = compare::create_statements(&sql).await.context("reading the tables' CREATE statements for the solver")?;
+        let schema = ta_synth::schema::introspect(&sql).await.context("reading the categories' values for the solver")?;
+        Ok(Solver { server, tools, query, statements, schema })
     }
 
     /// Whether the teacher's SQL for `text` gives the rows of the task's `sql`: `Ok(Err(why))`
     /// when not; `Err` when the teacher or the server fails.
     async fn agrees(&self, teacher: &Teacher, sql: &str, text: &str, max_tokens: u32) -> Result<Result<(), Rejected>> {
-        let tables = compare::tables_read(&self.statements, sql);
+        let tables = compare::shown_tables(&self.statements, &self.schema, sql);
         let Some(query) = paraphrase::solve(teacher, &tables, text, max_tokens).await? else { return Ok(Err(Rejected::NoQuery)) };
         match compare::same_rows(&Sql { host: &self.tools, tool: &self.query }, sql, &query).await {
             Ok(true) => Ok(Ok(())),
