@@ -241,16 +241,20 @@ pub fn reply_schema(k: usize) -> Value {
     })
 }
 
-pub const SYSTEM: &str = "You rewrite questions about a database the way different people would ask them: casual, terse, polite, \
-as a request or as a question. Keep every name, value and number exactly as written, and ask for exactly the same thing: \
-do not add, drop or change any condition. Reply with only the JSON object.";
-
-/// The teacher's instructions when a solver checks its rewordings: a status or category may be
-/// said as people say it, since the solver's rows, not the words, decide.
-pub const SYSTEM_SOLVED: &str = "You rewrite questions about a database the way different people would ask them: casual, terse, polite, \
-as a request or as a question. Keep every name and number exactly as written; a status, type or category may be said in \
-everyday words (\"former employees\" for employees whose status is terminated). Ask for exactly the same thing: do not add, \
-drop or change any condition. Reply with only the JSON object.";
+/// The teacher's instructions. With `solver` (a solver will check the rewordings) a status or
+/// category may be said as people say it, since the solver's rows, not the words, decide.
+pub fn system(solver: bool) -> String {
+    let keep = if solver {
+        "Keep every name and number exactly as written; a status, type or category may be said in everyday words \
+         (\"former employees\" for employees whose status is terminated)."
+    } else {
+        "Keep every name, value and number exactly as written."
+    };
+    format!(
+        "You rewrite questions about a database the way different people would ask them: casual, terse, polite, as a request or \
+         as a question. {keep} Ask for exactly the same thing: do not add, drop or change any condition. Reply with only the JSON object."
+    )
+}
 
 /// The user message asking for `k` paraphrases of `task`.
 pub fn request(task: &str, k: usize) -> String {
@@ -267,10 +271,9 @@ pub fn parse(text: &str) -> Vec<String> {
 }
 
 /// Asks `teacher` for `k` paraphrases of `task` (`solver`: a solver will check them, see
-/// [`SYSTEM_SOLVED`]).
+/// [`system`]).
 pub async fn ask(teacher: &Teacher, task: &str, k: usize, max_tokens: u32, temperature: Option<f32>, solver: bool) -> Result<Vec<String>, GenerateError> {
-    let system = if solver { SYSTEM_SOLVED } else { SYSTEM };
-    let text = teacher.complete(system, &[Message::user(request(task, k))], max_tokens, temperature, SCHEMA_NAME, &reply_schema(k)).await?;
+    let text = teacher.complete(&system(solver), &[Message::user(request(task, k))], max_tokens, temperature, SCHEMA_NAME, &reply_schema(k)).await?;
     Ok(parse(&text))
 }
 
@@ -314,6 +317,21 @@ pub async fn solve(teacher: &Teacher, tables: &[String], question: &str, max_tok
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The teacher's and the solver's prompts, as sent.
+    #[test]
+    fn prompts() {
+        let solver_tables = ["CREATE TABLE employees (employee_id INTEGER PRIMARY KEY, name TEXT, status TEXT)\n-- status: 'active', 'terminated'".to_string()];
+        insta::assert_snapshot!(format!(
+            "--- system ---\n{}\n--- system, with a solver ---\n{}\n--- user ---\n{}\n--- solver system ---\n{SOLVE_SYSTEM}\n--- solver user ---\n{}\n--- reply schemas ---\n{}\n{}",
+            system(false),
+            system(true),
+            request(TASK, 2),
+            solve_request(&solver_tables, "How many former employees are there?"),
+            reply_schema(2),
+            solve_schema()
+        ));
+    }
 
     const SQL: &str = "SELECT country, count(*) FROM authors WHERE status = 'Out Of Print' GROUP BY country ORDER BY count(*) DESC, country LIMIT 1";
     const TASK: &str = "Which country has the most authors with status Out Of Print?";
