@@ -26,21 +26,32 @@ async fn chat(Json(body): Json<Value>) -> Json<Value> {
     Json(common::text(&reply.to_string()).1)
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn paraphrases_keep_the_answer_and_only_rewordings_that_keep_the_question() {
-    let dir = tempfile::tempdir().unwrap();
-    let synth = dir.path().join("synth");
+/// 40 tasks synthesized from the demo server (seed 2) into `dir/synth`.
+fn synth_demo(dir: &std::path::Path) -> std::path::PathBuf {
+    let synth = dir.join("synth");
     let run = std::process::Command::new(common::bin())
         .args(["scenarios", "synth", "--server", "train-agent demo-server", "--n", "40", "--seed", "2", "--out"])
         .arg(&synth)
         .output()
         .unwrap();
     assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    synth
+}
 
-    let app = axum::Router::new().route("/v1/chat/completions", post(chat));
+/// `app` on a free local port; its OpenAI-style base URL.
+async fn serve(app: axum::Router) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/v1", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    url
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn paraphrases_keep_the_answer_and_only_rewordings_that_keep_the_question() {
+    let dir = tempfile::tempdir().unwrap();
+    let synth = synth_demo(dir.path());
+
+    let url = serve(axum::Router::new().route("/v1/chat/completions", post(chat))).await;
 
     let out = dir.path().join("para");
     let run = tokio::process::Command::new(common::bin())
@@ -130,20 +141,11 @@ async fn solver_chat(axum::extract::State(solutions): axum::extract::State<Solut
 #[tokio::test(flavor = "multi_thread")]
 async fn a_solver_keeps_only_rewordings_whose_sql_gives_the_task_rows() {
     let dir = tempfile::tempdir().unwrap();
-    let synth = dir.path().join("synth");
-    let run = std::process::Command::new(common::bin())
-        .args(["scenarios", "synth", "--server", "train-agent demo-server", "--n", "40", "--seed", "2", "--out"])
-        .arg(&synth)
-        .output()
-        .unwrap();
-    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let synth = synth_demo(dir.path());
     let tasks = load_scenarios(&synth.join("scenarios.jsonl")).unwrap();
     let solutions: Solutions = std::sync::Arc::new(tasks.iter().take(12).map(|s| (s.task.clone(), s.extra["sql"].as_str().unwrap().to_string())).collect());
 
-    let app = axum::Router::new().route("/v1/chat/completions", post(solver_chat)).with_state(solutions.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/v1", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let url = serve(axum::Router::new().route("/v1/chat/completions", post(solver_chat)).with_state(solutions.clone())).await;
 
     let out = dir.path().join("para");
     let run = tokio::process::Command::new(common::bin())
