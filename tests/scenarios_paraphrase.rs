@@ -46,6 +46,25 @@ async fn serve(app: axum::Router) -> String {
     url
 }
 
+/// `scenarios paraphrase` of the first 12 of `synth`'s tasks into `out`, the teacher at `url`
+/// with `flags`; its standard output, after it succeeded.
+async fn paraphrase(url: &str, synth: &std::path::Path, out: &std::path::Path, flags: &[&str]) -> String {
+    let run = tokio::process::Command::new(common::bin())
+        .args(["scenarios", "paraphrase", "--teacher", "openai/gpt-4o-mini", "--teacher-base-url", url, "--limit", "12"])
+        .args(flags)
+        .arg("--scenarios")
+        .arg(synth.join("scenarios.jsonl"))
+        .arg("--out")
+        .arg(out)
+        .env("OPENAI_API_KEY", "sk-test-not-a-secret")
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout).into_owned();
+    assert!(run.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&run.stderr));
+    stdout
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn paraphrases_keep_the_answer_and_only_rewordings_that_keep_the_question() {
     let dir = tempfile::tempdir().unwrap();
@@ -54,17 +73,7 @@ async fn paraphrases_keep_the_answer_and_only_rewordings_that_keep_the_question(
     let url = serve(axum::Router::new().route("/v1/chat/completions", post(chat))).await;
 
     let out = dir.path().join("para");
-    let run = tokio::process::Command::new(common::bin())
-        .args(["scenarios", "paraphrase", "--teacher", "openai/gpt-4o-mini", "--teacher-base-url", &url, "--per-task", "4", "--limit", "12", "--scenarios"])
-        .arg(synth.join("scenarios.jsonl"))
-        .arg("--out")
-        .arg(&out)
-        .env("OPENAI_API_KEY", "sk-test-not-a-secret")
-        .output()
-        .await
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    assert!(run.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&run.stderr));
+    let stdout = paraphrase(&url, &synth, &out, &["--per-task", "4"]).await;
 
     let all = load_scenarios(&out.join("scenarios.jsonl")).unwrap();
     let originals: HashMap<&str, &ta_types::Scenario> = all.iter().filter(|s| !s.extra.contains_key("paraphrase_of")).map(|s| (s.id.as_str(), s)).collect();
@@ -148,18 +157,7 @@ async fn a_solver_keeps_only_rewordings_whose_sql_gives_the_task_rows() {
     let url = serve(axum::Router::new().route("/v1/chat/completions", post(solver_chat)).with_state(solutions.clone())).await;
 
     let out = dir.path().join("para");
-    let run = tokio::process::Command::new(common::bin())
-        .args(["scenarios", "paraphrase", "--teacher", "openai/gpt-4o-mini", "--teacher-base-url", &url, "--per-task", "1", "--limit", "12"])
-        .args(["--solve", "--server", "train-agent demo-server", "--scenarios"])
-        .arg(synth.join("scenarios.jsonl"))
-        .arg("--out")
-        .arg(&out)
-        .env("OPENAI_API_KEY", "sk-test-not-a-secret")
-        .output()
-        .await
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    assert!(run.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&run.stderr));
+    let stdout = paraphrase(&url, &synth, &out, &["--per-task", "1", "--solve", "--server", "train-agent demo-server"]).await;
 
     let kept: Vec<String> =
         load_scenarios(&out.join("scenarios.jsonl")).unwrap().into_iter().filter_map(|s| Some(s.extra.get("paraphrase_of")?.as_str()?.to_string())).collect();
