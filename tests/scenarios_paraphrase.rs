@@ -105,6 +105,8 @@ async fn paraphrases_keep_the_answer_and_only_rewordings_that_keep_the_question(
         + summary["rejected"]["the question's operation is missing"].as_u64().unwrap_or(0);
     assert!(vague >= 6, "most synthesized questions name a value or an operation: {summary}");
     assert_eq!(summary["kept"].as_u64().unwrap() as usize, paraphrases.len());
+    let rejected = std::fs::read_to_string(out.join("rejected.jsonl")).unwrap();
+    assert_eq!(rejected.lines().count(), 48 - paraphrases.len(), "every rewording is kept or written to rejected.jsonl");
 }
 
 /// The scripted solver of [`a_solver_keeps_only_rewordings_whose_sql_gives_the_task_rows`]: the
@@ -166,4 +168,15 @@ async fn a_solver_keeps_only_rewordings_whose_sql_gives_the_task_rows() {
     let summary: Value = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     assert_eq!(summary["rejected"]["the solver's query for it gives other rows (or fails)"], 4, "{summary}");
     assert_eq!(summary["rejected"]["the solver wrote no single SELECT for it"], 4, "{summary}");
+    // The rejected ones can be read, with the solver's SQL where it wrote one.
+    let rejected: Vec<Value> = std::fs::read_to_string(out.join("rejected.jsonl")).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(rejected.len(), 8);
+    for r in &rejected {
+        let solver_sql = match r["reason"].as_str().unwrap() {
+            "the solver's query for it gives other rows (or fails)" => json!("SELECT 'nobody' AS who"),
+            _ => Value::Null,
+        };
+        assert_eq!(r["solver_sql"], solver_sql, "{r}");
+        assert!(r["text"].as_str().unwrap().starts_with("Could you tell me this: "), "{r}");
+    }
 }

@@ -65,8 +65,8 @@ pub struct Args {
     http: crate::args::HttpArgs,
     #[command(flatten)]
     engine: EngineArgs,
-    /// Output directory: scenarios.jsonl (each original followed by its kept paraphrases) and
-    /// summary.json.
+    /// Output directory: scenarios.jsonl (each original followed by its kept paraphrases),
+    /// rejected.jsonl (the others: why, and the solver's SQL) and summary.json.
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
 }
@@ -122,21 +122,26 @@ pub async fn run(args: Args) -> Result<()> {
             let mut seen: Vec<String> = Vec::new();
             for text in texts {
                 let mut verdict = paraphrase::check(&task, &sql, &text, &seen, solver_ref.is_some());
-                if let (Ok(_), Some(solver)) = (&verdict, solver_ref)
-                    && let Err(why) = solver.agrees(teacher, &sql, &text, args.teacher_max_tokens).await?
-                {
-                    verdict = Err(why);
+                let mut solved = None;
+                if let (Ok(_), Some(solver)) = (&verdict, solver_ref) {
+                    let (agrees, query) = solver.agrees(teacher, &sql, &text, args.teacher_max_tokens).await?;
+                    solved = query;
+                    if let Err(why) = agrees {
+                        verdict = Err(why);
+                    }
                 }
                 if let Ok(n) = &verdict {
                     seen.push(n.clone());
                 }
-                verdicts.push((text, verdict));
+                verdicts.push((text, verdict, solved));
             }
             anyhow::Ok((i, verdicts))
         })
         .buffered(args.concurrency.max(1));
-    // Each original's kept paraphrases, by its place in the file.
+    // Each original's kept paraphrases, by its place in the file; the others, with why, to read.
     let mut kept: BTreeMap<usize, Vec<Scenario>> = BTreeMap::new();
+    let rejected_path = args.out.join("rejected.jsonl");
+    let mut rejected = std::io::BufWriter::new(std::fs::File::create(&rejected_path).with_context(|| format!("cannot write {}", rejected_path.display()))?);
     while let Some(reply) = replies.next().await {
         progress.inc(1);
         let (i, verdicts) = match reply {
@@ -149,7 +154,7 @@ pub async fn run(args: Args) -> Result<()> {
             Err(e) => return Err(e),
         };
         summary.returned += verdicts.len();
-        for (k, (text, verdict)) in verdicts.into_iter().enumerate() {
+        for (k, (text, verdict, solver_sql)) in verdicts.into_iter().enumerate() {
             match verdict {
                 Ok(_) => {
                     let mut p = scenarios[i].clone();
@@ -159,11 +164,16 @@ pub async fn run(args: Args) -> Result<()> {
                     p.extra.insert("phrasing".into(), "paraphrase".into());
                     kept.entry(i).or_default().push(p);
                 }
-                Err(why) => *summary.rejected.entry(why.reason()).or_default() += 1,
+                Err(why) => {
+                    *summary.rejected.entry(why.reason()).or_default() += 1;
+                    let line = serde_json::json!({"paraphrase_of": scenarios[i].id, "text": text, "reason": why.reason(), "solver_sql": solver_sql});
+                    writeln!(rejected, "{line}")?;
+                }
             }
         }
     }
     progress.finish_and_clear();
+    rejected.flush()?;
     drop(replies);
     if let Some(solver) = solver {
         solver.server.client.close().await;
@@ -214,15 +224,16 @@ impl Solver {
         Ok(Solver { server, tools, query, statements, schema })
     }
 
-    /// Whether the teacher's SQL for `text` gives the rows of the task's `sql`: `Ok(Err(why))`
-    /// when not; `Err` when the teacher or the server fails.
-    async fn agrees(&self, teacher: &Teacher, sql: &str, text: &str, max_tokens: u32) -> Result<Result<(), Rejected>> {
+    /// Whether the teacher's SQL for `text` gives the rows of the task's `sql` (`Err(why)` when
+    /// not), and that SQL; `Err` when the teacher or the server fails.
+    async fn agrees(&self, teacher: &Teacher, sql: &str, text: &str, max_tokens: u32) -> Result<(Result<(), Rejected>, Option<String>)> {
         let tables = compare::shown_tables(&self.statements, &self.schema, sql);
-        let Some(query) = paraphrase::solve(teacher, &tables, text, max_tokens).await? else { return Ok(Err(Rejected::NoQuery)) };
-        match compare::same_rows(&Sql { host: &self.tools, tool: &self.query }, sql, &query).await {
-            Ok(true) => Ok(Ok(())),
-            Ok(false) | Err(SynthError::Query { .. }) => Ok(Err(Rejected::OtherRows)),
-            Err(e) => Err(e.into()),
-        }
+        let Some(query) = paraphrase::solve(teacher, &tables, text, max_tokens).await? else { return Ok((Err(Rejected::NoQuery), None)) };
+        let agrees = match compare::same_rows(&Sql { host: &self.tools, tool: &self.query }, sql, &query).await {
+            Ok(true) => Ok(()),
+            Ok(false) | Err(SynthError::Query { .. }) => Err(Rejected::OtherRows),
+            Err(e) => return Err(e.into()),
+        };
+        Ok((agrees, Some(query)))
     }
 }
