@@ -261,13 +261,19 @@ pub fn request(task: &str, k: usize) -> String {
     format!("Question: {task}\n\nWrite {k} different ways a person could ask exactly this question. Reply with {{\"paraphrases\": [...]}}.")
 }
 
-/// The paraphrases in a reply (an empty list when it is not the schema's object).
+/// The paraphrases in a reply (an empty list when it is not the schema's object), each without
+/// the list or quote marks a teacher puts before it ("> How many projects…", "- …", "1. …").
 pub fn parse(text: &str) -> Vec<String> {
     #[derive(Deserialize)]
     struct Reply {
         paraphrases: Vec<String>,
     }
-    json_body(text).and_then(|b| serde_json::from_str::<Reply>(b).ok()).map(|r| r.paraphrases).unwrap_or_default()
+    let bare = |p: String| {
+        let p = p.trim();
+        let p = p.strip_prefix(|c: char| c.is_ascii_digit()).and_then(|r| r.strip_prefix(['.', ')'])).unwrap_or(p);
+        p.trim_start_matches(['>', '-', '*', '•', ' ']).trim().to_string()
+    };
+    json_body(text).and_then(|b| serde_json::from_str::<Reply>(b).ok()).map(|r| r.paraphrases.into_iter().map(bare).collect()).unwrap_or_default()
 }
 
 /// Asks `teacher` for `k` paraphrases of `task` (`solver`: a solver will check them, see
@@ -368,6 +374,11 @@ mod tests {
         assert_eq!(check("How many employees are active?", sql, "List the active employees.", &[], false), Err(Rejected::LostOperation));
         assert_eq!(check("How many employees are active?", sql, "What's the number of active staff?", &[], false).map(|_| ()), Ok(()));
         assert_eq!(parse("Sure: {\"paraphrases\": [\"a\", \"b\"]}"), ["a", "b"]);
+        // What Qwen2.5-Coder-1.5B put before its rewordings, and list marks.
+        assert_eq!(
+            parse("{\"paraphrases\": [\"> How many projects are there?\", \"- Count the projects.\", \"2. How many projects?\", \"3 projects or more?\"]}"),
+            ["How many projects are there?", "Count the projects.", "How many projects?", "3 projects or more?"]
+        );
         assert!(parse("no json").is_empty());
     }
 
