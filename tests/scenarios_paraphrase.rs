@@ -46,11 +46,11 @@ async fn serve(app: axum::Router) -> String {
     url
 }
 
-/// `scenarios paraphrase` of the first 12 of `synth`'s tasks into `out`, the teacher at `url`
-/// with `flags`; its standard output, after it succeeded.
+/// `scenarios paraphrase` of `synth`'s tasks into `out`, the teacher at `url`, with `flags`; its
+/// standard output, after it succeeded.
 async fn paraphrase(url: &str, synth: &std::path::Path, out: &std::path::Path, flags: &[&str]) -> String {
     let run = tokio::process::Command::new(common::bin())
-        .args(["scenarios", "paraphrase", "--teacher", "openai/gpt-4o-mini", "--teacher-base-url", url, "--limit", "12"])
+        .args(["scenarios", "paraphrase", "--teacher", "openai/gpt-4o-mini", "--teacher-base-url", url])
         .args(flags)
         .arg("--scenarios")
         .arg(synth.join("scenarios.jsonl"))
@@ -73,7 +73,7 @@ async fn paraphrases_keep_the_answer_and_only_rewordings_that_keep_the_question(
     let url = serve(axum::Router::new().route("/v1/chat/completions", post(chat))).await;
 
     let out = dir.path().join("para");
-    let stdout = paraphrase(&url, &synth, &out, &["--per-task", "4"]).await;
+    let stdout = paraphrase(&url, &synth, &out, &["--per-task", "4", "--limit", "12"]).await;
 
     let all = load_scenarios(&out.join("scenarios.jsonl")).unwrap();
     let originals: HashMap<&str, &ta_types::Scenario> = all.iter().filter(|s| !s.extra.contains_key("paraphrase_of")).map(|s| (s.id.as_str(), s)).collect();
@@ -159,7 +159,7 @@ async fn a_solver_keeps_only_rewordings_whose_sql_gives_the_task_rows() {
     let url = serve(axum::Router::new().route("/v1/chat/completions", post(solver_chat)).with_state(solutions.clone())).await;
 
     let out = dir.path().join("para");
-    let stdout = paraphrase(&url, &synth, &out, &["--per-task", "1", "--solve", "--server", "train-agent demo-server"]).await;
+    let stdout = paraphrase(&url, &synth, &out, &["--per-task", "1", "--limit", "12", "--solve", "--server", "train-agent demo-server"]).await;
 
     let kept: Vec<String> =
         load_scenarios(&out.join("scenarios.jsonl")).unwrap().into_iter().filter_map(|s| Some(s.extra.get("paraphrase_of")?.as_str()?.to_string())).collect();
@@ -179,4 +179,50 @@ async fn a_solver_keeps_only_rewordings_whose_sql_gives_the_task_rows() {
         assert_eq!(r["solver_sql"], solver_sql, "{r}");
         assert!(r["text"].as_str().unwrap().starts_with("Could you tell me this: "), "{r}");
     }
+}
+
+/// One rewording per task, counting the requests.
+async fn counted_chat(axum::extract::State(asked): axum::extract::State<std::sync::Arc<std::sync::atomic::AtomicUsize>>, body: Json<Value>) -> Json<Value> {
+    asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    chat(body).await
+}
+
+/// A rerun into the same directory asks the teacher only for the tasks it has no reply for (a
+/// line cut off by a crash counts as none), and keeps what the first run kept; a rerun with other
+/// settings is refused.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rerun_asks_only_for_the_tasks_not_answered() {
+    let dir = tempfile::tempdir().unwrap();
+    let synth = synth_demo(dir.path());
+    let asked = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let url = serve(axum::Router::new().route("/v1/chat/completions", post(counted_chat)).with_state(asked.clone())).await;
+    let count = || asked.load(std::sync::atomic::Ordering::SeqCst);
+    let out = dir.path().join("para");
+
+    paraphrase(&url, &synth, &out, &["--per-task", "4", "--limit", "6"]).await;
+    assert_eq!(count(), 6);
+    let first = std::fs::read_to_string(out.join("scenarios.jsonl")).unwrap();
+    // A crash while the seventh task's reply was being written.
+    let mut replies = std::fs::OpenOptions::new().append(true).open(out.join("replies.jsonl")).unwrap();
+    std::io::Write::write_all(&mut replies, b"{\"id\": \"cut-off").unwrap();
+
+    let stdout = paraphrase(&url, &synth, &out, &["--per-task", "4", "--limit", "12"]).await;
+    assert_eq!(count(), 12, "only the six new tasks were asked for\n{stdout}");
+    let all = std::fs::read_to_string(out.join("scenarios.jsonl")).unwrap();
+    assert!(all.starts_with(&first), "the first run's tasks and paraphrases come first, unchanged");
+    let summary: Value = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!((summary["asked"].as_u64(), summary["returned"].as_u64()), (Some(12), Some(48)), "{summary}");
+
+    let other = tokio::process::Command::new(common::bin())
+        .args(["scenarios", "paraphrase", "--teacher", "openai/gpt-4o-mini", "--teacher-base-url", &url, "--per-task", "2", "--scenarios"])
+        .arg(synth.join("scenarios.jsonl"))
+        .arg("--out")
+        .arg(&out)
+        .env("OPENAI_API_KEY", "sk-test-not-a-secret")
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&other.stderr);
+    assert!(!other.status.success() && stderr.contains("other settings") && stderr.contains("hint: give another --out"), "{stderr}");
+    assert_eq!(count(), 12);
 }

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use futures::StreamExt;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use ta_python::{EngineSource, PythonEnv};
 use ta_rollout::ToolHost;
 use ta_scenarios::Teacher;
@@ -66,7 +66,8 @@ pub struct Args {
     #[command(flatten)]
     engine: EngineArgs,
     /// Output directory: scenarios.jsonl (each original followed by its kept paraphrases),
-    /// rejected.jsonl (the others: why, and the solver's SQL) and summary.json.
+    /// rejected.jsonl (the others: why, and the solver's SQL), summary.json, and replies.jsonl
+    /// (each task's replies as they come: a rerun into the same directory asks only for the rest).
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
 }
@@ -78,8 +79,34 @@ struct Summary {
     asked: usize,
     returned: usize,
     kept: usize,
-    rejected: BTreeMap<&'static str, usize>,
+    rejected: BTreeMap<String, usize>,
     failed_calls: usize,
+}
+
+/// What decides a run's rewordings: a rerun into the same `--out` continues only with the same.
+#[derive(Debug, PartialEq, Serialize, Deserialize)]
+struct Settings {
+    scenarios: PathBuf,
+    teacher: String,
+    per_task: usize,
+    solve: bool,
+}
+
+/// One task's rewordings as the teacher returned them, with what the checks decided: a line of
+/// `replies.jsonl`, written as each task finishes, so that a rerun asks only for the rest.
+#[derive(Debug, Serialize, Deserialize)]
+struct Reply {
+    id: String,
+    rewordings: Vec<Rewording>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Rewording {
+    text: String,
+    /// Why it was not kept (`None`: kept).
+    rejected: Option<String>,
+    /// The solver's SQL for it, where one was written.
+    solver_sql: Option<String>,
 }
 
 pub async fn run(args: Args) -> Result<()> {
@@ -96,101 +123,113 @@ pub async fn run(args: Args) -> Result<()> {
         "{} has no scenario with a `sql` field\nhint: paraphrase checks a rewording against its task's SQL; `scenarios synth` writes it",
         args.scenarios.display()
     );
-    let mut engine = None;
-    let url = match (&args.teacher_base_url, args.teacher.strip_prefix("local/")) {
-        (None, Some(model)) => {
-            let options = args.engine.options(model, model, logs.join("engine.log"));
-            let served = EngineSource::Start { python: PythonEnv::ensure()?, options: Box::new(options) }.open().await.context("the embedded engine did not start")?;
-            engine = served.process;
-            Some(served.client.base_url())
-        }
-        (url, _) => url.clone(),
-    };
-    let teacher = Teacher::new(&args.teacher, url.as_deref(), &BTreeMap::new(), args.http.limits()?).context("--teacher")?;
-    let solver = if args.solve { Some(Solver::connect(&args.server, &logs).await?) } else { None };
-
+    let (replies_path, mut replies) = earlier_replies(&args)?;
     let mut summary = Summary { tasks: scenarios.len(), ..Default::default() };
-    let asked: Vec<(usize, String, String)> = scenarios.iter().enumerate().filter_map(|(i, s)| Some((i, s.task.clone(), sql_of(s)?))).collect();
+    let asked: Vec<(String, String, String)> = scenarios.iter().filter_map(|s| Some((s.id.clone(), s.task.clone(), sql_of(s)?))).collect();
     summary.asked = asked.len();
-    let (teacher, solver_ref) = (&teacher, solver.as_ref());
-    let progress = indicatif::ProgressBar::new(asked.len() as u64);
-    let mut replies = futures::stream::iter(asked)
-        .map(|(i, task, sql)| async move {
-            let texts = paraphrase::ask(teacher, &task, args.per_task, args.teacher_max_tokens, args.teacher_temperature, args.solve).await?;
-            // Each rewording and whether it is kept (its normalized text, for the duplicates).
-            let mut verdicts = Vec::new();
-            let mut seen: Vec<String> = Vec::new();
-            for text in texts {
-                let mut verdict = paraphrase::check(&task, &sql, &text, &seen, solver_ref.is_some());
-                let mut solved = None;
-                if let (Ok(_), Some(solver)) = (&verdict, solver_ref) {
-                    let (agrees, query) = solver.agrees(teacher, &sql, &text, args.teacher_max_tokens).await?;
-                    solved = query;
-                    if let Err(why) = agrees {
-                        verdict = Err(why);
-                    }
-                }
-                if let Ok(n) = &verdict {
-                    seen.push(n.clone());
-                }
-                verdicts.push((text, verdict, solved));
+    let todo: Vec<(String, String, String)> = asked.into_iter().filter(|(id, _, _)| !replies.contains_key(id)).collect();
+    if !replies.is_empty() {
+        eprintln!("continuing {}: {} tasks answered earlier, {} to ask", args.out.display(), replies.len(), todo.len());
+    }
+
+    let mut engine = None;
+    let mut solver = None;
+    if !todo.is_empty() {
+        let url = match (&args.teacher_base_url, args.teacher.strip_prefix("local/")) {
+            (None, Some(model)) => {
+                let options = args.engine.options(model, model, logs.join("engine.log"));
+                let served =
+                    EngineSource::Start { python: PythonEnv::ensure()?, options: Box::new(options) }.open().await.context("the embedded engine did not start")?;
+                engine = served.process;
+                Some(served.client.base_url())
             }
-            anyhow::Ok((i, verdicts))
-        })
-        .buffered(args.concurrency.max(1));
-    // Each original's kept paraphrases, by its place in the file; the others, with why, to read.
-    let mut kept: BTreeMap<usize, Vec<Scenario>> = BTreeMap::new();
+            (url, _) => url.clone(),
+        };
+        let teacher = Teacher::new(&args.teacher, url.as_deref(), &BTreeMap::new(), args.http.limits()?).context("--teacher")?;
+        solver = if args.solve { Some(Solver::connect(&args.server, &logs).await?) } else { None };
+        let (teacher, solver_ref) = (&teacher, solver.as_ref());
+        let progress = indicatif::ProgressBar::new(todo.len() as u64);
+        let mut asking = futures::stream::iter(todo)
+            .map(|(id, task, sql)| async move {
+                let texts = paraphrase::ask(teacher, &task, args.per_task, args.teacher_max_tokens, args.teacher_temperature, args.solve).await?;
+                let mut rewordings = Vec::new();
+                // The normalized texts of the rewordings kept so far, for the duplicates.
+                let mut seen: Vec<String> = Vec::new();
+                for text in texts {
+                    let mut verdict = paraphrase::check(&task, &sql, &text, &seen, solver_ref.is_some());
+                    let mut solver_sql = None;
+                    if let (Ok(_), Some(solver)) = (&verdict, solver_ref) {
+                        let (agrees, query) = solver.agrees(teacher, &sql, &text, args.teacher_max_tokens).await?;
+                        solver_sql = query;
+                        if let Err(why) = agrees {
+                            verdict = Err(why);
+                        }
+                    }
+                    if let Ok(n) = &verdict {
+                        seen.push(n.clone());
+                    }
+                    rewordings.push(Rewording { text, rejected: verdict.err().map(|why| why.reason().to_string()), solver_sql });
+                }
+                anyhow::Ok(Reply { id, rewordings })
+            })
+            .buffered(args.concurrency.max(1));
+        let mut file = std::fs::OpenOptions::new().create(true).append(true).open(&replies_path).with_context(|| format!("cannot write {}", replies_path.display()))?;
+        while let Some(reply) = asking.next().await {
+            progress.inc(1);
+            match reply {
+                Ok(reply) => {
+                    // One line a task, flushed at once: a crash or Ctrl-C loses no finished task.
+                    writeln!(file, "{}", serde_json::to_string(&reply)?)?;
+                    file.flush()?;
+                    replies.insert(reply.id.clone(), reply);
+                }
+                Err(e) if e.downcast_ref::<GenerateError>().is_some() => {
+                    tracing::warn!("a teacher call failed: {e}");
+                    summary.failed_calls += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        progress.finish_and_clear();
+    }
+    if let Some(solver) = solver {
+        solver.server.client.close().await;
+    }
+    drop(engine);
+
+    // Each original followed by its kept paraphrases (so the first N tasks a `collect --limit N`
+    // takes hold both), on its side of the split; the others, with why, to read.
+    let path = args.out.join("scenarios.jsonl");
+    let mut file = std::io::BufWriter::new(std::fs::File::create(&path).with_context(|| format!("cannot write {}", path.display()))?);
     let rejected_path = args.out.join("rejected.jsonl");
     let mut rejected = std::io::BufWriter::new(std::fs::File::create(&rejected_path).with_context(|| format!("cannot write {}", rejected_path.display()))?);
-    while let Some(reply) = replies.next().await {
-        progress.inc(1);
-        let (i, verdicts) = match reply {
-            Ok(r) => r,
-            Err(e) if e.downcast_ref::<GenerateError>().is_some() => {
-                tracing::warn!("a teacher call failed: {e}");
-                summary.failed_calls += 1;
-                continue;
-            }
-            Err(e) => return Err(e),
-        };
-        summary.returned += verdicts.len();
-        for (k, (text, verdict, solver_sql)) in verdicts.into_iter().enumerate() {
-            match verdict {
-                Ok(_) => {
-                    let mut p = scenarios[i].clone();
-                    p.id = format!("{}-p{k}", scenarios[i].id);
-                    p.task = text.trim().to_string();
-                    p.extra.insert("paraphrase_of".into(), scenarios[i].id.clone().into());
+    for s in &scenarios {
+        serde_json::to_writer(&mut file, s)?;
+        file.write_all(b"\n")?;
+        let Some(reply) = replies.get(&s.id) else { continue };
+        summary.returned += reply.rewordings.len();
+        for (k, r) in reply.rewordings.iter().enumerate() {
+            match &r.rejected {
+                None => {
+                    let mut p = s.clone();
+                    p.id = format!("{}-p{k}", s.id);
+                    p.task = r.text.trim().to_string();
+                    p.extra.insert("paraphrase_of".into(), s.id.clone().into());
                     p.extra.insert("phrasing".into(), "paraphrase".into());
-                    kept.entry(i).or_default().push(p);
+                    serde_json::to_writer(&mut file, &p)?;
+                    file.write_all(b"\n")?;
+                    summary.kept += 1;
                 }
-                Err(why) => {
-                    *summary.rejected.entry(why.reason()).or_default() += 1;
-                    let line = serde_json::json!({"paraphrase_of": scenarios[i].id, "text": text, "reason": why.reason(), "solver_sql": solver_sql});
+                Some(why) => {
+                    *summary.rejected.entry(why.clone()).or_default() += 1;
+                    let line = serde_json::json!({"paraphrase_of": s.id, "text": r.text, "reason": why, "solver_sql": r.solver_sql});
                     writeln!(rejected, "{line}")?;
                 }
             }
         }
     }
-    progress.finish_and_clear();
-    rejected.flush()?;
-    drop(replies);
-    if let Some(solver) = solver {
-        solver.server.client.close().await;
-    }
-    drop(engine);
-    summary.kept = kept.values().map(Vec::len).sum();
-
-    let path = args.out.join("scenarios.jsonl");
-    let mut file = std::io::BufWriter::new(std::fs::File::create(&path).with_context(|| format!("cannot write {}", path.display()))?);
-    // Each original followed by its paraphrases: the first N tasks a `collect --limit N` takes
-    // hold both.
-    let ordered = scenarios.iter().enumerate().flat_map(|(i, s)| std::iter::once(s).chain(kept.get(&i).into_iter().flatten()));
-    for s in ordered {
-        serde_json::to_writer(&mut file, s)?;
-        file.write_all(b"\n")?;
-    }
     file.flush()?;
+    rejected.flush()?;
     std::fs::write(args.out.join("summary.json"), serde_json::to_vec_pretty(&summary)?)?;
     println!("tasks             {} ({} with their SQL asked about)", summary.tasks, summary.asked);
     println!("paraphrases       {} returned, {} kept", summary.returned, summary.kept);
@@ -198,10 +237,36 @@ pub async fn run(args: Args) -> Result<()> {
         println!("  rejected {n:>5}  {reason}");
     }
     if summary.failed_calls > 0 {
-        println!("  failed calls {:>3}", summary.failed_calls);
+        println!("  failed calls {:>3} (run the same command again to ask for those tasks again)", summary.failed_calls);
     }
     println!("scenarios: {} ({} originals + {} paraphrases)", path.display(), scenarios.len(), summary.kept);
     Ok(())
+}
+
+/// The replies of an earlier run into the same `--out`, by task id, and where they are kept;
+/// an error when that run had other settings (its rewordings would not be this run's).
+fn earlier_replies(args: &Args) -> Result<(PathBuf, BTreeMap<String, Reply>)> {
+    let settings = Settings { scenarios: args.scenarios.clone(), teacher: args.teacher.clone(), per_task: args.per_task, solve: args.solve };
+    let settings_path = args.out.join("settings.json");
+    let replies_path = args.out.join("replies.jsonl");
+    let mut replies = BTreeMap::new();
+    if let Ok(text) = std::fs::read_to_string(&settings_path) {
+        let earlier: Settings = serde_json::from_str(&text).with_context(|| format!("{} is not a paraphrase run's settings", settings_path.display()))?;
+        anyhow::ensure!(
+            earlier == settings,
+            "{} holds a paraphrase run with other settings ({earlier:?}, now {settings:?})\nhint: give another --out, or delete it to start again",
+            args.out.display()
+        );
+        let text = std::fs::read_to_string(&replies_path).unwrap_or_default();
+        // A line cut off by a crash is asked again.
+        for reply in text.lines().filter_map(|l| serde_json::from_str::<Reply>(l).ok()) {
+            replies.insert(reply.id.clone(), reply);
+        }
+    } else {
+        std::fs::write(&settings_path, serde_json::to_vec_pretty(&settings)?)?;
+        std::fs::write(&replies_path, "")?;
+    }
+    Ok((replies_path, replies))
 }
 
 /// The server's query tool and tables, for `--solve`.
