@@ -208,6 +208,9 @@ async fn a_rerun_asks_only_for_the_tasks_not_answered() {
 
     let stdout = paraphrase(&url, &synth, &out, &["--per-task", "4", "--limit", "12"]).await;
     assert_eq!(count(), 12, "only the six new tasks were asked for\n{stdout}");
+    // The torn line was cut before appending: every line of the replies reads.
+    let replies = std::fs::read_to_string(out.join("replies.jsonl")).unwrap();
+    assert_eq!(replies.lines().filter(|l| serde_json::from_str::<Value>(l).is_ok()).count(), 12, "{replies}");
     let all = std::fs::read_to_string(out.join("scenarios.jsonl")).unwrap();
     assert!(all.starts_with(&first), "the first run's tasks and paraphrases come first, unchanged");
     let summary: Value = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();

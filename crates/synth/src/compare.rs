@@ -20,8 +20,9 @@ pub const CATEGORY_VALUES: u64 = 12;
 
 /// What a solver is shown of the tables `query` reads (their names as words of it, case aside),
 /// and no more: each `CREATE TABLE` statement, then a comment line for each text column with at
-/// most [`CATEGORY_VALUES`] values that repeat (a category), naming them (what a `describe_table` shows an agent), so a
-/// rewording that says "former employees" can be solved as `status = 'terminated'`.
+/// most [`CATEGORY_VALUES`] values that repeat (a category), naming them (what a
+/// `describe_table` shows an agent), so a rewording that says "former employees" can be solved
+/// as `status = 'terminated'`.
 pub fn shown_tables(statements: &[(String, String)], schema: &Schema, query: &str) -> Vec<String> {
     let words: Vec<String> = query.split(|c: char| !(c.is_alphanumeric() || c == '_')).map(str::to_lowercase).collect();
     statements
@@ -29,8 +30,8 @@ pub fn shown_tables(statements: &[(String, String)], schema: &Schema, query: &st
         .filter(|(name, _)| words.contains(&name.to_lowercase()))
         .map(|(name, statement)| {
             let mut shown = statement.clone();
-            let columns = schema.tables.iter().find(|t| &t.name == name).map(|t| t.columns.as_slice()).unwrap_or_default();
-            let rows = schema.tables.iter().find(|t| &t.name == name).map_or(0, |t| t.rows);
+            let table = schema.tables.iter().find(|t| &t.name == name);
+            let (columns, rows) = table.map_or((&[][..], 0), |t| (t.columns.as_slice(), t.rows));
             // A category's values repeat; a column of distinct values names its rows.
             let category =
                 |c: &&Column| c.kind == Kind::Text && c.distinct > 0 && c.distinct <= CATEGORY_VALUES && c.distinct < rows && c.values.len() as u64 == c.distinct;

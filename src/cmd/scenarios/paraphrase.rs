@@ -151,7 +151,7 @@ pub async fn run(args: Args) -> Result<()> {
         let progress = indicatif::ProgressBar::new(todo.len() as u64);
         let mut asking = futures::stream::iter(todo)
             .map(|(id, task, sql)| async move {
-                let texts = paraphrase::ask(teacher, &task, args.per_task, args.teacher_max_tokens, args.teacher_temperature, args.solve).await?;
+                let texts = paraphrase::ask(teacher, &task, args.per_task, args.teacher_max_tokens, args.teacher_temperature, solver_ref.is_some()).await?;
                 let mut rewordings = Vec::new();
                 // The normalized texts of the rewordings kept so far, for the duplicates.
                 let mut seen: Vec<String> = Vec::new();
@@ -173,7 +173,7 @@ pub async fn run(args: Args) -> Result<()> {
                 anyhow::Ok(Reply { id, rewordings })
             })
             .buffered(args.concurrency.max(1));
-        let mut file = std::fs::OpenOptions::new().create(true).append(true).open(&replies_path).with_context(|| format!("cannot write {}", replies_path.display()))?;
+        let mut file = ta_types::jsonl::open_append(&replies_path).with_context(|| format!("cannot write {}", replies_path.display()))?;
         while let Some(reply) = asking.next().await {
             progress.inc(1);
             match reply {
@@ -199,13 +199,10 @@ pub async fn run(args: Args) -> Result<()> {
 
     // Each original followed by its kept paraphrases (so the first N tasks a `collect --limit N`
     // takes hold both), on its side of the split; the others, with why, to read.
-    let path = args.out.join("scenarios.jsonl");
-    let mut file = std::io::BufWriter::new(std::fs::File::create(&path).with_context(|| format!("cannot write {}", path.display()))?);
-    let rejected_path = args.out.join("rejected.jsonl");
-    let mut rejected = std::io::BufWriter::new(std::fs::File::create(&rejected_path).with_context(|| format!("cannot write {}", rejected_path.display()))?);
+    let mut out: Vec<Scenario> = Vec::new();
+    let mut rejected: Vec<serde_json::Value> = Vec::new();
     for s in &scenarios {
-        serde_json::to_writer(&mut file, s)?;
-        file.write_all(b"\n")?;
+        out.push(s.clone());
         let Some(reply) = replies.get(&s.id) else { continue };
         summary.returned += reply.rewordings.len();
         for (k, r) in reply.rewordings.iter().enumerate() {
@@ -216,20 +213,19 @@ pub async fn run(args: Args) -> Result<()> {
                     p.task = r.text.trim().to_string();
                     p.extra.insert("paraphrase_of".into(), s.id.clone().into());
                     p.extra.insert("phrasing".into(), "paraphrase".into());
-                    serde_json::to_writer(&mut file, &p)?;
-                    file.write_all(b"\n")?;
+                    out.push(p);
                     summary.kept += 1;
                 }
                 Some(why) => {
                     *summary.rejected.entry(why.clone()).or_default() += 1;
-                    let line = serde_json::json!({"paraphrase_of": s.id, "text": r.text, "reason": why, "solver_sql": r.solver_sql});
-                    writeln!(rejected, "{line}")?;
+                    rejected.push(serde_json::json!({"paraphrase_of": s.id, "text": r.text, "reason": why, "solver_sql": r.solver_sql}));
                 }
             }
         }
     }
-    file.flush()?;
-    rejected.flush()?;
+    let path = args.out.join("scenarios.jsonl");
+    super::write_jsonl(&path, &out)?;
+    super::write_jsonl(&args.out.join("rejected.jsonl"), &rejected)?;
     std::fs::write(args.out.join("summary.json"), serde_json::to_vec_pretty(&summary)?)?;
     println!("tasks             {} ({} with their SQL asked about)", summary.tasks, summary.asked);
     println!("paraphrases       {} returned, {} kept", summary.returned, summary.kept);
@@ -264,7 +260,6 @@ fn earlier_replies(args: &Args) -> Result<(PathBuf, BTreeMap<String, Reply>)> {
         }
     } else {
         std::fs::write(&settings_path, serde_json::to_vec_pretty(&settings)?)?;
-        std::fs::write(&replies_path, "")?;
     }
     Ok((replies_path, replies))
 }
