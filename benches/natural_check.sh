@@ -42,7 +42,8 @@
 #                  (TA_PARAPHRASE_PER_TASK each, 2; kept when they pass `--solve`: the teacher's
 #                  SQL for the wording gives the task's rows), each original followed by its kept
 #                  rewordings, so the TA_TRACES traces hold fewer distinct questions in more
-#                  wordings; unset: none
+#                  wordings; the tasks past them follow unreworded (the frontier's unseen
+#                  tasks); unset: none
 #   TA_TRACES      reference traces of the train split for SFT (1000; 300 until 2026-11-27, see
 #                  benches/RESULTS.md "A thousand reference traces")
 #   TA_SFT_EPOCHS  SFT epochs (3; lr 2e-4)

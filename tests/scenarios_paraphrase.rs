@@ -78,7 +78,13 @@ async fn paraphrases_keep_the_answer_and_only_rewordings_that_keep_the_question(
     let all = load_scenarios(&out.join("scenarios.jsonl")).unwrap();
     let originals: HashMap<&str, &ta_types::Scenario> = all.iter().filter(|s| !s.extra.contains_key("paraphrase_of")).map(|s| (s.id.as_str(), s)).collect();
     let paraphrases: Vec<&ta_types::Scenario> = all.iter().filter(|s| s.extra.contains_key("paraphrase_of")).collect();
-    assert_eq!(originals.len(), 12);
+    // Every task stays, in its order; only the first 12 were reworded.
+    let tasks = load_scenarios(&synth.join("scenarios.jsonl")).unwrap();
+    let kept_in_order: Vec<&str> = all.iter().filter(|s| !s.extra.contains_key("paraphrase_of")).map(|s| s.id.as_str()).collect();
+    assert_eq!(kept_in_order, tasks.iter().map(|s| s.id.as_str()).collect::<Vec<_>>());
+    let reworded: std::collections::HashSet<&str> = tasks.iter().take(12).map(|s| s.id.as_str()).collect();
+    assert!(paraphrases.iter().all(|p| reworded.contains(p.extra["paraphrase_of"].as_str().unwrap())), "only the first 12 are reworded");
+    assert_eq!(all.len(), tasks.len() + paraphrases.len());
     // One good rewording per task; "Tell me about that one thing." keeps neither values nor an
     // operation, so it is kept only for a task that names neither.
     let plain = paraphrases.iter().filter(|p| p.task.starts_with("Could you tell me this: ")).count();
@@ -211,8 +217,13 @@ async fn a_rerun_asks_only_for_the_tasks_not_answered() {
     // The torn line was cut before appending: every line of the replies reads.
     let replies = std::fs::read_to_string(out.join("replies.jsonl")).unwrap();
     assert_eq!(replies.lines().filter(|l| serde_json::from_str::<Value>(l).is_ok()).count(), 12, "{replies}");
+    // The first run's six tasks and their paraphrases come first, unchanged (then its
+    // unreworded rest, which the rerun rewords).
+    let seventh = load_scenarios(&synth.join("scenarios.jsonl")).unwrap()[6].id.clone();
+    let first_six: String = first.lines().take_while(|l| !l.contains(&format!("\"id\":\"{seventh}\""))).map(|l| format!("{l}\n")).collect();
+    assert!(first_six.lines().count() > 6, "{first}");
     let all = std::fs::read_to_string(out.join("scenarios.jsonl")).unwrap();
-    assert!(all.starts_with(&first), "the first run's tasks and paraphrases come first, unchanged");
+    assert!(all.starts_with(&first_six), "the first run's tasks and paraphrases come first, unchanged");
     let summary: Value = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     assert_eq!((summary["asked"].as_u64(), summary["returned"].as_u64()), (Some(12), Some(48)), "{summary}");
 

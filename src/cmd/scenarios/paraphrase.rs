@@ -41,7 +41,9 @@ pub struct Args {
     /// Paraphrases asked for per task.
     #[arg(long, default_value_t = 2)]
     per_task: usize,
-    /// Only the first N scenarios (natural phrasings first, as synth writes them).
+    /// Reword only the first N scenarios (natural phrasings first, as synth writes them); the
+    /// rest follow them unchanged, so the output still holds every task (for a frontier or GRPO
+    /// past the first N that SFT traced).
     #[arg(long)]
     limit: Option<usize>,
     /// Tokens the teacher may write per reply.
@@ -113,19 +115,17 @@ pub async fn run(args: Args) -> Result<()> {
     let _lock = ta_eval::rundir::RunLock::acquire(&args.out)?;
     let logs = args.out.join("logs");
     std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
-    let mut scenarios = ta_types::scenario::load_scenarios(&args.scenarios)?;
-    if let Some(n) = args.limit {
-        scenarios.truncate(n);
-    }
+    let scenarios = ta_types::scenario::load_scenarios(&args.scenarios)?;
+    let reworded = &scenarios[..args.limit.unwrap_or(usize::MAX).min(scenarios.len())];
     let sql_of = |s: &Scenario| s.extra.get("sql").and_then(|v| v.as_str()).map(String::from);
     anyhow::ensure!(
-        scenarios.iter().any(|s| sql_of(s).is_some()),
+        reworded.iter().any(|s| sql_of(s).is_some()),
         "{} has no scenario with a `sql` field\nhint: paraphrase checks a rewording against its task's SQL; `scenarios synth` writes it",
         args.scenarios.display()
     );
     let (replies_path, mut replies) = earlier_replies(&args)?;
-    let mut summary = Summary { tasks: scenarios.len(), ..Default::default() };
-    let asked: Vec<(String, String, String)> = scenarios.iter().filter_map(|s| Some((s.id.clone(), s.task.clone(), sql_of(s)?))).collect();
+    let mut summary = Summary { tasks: reworded.len(), ..Default::default() };
+    let asked: Vec<(String, String, String)> = reworded.iter().filter_map(|s| Some((s.id.clone(), s.task.clone(), sql_of(s)?))).collect();
     summary.asked = asked.len();
     let todo: Vec<(String, String, String)> = asked.into_iter().filter(|(id, _, _)| !replies.contains_key(id)).collect();
     if !replies.is_empty() {
@@ -235,7 +235,7 @@ pub async fn run(args: Args) -> Result<()> {
     if summary.failed_calls > 0 {
         println!("  failed calls {:>3} (run the same command again to ask for those tasks again)", summary.failed_calls);
     }
-    println!("scenarios: {} ({} originals + {} paraphrases)", path.display(), scenarios.len(), summary.kept);
+    println!("scenarios: {} ({} originals, the first {} reworded, + {} paraphrases)", path.display(), scenarios.len(), reworded.len(), summary.kept);
     Ok(())
 }
 
