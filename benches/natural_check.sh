@@ -42,8 +42,9 @@
 #                  (TA_PARAPHRASE_PER_TASK each, 2; kept when they pass `--solve`: the teacher's
 #                  SQL for the wording gives the task's rows), each original followed by its kept
 #                  rewordings, so the TA_TRACES traces hold fewer distinct questions in more
-#                  wordings; the tasks past them follow unreworded (the frontier's unseen
-#                  tasks); unset: none
+#                  wordings; with TA_STEPS and TA_FRONTIER the next TA_FRONTIER_TASKS (the
+#                  frontier's pool of unseen tasks) are reworded too; the rest follow
+#                  unreworded; unset: none
 #   TA_TRACES      reference traces of the train split for SFT (1000; 300 until 2026-11-27, see
 #                  benches/RESULTS.md "A thousand reference traces")
 #   TA_SFT_EPOCHS  SFT epochs (3; lr 2e-4)
@@ -169,9 +170,13 @@ run_db() {
         stamp "paraphrase done earlier"
       else
         stamp "paraphrase by $TA_PARAPHRASE_TEACHER"
+        # With GRPO on the frontier, the frontier's pool (the next TA_FRONTIER_TASKS) is
+        # reworded too, so GRPO meets the teacher's wordings SFT never saw.
+        local reword=$TRACES
+        if (( STEPS > 0 && FRONTIER > 0 )); then reword=$(( TRACES + FRONTIER_TASKS )); fi
         "$TA_BIN" scenarios paraphrase --scenarios "$scenarios" --teacher "$TA_PARAPHRASE_TEACHER" \
           --per-task "${TA_PARAPHRASE_PER_TASK:-2}" --concurrency 128 --gpu-memory-utilization "$GPU_UTIL" \
-          --limit "$TRACES" --solve --server "$server" --out "$d/paraphrase"
+          --limit "$reword" --solve --server "$server" --out "$d/paraphrase"
       fi
       scenarios=$d/paraphrase/scenarios.jsonl
     fi
