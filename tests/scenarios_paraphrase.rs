@@ -119,9 +119,10 @@ async fn paraphrases_keep_the_answer_and_only_rewordings_that_keep_the_question(
 /// synthesized tasks' SQL by question, and the order in which they come.
 type Solutions = std::sync::Arc<Vec<(String, String)>>;
 
-/// One rewording per task; as the solver, the task's own SQL for every third task, a query with
-/// other rows for the next, a write for the third. Each solver request shows `CREATE` statements
-/// of the tables the task's SQL reads, and never the original question.
+/// One rewording per task; as the solver, the task's own SQL for every third task, and for the
+/// others in turn a query with none of its rows, a write, six columns and a missing table. Each
+/// solver request shows `CREATE` statements of the tables the task's SQL reads, and never the
+/// original question.
 async fn solver_chat(axum::extract::State(solutions): axum::extract::State<Solutions>, Json(body): Json<Value>) -> Json<Value> {
     let user = body["messages"].as_array().unwrap().iter().rev().find(|m| m["role"] == "user").unwrap()["content"].as_str().unwrap().to_string();
     let reply = if body["response_format"]["json_schema"]["name"] == "paraphrases" {
@@ -145,10 +146,12 @@ async fn solver_chat(axum::extract::State(solutions): axum::extract::State<Solut
         if tables.contains("CREATE TABLE employees ") {
             assert!(tables.contains("\n-- status: 'active', 'on_leave', 'terminated'"), "{tables}");
         }
-        let answer = match i % 3 {
-            0 => format!("{sql};"),
-            1 => "SELECT 'nobody' AS who".to_string(),
-            _ => "DELETE FROM employees".to_string(),
+        let answer = match i % 6 {
+            0 | 3 => format!("{sql};"),
+            1 => format!("SELECT * FROM ({sql}) LIMIT 0"),
+            2 => "DELETE FROM employees".to_string(),
+            4 => "SELECT 1, 2, 3, 4, 5, 6".to_string(),
+            _ => "SELECT name FROM no_such_table".to_string(),
         };
         json!({"sql": answer})
     };
@@ -172,17 +175,26 @@ async fn a_solver_keeps_only_rewordings_whose_sql_gives_the_task_rows() {
     let solved: Vec<String> = tasks.iter().take(12).step_by(3).map(|s| s.id.clone()).collect();
     assert_eq!(kept, solved, "kept exactly the rewordings whose solver SQL gives the task's rows\n{stdout}");
     let summary: Value = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
-    assert_eq!(summary["rejected"]["the solver's query for it gives other rows (or fails)"], 4, "{summary}");
-    assert_eq!(summary["rejected"]["the solver wrote no single SELECT for it"], 4, "{summary}");
+    for reason in [
+        "the solver's query for it gives other rows",
+        "the solver's query for it gives another number of columns",
+        "the solver's query for it fails on the server",
+        "the solver wrote no single SELECT for it",
+    ] {
+        assert_eq!(summary["rejected"][reason], 2, "{reason}: {summary}");
+    }
     // The rejected ones can be read, with the solver's SQL where it wrote one.
     let rejected: Vec<Value> = std::fs::read_to_string(out.join("rejected.jsonl")).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(rejected.len(), 8);
     for r in &rejected {
-        let solver_sql = match r["reason"].as_str().unwrap() {
-            "the solver's query for it gives other rows (or fails)" => json!("SELECT 'nobody' AS who"),
-            _ => Value::Null,
+        let solver_sql = r["solver_sql"].as_str().unwrap_or_default();
+        let wrote = match r["reason"].as_str().unwrap() {
+            "the solver's query for it gives other rows" => solver_sql.ends_with(") LIMIT 0"),
+            "the solver's query for it gives another number of columns" => solver_sql == "SELECT 1, 2, 3, 4, 5, 6",
+            "the solver's query for it fails on the server" => solver_sql == "SELECT name FROM no_such_table",
+            _ => r["solver_sql"].is_null(),
         };
-        assert_eq!(r["solver_sql"], solver_sql, "{r}");
+        assert!(wrote, "{r}");
         assert!(r["text"].as_str().unwrap().starts_with("Could you tell me this: "), "{r}");
     }
 }

@@ -57,6 +57,8 @@ pub enum Rejected {
     Unfinished,
     NoQuery,
     OtherRows,
+    OtherColumns,
+    QueryFails,
 }
 
 impl Rejected {
@@ -73,7 +75,9 @@ impl Rejected {
             Rejected::SwappedValues => "the values in another order under EXCEPT",
             Rejected::Unfinished => "cut off mid-sentence",
             Rejected::NoQuery => "the solver wrote no single SELECT for it",
-            Rejected::OtherRows => "the solver's query for it gives other rows (or fails)",
+            Rejected::OtherRows => "the solver's query for it gives other rows",
+            Rejected::OtherColumns => "the solver's query for it gives another number of columns",
+            Rejected::QueryFails => "the solver's query for it fails on the server",
         }
     }
 }

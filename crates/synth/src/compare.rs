@@ -44,12 +44,33 @@ pub fn shown_tables(statements: &[(String, String)], schema: &Schema, query: &st
         .collect()
 }
 
-/// Whether two SELECTs give the same rows, as sets (order and repeats aside): each side's rows
-/// the other lacks are counted with `EXCEPT` in one query. A different number of columns is a
-/// query error (SQLite refuses the `EXCEPT`), as is anything but one statement.
-pub async fn same_rows<T: ToolHost>(sql: &Sql<'_, T>, a: &str, b: &str) -> Result<bool, SynthError> {
+/// How another query's rows compare with a task's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rows {
+    /// The same rows, as sets.
+    Same,
+    /// Rows either side lacks.
+    Other,
+    /// Another number of columns (SQLite refuses the `EXCEPT`).
+    OtherColumns,
+    /// The other query does not run on its own (or is not one statement).
+    Fails,
+}
+
+/// Whether `b` gives `a`'s rows, as sets (order and repeats aside): each side's rows the other
+/// lacks are counted with `EXCEPT` in one query. Only when that query fails is `b` run alone, to
+/// tell a query that fails from one of another shape. `a` is a checked task's SQL: it runs.
+pub async fn same_rows<T: ToolHost>(sql: &Sql<'_, T>, a: &str, b: &str) -> Result<Rows, SynthError> {
     let (a, b) = (a.trim().trim_end_matches(';'), b.trim().trim_end_matches(';'));
     let missing = |x: &str, y: &str| format!("(SELECT count(*) FROM (SELECT * FROM ({x}) EXCEPT SELECT * FROM ({y})))");
-    let v = sql.json(&format!("json_array({}, {})", missing(a, b), missing(b, a))).await?;
-    Ok(v == Value::from(vec![0, 0]))
+    match sql.json(&format!("json_array({}, {})", missing(a, b), missing(b, a))).await {
+        Ok(v) if v == Value::from(vec![0, 0]) => Ok(Rows::Same),
+        Ok(_) => Ok(Rows::Other),
+        Err(SynthError::Query { .. }) => match sql.json(&format!("(SELECT count(*) FROM ({b}))")).await {
+            Ok(_) => Ok(Rows::OtherColumns),
+            Err(SynthError::Query { .. }) => Ok(Rows::Fails),
+            Err(e) => Err(e),
+        },
+        Err(e) => Err(e),
+    }
 }

@@ -17,7 +17,6 @@ use ta_rollout::ToolHost;
 use ta_scenarios::Teacher;
 use ta_scenarios::generate::GenerateError;
 use ta_scenarios::paraphrase::{self, Rejected};
-use ta_synth::SynthError;
 use ta_synth::compare;
 use ta_synth::exec::Sql;
 use ta_synth::schema::Schema;
@@ -289,10 +288,11 @@ impl Solver {
     async fn agrees(&self, teacher: &Teacher, sql: &str, text: &str, max_tokens: u32) -> Result<(Result<(), Rejected>, Option<String>)> {
         let tables = compare::shown_tables(&self.statements, &self.schema, sql);
         let Some(query) = paraphrase::solve(teacher, &tables, text, max_tokens).await? else { return Ok((Err(Rejected::NoQuery), None)) };
-        let agrees = match compare::same_rows(&Sql { host: &self.tools, tool: &self.query }, sql, &query).await {
-            Ok(true) => Ok(()),
-            Ok(false) | Err(SynthError::Query { .. }) => Err(Rejected::OtherRows),
-            Err(e) => return Err(e.into()),
+        let agrees = match compare::same_rows(&Sql { host: &self.tools, tool: &self.query }, sql, &query).await? {
+            compare::Rows::Same => Ok(()),
+            compare::Rows::Other => Err(Rejected::OtherRows),
+            compare::Rows::OtherColumns => Err(Rejected::OtherColumns),
+            compare::Rows::Fails => Err(Rejected::QueryFails),
         };
         Ok((agrees, Some(query)))
     }
