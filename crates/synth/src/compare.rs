@@ -58,14 +58,22 @@ pub enum Rows {
 }
 
 /// Whether `b` gives `a`'s rows, as sets (order and repeats aside): each side's rows the other
-/// lacks are counted with `EXCEPT` in one query. Only when that query fails is `b` run alone, to
-/// tell a query that fails from one of another shape. `a` is a checked task's SQL: it runs.
-pub async fn same_rows<T: ToolHost>(sql: &Sql<'_, T>, a: &str, b: &str) -> Result<Rows, SynthError> {
+/// lacks are counted with `EXCEPT` in one query. With a `tolerance` (the task's answer is
+/// `{"number", "tolerance"}`), a single numeric cell within it of `a`'s also counts as the same,
+/// since the task's matcher accepts it: a rewording that leaves out "(one decimal)" is still
+/// right when the unrounded value is close enough. Only when the comparison fails is `b` run
+/// alone, to tell a query that fails from one of another shape. `a` is a checked task's SQL: it
+/// runs.
+pub async fn same_rows<T: ToolHost>(sql: &Sql<'_, T>, a: &str, b: &str, tolerance: Option<f64>) -> Result<Rows, SynthError> {
     let (a, b) = (a.trim().trim_end_matches(';'), b.trim().trim_end_matches(';'));
     let missing = |x: &str, y: &str| format!("(SELECT count(*) FROM (SELECT * FROM ({x}) EXCEPT SELECT * FROM ({y})))");
     match sql.json(&format!("json_array({}, {})", missing(a, b), missing(b, a))).await {
         Ok(v) if v == Value::from(vec![0, 0]) => Ok(Rows::Same),
-        Ok(_) => Ok(Rows::Other),
+        Ok(_) => match tolerance.filter(|t| t.is_finite() && *t >= 0.0) {
+            // Several columns make the scalar subqueries a query error: not one cell, not the same.
+            Some(t) => Ok(if matches!(sql.json(&within(a, b, t)).await, Ok(v) if v == 1) { Rows::Same } else { Rows::Other }),
+            None => Ok(Rows::Other),
+        },
         Err(SynthError::Query { .. }) => match sql.json(&format!("(SELECT count(*) FROM ({b}))")).await {
             Ok(_) => Ok(Rows::OtherColumns),
             Err(SynthError::Query { .. }) => Ok(Rows::Fails),
@@ -73,4 +81,11 @@ pub async fn same_rows<T: ToolHost>(sql: &Sql<'_, T>, a: &str, b: &str) -> Resul
         },
         Err(e) => Err(e),
     }
+}
+
+/// An expression that is 1 when `a` and `b` each give one row of one numeric cell, at most `t`
+/// apart.
+fn within(a: &str, b: &str, t: f64) -> String {
+    let one = |x: &str| format!("(SELECT count(*) FROM ({x})) = 1 AND typeof((SELECT * FROM ({x}))) IN ('integer', 'real')");
+    format!("({} AND {} AND abs((SELECT * FROM ({a})) - (SELECT * FROM ({b}))) <= {t:?})", one(a), one(b))
 }

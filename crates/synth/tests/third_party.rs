@@ -647,19 +647,30 @@ async fn another_query_answers_like_the_task_only_with_the_same_rows() {
         "SELECT e.first_name FROM project_assignments pa JOIN employees e USING (employee_id) WHERE e.department = 'Engineering'",
     ];
     for other in same {
-        assert_eq!(same_rows(&sql, gold, other).await.unwrap(), Rows::Same, "{other}");
+        assert_eq!(same_rows(&sql, gold, other, None).await.unwrap(), Rows::Same, "{other}");
     }
     let different = [
         "SELECT first_name FROM employees WHERE department IN ('Engineering', 'Sales')",
         "SELECT first_name FROM employees WHERE department = 'Engineering' AND employee_id > 1",
     ];
     for other in different {
-        assert_eq!(same_rows(&sql, gold, other).await.unwrap(), Rows::Other, "{other}");
+        assert_eq!(same_rows(&sql, gold, other, None).await.unwrap(), Rows::Other, "{other}");
     }
-    let two_columns = same_rows(&sql, gold, "SELECT first_name, last_name FROM employees WHERE department = 'Engineering'").await;
+    let two_columns = same_rows(&sql, gold, "SELECT first_name, last_name FROM employees WHERE department = 'Engineering'", None).await;
     assert_eq!(two_columns.unwrap(), Rows::OtherColumns);
     for fails in ["SELECT first_name FROM employees; SELECT 1", "SELECT first_name FROM staff", "SELEC first_name FROM employees"] {
-        assert_eq!(same_rows(&sql, gold, fails).await.unwrap(), Rows::Fails, "{fails}");
+        assert_eq!(same_rows(&sql, gold, fails, None).await.unwrap(), Rows::Fails, "{fails}");
+    }
+
+    // A share to one decimal (28.6) and the unrounded one (28.571…): the same within the task's
+    // tolerance of 0.05, not within 0.01 nor without one; a text or two rows never.
+    let share = "SELECT round(100.0 * sum(department = 'Research') / count(salary), 1) FROM employees";
+    let unrounded = "SELECT 100.0 * sum(department = 'Research') / count(salary) FROM employees";
+    assert_eq!(same_rows(&sql, share, unrounded, Some(0.05)).await.unwrap(), Rows::Same);
+    assert_eq!(same_rows(&sql, share, unrounded, Some(0.01)).await.unwrap(), Rows::Other);
+    assert_eq!(same_rows(&sql, share, unrounded, None).await.unwrap(), Rows::Other);
+    for other in ["SELECT '28.6 percent'", "SELECT 28.6 UNION ALL SELECT 28.65", "SELECT 28.6, 1"] {
+        assert_ne!(same_rows(&sql, share, other, Some(0.05)).await.unwrap(), Rows::Same, "{other}");
     }
 
     let statements = create_statements(&sql).await.unwrap();

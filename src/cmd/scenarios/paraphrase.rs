@@ -124,9 +124,9 @@ pub async fn run(args: Args) -> Result<()> {
     );
     let (replies_path, mut replies) = earlier_replies(&args)?;
     let mut summary = Summary { tasks: reworded.len(), ..Default::default() };
-    let asked: Vec<(String, String, String)> = reworded.iter().filter_map(|s| Some((s.id.clone(), s.task.clone(), sql_of(s)?))).collect();
+    let asked: Vec<Asked> = reworded.iter().filter_map(|s| Some(Asked { id: s.id.clone(), task: s.task.clone(), sql: sql_of(s)?, tolerance: tolerance(s) })).collect();
     summary.asked = asked.len();
-    let todo: Vec<(String, String, String)> = asked.into_iter().filter(|(id, _, _)| !replies.contains_key(id)).collect();
+    let todo: Vec<Asked> = asked.into_iter().filter(|a| !replies.contains_key(&a.id)).collect();
     if !replies.is_empty() {
         eprintln!("continuing {}: {} tasks answered earlier, {} to ask", args.out.display(), replies.len(), todo.len());
     }
@@ -149,7 +149,7 @@ pub async fn run(args: Args) -> Result<()> {
         let (teacher, solver_ref) = (&teacher, solver.as_ref());
         let progress = indicatif::ProgressBar::new(todo.len() as u64);
         let mut asking = futures::stream::iter(todo)
-            .map(|(id, task, sql)| async move {
+            .map(|Asked { id, task, sql, tolerance }| async move {
                 let texts = paraphrase::ask(teacher, &task, args.per_task, args.teacher_max_tokens, args.teacher_temperature, solver_ref.is_some()).await?;
                 let mut rewordings = Vec::new();
                 // The normalized texts of the rewordings kept so far, for the duplicates.
@@ -158,7 +158,7 @@ pub async fn run(args: Args) -> Result<()> {
                     let mut verdict = paraphrase::check(&task, &sql, &text, &seen, solver_ref.is_some());
                     let mut solver_sql = None;
                     if let (Ok(_), Some(solver)) = (&verdict, solver_ref) {
-                        let (agrees, query) = solver.agrees(teacher, &sql, &text, args.teacher_max_tokens).await?;
+                        let (agrees, query) = solver.agrees(teacher, &sql, tolerance, &text, args.teacher_max_tokens).await?;
                         solver_sql = query;
                         if let Err(why) = agrees {
                             verdict = Err(why);
@@ -263,6 +263,23 @@ fn earlier_replies(args: &Args) -> Result<(PathBuf, BTreeMap<String, Reply>)> {
     Ok((replies_path, replies))
 }
 
+/// A task the teacher is asked to reword.
+struct Asked {
+    id: String,
+    task: String,
+    sql: String,
+    /// The task's answer is a number within this (`{"number", "tolerance"}`).
+    tolerance: Option<f64>,
+}
+
+/// The tolerance of a task whose answer is `{"number": x, "tolerance": t}`.
+fn tolerance(s: &Scenario) -> Option<f64> {
+    match &s.expected {
+        Some(ta_types::Expected::Rule(ta_types::scenario::ExpectedRule::Number { tolerance, .. })) => Some(*tolerance),
+        _ => None,
+    }
+}
+
 /// The server's query tool and tables, for `--solve`.
 struct Solver {
     server: crate::server::Server,
@@ -283,17 +300,33 @@ impl Solver {
         Ok(Solver { server, tools, query, statements, schema })
     }
 
-    /// Whether the teacher's SQL for `text` gives the rows of the task's `sql` (`Err(why)` when
-    /// not), and that SQL; `Err` when the teacher or the server fails.
-    async fn agrees(&self, teacher: &Teacher, sql: &str, text: &str, max_tokens: u32) -> Result<(Result<(), Rejected>, Option<String>)> {
+    /// Whether the teacher's SQL for `text` gives the rows of the task's `sql` (a number within
+    /// the task's `tolerance`; `Err(why)` when not), and that SQL; `Err` when the teacher or the
+    /// server fails.
+    async fn agrees(&self, teacher: &Teacher, sql: &str, tolerance: Option<f64>, text: &str, max_tokens: u32) -> Result<(Result<(), Rejected>, Option<String>)> {
         let tables = compare::shown_tables(&self.statements, &self.schema, sql);
         let Some(query) = paraphrase::solve(teacher, &tables, text, max_tokens).await? else { return Ok((Err(Rejected::NoQuery), None)) };
-        let agrees = match compare::same_rows(&Sql { host: &self.tools, tool: &self.query }, sql, &query).await? {
+        let agrees = match compare::same_rows(&Sql { host: &self.tools, tool: &self.query }, sql, &query, tolerance).await? {
             compare::Rows::Same => Ok(()),
             compare::Rows::Other => Err(Rejected::OtherRows),
             compare::Rows::OtherColumns => Err(Rejected::OtherColumns),
             compare::Rows::Fails => Err(Rejected::QueryFails),
         };
         Ok((agrees, Some(query)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Only a `{"number", "tolerance"}` answer lends the solver its tolerance.
+    #[test]
+    fn the_tolerance_is_the_answers_own() {
+        let task = |expected: &str| -> Scenario { serde_json::from_str(&format!(r#"{{"id": "t", "task": "q", "expected": {expected}}}"#)).unwrap() };
+        assert_eq!(tolerance(&task(r#"{"number": 1.9, "tolerance": 0.01}"#)), Some(0.01));
+        assert_eq!(tolerance(&task("1.9")), None);
+        assert_eq!(tolerance(&task(r#"{"set": ["a", "b"]}"#)), None);
+        assert_eq!(tolerance(&task(r#""Sales""#)), None);
     }
 }
