@@ -116,13 +116,15 @@ async fn paraphrases_keep_the_answer_and_only_rewordings_that_keep_the_question(
 }
 
 /// The scripted solver of [`a_solver_keeps_only_rewordings_whose_sql_gives_the_task_rows`]: the
-/// synthesized tasks' SQL by question, and the order in which they come.
-type Solutions = std::sync::Arc<Vec<(String, String)>>;
+/// synthesized tasks' SQL by question, in the order in which they come, with the number of a
+/// `{"number", "tolerance"}` answer.
+type Solutions = std::sync::Arc<Vec<(String, String, Option<f64>)>>;
 
-/// One rewording per task; as the solver, the task's own SQL for every third task, and for the
-/// others in turn a query with none of its rows, a write, six columns and a missing table. Each
-/// solver request shows `CREATE` statements of the tables the task's SQL reads, and never the
-/// original question.
+/// One rewording per task; as the solver, the task's own SQL for every third task (for a
+/// number with a tolerance, that number off by less than the tolerance, as an unrounded share
+/// is), and for the others in turn a query with none of its rows, a write, six columns and a
+/// missing table. Each solver request shows `CREATE` statements of the tables the task's SQL
+/// reads, and never the original question.
 async fn solver_chat(axum::extract::State(solutions): axum::extract::State<Solutions>, Json(body): Json<Value>) -> Json<Value> {
     let user = body["messages"].as_array().unwrap().iter().rev().find(|m| m["role"] == "user").unwrap()["content"].as_str().unwrap().to_string();
     let reply = if body["response_format"]["json_schema"]["name"] == "paraphrases" {
@@ -135,8 +137,8 @@ async fn solver_chat(axum::extract::State(solutions): axum::extract::State<Solut
         assert_eq!(body["temperature"], 0.0, "the solver is greedy: {body}");
         let (tables, question) = user.split_once("\n\nQuestion: ").unwrap();
         let question = question.split("\n\nReply").next().unwrap().strip_prefix("Could you tell me this: ").expect("the rewording, not the original");
-        let i = solutions.iter().position(|(q, _)| q == question).unwrap();
-        let sql = &solutions[i].1;
+        let i = solutions.iter().position(|(q, _, _)| q == question).unwrap();
+        let (sql, number) = (&solutions[i].1, solutions[i].2);
         assert!(tables.starts_with("Tables:\nCREATE TABLE"), "{tables}");
         for t in ["departments", "employees", "projects", "project_assignments"] {
             let named = sql.split(|c: char| !(c.is_alphanumeric() || c == '_')).any(|w| w == t);
@@ -147,7 +149,7 @@ async fn solver_chat(axum::extract::State(solutions): axum::extract::State<Solut
             assert!(tables.contains("\n-- status: 'active', 'on_leave', 'terminated'"), "{tables}");
         }
         let answer = match i % 6 {
-            0 | 3 => format!("{sql};"),
+            0 | 3 => number.map_or_else(|| format!("{sql};"), |x| format!("SELECT {}", x + 0.004)),
             1 => format!("SELECT * FROM ({sql}) LIMIT 0"),
             2 => "DELETE FROM employees".to_string(),
             4 => "SELECT 1, 2, 3, 4, 5, 6".to_string(),
@@ -163,7 +165,14 @@ async fn a_solver_keeps_only_rewordings_whose_sql_gives_the_task_rows() {
     let dir = tempfile::tempdir().unwrap();
     let synth = synth_demo(dir.path());
     let tasks = load_scenarios(&synth.join("scenarios.jsonl")).unwrap();
-    let solutions: Solutions = std::sync::Arc::new(tasks.iter().take(12).map(|s| (s.task.clone(), s.extra["sql"].as_str().unwrap().to_string())).collect());
+    let number = |s: &ta_types::Scenario| match &s.expected {
+        Some(ta_types::Expected::Rule(ta_types::scenario::ExpectedRule::Number { number, .. })) => Some(*number),
+        _ => None,
+    };
+    let solutions: Solutions = std::sync::Arc::new(tasks.iter().take(12).map(|s| (s.task.clone(), s.extra["sql"].as_str().unwrap().to_string(), number(s))).collect());
+    // Seed 2 draws a share to one decimal sixth: its solver's unrounded number is kept only
+    // because the task's tolerance allows it.
+    assert!(number(&tasks[6]).is_some(), "{}", tasks[6].task);
 
     let url = serve(axum::Router::new().route("/v1/chat/completions", post(solver_chat)).with_state(solutions.clone())).await;
 
