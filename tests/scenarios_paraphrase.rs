@@ -130,7 +130,10 @@ async fn solver_chat(axum::extract::State(solutions): axum::extract::State<Solut
     let reply = if body["response_format"]["json_schema"]["name"] == "paraphrases" {
         let system = body["messages"][0]["content"].as_str().unwrap();
         assert!(system.contains("everyday words"), "with a solver, a category may be reworded: {system}");
-        let question = user.strip_prefix("Question: ").unwrap().split("\n\n").next().unwrap();
+        // With a solver, the teacher is shown the tables the task reads, as the solver is.
+        let (tables, question) = user.split_once("\n\nQuestion: ").expect("the task's tables come first");
+        assert!(tables.starts_with("Tables it is about:\nCREATE TABLE"), "{tables}");
+        let question = question.split("\n\n").next().unwrap();
         json!({"paraphrases": [format!("Could you tell me this: {question}")]})
     } else {
         assert_eq!(body["response_format"]["json_schema"]["name"], "query", "{body}");

@@ -260,9 +260,13 @@ pub fn system(solver: bool) -> String {
     )
 }
 
-/// The user message asking for `k` paraphrases of `task`.
-pub fn request(task: &str, k: usize) -> String {
-    format!("Question: {task}\n\nWrite {k} different ways a person could ask exactly this question. Reply with {{\"paraphrases\": [...]}}.")
+/// The user message asking for `k` paraphrases of `task`, shown the `tables` it reads (their
+/// `CREATE` statements and category values, as the solver sees them; none without a solver).
+pub fn request(task: &str, k: usize, tables: &[String]) -> String {
+    // The tables ground a question whose names are cryptic ("finrev federals", "c 14"), which a
+    // small teacher otherwise guesses at ("carbon-14 fossils").
+    let tables = if tables.is_empty() { String::new() } else { format!("Tables it is about:\n{}\n\n", tables.join("\n")) };
+    format!("{tables}Question: {task}\n\nWrite {k} different ways a person could ask exactly this question. Reply with {{\"paraphrases\": [...]}}.")
 }
 
 /// The paraphrases in a reply (an empty list when it is not the schema's object), each without
@@ -282,8 +286,16 @@ pub fn parse(text: &str) -> Vec<String> {
 
 /// Asks `teacher` for `k` paraphrases of `task` (`solver`: a solver will check them, see
 /// [`system`]).
-pub async fn ask(teacher: &Teacher, task: &str, k: usize, max_tokens: u32, temperature: Option<f32>, solver: bool) -> Result<Vec<String>, GenerateError> {
-    let text = teacher.complete(&system(solver), &[Message::user(request(task, k))], max_tokens, temperature, SCHEMA_NAME, &reply_schema(k)).await?;
+pub async fn ask(
+    teacher: &Teacher,
+    task: &str,
+    k: usize,
+    tables: &[String],
+    max_tokens: u32,
+    temperature: Option<f32>,
+    solver: bool,
+) -> Result<Vec<String>, GenerateError> {
+    let text = teacher.complete(&system(solver), &[Message::user(request(task, k, tables))], max_tokens, temperature, SCHEMA_NAME, &reply_schema(k)).await?;
     Ok(parse(&text))
 }
 
@@ -333,10 +345,11 @@ mod tests {
     fn prompts() {
         let solver_tables = ["CREATE TABLE employees (employee_id INTEGER PRIMARY KEY, name TEXT, status TEXT)\n-- status: 'active', 'terminated'".to_string()];
         insta::assert_snapshot!(format!(
-            "--- system ---\n{}\n--- system, with a solver ---\n{}\n--- user ---\n{}\n--- solver system ---\n{SOLVE_SYSTEM}\n--- solver user ---\n{}\n--- reply schemas ---\n{}\n{}",
+            "--- system ---\n{}\n--- system, with a solver ---\n{}\n--- user ---\n{}\n--- user, with a solver ---\n{}\n--- solver system ---\n{SOLVE_SYSTEM}\n--- solver user ---\n{}\n--- reply schemas ---\n{}\n{}",
             system(false),
             system(true),
-            request(TASK, 2),
+            request(TASK, 2, &[]),
+            request("How many former employees are there?", 2, &solver_tables),
             solve_request(&solver_tables, "How many former employees are there?"),
             reply_schema(2),
             solve_schema()

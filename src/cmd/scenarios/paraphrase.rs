@@ -150,7 +150,9 @@ pub async fn run(args: Args) -> Result<()> {
         let progress = indicatif::ProgressBar::new(todo.len() as u64);
         let mut asking = futures::stream::iter(todo)
             .map(|Asked { id, task, sql, tolerance }| async move {
-                let texts = paraphrase::ask(teacher, &task, args.per_task, args.teacher_max_tokens, args.teacher_temperature, solver_ref.is_some()).await?;
+                // The tables the task reads, shown to the teacher and the solver alike.
+                let tables = solver_ref.map(|s| compare::shown_tables(&s.statements, &s.schema, &sql)).unwrap_or_default();
+                let texts = paraphrase::ask(teacher, &task, args.per_task, &tables, args.teacher_max_tokens, args.teacher_temperature, solver_ref.is_some()).await?;
                 let mut rewordings = Vec::new();
                 // The normalized texts of the rewordings kept so far, for the duplicates.
                 let mut seen: Vec<String> = Vec::new();
@@ -158,7 +160,7 @@ pub async fn run(args: Args) -> Result<()> {
                     let mut verdict = paraphrase::check(&task, &sql, &text, &seen, solver_ref.is_some());
                     let mut solver_sql = None;
                     if let (Ok(_), Some(solver)) = (&verdict, solver_ref) {
-                        let (agrees, query) = solver.agrees(teacher, &sql, tolerance, &text, args.teacher_max_tokens).await?;
+                        let (agrees, query) = solver.agrees(teacher, &tables, &sql, tolerance, &text, args.teacher_max_tokens).await?;
                         solver_sql = query;
                         if let Err(why) = agrees {
                             verdict = Err(why);
@@ -300,12 +302,19 @@ impl Solver {
         Ok(Solver { server, tools, query, statements, schema })
     }
 
-    /// Whether the teacher's SQL for `text` gives the rows of the task's `sql` (a number within
+    /// Whether the teacher's SQL for `text`, shown `tables`, gives the rows of the task's `sql` (a number within
     /// the task's `tolerance`; `Err(why)` when not), and that SQL; `Err` when the teacher or the
     /// server fails.
-    async fn agrees(&self, teacher: &Teacher, sql: &str, tolerance: Option<f64>, text: &str, max_tokens: u32) -> Result<(Result<(), Rejected>, Option<String>)> {
-        let tables = compare::shown_tables(&self.statements, &self.schema, sql);
-        let Some(query) = paraphrase::solve(teacher, &tables, text, max_tokens).await? else { return Ok((Err(Rejected::NoQuery), None)) };
+    async fn agrees(
+        &self,
+        teacher: &Teacher,
+        tables: &[String],
+        sql: &str,
+        tolerance: Option<f64>,
+        text: &str,
+        max_tokens: u32,
+    ) -> Result<(Result<(), Rejected>, Option<String>)> {
+        let Some(query) = paraphrase::solve(teacher, tables, text, max_tokens).await? else { return Ok((Err(Rejected::NoQuery), None)) };
         let agrees = match compare::same_rows(&Sql { host: &self.tools, tool: &self.query }, sql, &query, tolerance).await? {
             compare::Rows::Same => Ok(()),
             compare::Rows::Other => Err(Rejected::OtherRows),
