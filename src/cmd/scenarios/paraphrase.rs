@@ -302,9 +302,9 @@ impl Solver {
         Ok(Solver { server, tools, query, statements, schema })
     }
 
-    /// Whether the teacher's SQL for `text`, shown `tables`, gives the rows of the task's `sql` (a number within
-    /// the task's `tolerance`; `Err(why)` when not), and that SQL; `Err` when the teacher or the
-    /// server fails.
+    /// Whether the teacher's SQL for `text`, shown `tables`, gives the rows of the task's `sql`
+    /// (a number within the task's `tolerance`; `Err(why)` when not), and that SQL; `Err` when
+    /// the teacher or the server fails.
     async fn agrees(
         &self,
         teacher: &Teacher,
