@@ -25,8 +25,8 @@
 //! ("How many saves does the project have?" for "I need the number of projects"). With
 //! `--solve` a solver (the teacher, greedy) writes SQL for the rewording alone, shown only the
 //! tables the task's SQL reads and their categories' values; the rewording is kept only if that
-//! SQL gives the task's rows on the server (`ta_synth::compare`). A paraphrase the solver cannot answer is lost with the
-//! wrong ones: the check trades recall for meaning.
+//! SQL gives the task's rows on the server (`ta_synth::compare`). A paraphrase the solver cannot
+//! answer is lost with the wrong ones: the check trades recall for meaning.
 
 use std::sync::LazyLock;
 

@@ -70,8 +70,12 @@ pub async fn same_rows<T: ToolHost>(sql: &Sql<'_, T>, a: &str, b: &str, toleranc
     match sql.json(&format!("json_array({}, {})", missing(a, b), missing(b, a))).await {
         Ok(v) if v == Value::from(vec![0, 0]) => Ok(Rows::Same),
         Ok(_) => match tolerance.filter(|t| t.is_finite() && *t >= 0.0) {
-            // Several columns make the scalar subqueries a query error: not one cell, not the same.
-            Some(t) => Ok(if matches!(sql.json(&within(a, b, t)).await, Ok(v) if v == 1) { Rows::Same } else { Rows::Other }),
+            Some(t) => match sql.json(&within(a, b, t)).await {
+                Ok(v) => Ok(if v == 1 { Rows::Same } else { Rows::Other }),
+                // Several columns make the scalar subqueries a query error: not one cell, not the same.
+                Err(SynthError::Query { .. }) => Ok(Rows::Other),
+                Err(e) => Err(e),
+            },
             None => Ok(Rows::Other),
         },
         Err(SynthError::Query { .. }) => match sql.json(&format!("(SELECT count(*) FROM ({b}))")).await {
