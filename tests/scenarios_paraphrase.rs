@@ -262,5 +262,24 @@ async fn a_rerun_asks_only_for_the_tasks_not_answered() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&other.stderr);
     assert!(!other.status.success() && stderr.contains("other settings") && stderr.contains("hint: give another --out"), "{stderr}");
+
+    // The same settings, but the teacher was shown other instructions (a run of another
+    // version, or one from before the prompt was kept): refused too, naming the prompt.
+    let settings_path = out.join("settings.json");
+    let mut settings: Value = serde_json::from_str(&std::fs::read_to_string(&settings_path).unwrap()).unwrap();
+    assert!(settings["prompt"]["request"].as_str().unwrap().contains("Question: {task}"), "{settings}");
+    settings["prompt"]["system"] = json!("Rewrite the question.");
+    std::fs::write(&settings_path, settings.to_string()).unwrap();
+    let older = tokio::process::Command::new(common::bin())
+        .args(["scenarios", "paraphrase", "--teacher", "openai/gpt-4o-mini", "--teacher-base-url", &url, "--per-task", "4", "--limit", "12", "--scenarios"])
+        .arg(synth.join("scenarios.jsonl"))
+        .arg("--out")
+        .arg(&out)
+        .env("OPENAI_API_KEY", "sk-test-not-a-secret")
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&older.stderr);
+    assert!(!older.status.success() && stderr.contains("shown other instructions") && stderr.contains("hint: give another --out"), "{stderr}");
     assert_eq!(count(), 12);
 }

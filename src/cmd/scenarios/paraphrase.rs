@@ -87,10 +87,43 @@ struct Summary {
 /// What decides a run's rewordings: a rerun into the same `--out` continues only with the same.
 #[derive(Debug, PartialEq, Serialize, Deserialize)]
 struct Settings {
+    #[serde(flatten)]
+    run: RunSettings,
+    /// What the teacher is shown (a file from before it was kept reads as none: another prompt).
+    #[serde(default)]
+    prompt: Prompt,
+}
+
+/// The command's own settings that decide the rewordings.
+#[derive(Debug, PartialEq, Serialize, Deserialize)]
+struct RunSettings {
     scenarios: PathBuf,
     teacher: String,
     per_task: usize,
     solve: bool,
+}
+
+/// The teacher's instructions and its request with placeholders for the task and its tables,
+/// and the solver's: another version of train-agent may word them otherwise, and a rerun that
+/// mixed the two prompts' rewordings would measure neither.
+#[derive(Debug, Default, PartialEq, Serialize, Deserialize)]
+struct Prompt {
+    system: String,
+    request: String,
+    solver_system: Option<String>,
+    solver_request: Option<String>,
+}
+
+impl Prompt {
+    fn of(per_task: usize, solve: bool) -> Prompt {
+        let tables = if solve { vec!["{tables}".to_string()] } else { Vec::new() };
+        Prompt {
+            system: paraphrase::system(solve),
+            request: paraphrase::request("{task}", per_task, &tables),
+            solver_system: solve.then(|| paraphrase::SOLVE_SYSTEM.to_string()),
+            solver_request: solve.then(|| paraphrase::solve_request(&tables, "{rewording}")),
+        }
+    }
 }
 
 /// One task's rewordings as the teacher returned them, with what the checks decided: a line of
@@ -243,15 +276,23 @@ pub async fn run(args: Args) -> Result<()> {
 /// The replies of an earlier run into the same `--out`, by task id, and where they are kept;
 /// an error when that run had other settings (its rewordings would not be this run's).
 fn earlier_replies(args: &Args) -> Result<(PathBuf, BTreeMap<String, Reply>)> {
-    let settings = Settings { scenarios: args.scenarios.clone(), teacher: args.teacher.clone(), per_task: args.per_task, solve: args.solve };
+    let run = RunSettings { scenarios: args.scenarios.clone(), teacher: args.teacher.clone(), per_task: args.per_task, solve: args.solve };
+    let settings = Settings { run, prompt: Prompt::of(args.per_task, args.solve) };
     let settings_path = args.out.join("settings.json");
     let replies_path = args.out.join("replies.jsonl");
     let mut replies = BTreeMap::new();
     if let Ok(text) = std::fs::read_to_string(&settings_path) {
         let earlier: Settings = serde_json::from_str(&text).with_context(|| format!("{} is not a paraphrase run's settings", settings_path.display()))?;
         anyhow::ensure!(
-            earlier == settings,
-            "{} holds a paraphrase run with other settings ({earlier:?}, now {settings:?})\nhint: give another --out, or delete it to start again",
+            earlier.run == settings.run,
+            "{} holds a paraphrase run with other settings ({:?}, now {:?})\nhint: give another --out, or delete it to start again",
+            args.out.display(),
+            earlier.run,
+            settings.run
+        );
+        anyhow::ensure!(
+            earlier.prompt == settings.prompt,
+            "{} holds a paraphrase run whose teacher was shown other instructions (another version of train-agent): its rewordings and this run's would mix\nhint: give another --out, or delete it to start again",
             args.out.display()
         );
         let text = std::fs::read_to_string(&replies_path).unwrap_or_default();
