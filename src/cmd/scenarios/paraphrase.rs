@@ -193,7 +193,8 @@ pub async fn run(args: Args) -> Result<()> {
                     let mut verdict = paraphrase::check(&task, &sql, &text, &seen, solver_ref.is_some());
                     let mut solver_sql = None;
                     if let (Ok(_), Some(solver)) = (&verdict, solver_ref) {
-                        let (agrees, query) = solver.agrees(teacher, &tables, &sql, tolerance, &text, args.teacher_max_tokens).await?;
+                        let answer = Answer { sql: &sql, tolerance, tables: &tables };
+                        let (agrees, query) = solver.agrees(teacher, &answer, &text, args.teacher_max_tokens).await?;
                         solver_sql = query;
                         if let Err(why) = agrees {
                             verdict = Err(why);
@@ -315,6 +316,14 @@ struct Asked {
     tolerance: Option<f64>,
 }
 
+/// What a rewording's SQL must give: the task's rows, from its `sql` (a number within its
+/// `tolerance`), and the `tables` that SQL reads, as the solver is shown them.
+struct Answer<'a> {
+    sql: &'a str,
+    tolerance: Option<f64>,
+    tables: &'a [String],
+}
+
 /// The tolerance of a task whose answer is `{"number": x, "tolerance": t}`.
 fn tolerance(s: &Scenario) -> Option<f64> {
     match &s.expected {
@@ -343,20 +352,11 @@ impl Solver {
         Ok(Solver { server, tools, query, statements, schema })
     }
 
-    /// Whether the teacher's SQL for `text`, shown `tables`, gives the rows of the task's `sql`
-    /// (a number within the task's `tolerance`; `Err(why)` when not), and that SQL; `Err` when
-    /// the teacher or the server fails.
-    async fn agrees(
-        &self,
-        teacher: &Teacher,
-        tables: &[String],
-        sql: &str,
-        tolerance: Option<f64>,
-        text: &str,
-        max_tokens: u32,
-    ) -> Result<(Result<(), Rejected>, Option<String>)> {
-        let Some(query) = paraphrase::solve(teacher, tables, text, max_tokens).await? else { return Ok((Err(Rejected::NoQuery), None)) };
-        let agrees = match compare::same_rows(&Sql { host: &self.tools, tool: &self.query }, sql, &query, tolerance).await? {
+    /// Whether the teacher's SQL for `text`, shown the answer's tables, gives the answer's rows
+    /// (`Err(why)` when not), and that SQL; `Err` when the teacher or the server fails.
+    async fn agrees(&self, teacher: &Teacher, answer: &Answer<'_>, text: &str, max_tokens: u32) -> Result<(Result<(), Rejected>, Option<String>)> {
+        let Some(query) = paraphrase::solve(teacher, answer.tables, text, max_tokens).await? else { return Ok((Err(Rejected::NoQuery), None)) };
+        let agrees = match compare::same_rows(&Sql { host: &self.tools, tool: &self.query }, answer.sql, &query, answer.tolerance).await? {
             compare::Rows::Same => Ok(()),
             compare::Rows::Other => Err(Rejected::OtherRows),
             compare::Rows::OtherColumns => Err(Rejected::OtherColumns),
