@@ -49,7 +49,15 @@ async fn serve(app: axum::Router) -> String {
 /// `scenarios paraphrase` of `synth`'s tasks into `out`, the teacher at `url`, with `flags`; its
 /// standard output, after it succeeded.
 async fn paraphrase(url: &str, synth: &std::path::Path, out: &std::path::Path, flags: &[&str]) -> String {
-    let run = tokio::process::Command::new(common::bin())
+    let run = paraphrase_run(url, synth, out, flags).await;
+    let stdout = String::from_utf8_lossy(&run.stdout).into_owned();
+    assert!(run.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&run.stderr));
+    stdout
+}
+
+/// `scenarios paraphrase` with `flags`, whatever its outcome.
+async fn paraphrase_run(url: &str, synth: &std::path::Path, out: &std::path::Path, flags: &[&str]) -> std::process::Output {
+    tokio::process::Command::new(common::bin())
         .args(["scenarios", "paraphrase", "--teacher", "openai/gpt-4o-mini", "--teacher-base-url", url])
         .args(flags)
         .arg("--scenarios")
@@ -59,10 +67,7 @@ async fn paraphrase(url: &str, synth: &std::path::Path, out: &std::path::Path, f
         .env("OPENAI_API_KEY", "sk-test-not-a-secret")
         .output()
         .await
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&run.stdout).into_owned();
-    assert!(run.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&run.stderr));
-    stdout
+        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -251,15 +256,7 @@ async fn a_rerun_asks_only_for_the_tasks_not_answered() {
     let summary: Value = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     assert_eq!((summary["asked"].as_u64(), summary["returned"].as_u64()), (Some(12), Some(48)), "{summary}");
 
-    let other = tokio::process::Command::new(common::bin())
-        .args(["scenarios", "paraphrase", "--teacher", "openai/gpt-4o-mini", "--teacher-base-url", &url, "--per-task", "2", "--scenarios"])
-        .arg(synth.join("scenarios.jsonl"))
-        .arg("--out")
-        .arg(&out)
-        .env("OPENAI_API_KEY", "sk-test-not-a-secret")
-        .output()
-        .await
-        .unwrap();
+    let other = paraphrase_run(&url, &synth, &out, &["--per-task", "2"]).await;
     let stderr = String::from_utf8_lossy(&other.stderr);
     assert!(!other.status.success() && stderr.contains("other settings") && stderr.contains("hint: give another --out"), "{stderr}");
 
@@ -270,15 +267,7 @@ async fn a_rerun_asks_only_for_the_tasks_not_answered() {
     assert!(settings["prompt"]["request"].as_str().unwrap().contains("Question: {task}"), "{settings}");
     settings["prompt"]["system"] = json!("Rewrite the question.");
     std::fs::write(&settings_path, settings.to_string()).unwrap();
-    let older = tokio::process::Command::new(common::bin())
-        .args(["scenarios", "paraphrase", "--teacher", "openai/gpt-4o-mini", "--teacher-base-url", &url, "--per-task", "4", "--limit", "12", "--scenarios"])
-        .arg(synth.join("scenarios.jsonl"))
-        .arg("--out")
-        .arg(&out)
-        .env("OPENAI_API_KEY", "sk-test-not-a-secret")
-        .output()
-        .await
-        .unwrap();
+    let older = paraphrase_run(&url, &synth, &out, &["--per-task", "4", "--limit", "12"]).await;
     let stderr = String::from_utf8_lossy(&older.stderr);
     assert!(!older.status.success() && stderr.contains("shown other instructions") && stderr.contains("hint: give another --out"), "{stderr}");
     assert_eq!(count(), 12);
