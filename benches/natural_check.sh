@@ -48,8 +48,10 @@
 #   TA_TRACES      reference traces of the train split for SFT (1000; 300 until 2026-11-27, see
 #                  benches/RESULTS.md "A thousand reference traces")
 #   TA_SFT_EPOCHS  SFT epochs (3; lr 2e-4)
-#   TA_STEPS       GRPO steps of 8 groups x 8 rollouts, lr 2e-5 (0: no GRPO). With GRPO, the SFT
+#   TA_STEPS       GRPO steps of 8 groups x 8 rollouts (0: no GRPO). With GRPO, the SFT
 #                  adapter is checked first (check-sft/: base and SFT), then all three (check/)
+#   TA_GRPO_LR     GRPO's learning rate (2e-5; run 18's steps moved an almost deterministic SFT
+#                  policy little, benches/RESULTS.md)
 #   TA_FRONTIER    K > 0: before GRPO, sample K episodes of the SFT adapter on up to
 #                  TA_FRONTIER_TASKS (256) train tasks it had no trace of and train only on those
 #                  it solves sometimes but not always (`scenarios frontier`); 0: train on every task
@@ -91,7 +93,7 @@ TRAIN_GPU_UTIL=$(python3 -c "print(round($GPU_UTIL / 3, 3))")
 PARALLEL=${TA_PARALLEL:-1}
 # GRPO's group shape, learning rate and episodes at once (the demo's GPU profile: a step's 64
 # episodes in one wave; at train's default 32, four pipelines to an H200 took 60-100 s a step).
-GROUPS_PER_STEP=8 ROLLOUTS=8 GRPO_LR=2e-5 GRPO_CONCURRENCY=128
+GROUPS_PER_STEP=8 ROLLOUTS=8 GRPO_LR=${TA_GRPO_LR:-2e-5} GRPO_CONCURRENCY=128
 
 TA_OUT=$(realpath -m "$TA_OUT")
 case "$TA_OUT/" in
