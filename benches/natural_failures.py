@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""Why the natural check's questions were answered wrong, from what benches/natural_check.sh leaves.
+
+    python3 benches/natural_failures.py OUT_DIR [--data DIR] [--examples N]
+
+For each model of each database's `check/` (as benches/natural_check.py reads it: `base`, `SFT`,
+`SFT+GRPO`), every episode not judged right goes to the first of these that holds:
+  - `not completed`: the episode ended otherwise (ran out of turns, an error);
+  - `no successful query`: no SQL query call returned rows (none made, or every one an error:
+    a tool result starting "Error", as the demo server and PyPI's mcp-server-sqlite write them);
+  - `rows held the answer`: every value of the question's expected answer is a cell of the last
+    successful query's result, yet the final answer was judged wrong;
+  - `other rows`: the last successful query's rows do not hold the answer.
+A query call is a tool call whose arguments hold `sql` or `query`. The expected answers are the
+questions' own: KaggleDBQA's `NAME.jsonl` in `--data` (default ../shared/data/kaggledbqa from the
+repository root; read where they lie, never copied) and the demo's scenarios/company.jsonl.
+Prints the counts per database group (KaggleDBQA, demo) and model, then up to N examples of each
+kind (the question, the last query, the final answer, the expected one). Standard library only.
+"""
+import argparse
+import collections
+import json
+import os
+import random
+import re
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import natural_check as nc  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+KINDS = ["right", "not completed", "no successful query", "rows held the answer", "other rows"]
+LABELS = {"base": "base", "baseline": "SFT", "trained": None}  # trained: SFT, or SFT+GRPO beside a baseline
+
+
+def questions(data_dir):
+    """{(db, id): question} of the check sets."""
+    out = {}
+    for db in nc.KAGGLE:
+        path = os.path.join(data_dir, f"{db}.jsonl")
+        if os.path.isfile(path):
+            out.update(((db, q["id"]), q) for q in read_jsonl(path))
+    out.update(((nc.DEMO, q["id"]), q) for q in read_jsonl(os.path.join(ROOT, "scenarios", "company.jsonl")))
+    return out
+
+
+def read_jsonl(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def expected_values(expected):
+    """The values an answer must show: a matcher's values, or the plain answer."""
+    if isinstance(expected, dict):
+        for key in ("set", "list", "contains", "any_of", "all_of", "number", "equals"):
+            if key in expected:
+                v = expected[key]
+                return [str(x) for x in (v if isinstance(v, list) else [v])]
+        return [json.dumps(expected)]
+    return [str(expected)]
+
+
+def cell(text):
+    """A cell or value as compared: numbers by value, text without case."""
+    text = text.strip()
+    try:
+        return "%g" % float(text)
+    except ValueError:
+        return text.lower()
+
+
+def last_query_rows(messages):
+    """The result text of the last query call that did not fail, or None."""
+    calls, last = {}, None
+    for m in messages:
+        if m.get("role") == "assistant":
+            for c in m.get("tool_calls") or []:
+                try:
+                    args = json.loads(c["function"]["arguments"] or "{}")
+                except (json.JSONDecodeError, TypeError):
+                    args = {}
+                calls[c["id"]] = isinstance(args, dict) and ("sql" in args or "query" in args)
+        elif m.get("role") == "tool" and calls.get(m.get("tool_call_id")):
+            content = m.get("content") or ""
+            if not content.lstrip().lower().startswith("error"):
+                last = content
+    return last
+
+
+def kind(t, question):
+    if nc.is_success(t):
+        return "right"
+    if t.get("outcome") != "completed":
+        return "not completed"
+    rows = last_query_rows(t.get("messages") or [])
+    if rows is None:
+        return "no successful query"
+    cells = {cell(c) for c in re.split(r"[|\n]", rows)}
+    held = all(cell(v) in cells for v in expected_values(question.get("expected")))
+    return "rows held the answer" if held else "other rows"
+
+
+def classify(out_dir, qs):
+    """{(group, model): Counter of kinds}, and {kind: [example]}."""
+    counts, examples = collections.defaultdict(collections.Counter), collections.defaultdict(list)
+    for db in sorted(os.listdir(out_dir)):
+        check = os.path.join(out_dir, db, "check")
+        if not os.path.isfile(os.path.join(check, "eval.json")):
+            continue
+        with open(os.path.join(check, "eval.json")) as f:
+            labels = [m["label"] for m in json.load(f)["models"]]
+        group = "demo" if db == nc.DEMO else "KaggleDBQA"
+        for label in labels:
+            model = LABELS.get(label) or ("SFT+GRPO" if "baseline" in labels else "SFT")
+            for t in read_jsonl(os.path.join(check, "trajectories", f"{label}.jsonl")):
+                q = qs.get((db, t["scenario_id"]))
+                if q is None:
+                    sys.exit(f"{db}/{t['scenario_id']}: not in the check set's questions (--data?)")
+                k = kind(t, q)
+                counts[(group, model)][k] += 1
+                if k != "right":
+                    examples[(model, k)].append((db, q["task"], t, q.get("expected")))
+    return counts, examples
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("out_dir", metavar="OUT_DIR", help="natural_check.sh's TA_OUT")
+    ap.add_argument("--data", default=os.path.join(ROOT, "..", "shared", "data", "kaggledbqa"), help="the KaggleDBQA directory")
+    ap.add_argument("--examples", type=int, default=0, metavar="N", help="examples of each kind and model (seeded draw)")
+    args = ap.parse_args(argv)
+    counts, examples = classify(args.out_dir, questions(args.data))
+    if not counts:
+        print(f"{args.out_dir}: no database with a finished check/eval.json", file=sys.stderr)
+        return 1
+    print("| questions | model | " + " | ".join(KINDS) + " |")
+    print("|---|---|" + "---:|" * len(KINDS))
+    for (group, model), c in sorted(counts.items(), key=lambda kv: (kv[0][0], nc.MODELS.index(kv[0][1]))):
+        print(f"| {group} | {model} | " + " | ".join(str(c[k]) for k in KINDS) + " |")
+    rng = random.Random(0)
+    for (model, k), items in sorted(examples.items()):
+        if args.examples <= 0:
+            break
+        print(f"\n{model}, {k} ({len(items)}):")
+        for db, task, t, expected in rng.sample(items, min(args.examples, len(items))):
+            print(f"- {db}: {task}\n    final answer: {(t.get('final_answer') or '')[:160]!r}; expected {json.dumps(expected)[:160]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,69 @@
+"""Tests of benches/natural_failures.py: each failed episode goes to the kind it shows, read from
+a check directory laid out as `train-agent eval` writes it, with the demo's own questions.
+
+    python3 -m pytest benches/test_natural_failures.py
+"""
+import io
+import json
+import os
+import sys
+import tempfile
+import unittest
+from contextlib import redirect_stdout
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import natural_failures as nf  # noqa: E402
+
+
+def episode(sid, gt, outcome="completed", results=(), args_key="sql"):
+    """A trajectory of `sid` whose query calls returned `results` (in order), judged `gt`."""
+    messages = [{"role": "user", "content": "q"}]
+    for i, content in enumerate(results):
+        call = {"id": f"c{i}", "type": "function", "function": {"name": "run_query", "arguments": json.dumps({args_key: "SELECT 1"})}}
+        messages += [{"role": "assistant", "content": None, "tool_calls": [call]},
+                     {"role": "tool", "content": content, "tool_call_id": f"c{i}", "name": "run_query"}]
+    return {"scenario_id": sid, "outcome": outcome, "messages": messages, "final_answer": "x",
+            "reward_parts": {"ground_truth": gt}}
+
+
+class Kinds(unittest.TestCase):
+    def test_each_failure_goes_to_the_kind_it_shows(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            check = os.path.join(tmp, "out", "demo", "check")
+            os.makedirs(os.path.join(check, "trajectories"))
+            with open(os.path.join(check, "eval.json"), "w") as f:
+                json.dump({"models": [{"label": "base", "source": "b"}, {"label": "trained", "source": "t"}]}, f)
+            # dept-count expects 9; research-location {"contains": "Boston"}.
+            trained = [
+                episode("dept-count", 1.0, results=["count(*)\n9\n(1 rows)"]),
+                episode("on-leave-count", 0.0, outcome="ran_out_of_turns", results=["count(*)\n3"]),
+                episode("research-location", 0.0, results=["Error: SQL error: no such column: city"]),
+                episode("employee-42-name", 0.0, results=["id\n42"], args_key="table_name"),  # not a query call
+                # the rows had 9, the answer did not: the last successful query counts, not the error after it
+                episode("dept-count", 0.0, results=["count(*)\n9\n(1 rows)", "Error: SQL error"]),
+                episode("research-location", 0.0, results=["location\nBoston, MA"]),  # contains, not a cell
+            ]
+            base = [episode("on-leave-count", 0.0, results=["count(*)\n4"])]
+            for label, eps in (("trained", trained), ("base", base)):
+                with open(os.path.join(check, "trajectories", f"{label}.jsonl"), "w") as f:
+                    f.writelines(json.dumps(e) + "\n" for e in eps)
+            counts, examples = nf.classify(os.path.join(tmp, "out"), nf.questions(tmp))
+            self.assertEqual(counts[("demo", "SFT")], {"right": 1, "not completed": 1, "no successful query": 2,
+                                                       "rows held the answer": 1, "other rows": 1})
+            self.assertEqual(counts[("demo", "base")], {"other rows": 1})
+            self.assertEqual(len(examples[("SFT", "no successful query")]), 2)
+            out = io.StringIO()
+            with redirect_stdout(out):
+                self.assertEqual(nf.main([os.path.join(tmp, "out"), "--data", tmp, "--examples", "1"]), 0)
+            self.assertIn("| demo | SFT | 1 | 1 | 2 | 1 | 1 |", out.getvalue())
+
+    def test_values_of_a_matcher(self):
+        self.assertEqual(nf.expected_values({"set": ["a", 2]}), ["a", "2"])
+        self.assertEqual(nf.expected_values({"number": 1.9, "tolerance": 0.01}), ["1.9"])
+        self.assertEqual(nf.expected_values(9), ["9"])
+        self.assertEqual(nf.cell(" 9.0 "), nf.cell("9"))
+        self.assertEqual(nf.cell("Boston"), nf.cell("boston"))
+
+
+if __name__ == "__main__":
+    unittest.main()
