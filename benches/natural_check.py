@@ -102,16 +102,20 @@ def read_rates(path, db):
     return {k: sum(v) / len(v) for k, v in per.items()}, errors, sum(len(v) for v in per.values())
 
 
+def model_names(labels):
+    """{eval label: model} of a check/'s labels: `trained` is SFT+GRPO beside a `baseline`, else SFT."""
+    if "baseline" in labels:
+        return {"base": "base", "baseline": "SFT", "trained": "SFT+GRPO"}
+    return {"base": "base", "trained": "SFT"}
+
+
 def read_check(check_dir, db):
     """One database's check/: {model: {(db, id): rate}} with `SFT+GRPO` only when GRPO ran, plus notes."""
     with open(os.path.join(check_dir, "eval.json")) as f:
         summary = json.load(f)
     labels = [m["label"] for m in summary["models"]]
     sources = {m["label"]: m["source"] for m in summary["models"]}
-    if "baseline" in labels:
-        names = {"base": "base", "baseline": "SFT", "trained": "SFT+GRPO"}
-    else:
-        names = {"base": "base", "trained": "SFT"}
+    names = model_names(labels)
     out, notes = {}, []
     expected = (summary.get("settings") or {}).get("scenarios")
     for label in labels:

@@ -30,7 +30,6 @@ import natural_check as nc  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KINDS = ["right", "not completed", "no successful query", "rows held the answer", "other rows"]
-LABELS = {"base": "base", "baseline": "SFT", "trained": None}  # trained: SFT, or SFT+GRPO beside a baseline
 
 
 def questions(data_dir):
@@ -110,8 +109,11 @@ def classify(out_dir, qs):
         with open(os.path.join(check, "eval.json")) as f:
             labels = [m["label"] for m in json.load(f)["models"]]
         group = "demo" if db == nc.DEMO else "KaggleDBQA"
+        names = nc.model_names(labels)
         for label in labels:
-            model = LABELS.get(label) or ("SFT+GRPO" if "baseline" in labels else "SFT")
+            if label not in names:
+                continue  # as natural_check.py: an unknown label is not a model of the table
+            model = names[label]
             for t in read_jsonl(os.path.join(check, "trajectories", f"{label}.jsonl")):
                 q = qs.get((db, t["scenario_id"]))
                 if q is None:
@@ -137,13 +139,12 @@ def main(argv=None):
     print("|---|---|" + "---:|" * len(KINDS))
     for (group, model), c in sorted(counts.items(), key=lambda kv: (kv[0][0], nc.MODELS.index(kv[0][1]))):
         print(f"| {group} | {model} | " + " | ".join(str(c[k]) for k in KINDS) + " |")
-    rng = random.Random(0)
-    for (model, k), items in sorted(examples.items()):
-        if args.examples <= 0:
-            break
-        print(f"\n{model}, {k} ({len(items)}):")
-        for db, task, t, expected in rng.sample(items, min(args.examples, len(items))):
-            print(f"- {db}: {task}\n    final answer: {(t.get('final_answer') or '')[:160]!r}; expected {json.dumps(expected)[:160]}")
+    if args.examples > 0:
+        rng = random.Random(0)
+        for (model, k), items in sorted(examples.items()):
+            print(f"\n{model}, {k} ({len(items)}):")
+            for db, task, t, expected in rng.sample(items, min(args.examples, len(items))):
+                print(f"- {db}: {task}\n    final answer: {(t.get('final_answer') or '')[:160]!r}; expected {json.dumps(expected)[:160]}")
     return 0
 
 
