@@ -58,6 +58,14 @@
 #   TA_GRPO_VALIDATION  validation tasks GRPO validates on before and after its steps (64, the
 #                  first of the split; 0: all): the claims are the check set's, and the whole
 #                  walked split (~400 tasks) took over 5 minutes with four pipelines on one card
+#   TA_SFT_FROM    another TA_OUT of this bench (same model, tasks, traces, seed and frontier
+#                  settings): each database starts from its SFT adapter, SFT check and frontier
+#                  (copied once they exist; a pipeline still running is waited for) and runs only
+#                  GRPO and the check, so a second GRPO setting (TA_GRPO_LR, TA_STEPS) is paired
+#                  with the first on one SFT start: `natural_check.py TA_SFT_FROM TA_OUT` compares
+#                  their SFT+GRPO question by question (their SFT rows agree by construction). Two
+#                  runs on one card need TA_GPU_UTIL halved: eight GRPO pipelines at 0.16 filled
+#                  an H200 (benches/RESULTS.md, "Run 19")
 #   TA_SEED        seed of synth, SFT and GRPO (0)
 #   TA_GPU_UTIL    the engine's share of GPU memory in `eval` (0.9); `train`, whose engine shares
 #                  the GPU with the trainer, gets a third of it (0.3, train's own default). Lower
@@ -88,6 +96,7 @@ FRONTIER=${TA_FRONTIER:-0}
 FRONTIER_TASKS=${TA_FRONTIER_TASKS:-256}
 GRPO_VALIDATION=${TA_GRPO_VALIDATION:-64}
 SEED=${TA_SEED:-0}
+SFT_FROM=${TA_SFT_FROM:-}
 GPU_UTIL=${TA_GPU_UTIL:-0.9}
 TRAIN_GPU_UTIL=$(python3 -c "print(round($GPU_UTIL / 3, 3))")
 PARALLEL=${TA_PARALLEL:-1}
@@ -101,6 +110,12 @@ case "$TA_OUT/" in
     echo "hint: TA_OUT=/tmp/natural" >&2; exit 2 ;;
 esac
 mkdir -p "$TA_OUT"
+if [[ -n $SFT_FROM ]]; then
+  SFT_FROM=$(realpath -m "$SFT_FROM")
+  [[ $SFT_FROM != "$TA_OUT" ]] || { echo "TA_SFT_FROM is TA_OUT ($TA_OUT): give the run whose SFT to start from" >&2; exit 2; }
+  [[ -d $SFT_FROM ]] || { echo "TA_SFT_FROM ($SFT_FROM): no such directory; start that run first" >&2; exit 2; }
+  (( STEPS > 0 )) || { echo "TA_SFT_FROM starts GRPO from another run's SFT; set TA_STEPS > 0" >&2; exit 2; }
+fi
 if [[ -n ${TA_SCENARIOS_DIR:-} ]]; then TA_SCENARIOS_DIR=$(realpath "$TA_SCENARIOS_DIR"); fi
 
 server_of() {
@@ -128,6 +143,28 @@ third_party() {
 TA_FS_SERVER=${TA_FS_SERVER:-$(third_party mcp-server-filesystem node_modules/.bin/mcp-server-filesystem)}
 TA_GIT_SERVER=${TA_GIT_SERVER:-$(third_party mcp-server-git venv/bin/mcp-server-git)}
 
+# TA_SFT_FROM: copies what run `$1` (one database's directory) made up to GRPO into `$2`, waiting
+# for it while that pipeline runs, so the stages below find them done: its tasks (synth/,
+# paraphrase/), the curated traces, the SFT adapter, the SFT check and, with TA_FRONTIER, the
+# frontier. Copies, not links: this run stays whole when the other is deleted.
+sft_from() {
+  local src=$1 dst=$2 f need=(sft/final/adapter_config.json check-sft/eval.json)
+  if (( FRONTIER > 0 )); then need+=(frontier.jsonl); fi
+  if [[ -f $dst/sft/final/adapter_config.json ]]; then return 0; fi
+  for f in "${need[@]}"; do
+    until [[ -f $src/$f ]]; do
+      if [[ -f $src/rc ]]; then echo "$src ended (exit $(cat "$src/rc")) without $f: nothing to start GRPO from" >&2; return 1; fi
+      if [[ ! -d $src ]]; then echo "$src: no such directory (TA_SFT_FROM has no pipeline for this database)" >&2; return 1; fi
+      stamp "waiting for $src/$f"; sleep 30
+    done
+  done
+  for f in synth paraphrase dataset check-sft frontier.jsonl frontier-train.jsonl; do
+    if [[ -e $src/$f ]]; then rm -rf "${dst:?}/$f"; cp -r "$src/$f" "$dst/$f"; fi
+  done
+  mkdir -p "$dst/sft"; rm -rf "$dst/sft/final"; cp -r "$src/sft/final" "$dst/sft/final"
+  stamp "from $src: the SFT adapter, its check$( (( FRONTIER > 0 )) && echo ' and the frontier')"
+}
+
 # One database's pipeline; runs in a subshell with `set -e`, so its first failure ends it.
 run_db() {
   local name=$1 d=$TA_OUT/$1 server questions scenarios t0
@@ -146,6 +183,7 @@ run_db() {
     [[ -f $TA_DATA/$name.sqlite ]] || { echo "$TA_DATA/$name.sqlite: no such file" >&2; return 1; }
   fi
   [[ -f $questions ]] || { echo "$questions: no such file (TA_DATA=$TA_DATA)" >&2; return 1; }
+  if [[ -n $SFT_FROM ]]; then sft_from "$SFT_FROM/$name" "$d"; fi
 
   # 1. The training tasks.
   if [[ -n ${TA_SCENARIOS_DIR:-} ]]; then
