@@ -12,12 +12,24 @@ use crate::env::PythonEnv;
 pub enum TrainerError {
     #[error("cannot start the trainer: {0}")]
     Io(#[from] std::io::Error),
-    #[error("the trainer failed at step {step}: {message}\n(log: {log})")]
+    #[error("the trainer failed at step {step}: {message}\n(log: {log}){}", memory_hint(.message))]
     Failed { step: u64, message: String, log: PathBuf },
     /// The process ended without reporting an error (killed, out of memory): starting it again
     /// from the last checkpoint may well work.
-    #[error("the trainer process exited during step {step} ({status}); last lines of {log}:\n{tail}")]
+    #[error("the trainer process exited during step {step} ({status}); last lines of {log}:\n{tail}{}", memory_hint(.tail))]
     Exited { step: u64, status: String, tail: String, log: PathBuf },
+}
+
+/// What frees GPU memory, when the trainer's error is PyTorch's `OutOfMemoryError`: the trainer
+/// shares the card with the engine (in `train` on one GPU) and with whatever else runs there,
+/// which its own settings cannot see (eight runs on one card ran out so, benches/RESULTS.md
+/// "Run 19").
+fn memory_hint(text: &str) -> &'static str {
+    if text.contains("OutOfMemoryError") || text.contains("CUDA out of memory") {
+        "\nhint: the GPU ran out of memory. Other processes on it count (nvidia-smi lists them); in `train` on one GPU the engine holds --gpu-memory-utilization of it; a smaller `[trainer] micro_batch_tokens` (sft: --micro-batch-tokens) lowers the trainer's own peak"
+    } else {
+        ""
+    }
 }
 
 /// A running trainer process; killed when dropped.
@@ -126,6 +138,19 @@ fn step_of(path: &Path) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_out_of_memory_failure_says_what_frees_the_gpu() {
+        let log = PathBuf::from("/run/logs/trainer.log");
+        let oom = "OutOfMemoryError: CUDA out of memory. Tried to allocate 410.00 MiB. GPU 0 has a total capacity of 139.80 GiB of which 328.94 MiB is free.";
+        let failed = TrainerError::Failed { step: 1, message: oom.into(), log: log.clone() }.to_string();
+        assert!(failed.contains("hint: the GPU ran out of memory"), "{failed}");
+        assert!(failed.contains("--gpu-memory-utilization") && failed.contains("micro_batch_tokens"), "{failed}");
+        let exited = TrainerError::Exited { step: 3, status: "exit status: 1".into(), tail: format!("Traceback ...\ntorch.{oom}"), log: log.clone() }.to_string();
+        assert!(exited.contains("hint: the GPU ran out of memory"), "{exited}");
+        let other = TrainerError::Failed { step: 1, message: "ValueError: no trainable tokens".into(), log }.to_string();
+        assert!(!other.contains("hint"), "{other}");
+    }
 
     #[test]
     fn step_numbers_come_from_file_names() {
