@@ -155,7 +155,7 @@ sft_from() {
     until [[ -f $src/$f ]]; do
       if [[ -f $src/rc ]]; then echo "$src ended (exit $(cat "$src/rc")) without $f: nothing to start GRPO from" >&2; return 1; fi
       if [[ ! -d $src ]]; then echo "$src: no such directory (TA_SFT_FROM has no pipeline for this database)" >&2; return 1; fi
-      stamp "waiting for $src/$f"; sleep 30
+      stamp "waiting for $src/$f"; sleep 10
     done
   done
   for f in synth paraphrase dataset check-sft frontier.jsonl frontier-train.jsonl; do

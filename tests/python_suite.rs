@@ -35,5 +35,6 @@ fn bench_helper_tests_pass() {
         .filter(|n| n.starts_with("test_") && n.ends_with(".py"))
         .collect();
     assert!(!tests.is_empty(), "no benches/test_*.py");
-    pytest(&benches, &tests, &[]);
+    // The bench script's own tests drive the binary, as the bench does.
+    pytest(&benches, &tests, &[("TRAIN_AGENT_BIN", env!("CARGO_BIN_EXE_train-agent"))]);
 }
