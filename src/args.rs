@@ -114,6 +114,13 @@ impl EngineArgs {
         o.ready_timeout = Duration::from_secs(self.engine_timeout);
         o
     }
+
+    /// What of the engine decides a base model's episodes, for `ta_train::base_cache` keys: its
+    /// device, precision and context, the server it is reached at (`--engine-url`) and the model
+    /// asked there, and the GPUs it sees.
+    pub fn identity(&self, engine_url: Option<&str>, engine_model: &str) -> serde_json::Value {
+        serde_json::json!([&self.device, &self.dtype, self.max_model_len.map(|n| n.to_string()), engine_url, engine_model, std::env::var("CUDA_VISIBLE_DEVICES").ok()])
+    }
 }
 
 /// The name the embedded engine serves its base model under.

@@ -59,8 +59,11 @@ async fn serve(engine: FakeEngine) -> String {
     url
 }
 
+/// `eval` into `out`; the base model's kept episodes live beside it (`validation-cache/`), so tests
+/// never share them.
 async fn eval(url: &str, model: &std::path::Path, scenarios: &std::path::Path, out: &std::path::Path, extra: &[&str]) -> std::process::Output {
     tokio::process::Command::new(common::bin())
+        .env(ta_train::base_cache::DIR_ENV, out.parent().unwrap().join("validation-cache"))
         .args(["eval", "--server", "train-agent demo-server", "--engine-url", url, "--max-turns", "3"])
         .args(extra)
         .arg("--model")
@@ -74,10 +77,10 @@ async fn eval(url: &str, model: &std::path::Path, scenarios: &std::path::Path, o
         .unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn eval_compare_base_prints_wins_and_resumes() {
-    let dir = tempfile::tempdir().unwrap();
-    let scenarios = dir.path().join("s.jsonl");
+/// Two validation scenarios (and a train one eval leaves out) in `dir/s.jsonl`, and a run directory
+/// whose final/ adapter names a base model the run's config overrides; returns both paths.
+fn fixture(dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    let scenarios = dir.join("s.jsonl");
     std::fs::write(
         &scenarios,
         concat!(
@@ -87,12 +90,17 @@ async fn eval_compare_base_prints_wins_and_resumes() {
         ),
     )
     .unwrap();
-    // A run directory whose final/ adapter names a base model the run's config overrides.
-    let run = dir.path().join("run");
+    let run = dir.join("run");
     std::fs::create_dir_all(run.join("final")).unwrap();
     std::fs::write(run.join("config.toml"), "base_model = \"smollm2-135m-instruct\"\n").unwrap();
     std::fs::write(run.join("final/adapter_config.json"), r#"{"base_model_name_or_path": "/somewhere/else", "r": 8, "peft_type": "LORA"}"#).unwrap();
+    (scenarios, run)
+}
 
+#[tokio::test(flavor = "multi_thread")]
+async fn eval_compare_base_prints_wins_and_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (scenarios, run) = fixture(dir.path());
     let engine = FakeEngine::default();
     let url = serve(engine.clone()).await;
     let out = dir.path().join("eval");
@@ -142,6 +150,41 @@ async fn eval_compare_base_prints_wins_and_resumes() {
     let stats = std::process::Command::new(common::bin()).arg("stats").arg(&out).output().unwrap();
     let text = String::from_utf8_lossy(&stats.stdout);
     assert!(stats.status.success() && text.contains("1 wins, 0 losses, 1 ties"), "{text}");
+}
+
+/// The base model's episodes are the same for every evaluation that asks it the same scenarios the
+/// same way, so a second evaluation (another adapter, another --out) reuses them instead of playing
+/// them again; `--replay-base` and any other setting play them.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_second_evaluation_reuses_the_base_models_episodes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (scenarios, run) = fixture(dir.path());
+    let engine = FakeEngine::default();
+    let url = serve(engine.clone()).await;
+    let base_chats = || engine.chats.lock().unwrap().iter().filter(|m| *m == "base").count();
+    let trained_chats = || engine.chats.lock().unwrap().iter().filter(|m| *m == "trained").count();
+    let first = eval(&url, &run.join("final"), &scenarios, &dir.path().join("first"), &["--compare-base"]).await;
+    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
+    let (base, trained) = (base_chats(), trained_chats());
+    assert_eq!((base, trained), (2 * 3, 2 * 2), "both models played both scenarios");
+
+    let second = eval(&url, &run.join("final"), &scenarios, &dir.path().join("second"), &["--compare-base"]).await;
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(second.status.success(), "{err}");
+    assert!(err.contains("base: 2 episodes reused from an earlier evaluation") && err.contains("--replay-base"), "{err}");
+    assert_eq!(base_chats(), base, "the base model played nothing");
+    assert_eq!(trained_chats(), 2 * trained, "the adapter played again");
+    let episodes = |out: &str| ta_types::trajectory::read_trajectories(&dir.path().join(out).join("trajectories/base.jsonl")).unwrap();
+    assert_eq!(serde_json::to_value(episodes("second")).unwrap(), serde_json::to_value(episodes("first")).unwrap());
+    let summary: ta_eval::EvalSummary = serde_json::from_slice(&std::fs::read(dir.path().join("second/eval.json")).unwrap()).unwrap();
+    assert_eq!((summary.metrics[0].success_rate, summary.metrics[1].success_rate), (Some(0.0), Some(0.5)), "the reused episodes are scored and compared as played ones");
+
+    let replayed = eval(&url, &run.join("final"), &scenarios, &dir.path().join("replayed"), &["--compare-base", "--replay-base"]).await;
+    assert!(replayed.status.success(), "{}", String::from_utf8_lossy(&replayed.stderr));
+    assert_eq!(base_chats(), 2 * base, "--replay-base plays the base model again");
+    let reseeded = eval(&url, &run.join("final"), &scenarios, &dir.path().join("reseeded"), &["--compare-base", "--seed", "1"]).await;
+    assert!(reseeded.status.success(), "{}", String::from_utf8_lossy(&reseeded.stderr));
+    assert_eq!(base_chats(), 3 * base, "another seed is another validation");
 }
 
 /// `--baseline`: a second adapter (here one that answers like the base model) is played in the same

@@ -8,9 +8,11 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::Result;
-use ta_eval::evaluate::{EvalOptions, Evaluated, Target, evaluate};
+use ta_eval::evaluate::{BASE, EvalOptions, Evaluated, Target, evaluate};
+use ta_eval::rundir::eval_trajectories;
 use ta_metrics::{Metrics, metrics_table};
 use ta_python::{PythonEnv, ServedEngine};
+use ta_train::base_cache::BaseCache;
 use ta_types::scenario::assign_splits;
 
 use crate::args::{BASE_NAME, EngineArgs, EpisodeArgs, EpisodeDefaults, HttpArgs, IsolationArgs, ResumeArgs, ScenarioArgs, ServerArgs};
@@ -48,6 +50,12 @@ pub struct Args {
     /// plays --concurrency episodes at once).
     #[arg(long)]
     compare_base: bool,
+    /// Play the base model again even when an earlier evaluation asked it the same scenarios in
+    /// the same way (same model file, server, tools, prompt, episode settings and engine): by
+    /// default that evaluation's episodes are reused (kept in the train-agent cache's
+    /// base-validation folder, or TRAIN_AGENT_VALIDATION_CACHE).
+    #[arg(long)]
+    replay_base: bool,
     /// Also run this adapter (e.g. the SFT adapter a GRPO run started from) in the same engine,
     /// and compare --model with it scenario by scenario, with a paired test (exact McNemar and a
     /// paired bootstrap on per-scenario success). With --compare-base the base model is shown too.
@@ -81,6 +89,26 @@ pub struct Args {
     resume: ResumeArgs,
     #[command(flatten)]
     isolation: IsolationArgs,
+}
+
+/// Where the base model's episodes of this evaluation are kept: keyed by everything that decides
+/// them (`ta_train::base_cache`; its scores are computed again from the scenarios).
+fn base_cache(args: &Args, base_model: &str, setup: &RunSetup, scenarios: &[ta_types::Scenario]) -> BaseCache {
+    let agent = args.episode.agent_config(&EpisodeDefaults { temperature: Some(default_temperature(args.rollouts)), ..EPISODE }, true);
+    let key = serde_json::json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "command": "eval",
+        "model": ta_train::base_cache::model_identity(base_model),
+        "server": &setup.server.description,
+        "tools": ta_rollout::ToolHost::specs(&setup.tools),
+        "system_prompt": &setup.system_prompt,
+        "tasks": scenarios,
+        "rollouts": args.rollouts,
+        "episode": [agent.max_turns, agent.max_tokens, agent.max_episode_tokens, agent.tool_result_max_chars],
+        "sampling": [agent.temperature, agent.top_p, agent.seed],
+        "engine": args.engine.identity(args.engine_url.as_deref(), &args.engine_model),
+    });
+    BaseCache::new(&BaseCache::dir(&ta_python::env::cache_root()), &key)
 }
 
 /// Evaluates; `shared` is an engine the caller started (`fit`'s, which `train` used before).
@@ -125,6 +153,23 @@ pub async fn run(args: Args, shared: Option<&ServedEngine>) -> Result<()> {
         split: (args.split != "all").then(|| args.split.clone()),
         started,
     };
+    // The base model's episodes are the same for every evaluation that asks it the same things
+    // the same way (the check set after SFT, again after GRPO): kept once, reused after.
+    let base_played = target.adapter.is_none() || args.compare_base;
+    let cache = base_played.then(|| base_cache(&args, &target.base_model, &setup, &scenarios));
+    let base_path = eval_trajectories(&args.out, BASE);
+    let reused = match &cache {
+        // Never over episodes already in --out: those are resumed, or refused as another evaluation's.
+        Some(cache) if !args.replay_base && !base_path.exists() && cache.restore(&base_path, scenarios.len() * args.rollouts as usize) => {
+            eprintln!(
+                "base: {} episodes reused from an earlier evaluation with the same model, scenarios and settings ({}; --replay-base plays them again)",
+                scenarios.len() * args.rollouts as usize,
+                cache.path().display()
+            );
+            true
+        }
+        _ => false,
+    };
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;
     };
@@ -134,6 +179,9 @@ pub async fn run(args: Args, shared: Option<&ServedEngine>) -> Result<()> {
         Evaluated::Done { summary, report } => (summary, report),
         Evaluated::Interrupted { kept } => return Err(Interrupted { kept }.into()),
     };
+    if let Some(cache) = cache.filter(|_| !reused) {
+        cache.store(&base_path);
+    }
     let columns: Vec<(&str, &Metrics)> = summary.models.iter().zip(&summary.metrics).map(|(m, x)| (m.label.as_str(), x)).collect();
     println!("{}", metrics_table(&columns));
     if let (Some(c), [.., a, b]) = (&summary.comparison, summary.models.as_slice()) {

@@ -292,27 +292,12 @@ pub fn engine_options(args: &Args, adapter_rank: u32, log: PathBuf) -> Result<En
 }
 
 /// Where the base model's validation of this run's setting is kept: keyed by everything that
-/// decides its episodes and their scores (`ta_train::base_cache`). The model's file is named by
-/// its size and time, so a model replaced in place is validated again.
+/// decides its episodes and their scores (`ta_train::base_cache`).
 fn base_cache(cfg: &TrainConfig, args: &Args, setup: &RunSetup, validation: &[ta_types::Scenario]) -> ta_train::base_cache::BaseCache {
     let r = &cfg.rollout;
-    let file = |p: &std::path::Path| {
-        std::fs::metadata(p).ok().map(|m| (m.len(), m.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map(|d| d.as_nanos())))
-    };
-    // A file model by its own size and time; a directory by its files' (its own time moves
-    // whenever anything is written beside them).
-    let model = std::path::Path::new(&cfg.base_model);
-    let mut files: Vec<_> = std::fs::read_dir(model)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter(|e| e.path().is_file())
-        .map(|e| (e.file_name().to_string_lossy().into_owned(), file(&e.path())))
-        .collect();
-    files.sort();
     let key = serde_json::json!({
         "version": env!("CARGO_PKG_VERSION"),
-        "model": [&cfg.base_model, file(model).filter(|_| model.is_file()), files],
+        "model": ta_train::base_cache::model_identity(&cfg.base_model),
         "server": &setup.server.description,
         "tools": ta_rollout::ToolHost::specs(&setup.tools),
         "system_prompt": &setup.system_prompt,
@@ -320,7 +305,7 @@ fn base_cache(cfg: &TrainConfig, args: &Args, setup: &RunSetup, validation: &[ta
         "episode": [r.max_turns, r.max_tokens, r.max_episode_tokens, r.tool_result_max_chars],
         "sampling": [r.eval_temperature, r.top_p, cfg.seed],
         "reward": &cfg.reward,
-        "engine": [&args.engine.device, &args.engine.dtype, &args.engine.max_model_len.map(|n| n.to_string()), &args.engine_url, &args.engine_model, &std::env::var("CUDA_VISIBLE_DEVICES").ok()],
+        "engine": args.engine.identity(args.engine_url.as_deref(), &args.engine_model),
     });
     ta_train::base_cache::BaseCache::new(&ta_train::base_cache::BaseCache::dir(&ta_python::env::cache_root()), &key)
 }

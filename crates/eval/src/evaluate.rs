@@ -19,6 +19,8 @@ use ta_types::{Scenario, Trajectory};
 use crate::report::ReportError;
 use crate::rundir::{EvalModel, EvalSummary, eval_trajectories};
 
+/// The base model's label (its trajectories: `trajectories/base.jsonl`).
+pub const BASE: &str = "base";
 /// The name the adapter under evaluation is loaded under.
 const TRAINED: &str = "trained";
 /// The name `--baseline` is loaded under.
@@ -178,7 +180,7 @@ pub async fn evaluate<T: ToolHost>(
     let load = async |name: &str, path: &Path| client.load_adapter(name, path).await.map_err(|source| EvalError::LoadAdapter { path: path.to_path_buf(), source });
     // Labels in table order: base, the baseline adapter, then the one under test (compared with
     // the model before it).
-    let base = (EvalModel { label: "base".into(), source: target.base_model.clone() }, engine.base_name.clone());
+    let base = (EvalModel { label: BASE.into(), source: target.base_model.clone() }, engine.base_name.clone());
     let mut models: Vec<(EvalModel, String)> = Vec::new();
     if let Some(adapter) = &target.adapter {
         load(TRAINED, adapter).await?;

@@ -9,6 +9,24 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
+/// What names a base model's weights in a key: its name and, when it is a local file or directory,
+/// the files' sizes and modification times, so a model replaced in place is validated again. A
+/// directory counts by its files (its own time moves whenever anything is written beside them).
+pub fn model_identity(model: &str) -> serde_json::Value {
+    let file =
+        |p: &Path| std::fs::metadata(p).ok().map(|m| (m.len(), m.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map(|d| d.as_nanos())));
+    let path = Path::new(model);
+    let mut files: Vec<_> = std::fs::read_dir(path)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.path().is_file())
+        .map(|e| (e.file_name().to_string_lossy().into_owned(), file(&e.path())))
+        .collect();
+    files.sort();
+    serde_json::json!([model, file(path).filter(|_| path.is_file()), files])
+}
+
 /// `TRAIN_AGENT_VALIDATION_CACHE` overrides where the validations are kept (default: the
 /// `base-validation` folder of the train-agent cache).
 pub const DIR_ENV: &str = "TRAIN_AGENT_VALIDATION_CACHE";
@@ -62,6 +80,23 @@ impl BaseCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_model_file_replaced_in_place_is_another_model() {
+        let dir = tempfile::tempdir().unwrap();
+        let gguf = dir.path().join("m.gguf");
+        std::fs::write(&gguf, b"weights").unwrap();
+        let name = gguf.to_str().unwrap();
+        let before = model_identity(name);
+        assert_eq!(before, model_identity(name));
+        std::fs::write(&gguf, b"other weights").unwrap();
+        assert_ne!(before, model_identity(name), "another size");
+        // a directory by its files; a hub id by its name alone
+        std::fs::write(dir.path().join("config.json"), b"{}").unwrap();
+        let listed = model_identity(dir.path().to_str().unwrap());
+        assert_eq!(listed[2].as_array().map(Vec::len), Some(2), "{listed}");
+        assert_eq!(model_identity("HuggingFaceTB/SmolLM2-135M-Instruct"), serde_json::json!(["HuggingFaceTB/SmolLM2-135M-Instruct", null, []]));
+    }
 
     #[test]
     fn an_entry_is_named_by_its_key_and_restored_only_when_complete() {
