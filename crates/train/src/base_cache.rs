@@ -62,9 +62,15 @@ impl BaseCache {
             && std::fs::copy(&self.path, into).is_ok()
     }
 
-    /// Keeps `from`, a finished validation. A failure is logged, never fatal: the cache only saves
-    /// time.
+    /// Keeps `from`, a finished validation, unless an episode of it ended in an error (the engine
+    /// or the server failed, not the model): that is no result to hand the next run. A failure is
+    /// logged, never fatal: the cache only saves time.
     pub fn store(&self, from: &Path) {
+        let errored = ta_types::trajectory::read_trajectories(from).map(|ts| ts.iter().filter(|t| t.error.is_some()).count()).unwrap_or(0);
+        if errored > 0 {
+            tracing::info!("the base model's validation in {} is not kept for later runs: {errored} episodes ended in an error", from.display());
+            return;
+        }
         // Atomically, so a reader never sees half a file.
         let stored = self
             .path
@@ -115,5 +121,19 @@ mod tests {
         assert!(!cache.restore(&into, 3), "a validation of other tasks is not reused");
         assert!(cache.restore(&into, 2));
         assert_eq!(std::fs::read(&into).unwrap(), std::fs::read(&from).unwrap());
+    }
+
+    #[test]
+    fn a_validation_with_an_errored_episode_is_not_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = BaseCache::new(dir.path(), &serde_json::json!({"model": "m"}));
+        let mut failed = ta_types::Trajectory::start("b", ta_types::trajectory::GroupRef::default(), "base", vec![]);
+        failed.error = Some("engine: connection refused".into());
+        let ok = ta_types::Trajectory::start("a", ta_types::trajectory::GroupRef::default(), "base", vec![]);
+        let from = dir.path().join("played.jsonl");
+        std::fs::write(&from, format!("{}\n{}\n", serde_json::to_string(&ok).unwrap(), serde_json::to_string(&failed).unwrap())).unwrap();
+        cache.store(&from);
+        assert!(!cache.path().exists());
+        assert!(!cache.restore(&dir.path().join("into.jsonl"), 2));
     }
 }
