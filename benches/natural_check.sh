@@ -59,7 +59,8 @@
 #                  first of the split; 0: all): the claims are the check set's, and the whole
 #                  walked split (~400 tasks) took over 5 minutes with four pipelines on one card
 #   TA_SFT_FROM    another TA_OUT of this bench (same model, tasks, traces, seed and frontier
-#                  settings): each database starts from its SFT adapter, SFT check and frontier
+#                  settings, checked against its TA_OUT/settings; a run that differs is refused):
+#                  each database starts from its SFT adapter, SFT check and frontier
 #                  (copied once they exist; a pipeline still running is waited for) and runs only
 #                  GRPO and the check, so a second GRPO setting (TA_GRPO_LR, TA_STEPS) is paired
 #                  with the first on one SFT start: `natural_check.py TA_SFT_FROM TA_OUT` compares
@@ -117,6 +118,29 @@ if [[ -n $SFT_FROM ]]; then
   (( STEPS > 0 )) || { echo "TA_SFT_FROM starts GRPO from another run's SFT; set TA_STEPS > 0" >&2; exit 2; }
 fi
 if [[ -n ${TA_SCENARIOS_DIR:-} ]]; then TA_SCENARIOS_DIR=$(realpath "$TA_SCENARIOS_DIR"); fi
+
+# What decides a database's SFT adapter and frontier (GRPO's settings are not among them), kept in
+# TA_OUT/settings so that a TA_SFT_FROM run can check it starts from the SFT it means to pair with.
+sft_settings() {
+  local model=$TA_MODEL
+  if [[ -e $model ]]; then model=$(realpath "$model"); fi
+  printf '%s\n' "model=$model" "data=$TA_DATA" "scenarios_dir=${TA_SCENARIOS_DIR:-}" "synth_n=$SYNTH_N" \
+    "paraphrase_teacher=${TA_PARAPHRASE_TEACHER:-}" "paraphrase_per_task=${TA_PARAPHRASE_PER_TASK:-2}" \
+    "traces=$TRACES" "sft_epochs=$SFT_EPOCHS" "seed=$SEED" "frontier=$FRONTIER" "frontier_tasks=$FRONTIER_TASKS"
+}
+if [[ -n $SFT_FROM ]]; then
+  if [[ -f $SFT_FROM/settings ]]; then
+    differ=$(diff "$SFT_FROM/settings" <(sft_settings) | sed -n 's/^> \([a-z_]*\)=.*/\1/p' | tr '\n' ' ' || true)
+    if [[ -n $differ ]]; then
+      echo "TA_SFT_FROM ($SFT_FROM) made its SFT and frontier with other settings: ${differ% }" >&2
+      echo "hint: give this run that run's TA_* settings; only GRPO's (TA_STEPS, TA_GRPO_LR, TA_GRPO_VALIDATION) and the card's (TA_GPU_UTIL, TA_PARALLEL) may differ" >&2
+      exit 2
+    fi
+  else
+    echo "warning: $SFT_FROM/settings is missing (a run from before it was written): its SFT settings are not compared with this run's" >&2
+  fi
+fi
+sft_settings > "$TA_OUT/settings"
 
 server_of() {
   case $1 in

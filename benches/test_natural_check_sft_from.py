@@ -1,6 +1,7 @@
 """Tests of benches/natural_check.sh's TA_SFT_FROM: a second run starts GRPO from a first run's SFT
 adapter, SFT check and frontier (copied, the first run untouched), waits for them while the first
-run's pipeline goes, and refuses what cannot work with a message that says why.
+run's pipeline goes, and refuses what cannot work (a first run with other SFT settings among it)
+with a message that says why.
 
 The real script and the real binary (TRAIN_AGENT_BIN, which `cargo test` builds); the base model
 does not exist, so each pipeline ends at GRPO's `train`: what runs before it is what is tested.
@@ -46,6 +47,11 @@ class SftFrom(unittest.TestCase):
         full.update(env)
         return subprocess.run(["bash", BENCH], env=full, capture_output=True, text=True, timeout=300)
 
+    def first_settings(self, **env):
+        """The first run's TA_OUT/settings, as the script writes them (a run over no database)."""
+        out = self.bench(TA_OUT=self.first, TA_DBS=" ", TA_SFT_FROM="", **env)
+        self.assertTrue(os.path.isfile(os.path.join(self.first, "settings")), out.stderr)
+
     def first_run(self):
         """What the first run leaves of the demo database by its frontier."""
         d = os.path.join(self.first, "demo")
@@ -62,9 +68,12 @@ class SftFrom(unittest.TestCase):
             return f.read()
 
     def test_grpo_starts_from_the_first_runs_sft_and_frontier(self):
+        self.first_settings(TA_GRPO_LR="2e-5")
         self.first_run()
         before = sorted(os.path.relpath(os.path.join(r, f), self.first) for r, _, fs in os.walk(self.first) for f in fs)
-        self.bench()
+        out = self.bench(TA_GRPO_LR="1e-4", TA_GPU_UTIL="0.08")
+        self.assertNotIn("other settings", out.stderr)
+        self.assertNotIn("warning", out.stderr)
         log = self.log()
         for stage in ["collect, curate done earlier", "sft done earlier", "SFT's check done earlier", "frontier done earlier", "1 frontier tasks", "train: 1 GRPO steps"]:
             self.assertIn(stage, log)
@@ -82,9 +91,10 @@ class SftFrom(unittest.TestCase):
         later = threading.Timer(2.0, self.first_run)
         later.start()
         t0 = time.monotonic()
-        self.bench()
+        out = self.bench()
         later.join()
         log = self.log()
+        self.assertIn("warning: " + os.path.join(self.first, "settings") + " is missing", out.stderr)
         self.assertIn("waiting for " + os.path.join(self.first, "demo", "sft", "final", "adapter_config.json"), log)
         self.assertIn("sft done earlier", log)
         self.assertGreater(time.monotonic() - t0, 2.0)
@@ -95,6 +105,15 @@ class SftFrom(unittest.TestCase):
         self.assertNotEqual(out.returncode, 0)
         self.assertIn("ended (exit 1) without sft/final/adapter_config.json", self.log())
         self.assertFalse(os.path.exists(os.path.join(self.second, "demo", "sft")))
+
+    def test_a_first_run_with_other_sft_settings_is_refused(self):
+        self.first_settings(TA_TRACES="300")
+        self.first_run()
+        out = self.bench(TA_SEED="1")
+        self.assertEqual(out.returncode, 2, out.stderr)
+        self.assertIn("made its SFT and frontier with other settings: traces seed", out.stderr)
+        self.assertIn("hint:", out.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.second, "demo")))
 
     def test_settings_that_cannot_work_are_refused_before_anything_runs(self):
         os.makedirs(os.path.join(self.first, "demo"))
