@@ -53,7 +53,7 @@ pub struct Args {
     /// Play the base model again even when an earlier evaluation asked it the same scenarios in
     /// the same way (same model file, server, tools, prompt, episode settings and engine): by
     /// default that evaluation's episodes are reused (kept in the train-agent cache's
-    /// base-validation folder, or TRAIN_AGENT_VALIDATION_CACHE).
+    /// base-validation folder, or TRAIN_AGENT_VALIDATION_CACHE). The new episodes are kept instead.
     #[arg(long)]
     replay_base: bool,
     /// Also run this adapter (e.g. the SFT adapter a GRPO run started from) in the same engine,
