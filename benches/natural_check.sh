@@ -111,12 +111,6 @@ case "$TA_OUT/" in
     echo "hint: TA_OUT=/tmp/natural" >&2; exit 2 ;;
 esac
 mkdir -p "$TA_OUT"
-if [[ -n $SFT_FROM ]]; then
-  SFT_FROM=$(realpath -m "$SFT_FROM")
-  [[ $SFT_FROM != "$TA_OUT" ]] || { echo "TA_SFT_FROM is TA_OUT ($TA_OUT): give the run whose SFT to start from" >&2; exit 2; }
-  [[ -d $SFT_FROM ]] || { echo "TA_SFT_FROM ($SFT_FROM): no such directory; start that run first" >&2; exit 2; }
-  (( STEPS > 0 )) || { echo "TA_SFT_FROM starts GRPO from another run's SFT; set TA_STEPS > 0" >&2; exit 2; }
-fi
 if [[ -n ${TA_SCENARIOS_DIR:-} ]]; then TA_SCENARIOS_DIR=$(realpath "$TA_SCENARIOS_DIR"); fi
 
 # What decides a database's SFT adapter and frontier (GRPO's settings are not among them), kept in
@@ -129,6 +123,10 @@ sft_settings() {
     "traces=$TRACES" "sft_epochs=$SFT_EPOCHS" "seed=$SEED" "frontier=$FRONTIER" "frontier_tasks=$FRONTIER_TASKS"
 }
 if [[ -n $SFT_FROM ]]; then
+  SFT_FROM=$(realpath -m "$SFT_FROM")
+  [[ $SFT_FROM != "$TA_OUT" ]] || { echo "TA_SFT_FROM is TA_OUT ($TA_OUT): give the run whose SFT to start from" >&2; exit 2; }
+  [[ -d $SFT_FROM ]] || { echo "TA_SFT_FROM ($SFT_FROM): no such directory; start that run first" >&2; exit 2; }
+  (( STEPS > 0 )) || { echo "TA_SFT_FROM starts GRPO from another run's SFT; set TA_STEPS > 0" >&2; exit 2; }
   if [[ -f $SFT_FROM/settings ]]; then
     differ=$(diff "$SFT_FROM/settings" <(sft_settings) | sed -n 's/^> \([a-z_]*\)=.*/\1/p' | tr '\n' ' ' || true)
     if [[ -n $differ ]]; then

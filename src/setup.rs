@@ -72,6 +72,25 @@ impl RunSetup {
         crate::model::engine_source(engine_url, engine_model, || start(self.engine_log()))
     }
 
+    /// Where the base model's episodes on `tasks` are kept across runs (`ta_train::base_cache`):
+    /// keyed by the version, the model, what this setup offers it (server, tools, system prompt),
+    /// the tasks, then `settings` (an object of whatever else the command lets decide them:
+    /// episode, sampling, engine), in that order.
+    pub fn base_cache(&self, base_model: &str, tasks: &[Scenario], settings: serde_json::Value) -> ta_train::base_cache::BaseCache {
+        let mut key = serde_json::json!({
+            "version": env!("CARGO_PKG_VERSION"),
+            "model": ta_train::base_cache::model_identity(base_model),
+            "server": &self.server.description,
+            "tools": ta_rollout::ToolHost::specs(&self.tools),
+            "system_prompt": &self.system_prompt,
+            "tasks": tasks,
+        });
+        if let (Some(key), serde_json::Value::Object(settings)) = (key.as_object_mut(), settings) {
+            key.extend(settings);
+        }
+        ta_train::base_cache::BaseCache::new(&ta_train::base_cache::BaseCache::dir(&ta_python::env::cache_root()), &key)
+    }
+
     fn engine_log(&self) -> PathBuf {
         self.logs.join("engine.log")
     }

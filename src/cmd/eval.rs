@@ -92,23 +92,20 @@ pub struct Args {
 }
 
 /// Where the base model's episodes of this evaluation are kept: keyed by everything that decides
-/// them (`ta_train::base_cache`; its scores are computed again from the scenarios).
-fn base_cache(args: &Args, base_model: &str, setup: &RunSetup, scenarios: &[ta_types::Scenario]) -> BaseCache {
-    let agent = args.episode.agent_config(&EpisodeDefaults { temperature: Some(default_temperature(args.rollouts)), ..EPISODE }, true);
-    let key = serde_json::json!({
-        "version": env!("CARGO_PKG_VERSION"),
-        "command": "eval",
-        "model": ta_train::base_cache::model_identity(base_model),
-        "server": &setup.server.description,
-        "tools": ta_rollout::ToolHost::specs(&setup.tools),
-        "system_prompt": &setup.system_prompt,
-        "tasks": scenarios,
-        "rollouts": args.rollouts,
-        "episode": [agent.max_turns, agent.max_tokens, agent.max_episode_tokens, agent.tool_result_max_chars],
-        "sampling": [agent.temperature, agent.top_p, agent.seed],
-        "engine": args.engine.identity(args.engine_url.as_deref(), &args.engine_model),
-    });
-    BaseCache::new(&BaseCache::dir(&ta_python::env::cache_root()), &key)
+/// them (`RunSetup::base_cache`, and the episodes' settings; their scores are computed again from
+/// the scenarios).
+fn base_cache(args: &Args, base_model: &str, setup: &RunSetup, scenarios: &[ta_types::Scenario], agent: &ta_rollout::AgentConfig) -> BaseCache {
+    setup.base_cache(
+        base_model,
+        scenarios,
+        serde_json::json!({
+            "command": "eval",
+            "rollouts": args.rollouts,
+            "episode": [agent.max_turns, agent.max_tokens, agent.max_episode_tokens, agent.tool_result_max_chars],
+            "sampling": [agent.temperature, agent.top_p, agent.seed],
+            "engine": args.engine.identity(args.engine_url.as_deref(), &args.engine_model),
+        }),
+    )
 }
 
 /// Evaluates; `shared` is an engine the caller started (`fit`'s, which `train` used before).
@@ -156,14 +153,14 @@ pub async fn run(args: Args, shared: Option<&ServedEngine>) -> Result<()> {
     // The base model's episodes are the same for every evaluation that asks it the same things
     // the same way (the check set after SFT, again after GRPO): kept once, reused after.
     let base_played = target.adapter.is_none() || args.compare_base;
-    let cache = base_played.then(|| base_cache(&args, &target.base_model, &setup, &scenarios));
+    let cache = base_played.then(|| base_cache(&args, &target.base_model, &setup, &scenarios, &opts.agent));
     let base_path = eval_trajectories(&args.out, BASE);
+    let episodes = scenarios.len() * args.rollouts as usize;
     let reused = match &cache {
         // Never over episodes already in --out: those are resumed, or refused as another evaluation's.
-        Some(cache) if !args.replay_base && !base_path.exists() && cache.restore(&base_path, scenarios.len() * args.rollouts as usize) => {
+        Some(cache) if !args.replay_base && !base_path.exists() && cache.restore(&base_path, episodes) => {
             eprintln!(
-                "base: {} episodes reused from an earlier evaluation with the same model, scenarios and settings ({}; --replay-base plays them again)",
-                scenarios.len() * args.rollouts as usize,
+                "base: {episodes} episodes reused from an earlier evaluation with the same model, scenarios and settings ({}; --replay-base plays them again)",
                 cache.path().display()
             );
             true

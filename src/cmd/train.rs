@@ -292,22 +292,19 @@ pub fn engine_options(args: &Args, adapter_rank: u32, log: PathBuf) -> Result<En
 }
 
 /// Where the base model's validation of this run's setting is kept: keyed by everything that
-/// decides its episodes and their scores (`ta_train::base_cache`).
+/// decides its episodes and their scores (`RunSetup::base_cache`, and this run's settings).
 fn base_cache(cfg: &TrainConfig, args: &Args, setup: &RunSetup, validation: &[ta_types::Scenario]) -> ta_train::base_cache::BaseCache {
     let r = &cfg.rollout;
-    let key = serde_json::json!({
-        "version": env!("CARGO_PKG_VERSION"),
-        "model": ta_train::base_cache::model_identity(&cfg.base_model),
-        "server": &setup.server.description,
-        "tools": ta_rollout::ToolHost::specs(&setup.tools),
-        "system_prompt": &setup.system_prompt,
-        "tasks": validation,
-        "episode": [r.max_turns, r.max_tokens, r.max_episode_tokens, r.tool_result_max_chars],
-        "sampling": [r.eval_temperature, r.top_p, cfg.seed],
-        "reward": &cfg.reward,
-        "engine": args.engine.identity(args.engine_url.as_deref(), &args.engine_model),
-    });
-    ta_train::base_cache::BaseCache::new(&ta_train::base_cache::BaseCache::dir(&ta_python::env::cache_root()), &key)
+    setup.base_cache(
+        &cfg.base_model,
+        validation,
+        serde_json::json!({
+            "episode": [r.max_turns, r.max_tokens, r.max_episode_tokens, r.tool_result_max_chars],
+            "sampling": [r.eval_temperature, r.top_p, cfg.seed],
+            "reward": &cfg.reward,
+            "engine": args.engine.identity(args.engine_url.as_deref(), &args.engine_model),
+        }),
+    )
 }
 
 #[cfg(test)]
