@@ -135,6 +135,21 @@ def read_check(check_dir, db):
     return out, notes
 
 
+def kept_note(grpo_dir, db):
+    """A note when `train` kept another adapter than its last step's as grpo/final (final.json)."""
+    try:
+        with open(os.path.join(grpo_dir, "final.json")) as f:
+            kept = json.load(f)
+    except (OSError, ValueError):
+        return []
+    if kept.get("step") == kept.get("last_step"):
+        return []
+    rate = lambda v: f"{100 * v['success']:.1f}%" if v else "not validated"
+    which = "the SFT adapter (step 0)" if kept["step"] == 0 else f"step {kept['step']}'s adapter"
+    return [f"{db}: SFT+GRPO is {which}, kept as the best validated ({rate(kept.get('validation'))}); "
+            f"the last step, {kept['last_step']}, validated {rate(kept.get('last_validation'))}"]
+
+
 def read_out_dir(out_dir):
     """{db: {model: rates}} of every database with a finished check/ under out_dir, and notes."""
     dbs, notes = {}, []
@@ -144,7 +159,7 @@ def read_out_dir(out_dir):
         sft_check = os.path.join(out_dir, name, "check-sft")
         if os.path.isfile(os.path.join(check, "eval.json")):
             dbs[name], n = read_check(check, name)
-            notes += n
+            notes += n + kept_note(os.path.join(out_dir, name, "grpo"), name)
         elif os.path.isfile(os.path.join(sft_check, "eval.json")):
             # GRPO did not finish: SFT's check, made before it, is still a result.
             dbs[name], n = read_check(sft_check, name)

@@ -349,6 +349,10 @@ for l in open(sys.argv[1]):
     fi
     # No update (every group flat): GRPO's result is the SFT adapter itself.
     if [[ -f $d/grpo/final/adapter_config.json ]]; then trained=$d/grpo/final; else stamp "GRPO made no update: SFT+GRPO is the SFT adapter"; fi
+    # train keeps the best validated adapter as final/ (final.json): say which step's it is.
+    if [[ -f $d/grpo/final.json ]]; then
+      stamp "$(python3 -c 'import json,sys; k=json.load(open(sys.argv[1])); print("grpo/final: step %s of %s (final_adapter = %s)" % (k["step"], k["last_step"], k["rule"]))' "$d/grpo/final.json")"
+    fi
     baseline=(--baseline "$sft_final")
   fi
 

@@ -83,6 +83,11 @@ class Layout(unittest.TestCase):
             write_check(r1, "demo", {"base": [0] * 10, "baseline": [1] * 4 + [0] * 6, "trained": [1] * 6 + [0] * 4})
             write_check(r1, "GeoNuclearData", {"base": [0, 0, 0, 0], "trained": [1, 0, 0, 0]}, grpo=False)
             write_check(r2, "demo", {"base": [0] * 10, "baseline": [1] * 10, "trained": [1] * 10})
+            # train kept its start adapter: its last step validated lower (final.json).
+            os.makedirs(os.path.join(r2, "demo", "grpo"))
+            with open(os.path.join(r2, "demo", "grpo", "final.json"), "w") as f:
+                json.dump({"rule": "best", "step": 0, "last_step": 12, "validation": {"step": 0, "success": 0.9375},
+                           "last_validation": {"step": 12, "success": 0.0}}, f)
             os.makedirs(os.path.join(r1, "StudentMathScore"))  # failed: no check/
             # GRPO cut short: SFT's check, made before it, stands.
             write_check(r1, "fs", {"base": [0, 0], "trained": [1, 0]}, grpo=False, name="check-sft")
@@ -105,7 +110,11 @@ class Layout(unittest.TestCase):
             self.assertNotIn("SFT+GRPO", pooled, "GRPO did not run on every database")
             self.assertAlmostEqual(pooled["SFT vs base"]["p"], nc.mcnemar_exact(6, 0))
 
-            cmp = nc.compare_recipes(dbs, nc.read_out_dir(r2)[0])
+            self.assertFalse(any("kept" in n for n in notes), "r1 has no final.json: nothing to say")
+            dbs2, notes2 = nc.read_out_dir(r2)
+            self.assertIn("demo: SFT+GRPO is the SFT adapter (step 0), kept as the best validated (93.8%); "
+                          "the last step, 12, validated 0.0%", notes2)
+            cmp = nc.compare_recipes(dbs, dbs2)
             self.assertEqual(cmp["databases"], ["demo"])
             sft = cmp["pooled"]["SFT"]["test"]
             self.assertEqual((sft["tasks"], sft["better"], sft["worse"]), (10, 6, 0))

@@ -206,6 +206,14 @@ fn validation_samples_k_episodes_and_reports_pass_at_k_with_intervals() {
     assert_eq!(run.evaluated().unwrap().len(), 2, "greedy: step 0 and step 1; the sampled files are not validations of their own");
     assert_eq!(run.evaluated_sampled().unwrap().iter().map(|(l, ts)| (l.clone(), ts.len())).collect::<Vec<_>>(), [("base".to_string(), 4), ("step 1".to_string(), 4)]);
 
+    // final/ is the best validated adapter (the base model at step 0 is not one): step 1's, copied
+    // byte for byte, and final.json says so with both validations.
+    let kept: Value = serde_json::from_str(&std::fs::read_to_string(out.join("final.json")).unwrap()).unwrap();
+    assert_eq!((kept["rule"].as_str(), kept["step"].as_u64(), kept["last_step"].as_u64()), (Some("best"), Some(1), Some(1)), "{kept}");
+    assert_eq!(kept["validation"]["success"].as_f64(), Some(f(val[1], "val_success")), "{kept}");
+    let bytes = |p: &str| std::fs::read(out.join(p)).unwrap();
+    assert_eq!(bytes("final/adapter_model.safetensors"), bytes("checkpoints/step-000001/adapter/adapter_model.safetensors"));
+
     // Resuming the finished run plays no validation again.
     let sampled_at = |step: u64| std::fs::metadata(out.join(format!("eval/step-{step:06}.sampled.jsonl"))).unwrap().modified().unwrap();
     let before = (sampled_at(0), sampled_at(1));

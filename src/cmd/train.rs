@@ -73,6 +73,11 @@ pub struct Args {
     /// Validate every this many steps (overrides `[rollout] eval_every`; 0: only before and after).
     #[arg(long)]
     eval_every: Option<u64>,
+    /// Keep the last step's adapter as final/ however it validated (overrides `[rollout]
+    /// final_adapter`; default: the best validated adapter, the start adapter included, with
+    /// final.json saying which).
+    #[arg(long)]
+    keep_last: bool,
     /// Sampled episodes per validation scenario besides the greedy one (pass@1 and pass@k with
     /// intervals; 0: greedy only).
     #[arg(long, value_name = "K")]
@@ -151,6 +156,9 @@ fn resolve_config(args: &Args) -> Result<TrainConfig> {
     }
     if args.init_adapter.is_some() {
         c.init_adapter = args.init_adapter.clone();
+    }
+    if args.keep_last {
+        c.rollout.final_adapter = ta_train::config::FinalAdapter::Last;
     }
     args.judge.apply(&mut c.reward)?;
     args.isolation.apply(&mut c.isolation);

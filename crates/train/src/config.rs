@@ -74,6 +74,21 @@ pub struct RolloutSettings {
     /// loop (every step sampled by the adapter just trained). One engine cannot play two steps
     /// ahead any faster, so 1 is the most.
     pub staleness: u32,
+    /// Which adapter `final/` holds (`crate::keep`). `best` by default: at lr 1e-4 GRPO broke an
+    /// SFT adapter within 6–12 steps on two of four databases, its validation 94% → 0%, and the
+    /// last step was shipped all the same (benches/RESULTS.md, "Run 20").
+    pub final_adapter: FinalAdapter,
+}
+
+/// Which adapter a finished run keeps as `final/`.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum FinalAdapter {
+    /// The validated adapter with the highest greedy validation success (then sampled pass@1,
+    /// then ground truth, then the later step), the start adapter (step 0) included.
+    Best,
+    /// The last step's, however it validated.
+    Last,
 }
 
 /// Which scenarios a step draws (see `data.rs`).
@@ -127,6 +142,7 @@ impl Default for RolloutSettings {
             dynamic_sampling: true,
             max_oversample: 3.0,
             staleness: 1,
+            final_adapter: FinalAdapter::Best,
         }
     }
 }

@@ -9,6 +9,7 @@ pub mod config;
 mod context;
 pub mod data;
 mod error;
+pub mod keep;
 pub mod placement;
 mod progress;
 pub mod row;

@@ -30,6 +30,7 @@ pub use crate::context::Context;
 use crate::data::{Curriculum, CurriculumCounts};
 pub use crate::error::RunError;
 use crate::error::io;
+use crate::keep;
 use crate::progress::{self, say};
 use crate::row::{self, JudgeMetrics, RolloutMetrics, StepRow, StepTimes, TrainerMetrics, ValidationMetrics, ValidationRow, mean};
 use crate::validation;
@@ -37,7 +38,7 @@ use crate::validation;
 /// How the run ended.
 #[derive(Debug, PartialEq)]
 pub enum Finished {
-    /// Every step ran; `final/` holds the adapter.
+    /// Every step ran; `final/` holds the adapter `[rollout] final_adapter` chose (`final.json`).
     Done { steps: u64 },
     /// Interrupted (Ctrl-C) after `completed_steps`; `--resume` continues.
     Interrupted { completed_steps: u64 },
@@ -299,8 +300,10 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
     }
     let last = checkpoint_dir(ctx.out, total).join("adapter");
     if total > 0 && last.exists() {
+        let kept = keep::choose(ctx.out, cfg.rollout.final_adapter, cfg.init_adapter.as_deref(), total, &keep::validations(&metrics_path));
         let final_dir = ctx.out.join("final");
-        copy_dir(&last, &final_dir).map_err(io(&final_dir))?;
+        keep::write(ctx.out, &kept).map_err(io(&final_dir))?;
+        say(&multi, kept.line());
     } else {
         say(&multi, "no step trained: every group had equal rewards, so final/ is not written\nhint: GRPO needs reward differences within a group: more rollouts per scenario, a higher temperature, partial-credit rules, or an SFT warm start (--init-adapter)".into());
     }
