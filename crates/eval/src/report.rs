@@ -421,7 +421,13 @@ pub fn collect(dir: &Path) -> Result<ReportData, ReportError> {
             };
             summary.push(row("Train reward (first → last step)", first_last(&["reward"])));
             summary.push(row("Train completion (first → last step)", first_last(&["completion_rate"])));
-            summary.push(row("Final adapter", if dir.join("final/adapter_config.json").exists() { "final/" } else { "not written yet" }));
+            // final.json says which step's adapter final/ is; runs from before it have only final/.
+            let final_adapter = match (dir.join("final/adapter_config.json").exists(), ta_types::kept::Kept::read(dir)) {
+                (false, _) => "not written yet".to_string(),
+                (true, Some(k)) => format!("final/: {}", k.summary()),
+                (true, None) => "final/".to_string(),
+            };
+            summary.push(row("Final adapter", final_adapter));
             flatten("", &cfg, &mut settings);
             charts = training_charts(&run);
             eval_source = "Validation scenarios, one rollout each at the evaluation temperature: `base` is the base model, step 0 the model training started from (the base, or `init`: --init-adapter), the last validation the trained adapter.".to_string();

@@ -139,6 +139,28 @@ fn a_run_from_an_adapter_compares_base_adapter_and_trained() {
 }
 
 #[test]
+fn the_summary_says_which_adapter_final_holds() {
+    let (_tmp, dir) = copy("run");
+    let final_row = |dir: &Path| collect(dir).unwrap().summary.into_iter().find(|r| r.label == "Final adapter").unwrap().value;
+    assert_eq!(final_row(&dir), "not written yet");
+    std::fs::create_dir_all(dir.join("final")).unwrap();
+    std::fs::write(dir.join("final/adapter_config.json"), "{}").unwrap();
+    assert_eq!(final_row(&dir), "final/", "a run from before final.json");
+    // The run kept step 1's adapter: step 3, the last, validated lower.
+    let v = |step, success| ta_types::kept::Validated { step, success, pass1: None, ground_truth: Some(success) };
+    let kept = ta_types::kept::Kept {
+        rule: ta_types::kept::FinalAdapter::Best,
+        step: 1,
+        source: dir.join("checkpoints/step-000001/adapter"),
+        validation: Some(v(1, 0.75)),
+        last_step: 3,
+        last_validation: Some(v(3, 0.25)),
+    };
+    std::fs::write(dir.join(ta_types::kept::RECORD), serde_json::to_vec(&kept).unwrap()).unwrap();
+    assert_eq!(final_row(&dir), "final/: the adapter of step 1, the best validated (75.0% validation success; the last step, 3: 25.0% validation success)");
+}
+
+#[test]
 fn sampled_validation_files_are_read_apart_from_the_greedy_ones() {
     let (_tmp, dir) = copy("run");
     // `train` with eval_rollouts = 2 writes eval/step-N.sampled.jsonl beside each validation.

@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 use ta_reward::RewardConfig;
 use ta_trainer::settings::{LoraSettings, LossSettings, OptimSettings, TrainerSettings};
+pub use ta_types::kept::FinalAdapter;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
@@ -78,17 +79,6 @@ pub struct RolloutSettings {
     /// SFT adapter within 6–12 steps on two of four databases, its validation 94% → 0%, and the
     /// last step was shipped all the same (benches/RESULTS.md, "Run 20").
     pub final_adapter: FinalAdapter,
-}
-
-/// Which adapter a finished run keeps as `final/`.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum FinalAdapter {
-    /// The validated adapter with the highest greedy validation success (then sampled pass@1,
-    /// then ground truth, then the later step), the start adapter (step 0) included.
-    Best,
-    /// The last step's, however it validated.
-    Last,
 }
 
 /// Which scenarios a step draws (see `data.rs`).

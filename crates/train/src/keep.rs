@@ -11,37 +11,8 @@
 use std::cmp::Ordering;
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
 use ta_trainer::checkpoint::{checkpoint_dir, copy_dir};
-
-use crate::config::FinalAdapter;
-
-/// `final.json` in the run directory.
-pub const RECORD: &str = "final.json";
-
-/// One validation of an adapter, as `metrics.jsonl` holds it.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Validated {
-    pub step: u64,
-    /// Greedy task success.
-    pub success: f64,
-    /// Sampled pass@1, with `eval_rollouts` > 0.
-    pub pass1: Option<f64>,
-    pub ground_truth: Option<f64>,
-}
-
-/// What `final/` holds and why (`final.json`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Kept {
-    pub rule: FinalAdapter,
-    /// The step whose adapter `final/` holds (0: the start adapter).
-    pub step: u64,
-    /// Where it was copied from.
-    pub source: PathBuf,
-    pub validation: Option<Validated>,
-    pub last_step: u64,
-    pub last_validation: Option<Validated>,
-}
+use ta_types::kept::{FinalAdapter, Kept, RECORD, Validated};
 
 /// The validations in `metrics.jsonl` (rows with `val_success`), in file order.
 pub(crate) fn validations(metrics: &Path) -> Vec<Validated> {
@@ -102,23 +73,6 @@ pub(crate) fn choose(out: &Path, rule: FinalAdapter, init_adapter: Option<&str>,
 pub(crate) fn write(out: &Path, kept: &Kept) -> std::io::Result<()> {
     copy_dir(&kept.source, &out.join("final"))?;
     std::fs::write(out.join(RECORD), serde_json::to_vec_pretty(kept).map_err(std::io::Error::other)?)
-}
-
-impl Kept {
-    /// The line the run prints about `final/`.
-    pub fn line(&self) -> String {
-        let pct = |v: Option<Validated>| v.map_or("not validated".to_string(), |v| format!("{:.1}% validation success", 100.0 * v.success));
-        if self.step == self.last_step {
-            return format!("final/: the adapter of step {} (the last; {})", self.step, pct(self.validation));
-        }
-        let which = if self.step == 0 { "the start adapter (step 0)".to_string() } else { format!("the adapter of step {}", self.step) };
-        format!(
-            "final/: {which}, the best validated ({}; the last step, {}: {})\nhint: the last step's adapter is in checkpoints/; --keep-last keeps it as final/",
-            pct(self.validation),
-            self.last_step,
-            pct(self.last_validation)
-        )
-    }
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@
 pub mod atomic;
 pub mod chat;
 pub mod jsonl;
+pub mod kept;
 pub mod phases;
 pub mod redact;
 pub mod scenario;
