@@ -52,6 +52,10 @@
 #                  adapter is checked first (check-sft/: base and SFT), then all three (check/)
 #   TA_GRPO_LR     GRPO's learning rate (2e-5; run 18's steps moved an almost deterministic SFT
 #                  policy little, benches/RESULTS.md)
+#   TA_GRPO_KL     GRPO's KL coefficient (`[loss] beta`, 0: none) against the SFT adapter it starts
+#                  from (run 20's lr 1e-4 broke that adapter on two of four databases without one)
+#   TA_GRPO_EVAL_EVERY  validate GRPO's adapter every N steps (0: before and after only), so that
+#                  the best validated one, which `train` keeps as grpo/final, may be a middle step
 #   TA_FRONTIER    K > 0: before GRPO, sample K episodes of the SFT adapter on up to
 #                  TA_FRONTIER_TASKS (256) train tasks it had no trace of and train only on those
 #                  it solves sometimes but not always (`scenarios frontier`); 0: train on every task
@@ -103,7 +107,7 @@ TRAIN_GPU_UTIL=$(python3 -c "print(round($GPU_UTIL / 3, 3))")
 PARALLEL=${TA_PARALLEL:-1}
 # GRPO's group shape, learning rate and episodes at once (the demo's GPU profile: a step's 64
 # episodes in one wave; at train's default 32, four pipelines to an H200 took 60-100 s a step).
-GROUPS_PER_STEP=8 ROLLOUTS=8 GRPO_LR=${TA_GRPO_LR:-2e-5} GRPO_CONCURRENCY=128
+GROUPS_PER_STEP=8 ROLLOUTS=8 GRPO_LR=${TA_GRPO_LR:-2e-5} GRPO_KL=${TA_GRPO_KL:-0.0} GRPO_EVAL_EVERY=${TA_GRPO_EVAL_EVERY:-0} GRPO_CONCURRENCY=128
 
 TA_OUT=$(realpath -m "$TA_OUT")
 case "$TA_OUT/" in
@@ -131,7 +135,7 @@ if [[ -n $SFT_FROM ]]; then
     differ=$(diff "$SFT_FROM/settings" <(sft_settings) | sed -n 's/^> \([a-z_]*\)=.*/\1/p' | tr '\n' ' ' || true)
     if [[ -n $differ ]]; then
       echo "TA_SFT_FROM ($SFT_FROM) made its SFT and frontier with other settings: ${differ% }" >&2
-      echo "hint: give this run that run's TA_* settings; only GRPO's (TA_STEPS, TA_GRPO_LR, TA_GRPO_VALIDATION) and the card's (TA_GPU_UTIL, TA_PARALLEL) may differ" >&2
+      echo "hint: give this run that run's TA_* settings; only GRPO's (TA_STEPS, TA_GRPO_LR, TA_GRPO_KL, TA_GRPO_EVAL_EVERY, TA_GRPO_VALIDATION) and the card's (TA_GPU_UTIL, TA_PARALLEL) may differ" >&2
       exit 2
     fi
   else
@@ -340,11 +344,11 @@ for l in open(sys.argv[1]):
     if not val or n == 0 or v <= n: print(l, end="")' "$scenarios" "$GRPO_VALIDATION" > "$d/grpo-tasks.jsonl"
       # The check set plays the base model already; GRPO's validation of it (episodes that run
       # to the turn limit: 113 s of a pipeline in run 15) would only repeat that.
-      printf '[rollout]\nvalidate_base = false\n' > "$d/grpo-settings.toml"
+      printf '[rollout]\nvalidate_base = false\n[loss]\nbeta = %s\n' "$GRPO_KL" > "$d/grpo-settings.toml"
       "$TA_BIN" train --server "$server" --scenarios "$d/grpo-tasks.jsonl" --base-model "$TA_MODEL" --config "$d/grpo-settings.toml" \
         --init-adapter "$sft_final" --out "$d/grpo" --max-steps "$STEPS" --epochs "$(( epochs > 0 ? epochs : 1 ))" \
         --scenarios-per-step "$GROUPS_PER_STEP" --rollouts "$ROLLOUTS" --lr "$GRPO_LR" --seed "$SEED" --concurrency "$GRPO_CONCURRENCY" \
-        --eval-every 0 --eval-rollouts 0 --gpu-memory-utilization "$TRAIN_GPU_UTIL" "${resume[@]}"
+        --eval-every "$GRPO_EVAL_EVERY" --eval-rollouts 0 --gpu-memory-utilization "$TRAIN_GPU_UTIL" "${resume[@]}"
       touch "$d/.train-done"
     fi
     # No update (every group flat): GRPO's result is the SFT adapter itself.

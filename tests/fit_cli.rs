@@ -198,6 +198,9 @@ fn fit_on_mcp_server_sqlite_offers_only_read_tools_and_continues_when_run_again(
 
     // The check set: base, SFT and SFT+GRPO on the user's 2 questions, and the tables.
     assert!(stdout.contains("2 questions of") && stdout.contains("SFT+GRPO"), "{stdout}");
+    // Which adapter the run delivers: GRPO's final/, as final.json says.
+    let kept = ta_types::kept::Kept::read(&out.join("grpo")).expect("grpo/final.json");
+    assert!(stdout.contains(&format!("the adapter this run delivers, {}: {}", out.join("grpo/final").display(), kept.summary())), "{stdout}");
     assert!(out.join("grpo/report.html").exists());
 
     // Run again: every stage is found complete, the tables are printed again.

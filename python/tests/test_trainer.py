@@ -24,7 +24,7 @@ from train_agent.trainer.config import Config, OptimSettings, lr_multiplier
 from train_agent.trainer.loss import grpo_loss
 
 # ------------------------------------------------------------------------- helpers (shared by files)
-from train_agent.trainer.model import build_model, trained_logprobs
+from train_agent.trainer.model import REFERENCE, build_model, reference_policy, trained_logprobs
 
 # ------------------------------------------------------------------------- helpers (shared by files)
 
@@ -225,6 +225,39 @@ def test_grpo_raises_the_rewarded_completion(tiny_model_dir, tmp_path):
     before = sequence_logprob(base, prompt + good, n) - sequence_logprob(base, prompt + bad, n)
     after = sequence_logprob(tuned, prompt + good, n) - sequence_logprob(tuned, prompt + bad, n)
     assert after > before + 1.0, (before, after)
+
+
+def test_the_kl_reference_of_a_warm_start_is_its_start_adapter(tiny_model_dir, tmp_path):
+    # A start adapter unlike the base model: one large step without a KL term (no LoRA dropout).
+    start_cfg = make_config(tiny_model_dir, tmp_path / "start", optim=dict(lr=0.05, total_steps=10))
+    run(start_cfg, {1: synthetic_samples(1)})
+    start = tmp_path / "start" / "checkpoints" / "step-000001" / "adapter"
+    cfg = make_config(tiny_model_dir, tmp_path / "kl", loss=dict(beta=0.05, aggregation="seq-mean-token-mean"))
+    cfg["lora"]["init_adapter"] = str(start)
+
+    # Under reference_policy the model plays its start adapter, which is far from the base model
+    # (the reference before: the adapter off), and the trained adapter is the active one after.
+    model = build_model(Config.from_dict(cfg), torch.float32)
+    mb = collate([Sample(list(range(10, 22)), [0] * 4 + [1] * 8, [0.0] * 12, 1.0, 1.0)])
+    with torch.no_grad():
+        policy, _ = trained_logprobs(model.eval(), mb)
+        with reference_policy(model):
+            ref, _ = trained_logprobs(model, mb)
+        with model.disable_adapter():
+            base, _ = trained_logprobs(model, mb)
+    assert ref.tolist() == pytest.approx(policy.tolist(), abs=1e-6)
+    assert (base - policy).abs().max() > 1e-3, "the start adapter must differ from the base model"
+    trained = {n for n, p in model.named_parameters() if p.requires_grad}
+    assert trained and all(".default." in n for n in trained), sorted(trained)[:4]
+
+    # Training: the first step's policy is the start adapter, so its KL is zero; the second moved.
+    metrics = run(cfg, {1: synthetic_samples(2), 2: synthetic_samples(3)})
+    assert metrics[1]["kl"] == pytest.approx(0.0, abs=1e-7)
+    assert metrics[2]["kl"] > 1e-7
+    # Checkpoints hold the trained adapter alone, as before.
+    saved = tmp_path / "kl" / "checkpoints" / "step-000002" / "adapter"
+    assert not (saved / REFERENCE).exists()
+    assert sorted(p.name for p in saved.iterdir()) == sorted(p.name for p in start.iterdir())
 
 
 def test_sft_lowers_the_nll_of_its_sample(tiny_model_dir, tmp_path):

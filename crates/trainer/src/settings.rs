@@ -166,7 +166,8 @@ pub enum Aggregation {
 pub struct LossSettings {
     pub epsilon_low: f64,
     pub epsilon_high: f64,
-    /// KL coefficient against the base model (adapter disabled).
+    /// KL coefficient against the start policy: the init adapter when the run has one (an SFT
+    /// warm start), else the base model (adapter disabled).
     pub beta: f64,
     pub aggregation: Aggregation,
     /// Divide advantages by the group's standard deviation (GRPO); off is Dr. GRPO.

@@ -22,7 +22,8 @@ values of enum keys are Rust's enums; the tables that dispatch on them here name
                              schedule (SCHEDULES), total_steps, min_lr_ratio,
                              max_grad_norm (0 or null: no clipping)}
     loss                    {kind (POLICY_GRADIENT), epsilon_low, epsilon_high,
-                             beta (KL coefficient, reference = the base model: adapter off),
+                             beta (KL coefficient; reference = lora.init_adapter when set, else
+                             the base model: adapter off),
                              aggregation (loss.AGGREGATIONS),
                              max_len_norm: null | Dr. GRPO's constant (needed by seq-mean-token-sum-norm),
                              temperature (logprobs are of softmax(logits / temperature): 1 for the

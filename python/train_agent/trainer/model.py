@@ -3,6 +3,7 @@ trained tokens under it (`trained_logprobs`, over padded rows or a prefix tree).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 import sys
@@ -52,9 +53,38 @@ def build_model(cfg: Config, dtype: torch.dtype):
                 task_type="CAUSAL_LM",
             ),
         )
+    if cfg.loss.beta > 0 and cfg.lora.init_adapter:
+        # The KL term's reference is the policy the run started from. Started from an adapter (an
+        # SFT warm start), that is the adapter, not the base model: with the adapter off, the KL
+        # would pull an SFT policy back towards a base model that answers almost nothing.
+        model.load_adapter(str(cfg.lora.init_adapter), adapter_name=REFERENCE, is_trainable=False)
+        model.set_adapter("default")
     if resolved_precision(cfg) == "bf16-mixed":
         keep_lora_inputs_bf16(model)
     return model
+
+
+REFERENCE = "reference"
+
+
+@contextlib.contextmanager
+def reference_policy(model):
+    """The KL term's reference policy for the forwards inside: the start adapter, frozen as
+    `reference`, when the run has one; else the base model (the adapter off). The reference plays
+    in eval mode, so LoRA dropout does not make it noisy."""
+    if REFERENCE not in model.peft_config:
+        with model.disable_adapter():
+            yield
+        return
+    training = model.training
+    model.set_adapter(REFERENCE)
+    model.eval()
+    try:
+        yield
+    finally:
+        # set_adapter also sets which adapter's weights require grad: the trained one's again
+        model.set_adapter("default")
+        model.train(training)
 
 
 def use_liger_kernels(model) -> None:

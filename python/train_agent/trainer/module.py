@@ -23,7 +23,7 @@ from train_agent.trainer.loss import (
     sft_loss,
 )
 from train_agent.trainer.mailbox import Inbox, step_name, write_json_atomic
-from train_agent.trainer.model import build_model, micro_batch_to, trained_logprobs
+from train_agent.trainer.model import build_model, micro_batch_to, reference_policy, trained_logprobs
 
 
 def _identity(x):
@@ -80,7 +80,7 @@ class PolicyModule(pl.LightningModule):
         grpo = POLICY_GRADIENT[lc.kind]
         temperature = lc.temperature if grpo else 1.0
         if grpo and lc.beta > 0:
-            with torch.no_grad(), self.model.disable_adapter():
+            with torch.no_grad(), reference_policy(self.model):
                 ref, _ = trained_logprobs(self.model, mb, temperature)
         logp, entropy = trained_logprobs(self.model, mb, temperature)
         if not grpo:
@@ -254,7 +254,8 @@ class PolicyModule(pl.LightningModule):
         if self.global_rank == 0:
             tmp = final.with_name(final.name + ".tmp")
             shutil.rmtree(tmp, ignore_errors=True)
-            self.model.save_pretrained(tmp / "adapter")
+            # the trained adapter only: a frozen KL reference (`model.REFERENCE`) is not the run's
+            self.model.save_pretrained(tmp / "adapter", selected_adapters=["default"])
             torch.save(
                 {
                     "step": step,

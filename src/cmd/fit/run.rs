@@ -525,9 +525,17 @@ fn print_tables(grpo_dir: &Path, check: Option<(&Path, &str)>) -> Result<()> {
         println!("\nvalidation split, {k} episodes per task at the rollout temperature:");
         print_models(&labels[1..], &sampled);
     }
+    // GRPO's final/ is its best validated adapter, not always the last step's (`ta_train::keep`).
+    let kept = ta_types::kept::Kept::read(grpo_dir);
+    if let Some(k) = &kept {
+        println!("\nthe adapter this run delivers, {}: {}", grpo_dir.join("final").display(), k.summary());
+    }
     if let Some((dir, label)) = check {
         let check = RunDir::open(dir)?;
         println!("\n{label} (a check set training never saw), one greedy episode each:");
+        if let Some(k) = kept.as_ref().filter(|k| k.step != k.last_step) {
+            println!("(SFT+GRPO here is final/, step {}'s adapter; above, the validation's SFT+GRPO is step {}'s)", k.step, k.last_step);
+        }
         print_models(&labels, &check.evaluated()?);
     }
     let report = ta_eval::write_report(grpo_dir)?;
