@@ -5,6 +5,7 @@
 
 pub mod advantage;
 pub mod base_cache;
+mod collapse;
 pub mod config;
 mod context;
 pub mod data;

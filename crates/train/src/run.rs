@@ -25,6 +25,7 @@ use ta_types::Trajectory;
 use ta_types::phases::{self, PhaseLog};
 
 use crate::advantage::{GroupStats, group_advantages};
+use crate::collapse::CollapseWatch;
 use crate::config::TrainConfig;
 pub use crate::context::Context;
 use crate::data::{Curriculum, CurriculumCounts};
@@ -183,6 +184,7 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
     let staleness = u64::from(cfg.rollout.staleness);
     let mut seen_by_curriculum = Recorded::default();
     let mut ahead: Option<(Played, CurriculumCounts)> = None;
+    let mut collapse = CollapseWatch::default();
     for step in resume + 1..=total {
         let step_start = Instant::now();
 
@@ -203,6 +205,9 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
         };
         let (mut batch, groups, flat) = build_batch(&played.trajectories, step, played.needed, cfg)?;
         let rollout = rollout_metrics(ctx, step, &played, &batch, (groups, flat), seen);
+        if let Some(warning) = collapse.check(&rollout) {
+            say(&multi, warning);
+        }
 
         // 3. One trainer step (skipped when every group was flat: nothing to learn) and, with
         // staleness 1, the next step's rollouts by the current adapter at the same time.
