@@ -46,32 +46,7 @@ mod tests {
     use super::*;
 
     fn step(step: u64, ground_truth: f64, completion_rate: f64) -> RolloutMetrics {
-        RolloutMetrics {
-            step,
-            epoch: 0,
-            reward: None,
-            reward_std: None,
-            completion_rate,
-            ground_truth: Some(ground_truth),
-            rules: None,
-            judge: None,
-            custom: Default::default(),
-            mean_turns: 4.0,
-            mean_tool_calls: 3.0,
-            tool_errors: 0,
-            groups: 8,
-            groups_zero_variance: 0,
-            groups_kept: 8,
-            sampling_rounds: 1,
-            flat_share_before: 0.0,
-            flat_share_after: 0.0,
-            curriculum_retired: 0,
-            curriculum_unsolved: 0,
-            samples: 64,
-            sample_tokens: 0,
-            completion_tokens: 0,
-            policy_lag: 0,
-        }
+        RolloutMetrics { ground_truth: Some(ground_truth), completion_rate, ..crate::row::tests::rollout(step) }
     }
 
     /// The warnings over a run's (ground truth, completion) per step.

@@ -16,10 +16,8 @@ use ta_types::kept::{FinalAdapter, Kept, RECORD, Validated};
 
 /// The validations in `metrics.jsonl` (rows with `val_success`), in file order.
 pub(crate) fn validations(metrics: &Path) -> Vec<Validated> {
-    std::fs::read_to_string(metrics)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+    ta_trainer::metrics::rows(metrics)
+        .into_iter()
         .filter_map(|v| {
             Some(Validated {
                 step: v["step"].as_u64()?,

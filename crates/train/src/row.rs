@@ -264,10 +264,11 @@ fn fmt_opt(x: Option<f64>) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn rollout(step: u64) -> RolloutMetrics {
+    /// A step's rollout metrics with every field set (also the other modules' tests').
+    pub(crate) fn rollout(step: u64) -> RolloutMetrics {
         RolloutMetrics {
             step,
             epoch: 0,

@@ -64,13 +64,7 @@ fn rewarder<T: ToolHost>(ctx: &Context<'_, T>) -> Result<Rewarder, RunError> {
 
 /// The judge's total cost recorded before a resume (the last `judge_cost_total_usd`).
 fn prior_judge_cost(metrics: &Path) -> f64 {
-    std::fs::read_to_string(metrics)
-        .unwrap_or_default()
-        .lines()
-        .rev()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .find_map(|v| v["judge_cost_total_usd"].as_f64())
-        .unwrap_or(0.0)
+    metrics::rows(metrics).iter().rev().find_map(|v| v["judge_cost_total_usd"].as_f64()).unwrap_or(0.0)
 }
 
 /// A step's scored episodes, every dynamic-sampling round's included.

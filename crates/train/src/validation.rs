@@ -121,9 +121,5 @@ pub(crate) fn send(trainer: &Trainer, step: u64, row: &impl serde::Serialize) ->
 
 /// Whether `metrics.jsonl` already holds the validation of `step` (a resumed run skips it).
 pub(crate) fn done(metrics: &Path, step: u64) -> bool {
-    std::fs::read_to_string(metrics)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .any(|v| v["step"] == step && v.get("val_completion_rate").is_some())
+    ta_trainer::metrics::rows(metrics).iter().any(|v| v["step"] == step && v.get("val_completion_rate").is_some())
 }

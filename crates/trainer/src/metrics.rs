@@ -16,6 +16,12 @@ pub fn append(path: &Path, row: &Value) -> std::io::Result<()> {
     write_csv(path, &path.with_extension("csv"))
 }
 
+/// The rows of `metrics.jsonl` in file order: none when it cannot be read, a line that is not JSON
+/// (a torn last line) skipped.
+pub fn rows(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path).unwrap_or_default().lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
+}
+
 /// Keeps the rows of steps up to `last_step` (validation rows of step 0 included): rows of steps
 /// that did not finish (a kill between the row and the checkpoint) go, so every step has one row
 /// however often the run was interrupted. Atomic: a kill leaves the old file or the new one.
@@ -43,6 +49,10 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "{\"step\":0,\"val_reward\":0.1}\n{\"step\":1}\n{\"step\":2}\n");
         assert_eq!(std::fs::read_to_string(dir.path().join("metrics.csv")).unwrap().lines().count(), 4, "the CSV follows: header + 3 rows");
         truncate(&dir.path().join("absent.jsonl"), 0).unwrap();
+        assert_eq!(super::rows(&path).len(), 3);
+        std::fs::write(&path, "{\"step\":0}\nnot json\n{\"step\":1}").unwrap();
+        assert_eq!(super::rows(&path), [serde_json::json!({"step": 0}), serde_json::json!({"step": 1})], "a line that is not JSON is skipped");
+        assert!(super::rows(&dir.path().join("absent.jsonl")).is_empty());
     }
 
     #[test]
