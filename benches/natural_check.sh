@@ -88,9 +88,10 @@
 #
 # Every stage prints its elapsed seconds. Re-running continues: a finished stage is skipped
 # (synth: summary.json; collect+curate: dataset/train.jsonl; sft: final/; train: .train-done;
-# eval: check/eval.json; TA_CHECK_STEPS: check-step-N/eval.json), an interrupted one resumes (`collect` and `eval` keep finished
-# episodes, `sft`/`train --resume`). A database that fails is recorded (TA_OUT/NAME/rc, its log)
-# and the others go on; the script exits non-zero at the end if any failed.
+# eval: check/eval.json; TA_CHECK_STEPS: check-step-N/eval.json), an interrupted one resumes
+# (`collect` and `eval` keep finished episodes, `sft`/`train --resume`). A database that fails is
+# recorded (TA_OUT/NAME/rc, its log) and the others go on; the script exits non-zero at the end if
+# any failed.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
