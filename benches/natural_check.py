@@ -17,8 +17,12 @@ Printed (markdown): per database and pooled (KaggleDBQA's databases, and everyth
 greedy accuracy of base / SFT / SFT+GRPO with 95% Wilson intervals, and the paired exact McNemar
 p-value (two-sided, exact binomial on the discordant questions) of SFT vs base and SFT+GRPO vs SFT.
 With OUT_DIR2 (a second recipe on the same questions): recipe 2 vs recipe 1 for SFT and for
-SFT+GRPO, paired by (database, scenario id). Then the issue's "done when" figures. `--json FILE`
-writes every number for benches/RESULTS.md. Standard library only.
+SFT+GRPO, paired by (database, scenario id). Then the issue's "done when" figures. Where
+TA_CHECK_STEPS left `check-step-N/` (the same evaluation with step N's checkpoint as `trained`), a
+diagnostic table of each step's accuracy and its McNemar test against the SFT adapter played beside
+it, grpo/final's step marked (`check_steps` in the JSON): a step chosen by it would be chosen on the
+check set, so the claims stay grpo/final's. `--json FILE` writes every number for
+benches/RESULTS.md. Standard library only.
 """
 import argparse
 import json
@@ -135,14 +139,19 @@ def read_check(check_dir, db):
     return out, notes
 
 
-def kept_note(grpo_dir, db):
-    """A note when `train` kept another adapter than its last step's as grpo/final (final.json)."""
+def read_kept(grpo_dir):
+    """grpo/final.json (which step's adapter `train` kept as grpo/final), None when absent."""
     try:
         with open(os.path.join(grpo_dir, "final.json")) as f:
-            kept = json.load(f)
+            return json.load(f)
     except (OSError, ValueError):
-        return []
-    if kept.get("step") == kept.get("last_step"):
+        return None
+
+
+def kept_note(grpo_dir, db):
+    """A note when `train` kept another adapter than its last step's as grpo/final (final.json)."""
+    kept = read_kept(grpo_dir)
+    if kept is None or kept.get("step") == kept.get("last_step"):
         return []
     rate = lambda v: f"{100 * v['success']:.1f}%" if v else "not validated"
     which = "the SFT adapter (step 0)" if kept["step"] == 0 else f"step {kept['step']}'s adapter"
@@ -167,6 +176,33 @@ def read_out_dir(out_dir):
         elif os.path.isdir(os.path.join(out_dir, name)) and (name in KAGGLE or name == DEMO):
             notes.append(f"{name}: no check/eval.json in {out_dir} (pipeline unfinished or failed)")
     return dbs, notes
+
+
+def read_steps(out_dir, dbs):
+    """TA_CHECK_STEPS' check-step-N/ of the databases in `dbs`: {db: {"kept": grpo/final's step or
+    None, "steps": {N: {model: rates}}}} (databases without one left out), and notes."""
+    out, notes = {}, []
+    for name in dbs:
+        steps = {}
+        for entry in os.listdir(os.path.join(out_dir, name)):
+            n = entry.removeprefix("check-step-")
+            check = os.path.join(out_dir, name, entry)
+            if n != entry and n.isdigit() and os.path.isfile(os.path.join(check, "eval.json")):
+                steps[int(n)], step_notes = read_check(check, name)
+                notes += [f"{note} ({entry}/)" for note in step_notes]
+        if steps:
+            kept = read_kept(os.path.join(out_dir, name, "grpo"))
+            out[name] = {"kept": kept.get("step") if kept else None, "steps": dict(sorted(steps.items()))}
+    return out, notes
+
+
+def steps_rows(steps):
+    """{db: {"kept", "steps": [{"step", "SFT+GRPO": accuracy, "vs SFT": paired test}]}}: each step's
+    adapter (`trained` in its check-step-N/) against the SFT adapter played beside it."""
+    return {db: {"kept": s["kept"],
+                 "steps": [{"step": n, "SFT+GRPO": accuracy(m["SFT+GRPO"]), "vs SFT": paired(m["SFT"], m["SFT+GRPO"])}
+                           for n, m in s["steps"].items()]}
+            for db, s in steps.items()}
 
 
 # ---- tables ----------------------------------------------------------------------------------
@@ -225,6 +261,23 @@ def print_table(title, rows):
     for name, r in rows:
         print(f"| {name} | {r['n']} | {pct(r.get('base'))} | {pct(r.get('SFT'))} | {pct(r.get('SFT+GRPO'))} "
               f"| {ptest(r.get('SFT vs base'))} | {ptest(r.get('SFT+GRPO vs SFT'))} |")
+
+
+def print_steps(rows, dbs):
+    """The per-step table: a column per step any database checked, SFT's (check/'s) first."""
+    columns = sorted({e["step"] for r in rows.values() for e in r["steps"]})
+    print("\n### people's questions at GRPO's validated steps (diagnostic; selecting a step by it would select on "
+          "the check set)\n")
+    print("Greedy accuracy with 95% Wilson intervals; each step's exact McNemar p (+better/-worse) against SFT played "
+          "beside it. (grpo/final) marks the adapter `train` kept on its validation tasks: the claims are its.\n")
+    print("| database | SFT | " + " | ".join(f"step {n}" for n in columns) + " |")
+    print("|---|---|" + "---|" * len(columns))
+    for db, r in rows.items():
+        marks = {r["kept"]: " (grpo/final)"}
+        by_step = {e["step"]: e for e in r["steps"]}
+        cells = [f"{pct(by_step[n]['SFT+GRPO'])}, {ptest(by_step[n]['vs SFT'])}{marks.get(n, '')}" if n in by_step else "-" for n in columns]
+        sft = accuracy(dbs[db]["SFT"]) if "SFT" in dbs[db] else None
+        print(f"| {db} | {pct(sft)}{marks.get(0, '')} | " + " | ".join(cells) + " |")
 
 
 def compare_recipes(dbs1, dbs2):
@@ -289,8 +342,14 @@ def main(argv=None):
         if allrow and "SFT+GRPO vs SFT" in allrow:
             t = allrow["SFT+GRPO vs SFT"]
             print(f"Pooled SFT+GRPO vs SFT: {100 * t['diff']:+.1f} points, p = {fmt_p(t['p'])} (target >= +5, p < 0.05)")
+        steps, step_notes = read_steps(out_dir, dbs)
+        check_steps = steps_rows(steps)
+        if check_steps:
+            print_steps(check_steps, dbs)
+            for n in step_notes:
+                print(f"- note: {n}")
         result["recipes"].append({"out_dir": os.path.abspath(out_dir), "rows": [{"name": n.strip("*"), **r} for n, r in rows],
-                                  "demo": demo, "notes": notes})
+                                  "demo": demo, "notes": notes + step_notes, "check_steps": check_steps})
 
     if len(all_dbs) == 2:
         cmp = compare_recipes(*all_dbs)

@@ -78,12 +78,20 @@
 #   TA_PARALLEL    pipelines at once (1: one database after another; N > 1: up to N in the
 #                  background, each writing TA_OUT/NAME/bench.log)
 #   TA_CHECK_LIMIT only the first N questions of each check set (smoke tests only; default all)
+#   TA_CHECK_STEPS GRPO steps whose checkpoint adapters the check set also plays, after check/
+#                  (space-separated step numbers, or `validated`: every step `train` validated,
+#                  step 0, the SFT adapter, aside; default empty: none), each into check-step-N/
+#                  beside SFT as check/ is (the base model's episodes reused from eval's cache).
+#                  A DIAGNOSTIC of how the people's accuracy moves across GRPO's steps, printed
+#                  after the table: choosing a step by it would select on the check set, so the
+#                  claims stay on grpo/final, the adapter chosen on the validation tasks
 #
 # Every stage prints its elapsed seconds. Re-running continues: a finished stage is skipped
 # (synth: summary.json; collect+curate: dataset/train.jsonl; sft: final/; train: .train-done;
-# eval: check/eval.json), an interrupted one resumes (`collect` and `eval` keep finished
-# episodes, `sft`/`train --resume`). A database that fails is recorded (TA_OUT/NAME/rc, its log)
-# and the others go on; the script exits non-zero at the end if any failed.
+# eval: check/eval.json; TA_CHECK_STEPS: check-step-N/eval.json), an interrupted one resumes
+# (`collect` and `eval` keep finished episodes, `sft`/`train --resume`). A database that fails is
+# recorded (TA_OUT/NAME/rc, its log) and the others go on; the script exits non-zero at the end if
+# any failed.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -105,6 +113,11 @@ SFT_FROM=${TA_SFT_FROM:-}
 GPU_UTIL=${TA_GPU_UTIL:-0.9}
 TRAIN_GPU_UTIL=$(python3 -c "print(round($GPU_UTIL / 3, 3))")
 PARALLEL=${TA_PARALLEL:-1}
+CHECK_STEPS=${TA_CHECK_STEPS:-}
+for s in $CHECK_STEPS; do
+  [[ $s == validated || $s =~ ^[1-9][0-9]*$ ]] || { echo "TA_CHECK_STEPS: '$s' is neither a GRPO step (1, 2, ...) nor 'validated'" >&2; exit 2; }
+done
+if [[ -n ${CHECK_STEPS// } ]] && (( STEPS == 0 )); then echo "TA_CHECK_STEPS checks GRPO's steps; set TA_STEPS > 0" >&2; exit 2; fi
 # GRPO's group shape, learning rate and episodes at once (the demo's GPU profile: a step's 64
 # episodes in one wave; at train's default 32, four pipelines to an H200 took 60-100 s a step).
 GROUPS_PER_STEP=8 ROLLOUTS=8 GRPO_LR=${TA_GRPO_LR:-2e-5} GRPO_KL=${TA_GRPO_KL:-0.0} GRPO_EVAL_EVERY=${TA_GRPO_EVAL_EVERY:-0} GRPO_CONCURRENCY=128
@@ -365,6 +378,35 @@ for l in open(sys.argv[1]):
     stamp "eval done earlier"
   else
     check_eval "$d/check" "$trained" "${baseline[@]}"
+  fi
+
+  # 5. TA_CHECK_STEPS (a diagnostic): the check set on GRPO's step checkpoints, each beside SFT.
+  if [[ -n ${CHECK_STEPS// } ]]; then
+    local steps step adapter
+    # `validated`: the steps of metrics.jsonl's validation rows (a line that is not JSON skipped,
+    # as train's own reader does), step 0 (the SFT adapter, in check/ already) aside.
+    steps=$(python3 -c 'import json,sys
+def row(l):
+    try: return json.loads(l)
+    except ValueError: return {}
+steps = {int(s) for s in sys.argv[2:] if s != "validated"}
+if "validated" in sys.argv[2:]:
+    try: lines = open(sys.argv[1]).readlines()
+    except OSError: lines = []
+    steps |= {r["step"] for r in map(row, lines) if "val_success" in r and r.get("step", 0) != 0}
+print(" ".join(map(str, sorted(steps))))' "$d/grpo/metrics.jsonl" $CHECK_STEPS)
+    [[ -n $steps ]] || stamp "TA_CHECK_STEPS ($CHECK_STEPS): no step to check"
+    for step in $steps; do
+      # train's checkpoint of a step (ta_trainer::checkpoint::checkpoint_dir), as keep.rs reads it.
+      adapter=$d/grpo/checkpoints/step-$(printf '%06d' "$step")/adapter
+      if [[ -f $d/check-step-$step/eval.json ]]; then
+        stamp "check of step $step done earlier"
+      elif [[ ! -f $adapter/adapter_config.json ]]; then
+        stamp "step $step: no checkpoint adapter ($adapter): not checked"
+      else
+        check_eval "$d/check-step-$step" "$adapter" --baseline "$sft_final"
+      fi
+    done
   fi
   stamp "done"
 }

@@ -133,6 +133,63 @@ class Layout(unittest.TestCase):
             self.assertEqual(len(numbers["recipes"]), 2)
             self.assertTrue(math.isclose(numbers["recipe2_vs_recipe1"]["pooled"]["SFT+GRPO"]["test"]["diff"], 0.4))
 
+    def test_check_steps_table_marks_the_kept_step(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "out")
+            sft = [1] * 4 + [0] * 6  # 4 of 10
+            write_check(out, "demo", {"base": [0] * 10, "baseline": sft, "trained": [1] * 5 + [0] * 5})
+            # Step 4 gains 3 questions and loses 1 (6 of 10); step 8, kept, gains 1 (5 of 10).
+            write_check(out, "demo", {"base": [0] * 10, "baseline": sft, "trained": [0] + [1] * 6 + [0] * 3}, name="check-step-4")
+            write_check(out, "demo", {"base": [0] * 10, "baseline": sft, "trained": [1] * 5 + [0] * 5}, name="check-step-8")
+            write_check(out, "GeoNuclearData", {"base": [0, 0], "baseline": [1, 0], "trained": [1, 1]})
+            write_check(out, "GeoNuclearData", {"base": [0, 0], "baseline": [1, 0], "trained": [0, 0]}, name="check-step-4")
+            for db, step in [("demo", 8), ("GeoNuclearData", 0)]:
+                os.makedirs(os.path.join(out, db, "grpo"))
+                with open(os.path.join(out, db, "grpo", "final.json"), "w") as f:
+                    json.dump({"rule": "best", "step": step, "last_step": 8}, f)
+
+            dbs, _ = nc.read_out_dir(out)
+            steps, notes = nc.read_steps(out, dbs)
+            self.assertEqual(notes, [])
+            rows = nc.steps_rows(steps)
+            demo = {e["step"]: e for e in rows["demo"]["steps"]}
+            self.assertEqual((rows["demo"]["kept"], list(demo)), (8, [4, 8]))
+            self.assertAlmostEqual(demo[4]["SFT+GRPO"]["acc"], 0.6)
+            self.assertEqual((demo[4]["vs SFT"]["better"], demo[4]["vs SFT"]["worse"]), (3, 1))
+            self.assertAlmostEqual(demo[4]["vs SFT"]["p"], nc.mcnemar_exact(3, 1))
+            self.assertAlmostEqual(demo[8]["SFT+GRPO"]["acc"], 0.5)
+            self.assertEqual((demo[8]["vs SFT"]["better"], demo[8]["vs SFT"]["worse"]), (1, 0))
+            self.assertEqual(rows["GeoNuclearData"]["kept"], 0)
+
+            text = io.StringIO()
+            json_path = os.path.join(tmp, "n.json")
+            with redirect_stdout(text):
+                self.assertEqual(nc.main([out, "--json", json_path]), 0)
+            text = text.getvalue()
+            self.assertIn("people's questions at GRPO's validated steps (diagnostic; selecting a step by it would select on the check set)", text)
+            self.assertIn("| database | SFT | step 4 | step 8 |", text)
+            self.assertIn(f"| demo | {nc.pct(nc.accuracy({i: float(v) for i, v in enumerate(sft)}))} | "
+                          f"{nc.pct(demo[4]['SFT+GRPO'])}, 0.625 (+3/-1) | {nc.pct(demo[8]['SFT+GRPO'])}, 1.000 (+1/-0) (grpo/final) |", text)
+            # GRPO kept the SFT adapter; step 8 was not checked there.
+            self.assertIn("| GeoNuclearData | 50.0% [9.5, 90.5] (grpo/final) | 0.0% [0.0, 65.8], 1.000 (+0/-1) | - |", text)
+            with open(json_path) as f:
+                numbers = json.load(f)["recipes"][0]["check_steps"]
+            self.assertEqual([e["step"] for e in numbers["demo"]["steps"]], [4, 8])
+            self.assertEqual(numbers["demo"]["kept"], 8)
+
+    def test_no_check_steps_table_without_check_step_dirs(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            write_check(tmp, "demo", {"base": [0] * 4, "baseline": [1, 0, 0, 0], "trained": [1, 1, 0, 0]})
+            # An unfinished step check (no eval.json yet) is not a result.
+            os.makedirs(os.path.join(tmp, "demo", "check-step-4", "trajectories"))
+            text = io.StringIO()
+            json_path = os.path.join(tmp, "n.json")
+            with redirect_stdout(text):
+                self.assertEqual(nc.main([tmp, "--json", json_path]), 0)
+            self.assertNotIn("validated steps", text.getvalue())
+            with open(json_path) as f:
+                self.assertEqual(json.load(f)["recipes"][0]["check_steps"], {})
+
 
 if __name__ == "__main__":
     unittest.main()
