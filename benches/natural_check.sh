@@ -36,6 +36,8 @@
 #                  instead of synthesizing them (tasks an older synthesizer made, so two recipes
 #                  can be compared on the same GPU)
 #   TA_SYNTH_N     candidate tasks to synthesize (2000: about 1,600 train tasks, room for the traces)
+#   TA_VALUE_LOOKUPS  1: synthesize with `--value-lookups` (some questions name a stored value
+#                  loosely and their traces look it up before the answer's query); unset: without
 #   TA_PARAPHRASE_TEACHER  a teacher for `scenarios paraphrase` (e.g. local/qwen2.5-coder-1.5b-
 #                  instruct-q4_k_m.gguf, or openai/MODEL): the first TA_TRACES synthesized tasks
 #                  of a SQL database (the traces never reach past them) are reworded by it
@@ -137,7 +139,8 @@ sft_settings() {
   if [[ -e $model ]]; then model=$(realpath "$model"); fi
   printf '%s\n' "model=$model" "data=$TA_DATA" "scenarios_dir=${TA_SCENARIOS_DIR:-}" "synth_n=$SYNTH_N" \
     "paraphrase_teacher=${TA_PARAPHRASE_TEACHER:-}" "paraphrase_per_task=${TA_PARAPHRASE_PER_TASK:-2}" \
-    "traces=$TRACES" "sft_epochs=$SFT_EPOCHS" "seed=$SEED" "frontier=$FRONTIER" "frontier_tasks=$FRONTIER_TASKS"
+    "traces=$TRACES" "sft_epochs=$SFT_EPOCHS" "seed=$SEED" "frontier=$FRONTIER" "frontier_tasks=$FRONTIER_TASKS" \
+    ${TA_VALUE_LOOKUPS:+"value_lookups=1"}
 }
 if [[ -n $SFT_FROM ]]; then
   SFT_FROM=$(realpath -m "$SFT_FROM")
@@ -239,7 +242,7 @@ run_db() {
         "$TA_BIN" scenarios walk --server "$server" --n "$SYNTH_N" --seed "$SEED" --out "$d/synth"
       else
         stamp "synth on: $server"
-        "$TA_BIN" scenarios synth --server "$server" --n "$SYNTH_N" --seed "$SEED" --out "$d/synth"
+        "$TA_BIN" scenarios synth --server "$server" --n "$SYNTH_N" --seed "$SEED" ${TA_VALUE_LOOKUPS:+--value-lookups} --out "$d/synth"
       fi
     fi
     # The teacher's rewordings (their answers stay the SQL's), for SQL tasks only: a walked

@@ -21,6 +21,9 @@ pub struct Candidate {
     pub width: usize,
     pub answer: Shape,
     pub probe: Option<Probe>,
+    /// Queries that find the stored values the question names loosely ("court" for "Awaiting
+    /// court outcome"): the reference runs them before `sql`.
+    pub lookups: Vec<String>,
 }
 
 /// How the rows become the expected answer.

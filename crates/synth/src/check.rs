@@ -151,6 +151,7 @@ mod tests {
             width: 1,
             answer: Shape::List,
             probe: None,
+            lookups: Vec::new(),
         };
         let expr = rows_expr(&c);
         assert!(expr.contains(&format!("AS ({}) SELECT", c.sql)) && expr.contains(&format!("FROM q LIMIT {ROWS_READ})")), "{expr}");

@@ -53,8 +53,8 @@ const TECHNICAL_EVERY: u32 = 8;
 /// the sampled ones: what a set chosen by template (`SynthOptions::templates`, the demo's CPU
 /// profile of one-table counts) has room for, where the full mix samples them like every other
 /// target.
-pub fn candidates(schema: &Schema, seed: u64, every_condition: bool) -> Vec<Candidate> {
-    let mut g = Gen { out: Vec::new(), rng: ChaCha8Rng::seed_from_u64(seed), every_condition };
+pub fn candidates(schema: &Schema, seed: u64, every_condition: bool, value_lookups: bool) -> Vec<Candidate> {
+    let mut g = Gen { out: Vec::new(), rng: ChaCha8Rng::seed_from_u64(seed), every_condition, value_lookups };
     for t in &schema.tables {
         let scope = Scope::new(schema, t);
         g.scope(&scope);
@@ -85,6 +85,8 @@ struct Gen {
     out: Vec<Candidate>,
     rng: ChaCha8Rng,
     every_condition: bool,
+    /// Category values are also named loosely, with a lookup in the reference ([`crate::scope::mention`]).
+    value_lookups: bool,
 }
 
 /// A question before its phrasings are chosen.
@@ -114,7 +116,10 @@ impl Gen {
         natural.dedup();
         natural.shuffle(&mut self.rng);
         natural.truncate(PHRASINGS);
-        let technical = (self.rng.random_range(0..TECHNICAL_EVERY) == 0).then_some(d.technical);
+        let mut lookups: Vec<String> = d.wh.parts.iter().filter_map(|f| f.lookup.clone()).collect();
+        lookups.dedup();
+        // The technical phrasing names the stored value, which a loose question is about not knowing.
+        let technical = (self.rng.random_range(0..TECHNICAL_EVERY) == 0).then_some(d.technical).filter(|_| lookups.is_empty());
         self.out.push(Candidate {
             template: d.template,
             difficulty,
@@ -125,6 +130,7 @@ impl Gen {
             width: d.width,
             answer: d.answer,
             probe: d.probe.map(|p| Probe { sql: s.finish(&p.sql), ..p }),
+            lookups,
         });
     }
 
@@ -149,7 +155,7 @@ impl Gen {
     }
 
     fn scope(&mut self, s: &Scope) {
-        let fs = filters(s);
+        let fs = filters(s, self.value_lookups);
         let (n, one) = (s.plural.clone(), s.singular.clone());
         let table_raw = s.table.name.clone();
         let from = |paths: &[&[usize]]| s.from(paths);

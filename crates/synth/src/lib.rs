@@ -89,6 +89,9 @@ pub struct SynthOptions {
     /// not named gets the mean weight. `scenarios frontier --weights` writes them from a
     /// model's failures.
     pub template_weights: Option<BTreeMap<String, f64>>,
+    /// Also name category values loosely ("court" for "Awaiting court outcome"), with a lookup of
+    /// the stored value in the reference before its query (`scenarios synth --value-lookups`).
+    pub value_lookups: bool,
 }
 
 /// What a synthesis produced and how.
@@ -113,6 +116,8 @@ pub struct Summary {
     pub per_template: BTreeMap<String, usize>,
     pub per_difficulty: BTreeMap<u8, usize>,
     pub per_table: BTreeMap<String, usize>,
+    /// Scenarios whose reference looks up a value the question names loosely.
+    pub value_lookups: usize,
 }
 
 pub struct Synthesized {
@@ -126,7 +131,7 @@ pub async fn synthesize<T: ToolHost>(host: &T, opts: &SynthOptions) -> Result<Sy
     let tools = SqlTools::detect(host.specs(), opts.query_tool.as_deref())?;
     let sql = exec::Sql { host, tool: &tools.query };
     let schema = schema::introspect(&sql).await?;
-    let mut all = grammar::candidates(&schema, opts.seed, opts.templates.is_some());
+    let mut all = grammar::candidates(&schema, opts.seed, opts.templates.is_some(), opts.value_lookups);
     all.extend(meta::candidates(&schema));
     select(&mut all, opts)?;
     let ordered = match &opts.template_weights {
@@ -198,6 +203,7 @@ pub async fn synthesize<T: ToolHost>(host: &T, opts: &SynthOptions) -> Result<Sy
         per_template: BTreeMap::new(),
         per_difficulty: BTreeMap::new(),
         per_table: BTreeMap::new(),
+        value_lookups: group_of.iter().filter(|&&g| !kept[g].0.lookups.is_empty()).count(),
     };
     for &g in &group_of {
         let c = &kept[g].0;
@@ -363,7 +369,7 @@ fn scenario(tools: &SqlTools, c: &Candidate, ok: &Checked, task: &str, index: us
         difficulty: Some(Difficulty::Level(c.difficulty)),
         tags,
         max_turns: None,
-        reference: exploration_steps(tools, &c.tables).into_iter().chain([query_step(tools, &c.sql)]).collect(),
+        reference: exploration_steps(tools, &c.tables).into_iter().chain(c.lookups.iter().map(|l| query_step(tools, l))).chain([query_step(tools, &c.sql)]).collect(),
         source: Some(SOURCE_SYNTH.into()),
         checked: Some(true),
         expected_state: None,

@@ -110,7 +110,7 @@ pub fn candidates(schema: &Schema) -> Vec<Candidate> {
 }
 
 fn question(template: &'static str, difficulty: u8, tables: &[String], phrasings: Vec<String>, sql: String, answer: Shape) -> Candidate {
-    Candidate { template, difficulty, tables: tables.to_vec(), phrasings, technical: None, sql, width: 1, answer, probe: None }
+    Candidate { template, difficulty, tables: tables.to_vec(), phrasings, technical: None, sql, width: 1, answer, probe: None, lookups: Vec::new() }
 }
 
 #[cfg(test)]

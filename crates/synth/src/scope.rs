@@ -48,6 +48,9 @@ pub(crate) struct Attr {
     pub(crate) missing: Option<String>,
     /// The rows it names are people (first and last names): asked about with "who".
     pub(crate) person: bool,
+    /// For a category whose every distinct value was sampled: its table and column (quoted), so
+    /// that a question naming one value loosely can come with the lookup that finds it.
+    pub(crate) values_of: Option<(String, String)>,
 }
 
 impl Attr {
@@ -165,6 +168,7 @@ impl<'a> Scope<'a> {
                 nullable: false,
                 missing: None,
                 person: t.is_person(),
+                values_of: None,
             });
         }
         for c in &t.columns {
@@ -182,7 +186,18 @@ impl<'a> Scope<'a> {
             } else {
                 continue;
             };
-            self.attrs.push(Attr { expr: c.sql(alias), phrase: phrase(c), raw: raw(c), path: path.to_vec(), role, nullable: c.nulls > 0, missing: None, person: false });
+            let values_of = (matches!(role, Role::Category(_)) && c.values.len() as u64 == c.distinct).then(|| (ident(&t.name), ident(&c.name)));
+            self.attrs.push(Attr {
+                expr: c.sql(alias),
+                phrase: phrase(c),
+                raw: raw(c),
+                path: path.to_vec(),
+                role,
+                nullable: c.nulls > 0,
+                missing: None,
+                person: false,
+                values_of,
+            });
         }
     }
 
@@ -265,6 +280,9 @@ pub(crate) struct Filter {
     /// The join whose row it says is missing ("with no manager"): nothing that needs that join
     /// can go with it, as the join drops exactly those rows.
     pub(crate) absent: Option<usize>,
+    /// The query that finds the stored value a loose mention names ([`mention`]): the reference
+    /// runs it before its answer, as a careful asker would.
+    pub(crate) lookup: Option<String>,
 }
 
 impl Filter {
@@ -274,10 +292,12 @@ impl Filter {
     }
 }
 
-pub(crate) fn filters(s: &Scope) -> Vec<Filter> {
+/// The filters of a scope's attributes; with `loose`, also each category value named loosely
+/// ([`mention`]) beside its exact wording, with the lookup that finds it.
+pub(crate) fn filters(s: &Scope, loose: bool) -> Vec<Filter> {
     let mut out = Vec::new();
     for (i, a) in s.attrs.iter().enumerate() {
-        let f = |sql: String, post: Vec<String>, raw: String| Filter { sql, post, raw, path: a.path.clone(), attr: i, absent: None };
+        let f = |sql: String, post: Vec<String>, raw: String| Filter { sql, post, raw, path: a.path.clone(), attr: i, absent: None, lookup: None };
         let p = &a.phrase;
         if a.nullable && a.path.is_empty() {
             out.push(f(format!("{} IS NULL", a.expr), vec![format!("with no {p} recorded"), format!("whose {p} is missing")], format!("{} IS NULL", a.raw)));
@@ -292,6 +312,7 @@ pub(crate) fn filters(s: &Scope) -> Vec<Filter> {
                 path: Vec::new(),
                 attr: i,
                 absent: a.path.first().copied(),
+                lookup: None,
             });
         }
         match &a.role {
@@ -306,6 +327,11 @@ pub(crate) fn filters(s: &Scope) -> Vec<Filter> {
                         post.push(format!("in {vs}"));
                     }
                     out.push(f(format!("{} = {vl}", a.expr), post, format!("{} = {vl}", a.raw)));
+                    if let (true, Some((table, column)), Some(m)) = (loose, &a.values_of, mention(v, values)) {
+                        let lookup = format!("SELECT DISTINCT {column} FROM {table} WHERE {column} LIKE {}", literal(&format!("%{m}%")));
+                        let post = vec![format!("with {p} {m}"), format!("whose {p} is {m}")];
+                        out.push(Filter { lookup: Some(lookup), ..f(format!("{} = {vl}", a.expr), post, format!("{} = {vl}", a.raw)) });
+                    }
                     // "not terminated": the complement of a value, where no row lacks one (NULLs
                     // would be neither)
                     if k < NEGATED_VALUES && values.len() > 2 && !a.nullable {
@@ -364,6 +390,28 @@ pub(crate) fn filters(s: &Scope) -> Vec<Filter> {
         }
     }
     out
+}
+
+/// How people name a stored text value without knowing how it is stored: its longest word
+/// (four letters or more) in lower case when the value has several and no other value of the
+/// column contains that word ("court" for "Awaiting court outcome"), else the whole value in lower
+/// case when that differs from it ("engineering" for "Engineering"). Such a question is answered
+/// by looking the value up first (`LIKE`, which SQLite matches without regard to ASCII case), not
+/// by copying words of the question into `=`, which is what people's questions need and the
+/// exact wordings never teach. None for a value that is not ASCII text (`LIKE` folds only ASCII
+/// case) or reads the same.
+pub(crate) fn mention(v: &Value, values: &[Value]) -> Option<String> {
+    let text = v.as_str().filter(|t| t.is_ascii())?;
+    let lower = text.to_lowercase();
+    let others: Vec<String> = values.iter().filter_map(Value::as_str).filter(|o| *o != text).map(str::to_lowercase).collect();
+    let unique = |m: &str| !others.iter().any(|o| o.contains(m));
+    let mut words: Vec<&str> = lower.split(|c: char| !c.is_alphanumeric()).filter(|w| w.chars().count() >= 4).collect();
+    words.sort_by_key(|w| std::cmp::Reverse(w.chars().count()));
+    let several = lower.split_whitespace().count() > 1;
+    if let Some(w) = words.into_iter().find(|w| several && unique(w)) {
+        return Some(w.to_string());
+    }
+    (lower != text && unique(&lower)).then_some(lower)
 }
 
 pub(crate) fn years(values: &[Value]) -> Vec<i32> {
@@ -427,12 +475,30 @@ mod tests {
 
     #[test]
     fn a_missing_parent_never_goes_with_the_join_that_drops_it() {
-        let filter = |path: Vec<usize>, absent: Option<usize>| Filter { sql: String::new(), post: vec![], raw: String::new(), path, attr: 0, absent };
+        let filter = |path: Vec<usize>, absent: Option<usize>| Filter { sql: String::new(), post: vec![], raw: String::new(), path, attr: 0, absent, lookup: None };
         let no_manager = filter(vec![], Some(1));
         assert!(no_manager.agrees(&[]));
         assert!(no_manager.agrees(&[0, 2]), "another join is fine");
         assert!(!no_manager.agrees(&[1]) && !no_manager.agrees(&[1, 3]));
         assert!(filter(vec![1], None).agrees(&[1, 3]));
         assert!(!filter(vec![1], None).agrees(&[0]));
+    }
+
+    #[test]
+    fn a_value_is_named_by_a_word_no_other_value_holds_or_in_lower_case() {
+        let values: Vec<Value> =
+            ["Awaiting court outcome", "Court result unavailable", "Under investigation", "Engineering", "done", "Café Nord"].into_iter().map(Value::from).collect();
+        let m = |v: &str| mention(&Value::from(v), &values);
+        // "awaiting" (8 letters) and "outcome" (7) are its own; "court" is shared with another value
+        assert_eq!(m("Awaiting court outcome").as_deref(), Some("awaiting"));
+        assert_eq!(m("Under investigation").as_deref(), Some("investigation"));
+        assert_eq!(m("Engineering").as_deref(), Some("engineering"), "one word: the whole value, lower case");
+        assert_eq!(m("done"), None, "already as people write it");
+        assert_eq!(m("Café Nord"), None, "LIKE folds only ASCII case");
+        assert_eq!(mention(&Value::from(3), &values), None);
+        // no word of its own and the lower case contained in another value: no loose name
+        let close: Vec<Value> = ["Road works", "Road works ahead"].into_iter().map(Value::from).collect();
+        assert_eq!(mention(&close[0], &close), None);
+        assert_eq!(mention(&close[1], &close).as_deref(), Some("ahead"));
     }
 }

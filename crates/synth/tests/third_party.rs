@@ -80,7 +80,17 @@ fn same(a: &Expected, b: &Expected) -> bool {
 
 /// Options that synthesize every question a database offers (seeded, a quarter in validation).
 fn every_question() -> SynthOptions {
-    SynthOptions { n: 100_000, query_tool: None, validation_fraction: 0.25, seed: 3, concurrency: 4, templates: None, max_difficulty: None, template_weights: None }
+    SynthOptions {
+        n: 100_000,
+        query_tool: None,
+        validation_fraction: 0.25,
+        seed: 3,
+        concurrency: 4,
+        templates: None,
+        max_difficulty: None,
+        template_weights: None,
+        value_lookups: false,
+    }
 }
 
 /// PyPI's mcp-server-sqlite on a fresh database `file` made by `schema`, connected; None (the
@@ -278,8 +288,17 @@ async fn a_big_table_is_synthesized_with_bounded_list_queries() {
         )
         .unwrap();
     let tools = connect(&format!("{} --db-path {}", server.display(), db.display())).await;
-    let opts =
-        SynthOptions { n: 40, query_tool: None, validation_fraction: 0.25, seed: 3, concurrency: 2, templates: None, max_difficulty: None, template_weights: None };
+    let opts = SynthOptions {
+        n: 40,
+        query_tool: None,
+        validation_fraction: 0.25,
+        seed: 3,
+        concurrency: 2,
+        templates: None,
+        max_difficulty: None,
+        template_weights: None,
+        value_lookups: false,
+    };
     let out = synthesize(&tools, &opts).await.unwrap();
     tools.client().close().await;
     let s = &out.summary;
@@ -684,4 +703,45 @@ async fn another_query_answers_like_the_task_only_with_the_same_rows() {
     assert!(shown[0].starts_with("CREATE TABLE employees") && shown[0].ends_with("\n-- department: 'Engineering', 'Research', 'Sales'"), "{}", shown[0]);
     assert!(shown[1].starts_with("CREATE TABLE projects") && shown[1].ends_with("\n-- status: 'active', 'done', 'planned'"), "{}", shown[1]);
     assert!(!shown.iter().any(|t| t.contains("-- first_name") || t.contains("-- name")), "{shown:?}");
+}
+
+/// `--value-lookups`: a category value named loosely ("engineering" for the stored
+/// "Engineering"), with the query that finds the stored value in the reference before the
+/// answer's; the answer is still the answer's query's, and without the option nothing changes.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_value_named_loosely_is_looked_up_in_the_reference() {
+    let Some((_dir, db, tools)) = served("a_value_named_loosely_is_looked_up_in_the_reference", "staff.db", STAFF).await else { return };
+    let plain = synthesize(&tools, &every_question()).await.unwrap();
+    let out = synthesize(&tools, &SynthOptions { value_lookups: true, ..every_question() }).await.unwrap();
+    tools.client().close().await;
+    let query_steps = |sc: &ta_types::Scenario, tool: &str| -> Vec<String> {
+        sc.reference.iter().filter(|st| st.tool == tool).map(|st| st.arguments["query"].as_str().unwrap().to_string()).collect()
+    };
+    let tool = out.summary.query_tool.clone();
+    assert_eq!(plain.summary.value_lookups, 0);
+    assert!(plain.scenarios.iter().all(|sc| query_steps(sc, &tool).len() == 1), "without the option every reference runs one query");
+
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let looked: Vec<&ta_types::Scenario> = out.scenarios.iter().filter(|sc| query_steps(sc, &tool).len() > 1).collect();
+    assert_eq!(looked.len(), out.summary.value_lookups);
+    assert!(looked.len() >= 5, "{} scenarios look a value up", looked.len());
+    for sc in &looked {
+        let mut queries = query_steps(sc, &tool);
+        let answer = queries.pop().unwrap();
+        assert_eq!(answer, sc.extra["sql"].as_str().unwrap(), "the answer's query comes last");
+        for lookup in &queries {
+            let mention = lookup.split("LIKE '%").nth(1).and_then(|m| m.strip_suffix("%'")).unwrap_or_else(|| panic!("{lookup}"));
+            let mut stmt = conn.prepare(lookup).unwrap();
+            let found: Vec<String> = stmt.query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect();
+            let [stored] = found.as_slice() else { panic!("{lookup} finds {found:?}, not one value") };
+            assert!(answer.contains(&format!("= '{stored}'")), "{answer} filters on {stored}");
+            assert!(sc.task.contains(mention), "{}: names {stored} as {mention}", sc.task);
+            // (another filter of the question may name the same value exactly: "not Research")
+            if answer.matches(&format!("'{stored}'")).count() == 1 {
+                assert!(!sc.task.contains(stored.as_str()), "{}: names {stored} only as {mention}", sc.task);
+            }
+        }
+        assert!(same(sc.expected.as_ref().unwrap(), &direct(&conn, &answer, shape(sc))), "{}: {answer}", sc.task);
+    }
+    assert!(looked.iter().any(|sc| sc.task.contains("engineering")), "the department Engineering, named in lower case");
 }

@@ -40,6 +40,11 @@ pub struct Args {
     /// `scenarios frontier --weights` writes them from a model's failed episodes.
     #[arg(long, value_name = "FILE")]
     template_weights: Option<PathBuf>,
+    /// Also name text values loosely, as people who do not know how they are stored do ("court"
+    /// for "Awaiting court outcome", "engineering" for "Engineering"), and look the value up in
+    /// the reference before the answer's query.
+    #[arg(long)]
+    value_lookups: bool,
 }
 
 pub async fn run(args: Args) -> Result<()> {
@@ -59,6 +64,7 @@ pub async fn run(args: Args) -> Result<()> {
         templates: args.templates.clone(),
         max_difficulty: args.max_difficulty,
         template_weights: args.template_weights.as_deref().map(read_weights).transpose()?,
+        value_lookups: args.value_lookups,
     };
     eprintln!("synthesizing up to {} scenarios through {} ...", args.n, server.description);
     let result = synthesize(&tools, &opts).await;
@@ -88,6 +94,9 @@ pub async fn run(args: Args) -> Result<()> {
         println!("  duplicates {:>3}  (same normalized text)", s.duplicates);
     }
     println!("scenarios         {} (train {}, validation {})", s.scenarios, s.train, s.validation);
+    if args.value_lookups {
+        println!("value lookups     {} (a value named loosely, looked up in the reference)", s.value_lookups);
+    }
     super::print_counts("per template", s.per_template.iter().map(|(k, n)| (k.clone(), n)));
     super::print_counts("per difficulty", s.per_difficulty.iter().map(|(k, n)| (format!("level {k}"), n)));
     super::print_counts("per table", s.per_table.iter().map(|(k, n)| (k.clone(), n)));
