@@ -20,7 +20,7 @@ With OUT_DIR2 (a second recipe on the same questions): recipe 2 vs recipe 1 for 
 SFT+GRPO, paired by (database, scenario id). Then the issue's "done when" figures. Where
 TA_CHECK_STEPS left `check-step-N/` (the same evaluation with step N's checkpoint as `trained`), a
 diagnostic table of each step's accuracy and its McNemar test against the SFT adapter played beside
-it, grpo/final's step marked (`check_steps` in the JSON): a step chosen by it would be chosen on the
+it (and pooled over the databases, for the steps every one checked), grpo/final's step marked (`check_steps` in the JSON): a step chosen by it would be chosen on the
 check set, so the claims stay grpo/final's. `--json FILE` writes every number for
 benches/RESULTS.md. Standard library only.
 """
@@ -197,12 +197,19 @@ def read_steps(out_dir, dbs):
 
 
 def steps_rows(steps):
-    """{db: {"kept", "steps": [{"step", "SFT+GRPO": accuracy, "vs SFT": paired test}]}}: each step's
-    adapter (`trained` in its check-step-N/) against the SFT adapter played beside it."""
-    return {db: {"kept": s["kept"],
-                 "steps": [{"step": n, "SFT+GRPO": accuracy(m["SFT+GRPO"]), "vs SFT": paired(m["SFT"], m["SFT+GRPO"])}
-                           for n, m in s["steps"].items()]}
+    """{db: {"kept", "steps": [{"step", "SFT", "SFT+GRPO": accuracy, "vs SFT": paired test}]}}: each
+    step's adapter (`trained` in its check-step-N/) against the SFT adapter played beside it; with
+    two databases or more, "**all**" pools the steps every one of them checked (the issue's target
+    is pooled), keyed by (database, question)."""
+    def row(n, sft, trained):
+        return {"step": n, "SFT": accuracy(sft), "SFT+GRPO": accuracy(trained), "vs SFT": paired(sft, trained)}
+    rows = {db: {"kept": s["kept"], "steps": [row(n, m["SFT"], m["SFT+GRPO"]) for n, m in s["steps"].items()]}
             for db, s in steps.items()}
+    if len(steps) > 1:
+        shared = sorted(set.intersection(*(set(s["steps"]) for s in steps.values())))
+        merged = lambda n, model: {(db, k): v for db, s in steps.items() for k, v in s["steps"][n][model].items()}
+        rows["**all**"] = {"kept": None, "steps": [row(n, merged(n, "SFT"), merged(n, "SFT+GRPO")) for n in shared]}
+    return rows
 
 
 # ---- tables ----------------------------------------------------------------------------------
@@ -276,7 +283,8 @@ def print_steps(rows, dbs):
         marks = {r["kept"]: " (grpo/final)"}
         by_step = {e["step"]: e for e in r["steps"]}
         cells = [f"{pct(by_step[n]['SFT+GRPO'])}, {ptest(by_step[n]['vs SFT'])}{marks.get(n, '')}" if n in by_step else "-" for n in columns]
-        sft = accuracy(dbs[db]["SFT"]) if "SFT" in dbs[db] else None
+        # check/'s SFT; the pooled row's from the steps' own SFT plays (every step has the same).
+        sft = accuracy(dbs[db]["SFT"]) if db in dbs and "SFT" in dbs[db] else r["steps"][0]["SFT"] if r["steps"] else None
         print(f"| {db} | {pct(sft)}{marks.get(0, '')} | " + " | ".join(cells) + " |")
 
 

@@ -160,6 +160,11 @@ class Layout(unittest.TestCase):
             self.assertAlmostEqual(demo[8]["SFT+GRPO"]["acc"], 0.5)
             self.assertEqual((demo[8]["vs SFT"]["better"], demo[8]["vs SFT"]["worse"]), (1, 0))
             self.assertEqual(rows["GeoNuclearData"]["kept"], 0)
+            # Pooled over the databases, only the steps both checked (4): 6 of 12 against SFT's 5 of 12.
+            pooled = rows["**all**"]["steps"]
+            self.assertEqual([e["step"] for e in pooled], [4])
+            self.assertEqual((pooled[0]["SFT+GRPO"]["successes"], pooled[0]["SFT+GRPO"]["n"], pooled[0]["SFT"]["successes"]), (6, 12, 5))
+            self.assertEqual((pooled[0]["vs SFT"]["better"], pooled[0]["vs SFT"]["worse"]), (3, 2))
 
             text = io.StringIO()
             json_path = os.path.join(tmp, "n.json")
@@ -172,6 +177,7 @@ class Layout(unittest.TestCase):
                           f"{nc.pct(demo[4]['SFT+GRPO'])}, 0.625 (+3/-1) | {nc.pct(demo[8]['SFT+GRPO'])}, 1.000 (+1/-0) (grpo/final) |", text)
             # GRPO kept the SFT adapter; step 8 was not checked there.
             self.assertIn("| GeoNuclearData | 50.0% [9.5, 90.5] (grpo/final) | 0.0% [0.0, 65.8], 1.000 (+0/-1) | - |", text)
+            self.assertIn(f"| **all** | {nc.pct(pooled[0]['SFT'])} | {nc.pct(pooled[0]['SFT+GRPO'])}, 1.000 (+3/-2) | - |", text)
             with open(json_path) as f:
                 numbers = json.load(f)["recipes"][0]["check_steps"]
             self.assertEqual([e["step"] for e in numbers["demo"]["steps"]], [4, 8])

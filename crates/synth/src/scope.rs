@@ -392,24 +392,32 @@ pub(crate) fn filters(s: &Scope, loose: bool) -> Vec<Filter> {
     out
 }
 
-/// How people name a stored text value without knowing how it is stored: its longest word
-/// (four letters or more) in lower case when the value has several and no other value of the
-/// column contains that word ("court" for "Awaiting court outcome"), else the whole value in lower
-/// case when that differs from it ("engineering" for "Engineering"). Such a question is answered
-/// by looking the value up first (`LIKE`, which SQLite matches without regard to ASCII case), not
-/// by copying words of the question into `=`, which is what people's questions need and the
-/// exact wordings never teach. None for a value that is not ASCII text (`LIKE` folds only ASCII
-/// case) or reads the same.
+/// Words that do not name a value on their own ("and", "of", "not").
+const GLUE: [&str; 23] =
+    ["a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "has", "have", "in", "is", "no", "not", "of", "on", "or", "the", "to", "was", "with"];
+
+/// How people name a stored text value without knowing how it is stored: a long value by two
+/// of its words in a row that no other value of the column contains, neither of them glue and
+/// one of four letters or more ("trial outcome" for "Awaiting trial outcome"), else the value in
+/// lower case when that differs from it ("engineering" for "Engineering", "san francisco").
+/// Such a question is answered by looking the value up first (`LIKE`, which SQLite matches
+/// without regard to ASCII case), not by copying the question's words into `=`: what people's
+/// questions need and the exact wordings never teach. None for a value that is not ASCII text
+/// (`LIKE` folds only ASCII case), reads the same, or has no such name.
 pub(crate) fn mention(v: &Value, values: &[Value]) -> Option<String> {
     let text = v.as_str().filter(|t| t.is_ascii())?;
     let lower = text.to_lowercase();
     let others: Vec<String> = values.iter().filter_map(Value::as_str).filter(|o| *o != text).map(str::to_lowercase).collect();
     let unique = |m: &str| !others.iter().any(|o| o.contains(m));
-    let mut words: Vec<&str> = lower.split(|c: char| !c.is_alphanumeric()).filter(|w| w.chars().count() >= 4).collect();
-    words.sort_by_key(|w| std::cmp::Reverse(w.chars().count()));
-    let several = lower.split_whitespace().count() > 1;
-    if let Some(w) = words.into_iter().find(|w| several && unique(w)) {
-        return Some(w.to_string());
+    let words: Vec<&str> = lower.split_whitespace().map(|w| w.trim_matches(|c: char| !c.is_alphanumeric())).filter(|w| !w.is_empty()).collect();
+    if words.len() > 2 {
+        let named = words
+            .windows(2)
+            .map(|p| (p, p.join(" ")))
+            .find(|(p, span)| p.iter().all(|w| !GLUE.contains(w)) && p.iter().any(|w| w.len() >= 4) && lower.contains(span.as_str()) && unique(span));
+        if let Some((_, span)) = named {
+            return Some(span);
+        }
     }
     (lower != text && unique(&lower)).then_some(lower)
 }
@@ -485,20 +493,30 @@ mod tests {
     }
 
     #[test]
-    fn a_value_is_named_by_a_word_no_other_value_holds_or_in_lower_case() {
+    fn a_value_is_named_by_two_words_no_other_value_holds_or_in_lower_case() {
         let values: Vec<Value> =
-            ["Awaiting court outcome", "Court result unavailable", "Under investigation", "Engineering", "done", "Café Nord"].into_iter().map(Value::from).collect();
+            ["Awaiting trial outcome", "Trial outcome unknown", "Notice of the formal kind", "Engineering", "San Francisco", "done", "Caf\u{e9} Nord"]
+                .into_iter()
+                .map(Value::from)
+                .collect();
         let m = |v: &str| mention(&Value::from(v), &values);
-        // "awaiting" (8 letters) and "outcome" (7) are its own; "court" is shared with another value
-        assert_eq!(m("Awaiting court outcome").as_deref(), Some("awaiting"));
-        assert_eq!(m("Under investigation").as_deref(), Some("investigation"));
-        assert_eq!(m("Engineering").as_deref(), Some("engineering"), "one word: the whole value, lower case");
+        // "trial outcome" is in another value; "awaiting trial" is its own
+        assert_eq!(m("Awaiting trial outcome").as_deref(), Some("awaiting trial"));
+        assert_eq!(m("Trial outcome unknown").as_deref(), Some("outcome unknown"));
+        assert_eq!(m("Notice of the formal kind").as_deref(), Some("formal kind"), "no glue word (of, the)");
+        assert_eq!(m("Engineering").as_deref(), Some("engineering"), "a short value: in lower case");
+        assert_eq!(m("San Francisco").as_deref(), Some("san francisco"));
         assert_eq!(m("done"), None, "already as people write it");
-        assert_eq!(m("Café Nord"), None, "LIKE folds only ASCII case");
+        assert_eq!(m("Caf\u{e9} Nord"), None, "LIKE folds only ASCII case");
         assert_eq!(mention(&Value::from(3), &values), None);
-        // no word of its own and the lower case contained in another value: no loose name
+        // no span of its own and the lower case inside another value: no loose name
         let close: Vec<Value> = ["Road works", "Road works ahead"].into_iter().map(Value::from).collect();
         assert_eq!(mention(&close[0], &close), None);
-        assert_eq!(mention(&close[1], &close).as_deref(), Some("ahead"));
+        assert_eq!(mention(&close[1], &close).as_deref(), Some("works ahead"));
+        // words joined by punctuation are not a span the stored text holds
+        let punct: Vec<Value> = ["Closed; no suspect found"].into_iter().map(Value::from).collect();
+        assert_eq!(mention(&punct[0], &punct).as_deref(), Some("suspect found"));
+        let verbs: Vec<Value> = ["Action to be taken later"].into_iter().map(Value::from).collect();
+        assert_eq!(mention(&verbs[0], &verbs).as_deref(), Some("taken later"), "not \"be taken\"");
     }
 }
