@@ -12,7 +12,9 @@
 #   benches/grpo_ablation.sh
 #
 # Optional: TA_SERVER (the MCP server command, default "$TA_BIN demo-server"), TA_STEPS (10),
-# TA_EVAL_ROLLOUTS (4 samples per validation scenario), TA_ARMS (space-separated subset),
+# TA_EVAL_ROLLOUTS (4 samples per validation scenario), TA_ARMS (space-separated subset; also
+# `sized-first-round`, the recipe with `size_first_round`, not among the defaults: compare it
+# with TA_ARMS="recipe sized-first-round" on its rounds and rollout seconds a step),
 # TA_EXTRA_TOML (appended to every arm's config, e.g. "[optim]\nlr = 3e-5"), TA_PARALLEL (arms
 # run side by side, default 1), TA_GPU_UTIL (each engine's share of GPU memory; lower it with
 # TA_PARALLEL > 1).
@@ -35,9 +37,10 @@ mkdir -p "$TA_OUT"
 # The recipe: every #15 feature on. Each other arm flips one setting of it; former-defaults is
 # the behaviour before #15 (no dynamic sampling, uniform order, weighted-sum rewards).
 arm_toml() {
-  local dynamic=true mode=adaptive mix=correctness-first scale=true
+  local dynamic=true mode=adaptive mix=correctness-first scale=true sized=false
   case "$1" in
     recipe) ;;
+    sized-first-round) sized=true ;;
     no-dynamic-sampling) dynamic=false ;;
     uniform-curriculum) mode=uniform ;;
     weighted-sum) mix=weighted-sum ;;
@@ -57,6 +60,7 @@ eval_rollouts = 0
 validate_base = false
 dynamic_sampling = $dynamic
 max_oversample = 3.0
+size_first_round = $sized
 [curriculum]
 mode = "$mode"
 [loss]
@@ -140,11 +144,16 @@ def train(arm):
     wall = (out / arm / "wall_s").read_text().strip() if (out / arm / "wall_s").exists() else "-"
     val = [r for r in rows if r.get("val_success") is not None]
     greedy = f"{val[0]['val_success']:.3f} -> {val[-1]['val_success']:.3f}" if len(val) >= 2 else "-"
-    return f"{gt:.3f} | {flat('flat_share_before'):.2f} | {flat('flat_share_after'):.2f} | {greedy} | {wall}"
-print(f"| arm | pass@1 (T=1) [95% CI] | pass@{k} | vs SFT: better / worse tasks | McNemar p | diff [95% CI] | train GT (last 3 steps) | flat before | flat after | greedy SFT -> arm | wall s |")
-print("|---|---|---|---|---|---|---|---|---|---|---|")
+    # Sampling rounds and rollout seconds a step, median over steps 2 on (step 1 has no previous
+    # step to size its first round by).
+    median = lambda xs: sorted(xs)[len(xs) // 2] if xs else float("nan")
+    rounds = median([r["sampling_rounds"] for r in steps[1:] if r.get("sampling_rounds") is not None])
+    rollout = median([r["time"]["rollout_s"] for r in steps[1:] if r.get("time", {}).get("rollout_s") is not None])
+    return f"{gt:.3f} | {flat('flat_share_before'):.2f} | {flat('flat_share_after'):.2f} | {rounds} | {rollout:.2f} | {greedy} | {wall}"
+print(f"| arm | pass@1 (T=1) [95% CI] | pass@{k} | vs SFT: better / worse tasks | McNemar p | diff [95% CI] | train GT (last 3 steps) | flat before | flat after | rounds a step | rollout s a step | greedy SFT -> arm | wall s |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 p1, pk, _ = ev("sft")
-print(f"| sft (start) | {p1} | {pk} | - | - | - | - | - | - | - | - |")
+print(f"| sft (start) | {p1} | {pk} | - | - | - | - | - | - | - | - | - | - |")
 for arm in arms:
     p1, pk, pr = ev(arm)
     test = "- | - | -" if pr is None else f"{pr['better']} / {pr['worse']} | {pr['mcnemar_p']:.2g} | {100*pr['diff']:+.1f} pts [{100*pr['diff_ci95'][0]:+.1f}, {100*pr['diff_ci95'][1]:+.1f}]"

@@ -165,6 +165,40 @@ fn dynamic_sampling_replaces_flat_groups_within_the_cap_and_counts_them() {
     }
 }
 
+/// `size_first_round`: from the second step on, a step's first round also draws the replacements
+/// the previous step's flat share predicts (within the cap), so a step whose first round brings
+/// enough groups with signal plays that one round.
+#[test]
+fn the_first_round_is_sized_by_the_previous_steps_flat_share() {
+    let model = tiny_model();
+    let dir = tempfile::tempdir().unwrap();
+    let (scenarios, config) = setup_with(dir.path(), 3, 2, "dynamic_sampling = true\nmax_oversample = 2.0\nsize_first_round = true", "");
+    let out = dir.path().join("run");
+    check(&train_command(&scenarios, &config, &model, &out).output().unwrap());
+
+    let rows = metrics(&out);
+    let steps = step_rows(&rows);
+    assert_eq!(steps.len(), 3);
+    let u = |r: &Value, k: &str| r[k].as_u64().unwrap_or_else(|| panic!("{k} missing in {r}")) as usize;
+    let (needed, cap) = (2, 4);
+    let mut grown = 0;
+    for pair in steps.windows(2) {
+        let (prev, r) = (&pair[0], &pair[1]);
+        let (drawn, informative) = (u(prev, "groups"), u(prev, "groups") - u(prev, "groups_zero_variance"));
+        // As a replacement round after the previous step would be sized: needed x (drawn + 2) / (informative + 1).
+        let first = (((needed * (drawn + 2)) as f64 / (informative + 1) as f64).ceil() as usize).clamp(needed, cap);
+        assert!(u(r, "groups") >= first, "the first round alone draws {first}: {r}");
+        if u(r, "sampling_rounds") == 1 {
+            assert_eq!(u(r, "groups"), first, "one round: exactly the sized first round: {r}");
+        }
+        if first == cap {
+            assert_eq!(u(r, "sampling_rounds"), 1, "a first round at the cap leaves no replacement to draw: {r}");
+        }
+        grown += usize::from(first > needed);
+    }
+    assert!(grown > 0, "no step followed one with flat groups, so nothing was sized: {steps:?}");
+}
+
 /// Sampled validation (`--eval-rollouts`): beside the greedy episode, k episodes per validation
 /// scenario at the rollout temperature in their own files, pass@1 and pass@k with 95% intervals in
 /// the validation rows, the CSV and the report; resuming a finished run validates nothing again.

@@ -69,6 +69,11 @@ pub struct RolloutSettings {
     pub dynamic_sampling: bool,
     /// With dynamic sampling, a step draws at most this many times the groups it needs.
     pub max_oversample: f64,
+    /// With dynamic sampling, a step's first round also draws the replacements the previous
+    /// step's share of groups with signal predicts (sized as a replacement round is), so that at
+    /// a steady flat share a step plays one round instead of two or three, each as long as its
+    /// longest episode. Off by default: not yet measured on a GPU.
+    pub size_first_round: bool,
     /// Asynchronous GRPO: with 1, the engine plays step n+1 with the adapter of step n-1 while
     /// the trainer trains step n, so neither waits for the other, and the trainer weighs those
     /// samples by truncated importance weights (`loss.importance_cap`); 0 is the synchronous
@@ -131,6 +136,7 @@ impl Default for RolloutSettings {
             validation_fraction: 0.2,
             dynamic_sampling: true,
             max_oversample: 3.0,
+            size_first_round: false,
             staleness: 1,
             final_adapter: FinalAdapter::Best,
         }

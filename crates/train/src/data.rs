@@ -110,7 +110,8 @@ impl Curriculum {
         self.draw(step, 0, &HashSet::new(), self.per_step.min(left))
     }
 
-    /// Up to `count` scenarios for round `round` (1 on) of step `step`, none of them in `drawn`.
+    /// Up to `count` scenarios for round `round` (1 on) of step `step`, none of them in `drawn`;
+    /// round 0 adds to the step's own scenarios (`rollout.size_first_round`).
     pub fn replacements(&self, step: u64, round: u32, drawn: &HashSet<String>, count: usize) -> Vec<Scenario> {
         self.draw(step, round, drawn, count)
     }

@@ -487,6 +487,16 @@ async fn play_step<T: ToolHost>(
     let mut scenarios = curriculum.step(step);
     let needed = scenarios.len();
     let cap = (if cfg.rollout.dynamic_sampling { (needed as f64 * cfg.rollout.max_oversample).floor() as usize } else { needed }).max(needed);
+    if cfg.rollout.dynamic_sampling && cfg.rollout.size_first_round && step > 1 {
+        // The previous step's file is whole (played and scored before this step starts, also
+        // when resuming), so a resumed step draws the same first round.
+        let previous = step_trajectories(ctx.out, step - 1);
+        let extra = first_round_extra(&ta_types::trajectory::read_trajectories(&previous).map_err(io(&previous))?, needed, cfg).min(cap - needed);
+        if extra > 0 {
+            let ids: HashSet<String> = scenarios.iter().map(|s| s.id.clone()).collect();
+            scenarios.extend(curriculum.replacements(step, 0, &ids, extra));
+        }
+    }
     let mut drawn: HashSet<String> = HashSet::new();
     let mut all: Vec<Trajectory> = Vec::new();
     let mut p = Played { trajectories: Vec::new(), needed, kept: 0, first_round: 0, first_round_flat: 0, rounds: 0, rollout_s: 0.0, reward_s: 0.0 };
@@ -534,6 +544,18 @@ fn replacement_draw(missing: usize, informative: usize, drawn: usize) -> usize {
         return 0;
     }
     (missing as f64 * (drawn + 2) as f64 / (informative + 1) as f64).ceil() as usize
+}
+
+/// The groups beyond the `needed` a step's first round draws with `size_first_round`: the
+/// replacements a round after the previous step's (its `previous` scored trajectories, every
+/// round of it) would draw for all `needed` ([`replacement_draw`]); none without them.
+fn first_round_extra(previous: &[Trajectory], needed: usize, cfg: &TrainConfig) -> usize {
+    let groups = groups_of(previous);
+    if groups.is_empty() {
+        return 0;
+    }
+    let informative = groups.iter().filter(|g| group_stats(g, cfg) != GroupStats::ZeroVariance).count();
+    replacement_draw(needed, informative, groups.len()).saturating_sub(needed)
 }
 
 /// The groups of `trajectories`: consecutive runs of one scenario (as `rollouts` orders them).
@@ -696,6 +718,31 @@ mod tests {
         assert_eq!(trained, [0, 2].into(), "a and c, not the surplus d");
         let (all, _, _) = build_batch(&trajectories, 1, 8, &cfg).unwrap();
         assert_eq!(all.samples.len(), 24, "three groups of eight when the step needs them all");
+    }
+
+    #[test]
+    fn the_first_round_adds_what_the_previous_steps_flat_share_predicts() {
+        let cfg = TrainConfig::default();
+        // A previous step of `flat` flat groups (all eight right) and `signal` with one wrong.
+        let previous = |flat: usize, signal: usize| -> Vec<Trajectory> {
+            let groups = (0..flat).map(|_| ("7", 2, 0)).chain((0..signal).map(|_| ("8", 2, 0)));
+            groups
+                .enumerate()
+                .flat_map(|(g, last)| {
+                    scored_group(&cfg, last).into_iter().map(move |mut t| {
+                        t.scenario_id = format!("s{g}");
+                        t
+                    })
+                })
+                .collect()
+        };
+        // Half flat (8 of 16): the 8 needed, plus 8 to replace the half expected flat.
+        assert_eq!(first_round_extra(&previous(8, 8), 8, &cfg), 8);
+        // None flat: one more, as a replacement round's smoothing asks.
+        assert_eq!(first_round_extra(&previous(0, 8), 8, &cfg), 1);
+        // Mostly flat: many (the step caps them at `max_oversample`).
+        assert_eq!(first_round_extra(&previous(14, 2), 8, &cfg), 40);
+        assert_eq!(first_round_extra(&[], 8, &cfg), 0, "no previous step: the step's own draw");
     }
 
     #[test]
