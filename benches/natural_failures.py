@@ -15,7 +15,14 @@ A query call is a tool call whose arguments hold `sql` or `query`. The expected 
 questions' own: KaggleDBQA's `NAME.jsonl` in `--data` (default ../shared/data/kaggledbqa from the
 repository root; read where they lie, never copied) and the demo's scenarios/company.jsonl.
 Prints the counts per database group (KaggleDBQA, demo) and model, then up to N examples of each
-kind (the question, the last query, the final answer, the expected one). Standard library only.
+kind (the question, the last query, the final answer, the expected one).
+
+Then, for the questions that come with their gold SQL (KaggleDBQA's), how each names the text values
+that SQL compares with (`=`, `<>`, `!=`, `LIKE`, a `LIKE` pattern without its `%`), and how many of
+each a model answered: `no text filter`, `as stored` (every value as it stands in the question),
+`other case` (only the case differs), `otherwise` (a code for a name, other words, part of it). A
+question of the last two is answered by looking the value up, which `scenarios synth
+--value-lookups` teaches. Standard library only.
 """
 import argparse
 import collections
@@ -30,6 +37,10 @@ import natural_check as nc  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KINDS = ["right", "not completed", "no successful query", "rows held the answer", "other rows"]
+NAMINGS = ["no text filter", "as stored", "other case", "otherwise"]
+# A text value a query compares with: after =, <>, != or LIKE, in single or (as SQLite reads a
+# string where no column has the name) double quotes.
+COMPARED = re.compile(r"""(?:=|<>|!=|\blike)\s*(?:'((?:[^']|'')*)'|"((?:[^"]|"")*)")""", re.IGNORECASE)
 
 
 def questions(data_dir):
@@ -99,9 +110,29 @@ def kind(t, question):
     return "rows held the answer" if held else "other rows"
 
 
+def naming(question):
+    """How `question` names the text values its gold SQL compares with (one of NAMINGS), or None
+    for a question without its SQL."""
+    sql = question.get("sql")
+    if not sql:
+        return None
+    values = [(a or b).strip("%") for a, b in COMPARED.findall(sql)]
+    values = [v for v in values if v and not re.fullmatch(r"[\d.\-: ]*", v)]
+    if not values:
+        return "no text filter"
+    # As words of the question: "CA" is not in "California".
+    named = lambda v, flags=0: re.search(rf"(?<!\w){re.escape(v)}(?!\w)", question["task"], flags) is not None
+    if all(named(v) for v in values):
+        return "as stored"
+    if all(named(v, re.IGNORECASE) for v in values):
+        return "other case"
+    return "otherwise"
+
+
 def classify(out_dir, qs):
-    """{(group, model): Counter of kinds}, and {kind: [example]}."""
+    """{(group, model): Counter of kinds}, {kind: [example]}, and {model: {naming: [answered, of]}}."""
     counts, examples = collections.defaultdict(collections.Counter), collections.defaultdict(list)
+    namings = collections.defaultdict(lambda: {n: [0, 0] for n in NAMINGS})
     for db in sorted(os.listdir(out_dir)):
         check = os.path.join(out_dir, db, "check")
         if not os.path.isfile(os.path.join(check, "eval.json")):
@@ -120,9 +151,12 @@ def classify(out_dir, qs):
                     sys.exit(f"{db}/{t['scenario_id']}: not in the check set's questions (--data?)")
                 k = kind(t, q)
                 counts[(group, model)][k] += 1
+                if naming(q) is not None:
+                    namings[model][naming(q)][0] += k == "right"
+                    namings[model][naming(q)][1] += 1
                 if k != "right":
                     examples[(model, k)].append((db, q["task"], t, q.get("expected")))
-    return counts, examples
+    return counts, examples, namings
 
 
 def main(argv=None):
@@ -131,7 +165,7 @@ def main(argv=None):
     ap.add_argument("--data", default=os.path.join(ROOT, "..", "shared", "data", "kaggledbqa"), help="the KaggleDBQA directory")
     ap.add_argument("--examples", type=int, default=0, metavar="N", help="examples of each kind and model (seeded draw)")
     args = ap.parse_args(argv)
-    counts, examples = classify(args.out_dir, questions(args.data))
+    counts, examples, namings = classify(args.out_dir, questions(args.data))
     if not counts:
         print(f"{args.out_dir}: no database with a finished check/eval.json", file=sys.stderr)
         return 1
@@ -139,6 +173,12 @@ def main(argv=None):
     print("|---|---|" + "---:|" * len(KINDS))
     for (group, model), c in sorted(counts.items(), key=lambda kv: (kv[0][0], nc.MODELS.index(kv[0][1]))):
         print(f"| {group} | {model} | " + " | ".join(str(c[k]) for k in KINDS) + " |")
+    if namings:
+        print("\nQuestions with their gold SQL, by how they name the text values it compares with (answered / questions):\n")
+        print("| model | " + " | ".join(NAMINGS) + " |")
+        print("|---|" + "---:|" * len(NAMINGS))
+        for model in sorted(namings, key=nc.MODELS.index):
+            print(f"| {model} | " + " | ".join(f"{a} / {n}" for a, n in (namings[model][x] for x in NAMINGS)) + " |")
     if args.examples > 0:
         rng = random.Random(0)
         for (model, k), items in sorted(examples.items()):

@@ -47,7 +47,8 @@ class Kinds(unittest.TestCase):
             for label, eps in (("trained", trained), ("base", base)):
                 with open(os.path.join(check, "trajectories", f"{label}.jsonl"), "w") as f:
                     f.writelines(json.dumps(e) + "\n" for e in eps)
-            counts, examples = nf.classify(os.path.join(tmp, "out"), nf.questions(tmp))
+            counts, examples, namings = nf.classify(os.path.join(tmp, "out"), nf.questions(tmp))
+            self.assertEqual(namings, {}, "the demo's questions come without their SQL")
             self.assertEqual(counts[("demo", "SFT")], {"right": 1, "not completed": 1, "no successful query": 2,
                                                        "rows held the answer": 1, "other rows": 1})
             self.assertEqual(counts[("demo", "base")], {"other rows": 1})
@@ -56,6 +57,18 @@ class Kinds(unittest.TestCase):
             with redirect_stdout(out):
                 self.assertEqual(nf.main([os.path.join(tmp, "out"), "--data", tmp, "--examples", "1"]), 0)
             self.assertIn("| demo | SFT | 1 | 1 | 2 | 1 | 1 |", out.getvalue())
+
+    def test_how_a_question_names_the_values_its_sql_compares_with(self):
+        q = lambda task, sql: nf.naming({"task": task, "sql": sql})
+        self.assertEqual(q("How many plants are there?", "SELECT count(*) FROM p"), "no text filter")
+        self.assertEqual(q("Plants in 2001?", "SELECT count(*) FROM p WHERE strftime('%Y', d) = '2001'"), "no text filter")
+        self.assertEqual(q("How many Operational plants in France?", 'SELECT count(*) FROM p WHERE Status = "Operational" AND Country = \'France\''), "as stored")
+        self.assertEqual(q("How many operational plants?", 'SELECT count(*) FROM p WHERE Status = "Operational"'), "other case")
+        self.assertEqual(q("Crimes on a road?", "SELECT count(*) FROM c WHERE Location LIKE '%Road%'"), "other case")
+        self.assertEqual(q("How many plants in California?", "SELECT count(*) FROM p WHERE State = 'CA'"), "otherwise")
+        self.assertIsNone(nf.naming({"task": "t"}), "the demo's questions come without SQL")
+        # a quoted name that no comparison follows is a column, not a value
+        self.assertEqual(q("Records of Ohio?", 'SELECT "#_Records" FROM f WHERE State = \'Ohio\''), "as stored")
 
     def test_values_of_a_matcher(self):
         self.assertEqual(nf.expected_values({"set": ["a", 2]}), ["a", "2"])
