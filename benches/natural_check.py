@@ -19,9 +19,10 @@ p-value (two-sided, exact binomial on the discordant questions) of SFT vs base a
 With OUT_DIR2 (a second recipe on the same questions): recipe 2 vs recipe 1 for SFT and for
 SFT+GRPO, paired by (database, scenario id). Then the issue's "done when" figures. Where
 TA_CHECK_STEPS left `check-step-N/` (the same evaluation with step N's checkpoint as `trained`), a
-diagnostic table of each step's accuracy and its McNemar test against the SFT adapter played beside
-it (and pooled over the databases, for the steps every one checked), grpo/final's step marked (`check_steps` in the JSON): a step chosen by it would be chosen on the
-check set, so the claims stay grpo/final's. `--json FILE` writes every number for
+diagnostic table of each step's accuracy and its McNemar test against the SFT adapter (check/'s
+episodes of it, handed to each step's evaluation), also pooled over the databases for the steps
+every one checked, grpo/final's step marked (`check_steps` in the JSON): a step chosen by it would
+be chosen on the check set, so the claims stay grpo/final's. `--json FILE` writes every number for
 benches/RESULTS.md. Standard library only.
 """
 import argparse
@@ -198,7 +199,7 @@ def read_steps(out_dir, dbs):
 
 def steps_rows(steps):
     """{db: {"kept", "steps": [{"step", "SFT", "SFT+GRPO": accuracy, "vs SFT": paired test}]}}: each
-    step's adapter (`trained` in its check-step-N/) against the SFT adapter played beside it; with
+    step's adapter (`trained` in its check-step-N/) against the SFT adapter (check/'s episodes); with
     two databases or more, "**all**" pools the steps every one of them checked (the issue's target
     is pooled), keyed by (database, question)."""
     def row(n, sft, trained):
@@ -275,8 +276,9 @@ def print_steps(rows, dbs):
     columns = sorted({e["step"] for r in rows.values() for e in r["steps"]})
     print("\n### people's questions at GRPO's validated steps (diagnostic; selecting a step by it would select on "
           "the check set)\n")
-    print("Greedy accuracy with 95% Wilson intervals; each step's exact McNemar p (+better/-worse) against SFT played "
-          "beside it. (grpo/final) marks the adapter `train` kept on its validation tasks: the claims are its.\n")
+    print("Greedy accuracy with 95% Wilson intervals; each step's exact McNemar p (+better/-worse) against SFT (check/'s "
+          "episodes, handed to each step's evaluation). (grpo/final) marks the adapter `train` kept on its validation "
+          "tasks: the claims are its.\n")
     print("| database | SFT | " + " | ".join(f"step {n}" for n in columns) + " |")
     print("|---|---|" + "---|" * len(columns))
     for db, r in rows.items():

@@ -83,7 +83,8 @@
 #   TA_CHECK_STEPS GRPO steps whose checkpoint adapters the check set also plays, after check/
 #                  (space-separated step numbers, or `validated`: every step `train` validated,
 #                  step 0, the SFT adapter, aside; default empty: none), each into check-step-N/
-#                  beside SFT as check/ is (the base model's episodes reused from eval's cache).
+#                  beside SFT as check/ is (the base model's episodes from eval's cache, SFT's
+#                  copied from check/, so only the step's adapter is played).
 #                  A DIAGNOSTIC of how the people's accuracy moves across GRPO's steps, printed
 #                  after the table: choosing a step by it would select on the check set, so the
 #                  claims stay on grpo/final, the adapter chosen on the validation tasks
@@ -407,6 +408,12 @@ print(" ".join(map(str, sorted(steps))))' "$d/grpo/metrics.jsonl" $CHECK_STEPS)
       elif [[ ! -f $adapter/adapter_config.json ]]; then
         stamp "step $step: no checkpoint adapter ($adapter): not checked"
       else
+        # SFT's episodes are check/'s, handed over (eval keeps episodes it finds): played once,
+        # and every step is paired with the same play of the SFT adapter as the main table.
+        mkdir -p "$d/check-step-$step/trajectories"
+        if [[ ! -f $d/check-step-$step/trajectories/baseline.jsonl && -f $d/check/trajectories/baseline.jsonl ]]; then
+          cp "$d/check/trajectories/baseline.jsonl" "$d/check-step-$step/trajectories/"
+        fi
         check_eval "$d/check-step-$step" "$adapter" --baseline "$sft_final"
       fi
     done

@@ -37,7 +37,7 @@ class CheckSteps(unittest.TestCase):
         os.chmod(self.bin, 0o755)
         write(os.path.join(self.tmp, "tasks", "demo.jsonl"), '{"id": "a", "task": "t", "split": "train"}\n')
         self.d = d = os.path.join(self.tmp, "out", "demo")
-        for f in ["dataset/train.jsonl", "check-sft/eval.json", "check/eval.json", ".train-done"]:
+        for f in ["dataset/train.jsonl", "check-sft/eval.json", "check/eval.json", "check/trajectories/baseline.jsonl", ".train-done"]:
             write(os.path.join(d, f), "{}\n")
         for adapter in ["sft/final", "grpo/final"] + [f"grpo/checkpoints/step-{s:06}/adapter" for s in (2, 3, 4)]:
             write(os.path.join(d, adapter, "adapter_config.json"), "{}")
@@ -69,6 +69,8 @@ class CheckSteps(unittest.TestCase):
             self.assertEqual(args[args.index("--model") + 1], os.path.join(self.d, "grpo", "checkpoints", f"step-{s:06}", "adapter"))
             self.assertEqual(args[args.index("--baseline") + 1], os.path.join(self.d, "sft", "final"))
             self.assertIn("--compare-base", args)
+            # SFT's episodes are check/'s, handed over: only the step's adapter is played.
+            self.assertTrue(os.path.isfile(os.path.join(self.d, f"check-step-{s}", "trajectories", "baseline.jsonl")))
         with open(os.path.join(self.d, "bench.log")) as f:
             log = f.read()
         self.assertIn("step 6: no checkpoint adapter", log)
