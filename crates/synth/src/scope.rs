@@ -48,9 +48,19 @@ pub(crate) struct Attr {
     pub(crate) missing: Option<String>,
     /// The rows it names are people (first and last names): asked about with "who".
     pub(crate) person: bool,
-    /// For a category whose every distinct value was sampled: its table and column (quoted), so
-    /// that a question naming one value loosely can come with the lookup that finds it.
-    pub(crate) values_of: Option<(String, String)>,
+    /// For a category (whose every distinct value was sampled): what a question naming one of
+    /// them loosely needs ([`mention`]).
+    pub(crate) values_of: Option<ValueList>,
+}
+
+/// A category column's stored values and the query that lists them, which the reference of a
+/// question naming one value loosely runs before its answer, as a careful asker would: the list
+/// shows the stored spelling whatever the question's words (a case, a part, another word).
+#[derive(Debug, Clone)]
+pub(crate) struct ValueList {
+    pub(crate) query: String,
+    /// Every distinct value: a loose name must fit one of them and no other.
+    pub(crate) values: Vec<Value>,
 }
 
 impl Attr {
@@ -186,7 +196,8 @@ impl<'a> Scope<'a> {
             } else {
                 continue;
             };
-            let values_of = (matches!(role, Role::Category(_)) && c.values.len() as u64 == c.distinct).then(|| (ident(&t.name), ident(&c.name)));
+            let values_of = matches!(role, Role::Category(_))
+                .then(|| ValueList { query: format!("SELECT DISTINCT {} FROM {}", ident(&c.name), ident(&t.name)), values: c.values.clone() });
             self.attrs.push(Attr {
                 expr: c.sql(alias),
                 phrase: phrase(c),
@@ -327,10 +338,9 @@ pub(crate) fn filters(s: &Scope, loose: bool) -> Vec<Filter> {
                         post.push(format!("in {vs}"));
                     }
                     out.push(f(format!("{} = {vl}", a.expr), post, format!("{} = {vl}", a.raw)));
-                    if let (true, Some((table, column)), Some(m)) = (loose, &a.values_of, mention(v, values)) {
-                        let lookup = format!("SELECT DISTINCT {column} FROM {table} WHERE {column} LIKE {}", literal(&format!("%{m}%")));
+                    if let Some((list, m)) = a.values_of.as_ref().filter(|_| loose).and_then(|l| Some((l, mention(v, &l.values)?))) {
                         let post = vec![format!("with {p} {m}"), format!("whose {p} is {m}")];
-                        out.push(Filter { lookup: Some(lookup), ..f(format!("{} = {vl}", a.expr), post, format!("{} = {vl}", a.raw)) });
+                        out.push(Filter { lookup: Some(list.query.clone()), ..f(format!("{} = {vl}", a.expr), post, format!("{} = {vl}", a.raw)) });
                     }
                     // "not terminated": the complement of a value, where no row lacks one (NULLs
                     // would be neither)
@@ -400,10 +410,10 @@ const GLUE: [&str; 23] =
 /// of its words in a row that no other value of the column contains, neither of them glue and
 /// one of four letters or more ("trial outcome" for "Awaiting trial outcome"), else the value in
 /// lower case when that differs from it ("engineering" for "Engineering", "san francisco").
-/// Such a question is answered by looking the value up first (`LIKE`, which SQLite matches
-/// without regard to ASCII case), not by copying the question's words into `=`: what people's
-/// questions need and the exact wordings never teach. None for a value that is not ASCII text
-/// (`LIKE` folds only ASCII case), reads the same, or has no such name.
+/// Such a question is answered by listing the column's values first and picking the one meant,
+/// not by copying the question's words into `=`: what people's questions need and the exact
+/// wordings never teach. None for a value that is not ASCII text (its lower case is not always
+/// one people would write), reads the same, or has no such name.
 pub(crate) fn mention(v: &Value, values: &[Value]) -> Option<String> {
     let text = v.as_str().filter(|t| t.is_ascii())?;
     let lower = text.to_lowercase();
