@@ -21,8 +21,8 @@ pub struct Candidate {
     pub width: usize,
     pub answer: Shape,
     pub probe: Option<Probe>,
-    /// Queries that find the stored values the question names loosely ("court" for "Awaiting
-    /// court outcome"): the reference runs them before `sql`.
+    /// Queries that list the stored values the question names loosely ("awaiting trial" for
+    /// "Awaiting trial outcome"): the reference runs them before `sql`.
     pub lookups: Vec<String>,
 }
 

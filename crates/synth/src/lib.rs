@@ -89,8 +89,9 @@ pub struct SynthOptions {
     /// not named gets the mean weight. `scenarios frontier --weights` writes them from a
     /// model's failures.
     pub template_weights: Option<BTreeMap<String, f64>>,
-    /// Also name category values loosely ("court" for "Awaiting court outcome"), with a lookup of
-    /// the stored value in the reference before its query (`scenarios synth --value-lookups`).
+    /// Also name category values loosely ("awaiting trial" for "Awaiting trial outcome"), with a
+    /// list of the column's stored values in the reference before its query (`scenarios synth
+    /// --value-lookups`).
     pub value_lookups: bool,
 }
 

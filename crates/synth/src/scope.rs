@@ -291,8 +291,8 @@ pub(crate) struct Filter {
     /// The join whose row it says is missing ("with no manager"): nothing that needs that join
     /// can go with it, as the join drops exactly those rows.
     pub(crate) absent: Option<usize>,
-    /// The query that finds the stored value a loose mention names ([`mention`]): the reference
-    /// runs it before its answer, as a careful asker would.
+    /// The query that lists the stored values a loose mention ([`mention`]) picks from: the
+    /// reference runs it before its answer, as a careful asker would.
     pub(crate) lookup: Option<String>,
 }
 
@@ -408,7 +408,7 @@ const GLUE: [&str; 23] =
 
 /// How people name a stored text value without knowing how it is stored: a long value by two
 /// of its words in a row that no other value of the column contains, neither of them glue and
-/// one of four letters or more ("trial outcome" for "Awaiting trial outcome"), else the value in
+/// one of four letters or more ("awaiting trial" for "Awaiting trial outcome"), else the value in
 /// lower case when that differs from it ("engineering" for "Engineering", "san francisco").
 /// Such a question is answered by listing the column's values first and picking the one meant,
 /// not by copying the question's words into `=`: what people's questions need and the exact

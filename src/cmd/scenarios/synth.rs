@@ -40,9 +40,9 @@ pub struct Args {
     /// `scenarios frontier --weights` writes them from a model's failed episodes.
     #[arg(long, value_name = "FILE")]
     template_weights: Option<PathBuf>,
-    /// Also name text values loosely, as people who do not know how they are stored do ("court"
-    /// for "Awaiting court outcome", "engineering" for "Engineering"), and look the value up in
-    /// the reference before the answer's query.
+    /// Also name text values loosely, as people who do not know how they are stored do
+    /// ("awaiting trial" for "Awaiting trial outcome", "engineering" for "Engineering"), and list
+    /// the column's stored values in the reference before the answer's query.
     #[arg(long)]
     value_lookups: bool,
 }
