@@ -22,8 +22,10 @@ TA_CHECK_STEPS left `check-step-N/` (the same evaluation with step N's checkpoin
 diagnostic table of each step's accuracy and its McNemar test against the SFT adapter (check/'s
 episodes of it, handed to each step's evaluation), also pooled over the databases for the steps
 every one checked, grpo/final's step marked (`check_steps` in the JSON): a step chosen by it would
-be chosen on the check set, so the claims stay grpo/final's. `--json FILE` writes every number for
-benches/RESULTS.md. Standard library only.
+be chosen on the check set, so the claims stay grpo/final's. Where GRPO validated on tasks among
+which are the teacher's rewordings (grpo-tasks.jsonl, grpo/eval/), its validation at each validated
+step split by wording, rewordings and the grammar's own (`validation_by_wording` in the JSON).
+`--json FILE` writes every number for benches/RESULTS.md. Standard library only.
 """
 import argparse
 import json
@@ -213,6 +215,46 @@ def steps_rows(steps):
     return rows
 
 
+def read_wordings(out_dir, dbs):
+    """GRPO's own validation (greedy, grpo/eval/step-N.jsonl, on the synthesized tasks of
+    grpo-tasks.jsonl) split by wording: the teacher's rewordings (`phrasing` "paraphrase") and the
+    grammar's own. {db: {N: {"reworded": accuracy, "grammar": accuracy}}}, for the databases whose
+    validation holds rewordings. Beside the per-step check it shows which of the two tracks the
+    people's questions, the question behind choosing `grpo/final` on one of them."""
+    out = {}
+    for name in dbs:
+        d = os.path.join(out_dir, name)
+        try:
+            with open(os.path.join(d, "grpo-tasks.jsonl")) as f:
+                wording = {t["id"]: t.get("phrasing") == "paraphrase" for t in map(json.loads, filter(str.strip, f))}
+            files = os.listdir(os.path.join(d, "grpo", "eval"))
+        except (OSError, ValueError):
+            continue
+        steps = {}
+        for entry in files:
+            n = entry.removeprefix("step-").removesuffix(".jsonl")
+            if entry.startswith("step-") and entry.endswith(".jsonl") and n.isdigit():
+                rates, _, _ = read_rates(os.path.join(d, "grpo", "eval", entry), name)
+                split = {"reworded": {k: v for k, v in rates.items() if wording.get(k[1])},
+                         "grammar": {k: v for k, v in rates.items() if k[1] in wording and not wording[k[1]]}}
+                steps[int(n)] = {w: accuracy(r) for w, r in split.items()}
+        if any(s["reworded"]["n"] for s in steps.values()):
+            out[name] = dict(sorted(steps.items()))
+    return out
+
+
+def print_wordings(wordings):
+    columns = sorted({n for s in wordings.values() for n in s})
+    print("\n### GRPO's validation by wording at its validated steps (greedy; the synthesized validation tasks)\n")
+    print("The teacher's rewordings beside the grammar's own wordings, each with its 95% Wilson interval and count.\n")
+    print("| database | wording | " + " | ".join(f"step {n}" for n in columns) + " |")
+    print("|---|---|" + "---|" * len(columns))
+    for db, steps in wordings.items():
+        for w in ("reworded", "grammar"):
+            cells = [f"{pct(steps[n][w])} ({steps[n][w]['n']})" if n in steps else "-" for n in columns]
+            print(f"| {db} | {w} | " + " | ".join(cells) + " |")
+
+
 # ---- tables ----------------------------------------------------------------------------------
 
 def pool(dbs, names):
@@ -358,8 +400,12 @@ def main(argv=None):
             print_steps(check_steps, dbs)
             for n in step_notes:
                 print(f"- note: {n}")
+        wordings = read_wordings(out_dir, dbs)
+        if wordings:
+            print_wordings(wordings)
         result["recipes"].append({"out_dir": os.path.abspath(out_dir), "rows": [{"name": n.strip("*"), **r} for n, r in rows],
-                                  "demo": demo, "notes": notes + step_notes, "check_steps": check_steps})
+                                  "demo": demo, "notes": notes + step_notes, "check_steps": check_steps,
+                                  "validation_by_wording": {db: {str(n): v for n, v in s.items()} for db, s in wordings.items()}})
 
     if len(all_dbs) == 2:
         cmp = compare_recipes(*all_dbs)

@@ -196,6 +196,39 @@ class Layout(unittest.TestCase):
             with open(json_path) as f:
                 self.assertEqual(json.load(f)["recipes"][0]["check_steps"], {})
 
+    def test_grpo_validation_split_by_wording(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            write_check(tmp, "demo", {"base": [0] * 2, "baseline": [1, 0], "trained": [1, 1]})
+            d = os.path.join(tmp, "demo")
+            tasks = [{"id": "r1", "phrasing": "paraphrase"}, {"id": "r2", "phrasing": "paraphrase"},
+                     {"id": "g1", "phrasing": "natural"}, {"id": "g2", "phrasing": "technical"}]
+            with open(os.path.join(d, "grpo-tasks.jsonl"), "w") as f:
+                f.writelines(json.dumps(t) + "\n" for t in tasks)
+            os.makedirs(os.path.join(d, "grpo", "eval"))
+
+            def episodes(name, right):
+                with open(os.path.join(d, "grpo", "eval", name), "w") as f:
+                    for t in tasks:
+                        f.write(json.dumps({"scenario_id": t["id"], "outcome": "completed",
+                                            "reward_parts": {"ground_truth": 1.0 if t["id"] in right else 0.0}}) + "\n")
+            episodes("step-000000.jsonl", {"r1", "g1", "g2"})  # rewordings 1 of 2, the grammar's 2 of 2
+            episodes("step-000004.jsonl", {"r1", "r2", "g1"})  # 2 of 2, 1 of 2
+            episodes("step-000004.sampled.jsonl", set())       # sampled episodes are not the greedy validation
+            dbs, _ = nc.read_out_dir(tmp)
+            w = nc.read_wordings(tmp, dbs)["demo"]
+            self.assertEqual(list(w), [0, 4])
+            self.assertEqual((w[0]["reworded"]["successes"], w[0]["reworded"]["n"], w[0]["grammar"]["successes"]), (1, 2, 2))
+            self.assertEqual((w[4]["reworded"]["successes"], w[4]["grammar"]["successes"], w[4]["grammar"]["n"]), (2, 1, 2))
+            text = io.StringIO()
+            with redirect_stdout(text):
+                self.assertEqual(nc.main([tmp]), 0)
+            self.assertIn("| database | wording | step 0 | step 4 |", text.getvalue())
+            self.assertIn(f"| demo | reworded | {nc.pct(w[0]['reworded'])} (2) | {nc.pct(w[4]['reworded'])} (2) |", text.getvalue())
+            # Without rewordings among the validation tasks there is nothing to split.
+            with open(os.path.join(d, "grpo-tasks.jsonl"), "w") as f:
+                f.writelines(json.dumps({**t, "phrasing": "natural"}) + "\n" for t in tasks)
+            self.assertEqual(nc.read_wordings(tmp, dbs), {})
+
 
 if __name__ == "__main__":
     unittest.main()
