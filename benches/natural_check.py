@@ -181,17 +181,24 @@ def read_out_dir(out_dir):
     return dbs, notes
 
 
+def numbered(names, prefix, suffix=""):
+    """(N, name) for each of `names` that is `prefix` + digits + `suffix` (check-step-4, step-000004.jsonl)."""
+    for name in names:
+        n = name.removeprefix(prefix).removesuffix(suffix)
+        if name.startswith(prefix) and name.endswith(suffix) and n.isdigit():
+            yield int(n), name
+
+
 def read_steps(out_dir, dbs):
     """TA_CHECK_STEPS' check-step-N/ of the databases in `dbs`: {db: {"kept": grpo/final's step or
     None, "steps": {N: {model: rates}}}} (databases without one left out), and notes."""
     out, notes = {}, []
     for name in dbs:
         steps = {}
-        for entry in os.listdir(os.path.join(out_dir, name)):
-            n = entry.removeprefix("check-step-")
+        for n, entry in numbered(os.listdir(os.path.join(out_dir, name)), "check-step-"):
             check = os.path.join(out_dir, name, entry)
-            if n != entry and n.isdigit() and os.path.isfile(os.path.join(check, "eval.json")):
-                steps[int(n)], step_notes = read_check(check, name)
+            if os.path.isfile(os.path.join(check, "eval.json")):
+                steps[n], step_notes = read_check(check, name)
                 notes += [f"{note} ({entry}/)" for note in step_notes]
         if steps:
             kept = read_kept(os.path.join(out_dir, name, "grpo"))
@@ -231,13 +238,11 @@ def read_wordings(out_dir, dbs):
         except (OSError, ValueError):
             continue
         steps = {}
-        for entry in files:
-            n = entry.removeprefix("step-").removesuffix(".jsonl")
-            if entry.startswith("step-") and entry.endswith(".jsonl") and n.isdigit():
-                rates, _, _ = read_rates(os.path.join(d, "grpo", "eval", entry), name)
-                split = {"reworded": {k: v for k, v in rates.items() if wording.get(k[1])},
-                         "grammar": {k: v for k, v in rates.items() if k[1] in wording and not wording[k[1]]}}
-                steps[int(n)] = {w: accuracy(r) for w, r in split.items()}
+        for n, entry in numbered(files, "step-", ".jsonl"):
+            rates, _, _ = read_rates(os.path.join(d, "grpo", "eval", entry), name)
+            split = {"reworded": {k: v for k, v in rates.items() if wording.get(k[1])},
+                     "grammar": {k: v for k, v in rates.items() if k[1] in wording and not wording[k[1]]}}
+            steps[n] = {w: accuracy(r) for w, r in split.items()}
         if any(s["reworded"]["n"] for s in steps.values()):
             out[name] = dict(sorted(steps.items()))
     return out

@@ -149,11 +149,11 @@ def classify(out_dir, qs):
                 q = qs.get((db, t["scenario_id"]))
                 if q is None:
                     sys.exit(f"{db}/{t['scenario_id']}: not in the check set's questions (--data?)")
-                k = kind(t, q)
+                k, named = kind(t, q), naming(q)
                 counts[(group, model)][k] += 1
-                if naming(q) is not None:
-                    namings[model][naming(q)][0] += k == "right"
-                    namings[model][naming(q)][1] += 1
+                if named is not None:
+                    namings[model][named][0] += k == "right"
+                    namings[model][named][1] += 1
                 if k != "right":
                     examples[(model, k)].append((db, q["task"], t, q.get("expected")))
     return counts, examples, namings
