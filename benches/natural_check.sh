@@ -70,9 +70,10 @@
 #                  (copied once they exist; a pipeline still running is waited for) and runs only
 #                  GRPO and the check, so a second GRPO setting (TA_GRPO_LR, TA_STEPS) is paired
 #                  with the first on one SFT start: `natural_check.py TA_SFT_FROM TA_OUT` compares
-#                  their SFT+GRPO question by question (their SFT rows agree by construction). Two
-#                  runs on one card need TA_GPU_UTIL halved: eight GRPO pipelines at 0.16 filled
-#                  an H200 (benches/RESULTS.md, "Run 19")
+#                  their SFT+GRPO question by question (their SFT rows agree by construction). Run
+#                  one arm a card: eight GRPO pipelines at 0.16 filled an H200 (benches/RESULTS.md,
+#                  "Run 19"), and at 0.08 `train`'s engine held ~5 sequences, so a step played 64
+#                  episodes in waves, ten times as slow ("Run 23"; `train` now warns)
 #   TA_SEED        seed of synth, SFT and GRPO (0)
 #   TA_GPU_UTIL    the engine's share of GPU memory in `eval` (0.9); `train`, whose engine shares
 #                  the GPU with the trainer, gets a third of it (0.3, train's own default). Lower

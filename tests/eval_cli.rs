@@ -11,13 +11,16 @@ use std::sync::{Arc, Mutex};
 
 use axum::Json;
 use axum::extract::State;
-use axum::routing::post;
+use axum::routing::{get, post};
 use serde_json::{Value, json};
 
 #[derive(Clone, Default)]
 struct FakeEngine {
     chats: Arc<Mutex<Vec<String>>>,
     loads: Arc<Mutex<Vec<Value>>>,
+    /// The KV cache's 16-token blocks vLLM's `/metrics` states (`vllm:cache_config_info`), beside
+    /// the model card's 4,096-token `max_model_len`; None: no `/metrics` route.
+    kv_blocks: Option<u64>,
 }
 
 fn completion(message: Value, finish: &str) -> Json<Value> {
@@ -51,8 +54,26 @@ async fn load(State(e): State<FakeEngine>, Json(body): Json<Value>) -> String {
     format!("Success: LoRA adapter '{name}' added successfully.")
 }
 
+/// vLLM writes every field of its cache config as a label of one gauge.
+async fn metrics(State(e): State<FakeEngine>) -> Result<String, axum::http::StatusCode> {
+    let blocks = e.kv_blocks.ok_or(axum::http::StatusCode::NOT_FOUND)?;
+    Ok(format!(
+        "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n# TYPE vllm:cache_config_info gauge\n\
+         vllm:cache_config_info{{block_size=\"16\",cache_dtype=\"auto\",enable_prefix_caching=\"True\",num_gpu_blocks=\"{blocks}\"}} 1.0\n"
+    ))
+}
+
+async fn models() -> Json<Value> {
+    Json(json!({"object": "list", "data": [{"id": "base", "object": "model", "owned_by": "vllm", "root": "base", "parent": null, "max_model_len": 4096}]}))
+}
+
 async fn serve(engine: FakeEngine) -> String {
-    let app = axum::Router::new().route("/v1/chat/completions", post(chat)).route("/v1/load_lora_adapter", post(load)).with_state(engine);
+    let app = axum::Router::new()
+        .route("/v1/chat/completions", post(chat))
+        .route("/v1/load_lora_adapter", post(load))
+        .route("/metrics", get(metrics))
+        .route("/v1/models", get(models))
+        .with_state(engine);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
@@ -150,6 +171,26 @@ async fn eval_compare_base_prints_wins_and_resumes() {
     let stats = std::process::Command::new(common::bin()).arg("stats").arg(&out).output().unwrap();
     let text = String::from_utf8_lossy(&stats.stdout);
     assert!(stats.status.success() && text.contains("1 wins, 0 losses, 1 ties"), "{text}");
+}
+
+/// An engine whose KV cache holds fewer whole-context sequences than the evaluation plays at once
+/// (both models, two episodes of two scenarios each: 8) is named before the episodes queue; one
+/// that holds them all, or does not say, is not.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_engine_too_small_for_the_episodes_in_flight_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let (scenarios, run) = fixture(dir.path());
+    for (blocks, warned) in [(Some(256), true), (Some(8 * 256), false), (None, false)] {
+        let url = serve(FakeEngine { kv_blocks: blocks, ..FakeEngine::default() }).await;
+        let out = dir.path().join(format!("eval-{}", blocks.unwrap_or(0)));
+        let played = eval(&url, &run.join("final"), &scenarios, &out, &["--compare-base", "--rollouts", "2", "--replay-base"]).await;
+        let err = String::from_utf8_lossy(&played.stderr);
+        assert!(played.status.success(), "{err}");
+        assert_eq!(err.contains("KV cache holds"), warned, "{err}");
+        if warned {
+            assert!(err.contains("holds 1 sequences of 4096 tokens at once") && err.contains("up to 8 episodes in flight"), "{err}");
+        }
+    }
 }
 
 /// The base model's episodes are the same for every evaluation that asks it the same scenarios the

@@ -213,6 +213,9 @@ def test_metrics_route_and_the_flags(tiny_model_dir, monkeypatch):
     queries = int(metrics['vllm:prefix_cache_queries_total{model_name="tiny"}'])
     hits = int(metrics['vllm:prefix_cache_hits_total{model_name="tiny"}'])
     assert queries > 60 and hits == queries // 2 - 1
+    # the KV cache's size as vLLM writes it: two slots of the whole context (256 tokens and the
+    # decoder's 8-token lookahead), 16 tokens a block; `train-agent` reads 2 sequences of 256 from it
+    assert metrics['vllm:cache_config_info{block_size="16",num_gpu_blocks="33"}'] == "1.0"
 
     def on(*flags: str) -> bool:
         return prefix_caching_on(parse_args(["--model", "m", *flags]).enable_prefix_caching)

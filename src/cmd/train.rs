@@ -226,6 +226,7 @@ pub async fn run(args: Args, shared: Option<&ServedEngine>) -> Result<Finished> 
     if engine.process.is_some() {
         ta_types::phases::PhaseLog::new(out).since(ta_types::phases::ENGINE_START, started);
     }
+    engine.warn_if_crowded(cfg.rollout.most_in_flight(validation.len())).await;
     let chat = ta_chat::ChatClient::new(&engine.client.base_url(), None, args.http.limits()?);
     let base_cache = cfg.rollout.reuse_base_validation.then(|| base_cache(&cfg, &args, &setup, &validation));
     let ctx = ta_train::run::Context {

@@ -196,6 +196,9 @@ pub async fn evaluate<T: ToolHost>(
         models.push(base);
     }
 
+    // every model plays its episodes at once, side by side
+    let per_model = opts.concurrency.min(opts.scenarios.len() * opts.rollouts as usize);
+    engine.warn_if_crowded(per_model * models.len()).await;
     let chat = ChatClient::new(&client.base_url(), None, opts.http);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let multi = MultiProgress::new();

@@ -207,12 +207,68 @@ impl EngineSource {
 }
 
 impl ServedEngine {
+    /// Warns when the engine's KV cache holds fewer whole-context sequences than a command keeps
+    /// in `in_flight` episodes: the rest wait for a free sequence, and a step or an evaluation
+    /// plays in waves, silently many times slower (benches/RESULTS.md, "Run 23"). Says nothing
+    /// when the engine does not tell its cache's size.
+    pub async fn warn_if_crowded(&self, in_flight: usize) {
+        if let Some(warning) = self.client.kv_capacity().await.and_then(|c| c.warning(in_flight)) {
+            tracing::warn!("{warning}");
+        }
+    }
+
     /// Stops the engine when this command started it; one already running is left alone.
     pub async fn shutdown(self) {
         if let Some(engine) = self.process {
             engine.shutdown().await;
         }
     }
+}
+
+/// An engine's KV cache, as vLLM's metrics give it (the embedded engine writes the same).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KvCapacity {
+    /// Tokens the cache holds: `block_size` × `num_gpu_blocks` of `vllm:cache_config_info`.
+    pub tokens: u64,
+    /// The served context, `max_model_len` of `/v1/models`.
+    pub max_model_len: u64,
+}
+
+impl KvCapacity {
+    /// Sequences of the whole context that fit at once: exactly the embedded engine's, whose
+    /// slots are rows of the whole context; at least vLLM's, whose paged cache holds more of
+    /// shorter ones.
+    pub fn sequences(&self) -> u64 {
+        self.tokens / self.max_model_len.max(1)
+    }
+
+    /// What to say when `in_flight` episodes at once are more than fit, or None.
+    pub fn warning(&self, in_flight: usize) -> Option<String> {
+        let fit = self.sequences();
+        (in_flight as u64 > fit).then(|| {
+            format!(
+                "the engine's KV cache holds {fit} sequences of {} tokens at once, and this run keeps up to {in_flight} episodes in flight: \
+                 the rest wait for a free sequence, so they play in about {} waves; give the engine more memory \
+                 (`--gpu-memory-utilization`) or a shorter context (`--max-model-len`)",
+                self.max_model_len,
+                (in_flight as u64).div_ceil(fit.max(1)),
+            )
+        })
+    }
+}
+
+/// The tokens of `vllm:cache_config_info` in a Prometheus text exposition (vLLM writes every
+/// field of its cache config as a label, the value 1).
+fn kv_cache_tokens(metrics: &str) -> Option<u64> {
+    let line = metrics.lines().find(|l| l.starts_with("vllm:cache_config_info{"))?;
+    let labels = &line[line.find('{')? + 1..line.rfind('}')?];
+    let label = |name: &str| {
+        labels.split(',').find_map(|pair| {
+            let (key, value) = pair.split_once('=')?;
+            (key.trim() == name).then(|| value.trim().trim_matches('"').parse::<u64>().ok())?
+        })
+    };
+    Some(label("block_size")? * label("num_gpu_blocks")?)
 }
 
 /// An adapter's `adapter_config.json` could not be read.
@@ -266,6 +322,19 @@ impl EngineClient {
         format!("{}/v1", self.root)
     }
 
+    /// The KV cache's size, when the engine tells it (vLLM's `/metrics` and `/v1/models`); None
+    /// when either is missing or unreadable, since what it serves is advice.
+    pub async fn kv_capacity(&self) -> Option<KvCapacity> {
+        let get = async |path: &str| {
+            let resp = self.http.get(format!("{}{path}", self.root)).timeout(Duration::from_secs(10)).send().await.ok()?;
+            resp.error_for_status().ok()
+        };
+        let tokens = kv_cache_tokens(&get("/metrics").await?.text().await.ok()?)?;
+        let models: serde_json::Value = get("/v1/models").await?.json().await.ok()?;
+        let max_model_len = models["data"].as_array()?.iter().find_map(|m| m["max_model_len"].as_u64())?;
+        Some(KvCapacity { tokens, max_model_len })
+    }
+
     pub async fn healthy(&self) -> bool {
         let req = self.http.get(format!("{}/health", self.root)).timeout(Duration::from_secs(2));
         req.send().await.is_ok_and(|r| r.status().is_success())
@@ -316,6 +385,25 @@ mod tests {
         assert!(removed(&opts));
         opts.env.push(("VLLM_API_KEY".into(), "chosen".into()));
         assert!(!removed(&opts));
+    }
+
+    /// vLLM's line (every cache-config field a label) and the embedded engine's (two of them);
+    /// the warning only when more episodes are in flight than whole-context sequences fit.
+    #[test]
+    fn the_kv_cache_size_is_read_from_vllms_metrics() {
+        let vllm = "# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{block_size=\"16\",cache_dtype=\"auto\",enable_prefix_caching=\"True\",gpu_memory_utilization=\"0.82\",num_cpu_blocks=\"1024\",num_gpu_blocks=\"573\",sliding_window=\"None\"} 1.0\n";
+        assert_eq!(kv_cache_tokens(vllm), Some(16 * 573));
+        // what the Python suite's test_metrics_route_and_the_flags asserts the engine writes
+        let ours = "vllm:prefix_cache_hits_total{model_name=\"tiny\"} 3\nvllm:cache_config_info{block_size=\"16\",num_gpu_blocks=\"33\"} 1.0\n";
+        assert_eq!(kv_cache_tokens(ours), Some(528));
+        assert_eq!(kv_cache_tokens("vllm:cache_config_info{block_size=\"16\"} 1.0"), None);
+        assert_eq!(kv_cache_tokens(""), None);
+        let two = KvCapacity { tokens: 528, max_model_len: 256 };
+        assert_eq!(two.sequences(), 2);
+        assert_eq!(two.warning(2), None);
+        let warning = two.warning(9).unwrap();
+        assert!(warning.contains("holds 2 sequences of 256 tokens") && warning.contains("up to 9 episodes") && warning.contains("about 5 waves"), "{warning}");
+        assert!(KvCapacity { tokens: 100, max_model_len: 256 }.warning(1).unwrap().contains("holds 0 sequences"));
     }
 
     #[test]

@@ -143,6 +143,16 @@ impl Default for RolloutSettings {
     }
 }
 
+impl RolloutSettings {
+    /// The most episodes the run plays at once, `concurrency` at most: a step's first round of
+    /// groups, or a validation of `validation` scenarios (greedy, and `eval_rollouts` samples each).
+    /// An engine that holds fewer sequences plays them in waves (`ta_python::KvCapacity`).
+    pub fn most_in_flight(&self, validation: usize) -> usize {
+        let step = self.scenarios_per_step * self.rollouts_per_scenario as usize;
+        self.concurrency.min(step.max(validation * (1 + self.eval_rollouts as usize)))
+    }
+}
+
 impl Default for CurriculumSettings {
     fn default() -> Self {
         CurriculumSettings { mode: CurriculumMode::Uniform, window: 2, retired_weight: 0.1, unsolved_weight: 0.25, ordered_epochs: 1 }
@@ -222,6 +232,16 @@ mod tests {
         let written: TrainConfig = toml::from_str("[reward]\njudge_weight = 2.0\n[reward.judge]\nmodel = \"local/base\"\nmode = \"absolute\"\n[[reward.custom]]\nname = \"x\"\nurl = \"http://127.0.0.1:9/score\"\n").unwrap();
         assert_eq!(written.reward.judge.mode, ta_reward::JudgeMode::Absolute);
         assert_eq!((written.reward.custom[0].weight, written.reward.custom[0].timeout_s), (1.0, 60.0));
+    }
+
+    #[test]
+    fn the_most_episodes_in_flight_are_a_step_or_a_validation_within_the_concurrency() {
+        let mut r = RolloutSettings { concurrency: 128, ..Default::default() };
+        assert_eq!(r.most_in_flight(10), 64, "8 groups of 8 against 10 tasks x (greedy + 4 samples)");
+        assert_eq!(r.most_in_flight(20), 100);
+        assert_eq!(r.most_in_flight(64), 128, "the concurrency caps it");
+        r.concurrency = 32;
+        assert_eq!(r.most_in_flight(0), 32);
     }
 
     #[test]

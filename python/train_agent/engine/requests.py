@@ -88,7 +88,7 @@ class SchedulerStats:
     windows: int = 0
     windows_ahead: int = 0  # launched before the previous window's tokens were read
     decode_steps: int = 0
-    decode_rows: int = 0  # summed over steps: the batch width each step ran (a bucket)
+    decode_rows: int = 0  # summed over steps: the batch width each step ran (a bucket with graphs)
 
 
 @dataclass

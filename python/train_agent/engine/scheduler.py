@@ -47,7 +47,7 @@ from train_agent.engine.requests import (
     Window,
 )
 from train_agent.engine.sampling import derive_seed
-from train_agent.engine.slots import SlotState, pick_bucket
+from train_agent.engine.slots import SlotState
 
 log = logging.getLogger("train_agent.engine")
 
@@ -373,7 +373,7 @@ class Generator:
         # a grammar's next mask depends on the token just drawn: guided batches sync every token
         k = 1 if guided else max(1, min(dec.lookahead if dec.use_graphs else 1, left))
         # rows past the cache have finished (they are clamped to the idle position)
-        L = pick_bucket(dec.len_buckets, min(max(s.length + unread.get(id(s), 0) for s in seqs) + k, dec.cache_len))
+        L = dec.context_width(min(max(s.length + unread.get(id(s), 0) for s in seqs) + k, dec.cache_len))
         use_top_p = any(s.req.params.top_p < 1 for s in seqs)
         want_top = max(s.req.params.top_logprobs for s in seqs)
         toks, lps, vals, ids = [], [], [], []
@@ -413,8 +413,9 @@ class Generator:
         self._fill_masks([s for s in window.seqs if s.matcher is not None and s.out.finish_reason is None])
 
     def _width(self) -> int:
-        """The rows a decode step runs: [0, highest busy slot], rounded up to a batch bucket (0: none)."""
-        return pick_bucket(self.dec.batch_buckets, max(self.active) + 1) if self.active else 0
+        """The rows a decode step runs: [0, highest busy slot], rounded up to a batch bucket with
+        graphs (0: none)."""
+        return self.dec.batch_width(max(self.active) + 1) if self.active else 0
 
     def _append(self, s: Seq, tok: int, lp: float, top: list | None) -> None:
         p = s.req.params

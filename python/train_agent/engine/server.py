@@ -30,6 +30,7 @@ from aiohttp import web
 
 from train_agent.chat_format import RequestError, normalize_messages, parse_output, render_prompt, validate_tools
 from train_agent.engine.guided import Grammars, parse_response_format
+from train_agent.engine.prefix_cache import BLOCK_SIZE
 from train_agent.engine.requests import AdapterError, SamplingParams
 from train_agent.engine.scheduler import Generator
 from train_agent.engine.startup import build_decoder
@@ -127,9 +128,18 @@ class Engine:
         return web.Response(status=200)
 
     async def metrics(self, _request: web.Request) -> web.Response:
-        """vLLM's prefix-cache counters (prompt tokens looked up, and found cached), so one scraper
-        reads either server; absent when prefix caching is off."""
-        lines = []
+        """vLLM's names, so one scraper reads either server: the KV cache's size
+        (`vllm:cache_config_info`, its `block_size` and `num_gpu_blocks` labels; here every slot
+        is a row of the whole context, so the blocks are the slots' positions over BLOCK_SIZE),
+        from which `train-agent` tells how many sequences run at once, and the prefix-cache
+        counters (prompt tokens looked up, and found cached), absent when prefix caching is off."""
+        dec = self.generator.dec
+        blocks = dec.num_slots * dec.cache_len // BLOCK_SIZE
+        lines = [
+            "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig",
+            "# TYPE vllm:cache_config_info gauge",
+            f'vllm:cache_config_info{{block_size="{BLOCK_SIZE}",num_gpu_blocks="{blocks}"}} 1.0',
+        ]
         cache = self.generator.cache
         if cache is not None:
             label = json.dumps(self.name)

@@ -58,6 +58,19 @@ class SlotState:
         self.len_buckets = buckets(self.cache_len, 128)
         self.captured, self.capture_s = 0, 0.0  # CUDA graphs captured, and the time it took
 
+    def context_width(self, need: int) -> int:
+        """The positions [0, L) a decode step attends over when its rows need `need`: a bucket when
+        steps replay CUDA graphs (one graph per bucket), else exactly `need`. An eager step (CPU)
+        costs what it reads, every row's keys and values up to L, and on two CPU cores the
+        doubling buckets read up to twice the positions there are (benches/RESULTS.md, "Eager
+        decode widths")."""
+        return pick_bucket(self.len_buckets, need) if self.use_graphs else min(need, self.cache_len)
+
+    def batch_width(self, rows: int) -> int:
+        """The rows [0, b) a decode step runs when the highest busy slot is `rows - 1`: a bucket with
+        graphs, else exactly those rows."""
+        return pick_bucket(self.batch_buckets, rows) if self.use_graphs else rows
+
     def _decode(self, b: int, L: int) -> torch.Tensor:
         """float32 logits `[b, vocab]` of the next token of rows [0, b), attending to positions [0, L)."""
         raise NotImplementedError
