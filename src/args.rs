@@ -88,8 +88,8 @@ pub struct EngineArgs {
     /// Device for the embedded engine: auto, cpu, cuda, cuda:1.
     #[arg(long, default_value = "auto")]
     pub device: String,
-    /// Weights dtype: auto (bf16 on GPU and on CPUs with AMX, else fp32), bfloat16, float16,
-    /// float32.
+    /// Weights dtype: auto (bf16 on GPU and on CPUs fast at bf16, AMX or AMD with AVX512-BF16,
+    /// else fp32), bfloat16, float16, float32.
     #[arg(long, default_value = "auto")]
     pub dtype: String,
     /// Longest prompt + completion the engine accepts.

@@ -45,7 +45,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--dtype",
         default="auto",
-        help="auto (bf16 on GPU and on CPUs with AMX, else fp32), bfloat16, float16, float32",
+        help="auto (bf16 on GPU and on CPUs fast at bf16: AMX, or AMD with AVX512-BF16; else fp32), bfloat16, float16, float32",
     )
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
     p.add_argument("--max-model-len", type=int, help="context length (default: the model's)")

@@ -32,7 +32,7 @@ values of enum keys are Rust's enums; the tables that dispatch on them here name
                             (prefix-tree)
     gradient_checkpointing  true | false
     packing                 batches.PACKINGS: "rows" | "prefix-tree" (not with gradient checkpointing)
-    precision               "auto" (bf16-mixed on GPU and on CPUs with AMX, else 32-true) | "bf16-mixed" | "bf16-true" | "32-true"
+    precision               "auto" (bf16-mixed on GPU and on CPUs fast at bf16: AMX, AMD AVX512-BF16; else 32-true) | "bf16-mixed" | "bf16-true" | "32-true"
     strategy                "auto" | "ddp" ("fsdp" is refused for now, with a hint)
     accelerator, devices, num_nodes      as in Lightning
     loggers                 {csv, tensorboard, wandb_project: null | name}
