@@ -34,7 +34,6 @@ def test_eager_steps_run_the_busy_rows_and_the_positions_they_need(tiny_model_di
     assert steps
     # three requests hold slots 0-2: never the 4-row bucket, never past the busy rows
     assert max(b for b, _, _ in steps) == 3
-    assert all(b <= 3 for b, _, _ in steps)
     # each step attends over its longest row's positions (and the scheduler's one spare), not the
     # 128-position bucket
     assert all(top < L <= top + 2 for _, L, top in steps), steps

@@ -90,11 +90,11 @@ def default_device() -> str:
 
 def cpu_has_fast_bf16() -> bool:
     """Whether this CPU multiplies bf16 matrices faster than float32, by what it is: with AMX, or
-    an AMD core with AVX512-BF16 (Zen 4 and later run it natively: on a 2-core EPYC VM bf16 ran
-    matmuls 2.8x, the engine's prefill 1.8x and an SFT step 1.4x faster than float32). An Intel
-    core with AVX512-BF16 but no AMX is not enough: on such a Xeon bf16 measured slower than
-    float32 in all three (benches/cpu_bf16_bench.py; the figures are in benches/RESULTS.md). Read
-    from the CPU, not timed, so the engine and the trainer, each asking, always agree."""
+    an AMD core with AVX512-BF16 (Zen 4 and later run it natively: on an EPYC VM bf16 measured
+    faster than float32 in matmuls, the engine's prefill and an SFT step). An Intel core with
+    AVX512-BF16 but no AMX is not enough: on such a Xeon bf16 measured slower in all three
+    (benches/cpu_bf16_bench.py; the figures are in benches/RESULTS.md). Read from the CPU, not
+    timed, so the engine and the trainer, each asking, always agree."""
     caps = torch.cpu.get_capabilities() if hasattr(torch.cpu, "get_capabilities") else {}
     return fast_bf16(cpu_vendor(), caps)
 
