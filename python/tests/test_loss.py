@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from train_agent.trainer.loss import (
+    KL_TOKEN_LIMIT,
     LOG_RATIO_LIMIT,
     grpo_loss,
     kl_k3,
@@ -84,6 +85,22 @@ def test_kl_k3_by_hand_and_in_the_loss():
     loss, stats = grpo_loss(logp, logp.clone(), adv, w, 0.2, 0.2, ref_logp=ref, beta=0.1)
     assert loss.item() == approx(0.1 * 0.5 * 0.3068528)
     assert stats["kl_sum"].item() == approx(0.3068528)
+
+
+def test_kl_of_a_token_the_policy_ruled_out_is_bounded_and_leaves_the_rest_of_the_step():
+    """A token whose policy logprob fell far below the reference's (here by 25 nats) would give
+    exp(25) unbounded and a gradient that outweighs every other token's; bounded, it gives
+    KL_TOKEN_LIMIT and no gradient, and the other token's KL gradient is untouched."""
+    logp = torch.tensor([-25.0, -1.0], requires_grad=True)
+    ref = torch.tensor([0.0, -1.0 + math.log(2)])
+    kl = kl_k3(logp, ref)
+    assert kl.tolist() == approx([KL_TOKEN_LIMIT, 0.3068528])
+    w = torch.tensor([0.5, 0.5])
+    loss, stats = grpo_loss(logp, logp.detach().clone(), torch.zeros(2), w, 0.2, 0.2, ref_logp=ref, beta=0.1)
+    loss.backward()
+    assert stats["kl_sum"].item() == approx(KL_TOKEN_LIMIT + 0.3068528)
+    # d/dnew of exp(ref - new) - (ref - new) - 1 = 1 - exp(ref - new): 1 - 2 for the second token
+    assert logp.grad.tolist() == approx([0.0, 0.1 * 0.5 * (1 - 2)])
 
 
 def test_sft_loss_is_weighted_nll():

@@ -5,7 +5,7 @@ loss mask is 1), so the math reads like the papers:
 
     ratio   = exp(logp_new - logp_old)
     pg      = -min(ratio * A, clip(ratio, 1 - eps_low, 1 + eps_high) * A)      PPO / DAPO clip-higher
-    kl      = exp(ref - new) - (ref - new) - 1                                 k3 estimator, >= 0
+    kl      = min(exp(ref - new) - (ref - new) - 1, KL_TOKEN_LIMIT)            k3 estimator, >= 0
     loss    = sum_t w_t * (pg_t + beta * kl_t)                                 GRPO
     loss    = sum_t w_t * -logp_new_t                                          SFT
 
@@ -166,13 +166,20 @@ def linear_token_logprobs(
     return _LinearTokenLogprobs.apply(h, weight, bias, targets, temperature, chunk_rows, softcap)
 
 
-def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
-    """Per-token k3 estimate of KL(policy || reference): exp(ref - new) - (ref - new) - 1."""
-    d = ref_logp - logp
-    return torch.exp(d) - d - 1
-
-
 LOG_RATIO_LIMIT = 20.0
+KL_TOKEN_LIMIT = 10.0
+
+
+def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+    """Per-token k3 estimate of KL(policy || reference): exp(ref - new) - (ref - new) - 1, bounded
+    as verl bounds its `low_var_kl`: the log-ratio to +-LOG_RATIO_LIMIT and each token's estimate to
+    KL_TOKEN_LIMIT. Unbounded, one token the policy has all but ruled out and the reference has not
+    outweighs the whole step: its exp(ref - new) dominates the step's mean KL and, through the
+    gradient 1 - exp(ref - new), the clipped gradient norm, so the update is spent on that token
+    (benches/RESULTS.md, run 24). A token past the bound gets no KL gradient, as in verl; the policy
+    term still moves it."""
+    d = (ref_logp - logp).clamp(-LOG_RATIO_LIMIT, LOG_RATIO_LIMIT)
+    return (torch.exp(d) - d - 1).clamp(max=KL_TOKEN_LIMIT)
 
 
 def grpo_loss(logp, old_logp, advantages, weights, eps_low: float, eps_high: float, ref_logp=None, beta: float = 0.0):
