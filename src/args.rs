@@ -117,10 +117,27 @@ impl EngineArgs {
 
     /// What of the engine decides a base model's episodes, for `ta_train::base_cache` keys: its
     /// device, precision and context, the server it is reached at (`--engine-url`) and the model
-    /// asked there, and the GPUs it sees.
+    /// asked there, and the GPUs it sees; for the embedded engine also its code (which owns what
+    /// `--dtype auto` means) and, with `auto`, the CPU that rule reads.
     pub fn identity(&self, engine_url: Option<&str>, engine_model: &str) -> serde_json::Value {
-        serde_json::json!([&self.device, &self.dtype, self.max_model_len.map(|n| n.to_string()), engine_url, engine_model, std::env::var("CUDA_VISIBLE_DEVICES").ok()])
+        let embedded = engine_url.is_none().then(|| (ta_python::env::package_identity(), (self.dtype == "auto").then(cpu_model)));
+        serde_json::json!([
+            &self.device,
+            &self.dtype,
+            self.max_model_len.map(|n| n.to_string()),
+            engine_url,
+            engine_model,
+            std::env::var("CUDA_VISIBLE_DEVICES").ok(),
+            embedded
+        ])
     }
+}
+
+/// The CPU's vendor and model as /proc/cpuinfo names them (None where it cannot be read).
+fn cpu_model() -> Option<String> {
+    let info = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+    let field = |name: &str| info.lines().find(|l| l.starts_with(name)).and_then(|l| l.split_once(':')).map(|(_, v)| v.trim().to_string());
+    Some(format!("{} {}", field("vendor_id")?, field("model name")?))
 }
 
 /// The name the embedded engine serves its base model under.
@@ -489,6 +506,30 @@ mod tests {
     struct ServerCmd {
         #[command(flatten)]
         server: super::ServerArgs,
+    }
+
+    #[derive(Parser)]
+    struct EngineCmd {
+        #[command(flatten)]
+        engine: super::EngineArgs,
+    }
+
+    /// A base-model validation cached under one engine's identity is not another's: the embedded
+    /// engine's key names its code, and with `--dtype auto` the CPU the rule reads (a cache moved
+    /// to another CPU, or kept across a change of the rule, once handed float32 episodes to a bf16
+    /// run); a server at `--engine-url` is named by its URL alone.
+    #[test]
+    fn the_embedded_engines_identity_names_its_code_and_the_cpu_auto_resolves_on() {
+        let auto = EngineCmd::parse_from(["cmd"]).engine;
+        let fixed = EngineCmd::parse_from(["cmd", "--dtype", "float32"]).engine;
+        let embedded = auto.identity(None, "base");
+        let [code, cpu] = [&embedded[6][0], &embedded[6][1]];
+        assert_eq!(code.as_str(), Some(ta_python::env::package_identity().as_str()), "{embedded}");
+        if std::path::Path::new("/proc/cpuinfo").exists() {
+            assert!(cpu.as_str().is_some_and(|c| c.split_whitespace().count() >= 2), "vendor and model: {embedded}");
+        }
+        assert!(fixed.identity(None, "base")[6][1].is_null(), "a fixed dtype does not depend on the CPU");
+        assert!(auto.identity(Some("http://127.0.0.1:8000/v1"), "m")[6].is_null(), "vLLM's numerics are its own");
     }
 
     /// The flags `fit` passes on name the same server, with the same options.

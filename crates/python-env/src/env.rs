@@ -107,13 +107,30 @@ impl PythonEnv {
     }
 }
 
-/// Writes the embedded package to `<root>/py-<hash>/train_agent` once.
-fn write_package(root: &Path) -> Result<PathBuf, EnvError> {
+/// What names the Python code that runs: `TRAIN_AGENT_PYTHONPATH` as given, else the embedded
+/// package's folder name (`py-<hash of its files>`), so results keyed by it (the base model's
+/// validation) are not reused across a change of the engine's code, e.g. of what `--dtype auto`
+/// resolves to.
+pub fn package_identity() -> String {
+    match std::env::var_os("TRAIN_AGENT_PYTHONPATH") {
+        Some(p) => p.to_string_lossy().into_owned(),
+        None => embedded_package().0,
+    }
+}
+
+/// The embedded package's folder name and files, sorted by path.
+fn embedded_package() -> (String, Vec<(&'static Path, &'static [u8])>) {
     let mut files: Vec<(&Path, &[u8])> = Vec::new();
     collect(&PACKAGE, &mut files);
     files.sort();
     let parts: Vec<&[u8]> = files.iter().flat_map(|(p, c)| [p.as_os_str().as_encoded_bytes(), *c]).collect();
-    let dir = root.join(format!("py-{}", short_hash(&parts)));
+    (format!("py-{}", short_hash(&parts)), files)
+}
+
+/// Writes the embedded package to `<root>/py-<hash>/train_agent` once.
+fn write_package(root: &Path) -> Result<PathBuf, EnvError> {
+    let (name, files) = embedded_package();
+    let dir = root.join(name);
     if dir.join(".complete").exists() {
         return Ok(dir);
     }
@@ -288,6 +305,17 @@ mod tests {
         }
         // A `uv` that fails every call: pip makes the venv instead.
         assert_eq!(build_and_import(Installer::Uv(PathBuf::from("false"))), "1.16.0");
+    }
+
+    #[test]
+    fn the_package_identity_is_the_embedded_folders_name_unless_a_checkout_replaces_it() {
+        let root = tempfile::tempdir().unwrap();
+        let written = write_package(root.path()).unwrap();
+        let name = written.file_name().unwrap().to_str().unwrap();
+        match std::env::var("TRAIN_AGENT_PYTHONPATH") {
+            Ok(checkout) => assert_eq!(package_identity(), checkout),
+            Err(_) => assert_eq!(package_identity(), name),
+        }
     }
 
     #[test]
