@@ -5,6 +5,8 @@ an adapter's earlier weights."""
 
 from __future__ import annotations
 
+import time
+
 import torch
 from test_engine_api import call, reference_logprobs
 from test_engine_lora import make_adapter, peft_reference
@@ -227,3 +229,34 @@ def test_metrics_route_and_the_flags(tiny_model_dir, monkeypatch):
     assert not on() and on("--enable-prefix-caching")
     monkeypatch.setenv("TRAIN_AGENT_PREFIX_CACHING", "1")
     assert on() and not on("--no-prefix-caching")
+
+
+def test_the_stats_are_logged_once_when_the_work_ends(tiny_model_dir, caplog):
+    """A handful of requests (far from the 256 admissions between two periodic lines) still leave
+    the prefix cache's and the scheduler's counters in the log once the engine has nothing left
+    to do, once per busy spell, not on every idle wake-up."""
+    gen = generator(tiny_model_dir, caching=True)
+    caplog.set_level("INFO", logger="train_agent.engine")
+
+    def lines() -> list[str]:
+        return [r.getMessage() for r in caplog.records if r.getMessage().startswith("scheduler:")]
+
+    def wait_for(n: int) -> None:
+        deadline = time.monotonic() + 10
+        while len(lines()) < n and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+    try:
+        for f in [gen.submit(tokens(i, 30), 1, SamplingParams(max_tokens=3, temperature=0.0)) for i in range(3)]:
+            f.result()
+        wait_for(1)
+        assert len(lines()) == 1 and "prefills of" in lines()[0], lines()
+        assert any(r.getMessage().startswith("prefix cache:") for r in caplog.records)
+        gen._command(lambda: None).result()  # wakes the scheduler with no request: no new line
+        time.sleep(0.2)
+        assert len(lines()) == 1, lines()
+        gen.submit(tokens(9, 30), 1, SamplingParams(max_tokens=3, temperature=0.0)).result()
+        wait_for(2)
+        assert len(lines()) == 2, lines()
+    finally:
+        gen.close()

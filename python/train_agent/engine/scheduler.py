@@ -82,6 +82,7 @@ class Generator:
         self.installs = 0
         self.cache = PrefixCache(decoder.num_slots) if prefix_caching else None
         self.admitted = 0
+        self.logged = 0  # `admitted` at the last stats line
         self.stats = SchedulerStats()
         self.cv = threading.Condition()
         self.stopping = False
@@ -158,6 +159,10 @@ class Generator:
         with torch.inference_mode():
             while True:
                 with self.cv:
+                    if self.logged != self.admitted and not (self.pending or self.active or self.commands):
+                        # the work just finished: an evaluation's prefill/decode split is in the log
+                        # even when it admitted fewer than the 256 requests between two lines
+                        self._log_stats()
                     t0 = time.perf_counter()
                     while not (self.pending or self.active or self.commands or self.stopping):
                         self.cv.wait()
@@ -214,11 +219,12 @@ class Generator:
             coming.update(dict.fromkeys(req.hashes))
         if chunk:
             self._prefill(chunk)
-        if self.admitted // 256 != (self.admitted + len(reqs)) // 256:
-            self._log_stats()
         self.admitted += len(reqs)
+        if (self.admitted - len(reqs)) // 256 != self.admitted // 256:
+            self._log_stats()
 
     def _log_stats(self) -> None:
+        self.logged = self.admitted
         st, c = self.stats, self.cache
         if c is not None:
             log.info(
