@@ -1,6 +1,7 @@
 """The table of benches/async_grpo.sh: the demo's wall time and stages, then its GRPO (staleness 1)
-against the synchronous run (staleness 0) from the same SFT adapter: step times (median of
-steps 2..N: step 1 has nothing to overlap) and the final validation, paired by task.
+against the synchronous run (staleness 0) from the same SFT adapter (or, after TA_SPLIT=1, the two
+arms' own runs): step times (median of steps 2..N: step 1 has nothing to overlap) and the final
+validation, paired by task.
 
     python3 benches/async_grpo.py /tmp/async
 """
@@ -38,12 +39,18 @@ def greedy(run: Path, step: int) -> dict[str, bool]:
 
 
 def main(out: Path) -> None:
-    rc, wall = (out / "demo.rc").read_text().split()
-    print(f"demo (GPU profile, staleness 1): exit {rc}, {int(wall) / 60:.1f} min end to end")
-    fit = json.loads((out / "demo" / "fit.json").read_text())
-    for stage in fit:
-        print(f"  {stage['stage']:<12} {stage['seconds'] or 0:7.1f} s (estimate {stage['estimate_s'] or 0:.0f} s)")
-    runs = {"async (staleness 1)": out / "demo" / "grpo", "sync (staleness 0)": out / "sync"}
+    split = (out / "async").is_dir()  # TA_SPLIT=1: both arms by `train --num-gpus 2`, the demo stopped
+    if split:
+        for arm in ("async", "sync"):
+            rc, wall = (out / f"{arm}.rc").read_text().split()
+            print(f"{arm}: `train --num-gpus 2`, exit {rc}, {int(wall) / 60:.1f} min")
+    else:
+        rc, wall = (out / "demo.rc").read_text().split()
+        print(f"demo (GPU profile, staleness 1): exit {rc}, {int(wall) / 60:.1f} min end to end")
+        fit = json.loads((out / "demo" / "fit.json").read_text())
+        for stage in fit:
+            print(f"  {stage['stage']:<12} {stage['seconds'] or 0:7.1f} s (estimate {stage['estimate_s'] or 0:.0f} s)")
+    runs = {"async (staleness 1)": out / ("async" if split else "demo/grpo"), "sync (staleness 0)": out / "sync"}
     finals = {}
     for name, run in runs.items():
         steps = [r for r in rows(run) if "reward" in r]

@@ -12,12 +12,39 @@
 #
 # Knobs (env): TA_STEPS (the profile's 16 GRPO steps), TA_GPUS ("0 1": the demo's GPU and the
 # synchronous run's; on a 4-GPU machine a second replica takes "2 3").
+#
+# TA_SPLIT=1 (a 2-GPU machine): each arm gets both GPUs, the engine one and the trainer the other
+# (`train --num-gpus 2`, crates/train/src/placement.rs), so the overlapped rollouts no longer share
+# a GPU with the trainer's forward and backward. The demo then only makes the tasks, the SFT
+# adapter and grpo.toml and is stopped when its GRPO stage starts; the two arms run one after the
+# other from them, asynchronous first, into TA_OUT/async and TA_OUT/sync.
 set -euo pipefail
 : "${TA_BIN:?}" "${TA_MODEL:?}" "${TA_OUT:?}"
 mkdir -p "$TA_OUT"
 read -r gpu_demo gpu_sync <<<"${TA_GPUS:-0 1}"
 steps=()
 [ -n "${TA_STEPS:-}" ] && steps=(--steps "$TA_STEPS")
+if [ "${TA_SPLIT:-0}" = 1 ]; then
+  setsid "$TA_BIN" demo --profile gpu --model "$TA_MODEL" --out "$TA_OUT/demo" "${steps[@]}" >"$TA_OUT/demo.log" 2>&1 &
+  demo=$!
+  # grpo.toml is written before SFT; the adapter is there once the demo's fifth stage begins
+  until grep -q '^\[5/' "$TA_OUT/demo.log" || ! kill -0 "$demo" 2>/dev/null; do sleep 2; done
+  [ -f "$TA_OUT/demo/sft/final/adapter_config.json" ] || { echo "the demo ended before GRPO"; exit 1; }
+  kill -- -"$demo"; wait "$demo" || true
+  sleep 5  # its engine's and trainer's GPU memory
+  for arm in async sync; do
+    staleness=$([ "$arm" = async ] && echo 1 || echo 0)
+    sed "s/^staleness = 1\$/staleness = $staleness/" "$TA_OUT/demo/grpo.toml" >"$TA_OUT/$arm.toml"
+    grep -q "^staleness = $staleness\$" "$TA_OUT/$arm.toml"
+    t0=$(date +%s)
+    set +e
+    "$TA_BIN" train --server "$TA_BIN demo-server" --scenarios "$TA_OUT/demo/scenarios.jsonl" --num-gpus 2 \
+      --config "$TA_OUT/$arm.toml" --out "$TA_OUT/$arm" >"$TA_OUT/$arm.log" 2>&1
+    echo "$? $(( $(date +%s) - t0 ))" >"$TA_OUT/$arm.rc"
+    set -e
+  done
+  exit 0
+fi
 (
   t0=$(date +%s)
   set +e
