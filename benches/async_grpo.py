@@ -51,19 +51,24 @@ def main(out: Path) -> None:
         for stage in fit:
             print(f"  {stage['stage']:<12} {stage['seconds'] or 0:7.1f} s (estimate {stage['estimate_s'] or 0:.0f} s)")
     runs = {"async (staleness 1)": out / ("async" if split else "demo/grpo"), "sync (staleness 0)": out / "sync"}
-    finals = {}
+    finals, medians, sums = {}, [], []
     for name, run in runs.items():
         steps = [r for r in rows(run) if "reward" in r]
         s = [r["time"]["step_s"] for r in steps[1:]]
+        medians.append(statistics.median(s))
+        sums.append(sum(s))
         last = steps[-1]["step"]
         finals[name] = greedy(run, last)
         val = next(r for r in rows(run) if r.get("step") == last and "val_success" in r)
         ok = sum(finals[name].values())
         lo, hi = wilson(ok, len(finals[name]))
         print(f"\n{name}: {len(steps)} steps, step median {statistics.median(s):.2f} s (steps 2-{last}: {', '.join(f'{x:.1f}' for x in s)})")
+        episodes = sum(r["samples"] for r in steps[1:])
+        print(f"  steps 2-{last} in all {sum(s):.1f} s, {episodes} episodes trained")
         print(f"  rollout {statistics.median(r['time']['rollout_s'] for r in steps[1:]):.2f} s, train {statistics.median(r['time']['train_s'] for r in steps[1:]):.2f} s (medians)")
         print(f"  final greedy {ok}/{len(finals[name])} = {100 * ok / len(finals[name]):.1f}% [{100 * lo:.1f}, {100 * hi:.1f}]; sampled pass@1 {val.get('val_pass1')}")
         print("  phases: " + ", ".join(f"{k} {v:.0f} s" for k, v in phases(run).items()))
+    print(f"\nspeed-up, sync over async: {medians[1] / medians[0]:.2f}x by the median step, {sums[1] / sums[0]:.2f}x over steps 2-N")
     (a, b) = finals.values()
     common = sorted(set(a) & set(b))
     better = sum(a[k] and not b[k] for k in common)
