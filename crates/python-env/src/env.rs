@@ -1,7 +1,7 @@
 //! The Python environment: a venv under the user's cache, keyed by the hash of the pinned
 //! requirements, plus the embedded `train_agent` package written next to it (keyed by the hash of
-//! its sources). Creation happens once, under a file lock, with a progress message; pip's output
-//! goes to a log file that the error message points to.
+//! its sources). Creation happens once, under a file lock, with a progress message; the
+//! installer's output (uv's, or pip's) goes to a log file that the error message points to.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -20,6 +20,12 @@ pub const TRAINER_MODULE: &str = "train_agent.trainer";
 /// SFT's data preparation: `tokenize` (loss masks from the chat template) and `parquet`.
 pub const SFT_DATA_MODULE: &str = "train_agent.trainer.sft_data";
 const REQUIREMENTS: &str = include_str!("../../../python/requirements.txt");
+
+/// uv from PyPI, installed with pip into the cache to build the venv when no `uv` is on `PATH`:
+/// it fetches and unpacks the pinned packages in parallel, where pip, one at a time, took most of
+/// a fresh clone's environment time (benches/RESULTS.md, "The Python environment by uv").
+/// Pinned, so that a new release cannot change how an unchanged tree's environment is built.
+pub const UV_PIN: &str = "uv==0.13.9";
 
 #[derive(Debug, thiserror::Error)]
 pub enum EnvError {
@@ -177,7 +183,7 @@ fn ensure_venv(root: &Path) -> Result<PathBuf, EnvError> {
     let spinner = indicatif::ProgressBar::new_spinner();
     spinner.enable_steady_tick(Duration::from_millis(120));
     spinner.set_message(format!("installing torch, transformers, peft and lightning in {} (pinned; first run only, a few minutes)", venv.display()));
-    let built = build_venv(Installer::find(), &bootstrap, &venv, REQUIREMENTS, &log);
+    let built = build_venv(Installer::find(root, &bootstrap), &bootstrap, &venv, REQUIREMENTS, &log);
     spinner.finish_and_clear();
     built?;
     std::fs::write(&done, REQUIREMENTS).map_err(io(&done))?;
@@ -186,7 +192,8 @@ fn ensure_venv(root: &Path) -> Result<PathBuf, EnvError> {
 }
 
 /// What makes the venv: `uv` when it is on `PATH` (users who have it expect it used; the same
-/// pins), else the bootstrap Python's `venv` module and pip.
+/// pins), else [`UV_PIN`] installed into the cache, else (no uv could be installed) the bootstrap
+/// Python's `venv` module and pip.
 #[derive(Debug, Clone, PartialEq)]
 enum Installer {
     Uv(PathBuf),
@@ -194,8 +201,8 @@ enum Installer {
 }
 
 impl Installer {
-    fn find() -> Installer {
-        which::which("uv").map(Installer::Uv).unwrap_or(Installer::Pip)
+    fn find(root: &Path, bootstrap: &str) -> Installer {
+        which::which("uv").ok().or_else(|| cached_uv(root, bootstrap)).map(Installer::Uv).unwrap_or(Installer::Pip)
     }
 
     fn create(&self, bootstrap: &str, venv: &Path) -> Command {
@@ -220,7 +227,10 @@ impl Installer {
         let mut cmd = match self {
             Installer::Uv(uv) => {
                 let mut c = Command::new(uv);
-                c.args(["pip", "install", "--python"]).arg(python);
+                // bytecode compiled now, in parallel, as pip compiles by default: else the first
+                // run's imports compile torch's and transformers' modules (benches/RESULTS.md,
+                // "The Python environment by uv")
+                c.args(["pip", "install", "--compile-bytecode", "--python"]).arg(python);
                 c
             }
             Installer::Pip => {
@@ -232,6 +242,31 @@ impl Installer {
         cmd.arg("-r").arg(requirements);
         cmd
     }
+}
+
+/// [`UV_PIN`]'s `uv` under `<root>/uv-<hash>`, installed there by the bootstrap Python's pip on
+/// first use (into a temporary folder, renamed when complete, so an interrupted install is never
+/// taken for one). `None` when pip cannot install it: the venv is then built with pip.
+fn cached_uv(root: &Path, bootstrap: &str) -> Option<PathBuf> {
+    let dir = root.join(format!("uv-{}", short_hash(&[UV_PIN.as_bytes()])));
+    let uv = dir.join("bin").join("uv");
+    if uv.is_file() {
+        return Some(uv);
+    }
+    let partial = dir.with_extension("partial");
+    let _ = std::fs::remove_dir_all(&partial);
+    let installed = Command::new(bootstrap)
+        .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-warn-script-location", "--target"])
+        .arg(&partial)
+        .arg(UV_PIN)
+        .output()
+        .is_ok_and(|out| out.status.success());
+    if !installed || std::fs::rename(&partial, &dir).is_err() {
+        tracing::warn!("could not install {UV_PIN} into {}; building the Python environment with pip", dir.display());
+        let _ = std::fs::remove_dir_all(&partial);
+        return None;
+    }
+    uv.is_file().then_some(uv)
 }
 
 /// Makes `venv` from `requirements` with `installer`, its output in `log`. A failed uv run (an
@@ -305,6 +340,29 @@ mod tests {
         }
         // A `uv` that fails every call: pip makes the venv instead.
         assert_eq!(build_and_import(Installer::Uv(PathBuf::from("false"))), "1.16.0");
+    }
+
+    /// The product's own uv: pip installs the pin into the cache once, a second ask finds it
+    /// without installing, and a bootstrap Python that cannot install it gives `None` (pip then).
+    #[test]
+    fn uv_is_installed_into_the_cache_once_and_its_absence_falls_back_to_pip() {
+        // the test kit's uv is the same pin: where it cannot be installed, the registry is out of
+        // reach (the kit says so, and fails under TRAIN_AGENT_REQUIRE_THIRD_PARTY)
+        if ta_testkit::UV.path("uv_is_installed_into_the_cache_once").is_none() {
+            return;
+        }
+        let root = tempfile::tempdir().unwrap();
+        let uv = cached_uv(root.path(), "python3").expect("pip installs the pinned uv");
+        let version = Command::new(&uv).arg("--version").output().unwrap();
+        let pinned = UV_PIN.trim_start_matches("uv==");
+        assert!(String::from_utf8_lossy(&version.stdout).starts_with(&format!("uv {pinned}")), "{version:?}");
+        assert!(!uv.parent().unwrap().parent().unwrap().with_extension("partial").exists());
+        // found again without pip: a bootstrap that cannot run still gets it
+        assert_eq!(cached_uv(root.path(), "false"), Some(uv.clone()));
+        assert_eq!(Installer::find(root.path(), "false"), which::which("uv").map(Installer::Uv).unwrap_or(Installer::Uv(uv)));
+        let empty = tempfile::tempdir().unwrap();
+        assert_eq!(cached_uv(empty.path(), "false"), None);
+        assert_eq!(std::fs::read_dir(empty.path()).unwrap().count(), 0, "a failed install leaves nothing behind");
     }
 
     #[test]

@@ -65,8 +65,8 @@ pub const MCP_SQLITE: ThirdParty =
 pub const MCP_SERVER_SQLITE: ThirdParty =
     ThirdParty { bin: "mcp-server-sqlite", source: Source::PyPi { requirements: &["mcp-server-sqlite==2025.4.25", "mcp==1.30.0"] } };
 
-/// uv, to build a venv as uv users get it.
-pub const UV: ThirdParty = ThirdParty { bin: "uv", source: Source::PyPi { requirements: &["uv==0.13.9"] } };
+/// uv, to build a venv as uv users get it: the pin the product installs when `PATH` has none.
+pub const UV: ThirdParty = ThirdParty { bin: "uv", source: Source::PyPi { requirements: &[ta_python::env::UV_PIN] } };
 
 impl ThirdParty {
     /// The program's path, installed first if the cache lacks it. `None` when the registry cannot
