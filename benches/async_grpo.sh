@@ -24,42 +24,38 @@ mkdir -p "$TA_OUT"
 read -r gpu_demo gpu_sync <<<"${TA_GPUS:-0 1}"
 steps=()
 [ -n "${TA_STEPS:-}" ] && steps=(--steps "$TA_STEPS")
-if [ "${TA_SPLIT:-0}" = 1 ]; then
-  setsid "$TA_BIN" demo --profile gpu --model "$TA_MODEL" --out "$TA_OUT/demo" "${steps[@]}" >"$TA_OUT/demo.log" 2>&1 &
-  demo=$!
-  # grpo.toml is written before SFT; the adapter is there once the demo's fifth stage begins
-  until grep -q '^\[5/' "$TA_OUT/demo.log" || ! kill -0 "$demo" 2>/dev/null; do sleep 2; done
-  [ -f "$TA_OUT/demo/sft/final/adapter_config.json" ] || { echo "the demo ended before GRPO"; exit 1; }
-  kill -- -"$demo"; wait "$demo" || true
-  sleep 5  # its engine's and trainer's GPU memory
-  for arm in async sync; do
-    staleness=$([ "$arm" = async ] && echo 1 || echo 0)
-    sed "s/^staleness = 1\$/staleness = $staleness/" "$TA_OUT/demo/grpo.toml" >"$TA_OUT/$arm.toml"
-    grep -q "^staleness = $staleness\$" "$TA_OUT/$arm.toml"
-    t0=$(date +%s)
-    set +e
-    "$TA_BIN" train --server "$TA_BIN demo-server" --scenarios "$TA_OUT/demo/scenarios.jsonl" --num-gpus 2 \
-      --config "$TA_OUT/$arm.toml" --out "$TA_OUT/$arm" >"$TA_OUT/$arm.log" 2>&1
-    echo "$? $(( $(date +%s) - t0 ))" >"$TA_OUT/$arm.rc"
-    set -e
-  done
-  exit 0
-fi
+# `train` from the demo's SFT adapter, tasks and grpo.toml at staleness $2 into TA_OUT/$1, its exit
+# code and seconds in TA_OUT/$1.rc; further arguments go to `train`.
+arm() {
+  local name=$1 staleness=$2 t0
+  shift 2
+  sed "s/^staleness = 1\$/staleness = $staleness/" "$TA_OUT/demo/grpo.toml" >"$TA_OUT/$name.toml"
+  grep -q "^staleness = $staleness\$" "$TA_OUT/$name.toml"
+  t0=$(date +%s)
+  set +e
+  "$TA_BIN" train --server "$TA_BIN demo-server" --scenarios "$TA_OUT/demo/scenarios.jsonl" \
+    --config "$TA_OUT/$name.toml" --out "$TA_OUT/$name" "$@" >"$TA_OUT/$name.log" 2>&1
+  echo "$? $(( $(date +%s) - t0 ))" >"$TA_OUT/$name.rc"
+  set -e
+}
+set -m  # each background job in a process group of its own, so TA_SPLIT can stop the demo's whole group
 (
   t0=$(date +%s)
   set +e
   CUDA_VISIBLE_DEVICES=$gpu_demo "$TA_BIN" demo --profile gpu --model "$TA_MODEL" --out "$TA_OUT/demo" "${steps[@]}" >"$TA_OUT/demo.log" 2>&1
   echo "$? $(( $(date +%s) - t0 ))" >"$TA_OUT/demo.rc"
 ) &
-# The demo writes grpo.toml when its GRPO stage starts.
-until [ -f "$TA_OUT/demo/grpo.toml" ] || [ -f "$TA_OUT/demo.rc" ]; do sleep 2; done
-[ -f "$TA_OUT/demo/grpo.toml" ] || { echo "the demo ended before GRPO: $(cat "$TA_OUT/demo.rc")"; exit 1; }
-sed 's/^staleness = 1$/staleness = 0/' "$TA_OUT/demo/grpo.toml" >"$TA_OUT/sync.toml"
-grep -q '^staleness = 0$' "$TA_OUT/sync.toml"
-t0=$(date +%s)
-set +e
-CUDA_VISIBLE_DEVICES=$gpu_sync "$TA_BIN" train --server "$TA_BIN demo-server" --scenarios "$TA_OUT/demo/scenarios.jsonl" \
-  --config "$TA_OUT/sync.toml" --out "$TA_OUT/sync" >"$TA_OUT/sync.log" 2>&1
-echo "$? $(( $(date +%s) - t0 ))" >"$TA_OUT/sync.rc"
-set -e
+demo=$!
+# grpo.toml is written before SFT; the SFT adapter is there once the demo's fifth stage (GRPO) begins
+until grep -q '^\[5/' "$TA_OUT/demo.log" 2>/dev/null || [ -f "$TA_OUT/demo.rc" ]; do sleep 2; done
+[ -f "$TA_OUT/demo/sft/final/adapter_config.json" ] || { echo "the demo ended before GRPO: $(cat "$TA_OUT/demo.rc")"; exit 1; }
+if [ "${TA_SPLIT:-0}" = 1 ]; then
+  kill -- -"$demo"
+  wait "$demo" || true
+  sleep 5  # its engine's and trainer's GPU memory
+  arm async 1 --num-gpus 2
+  arm sync 0 --num-gpus 2
+  exit 0
+fi
+CUDA_VISIBLE_DEVICES=$gpu_sync arm sync 0
 wait
