@@ -195,6 +195,48 @@ def test_logits_and_logprobs_match_transformers(model_dirs, tmp_path, arch, with
         assert (plain - reference_logprobs(ref, runs[0][0], runs[0][1].token_ids)).abs().max() > 1e-2
 
 
+@pytest.mark.parametrize("arch", FAST)
+def test_a_batch_of_rows_with_different_prefixes_and_lengths_prefills_each_as_its_own(model_dirs, tmp_path, arch):
+    """One prefill of rows whose cached prefixes and new tokens all differ in length (a first turn
+    beside later turns' short suffixes, as the scheduler batches them), with an adapter on some rows
+    only: each row's logits are its own prompt's through the reference forward, and so are the
+    logprobs its slot then decodes from that cache."""
+    path = model_dirs[arch]
+    ref_base = load(path)
+    adapter = make_adapter(path, tmp_path / "adapter", seed=7, r=4, targets=LORA_TARGETS[arch])
+    ref_lora = peft_reference(path, adapter)
+    ref_lora.base_model.model.set_attn_implementation("eager")
+    gen = generator(load(path), True)
+    try:
+        gen.load_adapter("ad", str(adapter)).result()
+        ad = gen.adapters["ad"][0]
+        dec = gen.dec
+        heads = [tokens(10, 9), tokens(11, 30), tokens(12, 2)]
+        prompts = [heads[0] + tokens(20, 21), heads[1] + tokens(21, 3), heads[2] + tokens(22, 40), tokens(23, 17)]
+        lora = [ad, -1, ad, -1]
+        with torch.inference_mode():
+            for slot, head in enumerate(heads):  # the cached prefixes, each prefilled alone
+                dec.prefill([head], [slot], [lora[slot]])
+            logits = dec.prefill(prompts, [0, 1, 2, 3], lora, [len(h) for h in heads] + [0])
+            for p, adapter_slot, got in zip(prompts, lora, logits):
+                ref = ref_lora if adapter_slot >= 0 else ref_base
+                want = ref(torch.tensor([p])).logits[0, -1].float()
+                assert torch.allclose(got, want, atol=1e-4), (got - want).abs().max()
+            # the cache each row was left with: one decode step of all four rows
+            dec.tok[:4] = torch.tensor([5, 6, 7, 8])
+            dec.pos[:4] = torch.tensor([len(p) for p in prompts])
+            dec.lora[:4] = torch.tensor(lora)
+            dec.temp[:4] = 1.0
+            dec.top_p[:4] = 1.0
+            _, _, step, _, _ = dec.step(4, max(map(len, prompts)) + 1, False)
+            for p, t, adapter_slot, got in zip(prompts, [5, 6, 7, 8], lora, step):
+                ref = ref_lora if adapter_slot >= 0 else ref_base
+                want = ref(torch.tensor([p + [t]])).logits[0, -1].float()
+                assert torch.allclose(got, want, atol=1e-4), (got - want).abs().max()
+    finally:
+        gen.close()
+
+
 def test_the_checks_would_catch_an_ignored_window(model_dirs):
     """At these lengths the window changes the logits by far more than the tolerance."""
     for arch in FAST:

@@ -1,3 +1,6 @@
+import shutil
+from pathlib import Path
+
 from train_agent.models import ModelSource, load_model, load_tokenizer
 
 
@@ -12,10 +15,43 @@ def test_tiny_model_loads_with_a_chat_template(tiny_model_dir):
     assert model.config.num_hidden_layers == 2
 
 
-def test_gguf_source_is_split_into_dir_and_file(smollm2_gguf):
-    src = ModelSource.parse(str(smollm2_gguf))
-    assert src.gguf_file == smollm2_gguf.name
-    assert src.kwargs() == {"gguf_file": smollm2_gguf.name}
+def test_a_gguf_file_is_converted_once_to_the_same_weights_and_tokenizer(smollm2_gguf, tmp_path, monkeypatch):
+    """What a GGUF file loads as, read through its conversion, is what transformers reads from the
+    file itself: the same tensors in float32 and bf16, the same token ids and chat template. The
+    conversion is made once per file and redone when the file changes."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    monkeypatch.setenv("TRAIN_AGENT_CACHE", str(tmp_path / "cache"))
+    gguf = tmp_path / "m.gguf"
+    gguf.symlink_to(smollm2_gguf)
+    src = ModelSource.parse(str(gguf))
+    assert Path(src.path).is_relative_to(tmp_path / "cache" / "models" / "converted")
+    first = (Path(src.path) / "model.safetensors").stat().st_mtime_ns
+    assert ModelSource.parse(str(gguf)) == src
+    assert (Path(src.path) / "model.safetensors").stat().st_mtime_ns == first, "read again, not converted again"
+    for dtype in (torch.float32, torch.bfloat16):
+        want = AutoModelForCausalLM.from_pretrained(str(tmp_path), gguf_file=gguf.name, dtype=dtype).state_dict()
+        got = load_model(src, "cpu", dtype).state_dict()
+        assert got.keys() == want.keys()
+        for k in want:
+            assert got[k].dtype == want[k].dtype == dtype and torch.equal(got[k], want[k]), k
+    want_tok, got_tok = AutoTokenizer.from_pretrained(str(tmp_path), gguf_file=gguf.name), load_tokenizer(src)
+    text = "SELECT count(*) FROM café WHERE name LIKE '%déjà vu%';\n\n  \t— 12,5 €"
+    assert got_tok(text)["input_ids"] == want_tok(text)["input_ids"]
+    messages = [{"role": "system", "content": "You are x."}, {"role": "user", "content": text}]
+    assert got_tok.apply_chat_template(messages, tokenize=False) == want_tok.apply_chat_template(
+        messages, tokenize=False
+    )
+    assert got_tok.eos_token_id == want_tok.eos_token_id
+
+    gguf.unlink()
+    gguf.symlink_to(tmp_path / "copy.gguf")
+    shutil.copyfile(smollm2_gguf, tmp_path / "copy.gguf")
+    assert ModelSource.parse(str(gguf)).path != src.path, "another file under the same name is converted anew"
+    assert not list((tmp_path / "cache" / "models" / "converted").glob("*.partial-*")), (
+        "no half-written conversion left"
+    )
 
 
 def test_bf16_is_fast_with_amx_or_on_amd_cores_with_avx512_bf16():

@@ -44,6 +44,7 @@ rounding, which the tests check.
 from __future__ import annotations
 
 import importlib.util
+import itertools
 from collections.abc import Callable
 
 import torch
@@ -276,58 +277,96 @@ class Decoder(GraphCapture, LoraBanks, SlotState):
     def prefill(
         self, prompts: list[list[int]], slots: list[int], lora: list[int], cached: list[int] | None = None
     ) -> torch.Tensor:
-        """Runs whole prompts (right-padded into one batch), fills their slots' KV cache and returns
-        the logits of each prompt's last token `[len(prompts), vocab]` (float32). With `cached`, the
-        first `cached[i]` tokens of prompt i already have their KV in its slot's row (prefix caching,
-        prefix_cache.py): only the rest is computed, attending to those rows."""
+        """Runs whole prompts, fills their slots' KV cache and returns the logits of each prompt's
+        last token `[len(prompts), vocab]` (float32). With `cached`, the first `cached[i]` tokens of
+        prompt i already have their KV in its slot's row (prefix caching, prefix_cache.py): only the
+        rest is computed, attending to those rows.
+
+        The projections and the MLP run on the prompts' own tokens, packed. A batch mixes a first
+        turn's whole prompt with later turns' short suffixes: padded to the longest, it ran up to
+        twice the tokens through every matmul, and every row's padding attended to its whole
+        context (benches/RESULTS.md, "Packed prefill"). On CUDA attention still sees the rows
+        right-padded into one `[B, T]` batch (one kernel for all); elsewhere it runs row by row
+        over each row's own tokens (`_attend_rows`)."""
         B = len(prompts)
         cached = cached or [0] * B
         suffixes = [p[c:] for p, c in zip(prompts, cached)]
         if self.decode_attention == "triton" and sum(map(len, suffixes)) <= EXTEND_TOKENS:
             return self._extend(suffixes, cached, slots, lora)
-        T = max(len(p) for p in suffixes)
-        ids = torch.zeros(B, T, dtype=torch.long)
-        for i, p in enumerate(suffixes):
-            ids[i, : len(p)] = torch.tensor(p)
-        ids = ids.to(self.device).flatten()
-        lens = torch.tensor([len(p) for p in suffixes], device=self.device)
-        rows = torch.tensor(slots, device=self.device)
+        lens = [len(p) for p in suffixes]
+        ids = torch.tensor([t for p in suffixes for t in p], device=self.device)
         lora_idx = None
         if self.lora_slots:
-            lora_idx = torch.tensor(lora, device=self.device).repeat_interleave(T)
+            lora_idx = torch.tensor(lora, device=self.device).repeat_interleave(torch.tensor(lens, device=self.device))
+        last = torch.tensor(lens, device=self.device).cumsum(0).sub_(1)
+        if self.device.type != "cuda":
+            pos = torch.cat([self.positions[c : c + n] for c, n in zip(cached, lens)])
+            h = self._forward(ids, pos, lora_idx, self._attend_rows(slots, cached, lens))
+            return self.logits(h[last])
+        T = max(lens)
+        # each token's place in the padded [B, T] batch
+        keep = torch.cat([torch.arange(i * T, i * T + n) for i, n in enumerate(lens)]).to(self.device)
+        rows = torch.tensor(slots, device=self.device)
         H, K, D = self.n_heads, self.n_kv, self.head_dim
 
+        def padded(x: torch.Tensor) -> torch.Tensor:
+            out = x.new_zeros((B * T, *x.shape[1:]))
+            out[keep] = x
+            return out
+
         if not any(cached):
-            pos = self.positions[:T].repeat(B)
+            pos = self.positions[:T].repeat(B)[keep]
             masks = self._masks(self.positions[:T][None], T, causal_ok=True)
 
             def attend(i, q, k, v):
-                k = k.view(B, T, K, D).transpose(1, 2)
-                v = v.view(B, T, K, D).transpose(1, 2)
+                k = padded(k).view(B, T, K, D).transpose(1, 2)
+                v = padded(v).view(B, T, K, D).transpose(1, 2)
                 self.k_cache[i][rows, :, :T] = k
                 self.v_cache[i][rows, :, :T] = v
-                q = q.view(B, T, H, D).transpose(1, 2)
+                q = padded(q).view(B, T, H, D).transpose(1, 2)
                 o = attention(q, k, v, masks[self.layers[i].window], self.scale, self.softcap, False)
-                return o.transpose(1, 2).reshape(B * T, H * D)
+                return o.transpose(1, 2).reshape(B * T, H * D)[keep]
         else:
             # row i's tokens sit at positions cached[i]...; pads past the cache go to the idle position
             pos2 = (torch.tensor(cached, device=self.device)[:, None] + self.positions[:T]).clamp_(max=self.idle_pos)
-            pos = pos2.flatten()
+            pos = pos2.flatten()[keep]
             span = max(c + len(p) for c, p in zip(cached, suffixes))
             masks = self._masks(pos2, span)
             slot_rows = rows[:, None]
 
             def attend(i, q, k, v):
-                self.k_cache[i][slot_rows, :, pos2] = k.view(B, T, K, D)
-                self.v_cache[i][slot_rows, :, pos2] = v.view(B, T, K, D)
+                self.k_cache[i][slot_rows, :, pos2] = padded(k).view(B, T, K, D)
+                self.v_cache[i][slot_rows, :, pos2] = padded(v).view(B, T, K, D)
                 keys, values = self.k_cache[i][rows, :, :span], self.v_cache[i][rows, :, :span]
-                q = q.view(B, T, H, D).transpose(1, 2)
+                q = padded(q).view(B, T, H, D).transpose(1, 2)
                 o = attention(q, keys, values, masks[self.layers[i].window], self.scale, self.softcap, False)
-                return o.transpose(1, 2).reshape(B * T, H * D)
+                return o.transpose(1, 2).reshape(B * T, H * D)[keep]
 
         h = self._forward(ids, pos, lora_idx, attend)
-        last = h.view(B, T, -1)[torch.arange(B, device=self.device), lens - 1]
-        return self.logits(last)
+        return self.logits(h[last])
+
+    def _attend_rows(self, slots: list[int], cached: list[int], lens: list[int]):
+        """`_forward`'s attention for a packed prefill, one row at a time: row r's `lens[r]` tokens
+        go to its slot at positions `cached[r]`... and attend to that slot's first `cached[r] +
+        lens[r]` positions, so no row pays for another's length."""
+        starts = [0, *itertools.accumulate(lens)][:-1]
+        # the masks of every row, built once for all layers: None (causal) where nothing is cached
+        masks = [self._masks(self.positions[c : c + n][None], c + n, causal_ok=c == 0) for c, n in zip(cached, lens)]
+        H, D = self.n_heads, self.head_dim
+
+        def attend(i, q, k, v):
+            out = []
+            for slot, start, c, n, mask in zip(slots, starts, cached, lens, masks):
+                keys, values = self.k_cache[i][slot], self.v_cache[i][slot]  # [K, S, D]
+                keys[:, c : c + n] = k[start : start + n].transpose(0, 1)
+                values[:, c : c + n] = v[start : start + n].transpose(0, 1)
+                q_row = q[start : start + n].transpose(0, 1)[None]
+                kv = keys[None, :, : c + n], values[None, :, : c + n]
+                o = attention(q_row, *kv, mask[self.layers[i].window], self.scale, self.softcap, False)
+                out.append(o[0].transpose(0, 1).reshape(n, H * D))
+            return torch.cat(out)
+
+        return attend
 
     def _extend(self, suffixes: list[list[int]], cached: list[int], slots: list[int], lora: list[int]) -> torch.Tensor:
         """`prefill` of short suffixes as one step of one row per token (split_kv.py's kernels read
