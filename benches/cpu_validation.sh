@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# What exact decode widths save on CPU (eager steps run the busy rows and the positions they need,
-# where they ran the CUDA-graph buckets: rows rounded up to 1, 2, 4, 8, 16, positions to 128, 256,
-# ... 4096): the CPU demo's validation of one adapter, played by the engine of an anchor checkout
-# and of this one, alternating, TA_REPEAT times each. Prints each play's wall time and correct
-# answers, and checks that both engines wrote the same tokens. One step apart:
-# benches/eager_widths_step.py.
+# The CPU demo's validation of one adapter, played by the engine of an anchor checkout and of this
+# one, alternating, TA_REPEAT times each: each play's wall time (the engine's start-up included)
+# and correct answers, and whether both engines wrote the same tokens. Measured with it: exact
+# eager decode widths, then the packed prefill and row-wise CPU attention (benches/RESULTS.md,
+# "Eager decode widths" and "Packed prefill"); their steps apart: benches/eager_widths_step.py,
+# benches/cpu_engine_steps.py.
 #
 #   TA_ANCHOR_PY=/tmp/anchor/python TA_MODEL=smollm2-135m-instruct.gguf TA_RUN=runs/demo TA_OUT=/tmp/ew \
-#   bash benches/eager_widths.sh
+#   bash benches/cpu_validation.sh
 #
 # TA_ANCHOR_PY is the `python/` directory of the anchor (`git archive REV python | tar -x -C DIR`);
 # TA_RUN a CPU `train-agent demo` run directory (its scenarios.jsonl and grpo/final). The
@@ -28,7 +28,7 @@ play() {
 }
 for i in $(seq "${TA_REPEAT:-2}"); do
   play "anchor-$i" "$TA_ANCHOR_PY"
-  play "exact-$i" "$root/python"
+  play "this-$i" "$root/python"
 done
 python3 - "$TA_OUT" <<'PY'
 import glob, json, sys
