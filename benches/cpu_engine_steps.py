@@ -3,7 +3,7 @@ PYTHONPATH: run it on an anchor checkout's `python/` and on this one, one after 
 
 - prefill: one batch as the scheduler admits them in a multi-turn validation, rows with cached
   prefixes of 900-1,900 tokens and new suffixes of 40-900 tokens (a first turn beside tool results);
-- decode: one step of ragged rows (contexts of 900-2,300 positions) with an idle slot among them.
+- decode: one step of ragged rows (contexts of 900-2,000 positions) with an idle slot among them.
 
     PYTHONPATH=python python benches/cpu_engine_steps.py --model smollm2-135m-instruct
 """

@@ -2,7 +2,7 @@
 # The CPU demo's validation of one adapter, played by the engine of an anchor checkout and of this
 # one, alternating, TA_REPEAT times each: each play's wall time (the engine's start-up included)
 # and correct answers, and whether both engines wrote the same tokens. Measured with it: exact
-# eager decode widths, then the packed prefill and row-wise CPU attention (benches/RESULTS.md,
+# eager decode widths, then the packed prefill and row-wise CPU prefill attention (RESULTS.md,
 # "Eager decode widths" and "Packed prefill"); their steps apart: benches/eager_widths_step.py,
 # benches/cpu_engine_steps.py.
 #

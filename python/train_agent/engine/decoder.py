@@ -176,15 +176,10 @@ class Decoder(GraphCapture, LoraBanks, SlotState):
         """Decode attention, compiled element-wise pieces, and the Triton sampler and RoPE kernels."""
         # "triton" (kernels/split_kv.py: split-KV kernels that also write the new k/v into the cache;
         # the default on CUDA with Triton installed, for models without soft-capped scores), "sdpa"
-        # (cuDNN/flash fused kernel over every row up to the longest), "math" (two matmuls) or
-        # "rows" (SDPA row by row over each busy row's own positions: the default on CPU, where an
-        # eager step costs what it reads and a row pays for no other's length; benches/RESULTS.md,
-        # "Packed prefill"). Set it before the first step: captured graphs keep the choice.
+        # (cuDNN/flash fused kernel) or "math" (two matmuls). Set it before the first step:
+        # captured graphs keep the choice.
         triton = cuda and importlib.util.find_spec("triton") is not None
-        if self.softcap is None:
-            self.decode_attention = "triton" if triton else "sdpa" if cuda else "rows"
-        else:
-            self.decode_attention = "sdpa"
+        self.decode_attention = "triton" if triton and self.softcap is None else "sdpa"
         if do_compile:
             opts = dict(dynamic=True, fullgraph=True)
             self._rms = torch.compile(rms_norm, **opts)
@@ -444,21 +439,6 @@ class Decoder(GraphCapture, LoraBanks, SlotState):
                     q, k, v, self.k_cache[i], self.v_cache[i], pos, L, self.layers[i].window, self.scale, rows
                 )
                 return o.view(b, H * D)
-        elif self.decode_attention == "rows":
-            ends = (pos + 1).tolist()
-            busy = [r for r, e in enumerate(ends) if e <= self.idle_pos]
-
-            def attend(i, q, k, v):
-                self.k_cache[i][rows, :, pos] = k
-                self.v_cache[i][rows, :, pos] = v
-                q = q.view(b, K, H // K, D)  # grouped heads as the "query length": no repeat of k/v
-                w = self.layers[i].window
-                out = q.new_zeros(b, H * D)
-                for r in busy:
-                    span = slice(max(0, ends[r] - w) if w is not None else 0, ends[r])
-                    keys, values = self.k_cache[i][r : r + 1, :, span], self.v_cache[i][r : r + 1, :, span]
-                    out[r] = F.scaled_dot_product_attention(q[r : r + 1], keys, values, scale=self.scale).view(-1)
-                return out
         else:
             # additive masks, built once per step rather than in every layer
             masks = self._masks(pos[:, None], L)
