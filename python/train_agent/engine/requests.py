@@ -83,7 +83,9 @@ class SchedulerStats:
     prefill_s: float = 0.0  # the prefills alone: row copies, the forward, the first tokens' draw
     prefills: int = 0
     prefill_tokens: int = 0  # prompt tokens computed (not served from the prefix cache)
-    prefill_padded: int = 0  # the same as right-padded batches (requests x longest suffix, per prefill)
+    # the same as right-padded batches (requests x longest suffix, per prefill): the query rows of a
+    # CUDA prefill's attention; on CPU (decoder.Decoder.prefill) and the generic path no row is padded
+    prefill_padded: int = 0
     window_s: float = 0.0  # decode windows, their host sync and bookkeeping included
     windows: int = 0
     windows_ahead: int = 0  # launched before the previous window's tokens were read
