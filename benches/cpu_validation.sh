@@ -3,8 +3,8 @@
 # one, alternating, TA_REPEAT times each: each play's wall time (the engine's start-up included)
 # and correct answers, and whether both engines wrote the same tokens. Measured with it: exact
 # eager decode widths, then the packed prefill and row-wise CPU prefill attention (RESULTS.md,
-# "Eager decode widths" and "Packed prefill"); their steps apart: benches/eager_widths_step.py,
-# benches/cpu_engine_steps.py.
+# "Eager decode widths" and "Packed prefill, and a GGUF file read once"); their steps apart:
+# benches/eager_widths_step.py, benches/cpu_engine_steps.py.
 #
 #   TA_ANCHOR_PY=/tmp/anchor/python TA_MODEL=smollm2-135m-instruct.gguf TA_RUN=runs/demo TA_OUT=/tmp/ew \
 #   bash benches/cpu_validation.sh

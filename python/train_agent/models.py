@@ -67,11 +67,12 @@ def fetch_packaged(name: str) -> Path:
 def converted(gguf: Path) -> Path:
     """A Hugging Face directory with the GGUF file's weights, dequantized to float32 as transformers
     reads them, and its tokenizer; converted on first use into the model cache, keyed by the file
-    and the transformers version that dequantizes it. Reading a GGUF file costs seconds every time
-    (SmolLM2-135M's: 12 s for the weights, 6 s for the tokenizer, on a 2-core VM) and a run loads
-    its model in every stage (SFT's data and trainer, the engine, GRPO's trainer); the directory
-    loads in under a second, to the same tensors in any dtype (float32 is what both paths cast
-    from). Processes that need it at once take turns under a lock: one converts, the others read."""
+    and the transformers version that dequantizes it. Reading a GGUF file dequantizes every tensor
+    and builds the tokenizer anew, seconds each time, and a run loads its model in every stage
+    (SFT's data and trainer, the engine, GRPO's trainer); the directory loads in a fraction of that,
+    to the same tensors in any dtype (float32 is what both paths cast from; benches/RESULTS.md,
+    "Packed prefill, and a GGUF file read once"). Processes that need it at once take turns under a
+    lock: one converts, the others read."""
     import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -81,7 +82,7 @@ def converted(gguf: Path) -> Path:
     if dest.exists():
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
-    with open(dest.with_suffix(".lock"), "w") as lock:
+    with open(dest.parent / f"{dest.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if dest.exists():
             return dest

@@ -283,9 +283,9 @@ class Decoder(GraphCapture, LoraBanks, SlotState):
         rest is computed, attending to those rows.
 
         The projections and the MLP run on the prompts' own tokens, packed. A batch mixes a first
-        turn's whole prompt with later turns' short suffixes: padded to the longest, it ran up to
-        twice the tokens through every matmul, and every row's padding attended to its whole
-        context (benches/RESULTS.md, "Packed prefill"). On CUDA attention still sees the rows
+        turn's whole prompt with later turns' short suffixes: padded to the longest, its padding
+        ran through every matmul and attended to every row's whole context (benches/RESULTS.md,
+        "Packed prefill, and a GGUF file read once"). On CUDA attention still sees the rows
         right-padded into one `[B, T]` batch (one kernel for all); elsewhere it runs row by row
         over each row's own tokens (`_attend_rows`)."""
         B = len(prompts)
