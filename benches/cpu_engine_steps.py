@@ -15,7 +15,7 @@ import time
 
 import torch
 from train_agent.engine.decoder import Decoder
-from train_agent.models import ModelSource, load_model
+from train_agent.models import ModelSource, default_dtype, load_model
 
 
 def main() -> None:
@@ -31,7 +31,7 @@ def main() -> None:
     model = load_model(
         ModelSource.parse(args.model),
         "cpu",
-        torch.bfloat16 if _bf16() else torch.float32,
+        default_dtype("cpu"),
     )
     dec = Decoder(
         model.eval(),
@@ -76,12 +76,6 @@ def main() -> None:
                 dec.step(b, L, False)
             ms.append(1000 * (time.perf_counter() - t0) / 5)
         print(f"decode step of {b} rows (one idle), contexts up to {L}: {', '.join(f'{m:.0f}' for m in ms)} ms")
-
-
-def _bf16() -> bool:
-    from train_agent.models import cpu_has_fast_bf16
-
-    return cpu_has_fast_bf16()
 
 
 if __name__ == "__main__":

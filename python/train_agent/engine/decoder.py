@@ -294,13 +294,12 @@ class Decoder(GraphCapture, LoraBanks, SlotState):
         if self.decode_attention == "triton" and sum(map(len, suffixes)) <= EXTEND_TOKENS:
             return self._extend(suffixes, cached, slots, lora)
         lens = [len(p) for p in suffixes]
+        lens_t = torch.tensor(lens, device=self.device)
         ids = torch.tensor([t for p in suffixes for t in p], device=self.device)
-        lora_idx = None
-        if self.lora_slots:
-            lora_idx = torch.tensor(lora, device=self.device).repeat_interleave(torch.tensor(lens, device=self.device))
-        last = torch.tensor(lens, device=self.device).cumsum(0).sub_(1)
+        pos = torch.cat([self.positions[c : c + n] for c, n in zip(cached, lens)])
+        lora_idx = torch.tensor(lora, device=self.device).repeat_interleave(lens_t) if self.lora_slots else None
+        last = lens_t.cumsum(0).sub_(1)
         if self.device.type != "cuda":
-            pos = torch.cat([self.positions[c : c + n] for c, n in zip(cached, lens)])
             h = self._forward(ids, pos, lora_idx, self._attend_rows(slots, cached, lens))
             return self.logits(h[last])
         T = max(lens)
@@ -315,7 +314,6 @@ class Decoder(GraphCapture, LoraBanks, SlotState):
             return out
 
         if not any(cached):
-            pos = self.positions[:T].repeat(B)[keep]
             masks = self._masks(self.positions[:T][None], T, causal_ok=True)
 
             def attend(i, q, k, v):
@@ -329,7 +327,6 @@ class Decoder(GraphCapture, LoraBanks, SlotState):
         else:
             # row i's tokens sit at positions cached[i]...; pads past the cache go to the idle position
             pos2 = (torch.tensor(cached, device=self.device)[:, None] + self.positions[:T]).clamp_(max=self.idle_pos)
-            pos = pos2.flatten()[keep]
             span = max(c + len(p) for c, p in zip(cached, suffixes))
             masks = self._masks(pos2, span)
             slot_rows = rows[:, None]
