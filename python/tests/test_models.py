@@ -18,14 +18,18 @@ def test_tiny_model_loads_with_a_chat_template(tiny_model_dir):
 def test_a_gguf_file_is_converted_once_to_the_same_weights_and_tokenizer(smollm2_gguf, tmp_path, monkeypatch):
     """What a GGUF file loads as, read through its conversion, is what transformers reads from the
     file itself: the same tensors in float32 and bf16, the same token ids and chat template. The
-    conversion is made once per file and redone when the file changes."""
+    conversion is made once per file and redone when the file changes; the file parsed once for it
+    leaves `gguf` as it was."""
+    import gguf as gguf_lib
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     monkeypatch.setenv("TRAIN_AGENT_CACHE", str(tmp_path / "cache"))
     gguf = tmp_path / "m.gguf"
     gguf.symlink_to(smollm2_gguf)
+    entry_points = (gguf_lib.GGUFReader, gguf_lib.get_tensor_name_map)
     src = ModelSource.parse(str(gguf))
+    assert (gguf_lib.GGUFReader, gguf_lib.get_tensor_name_map) == entry_points, "the conversion's memos undone"
     assert Path(src.path).is_relative_to(tmp_path / "cache" / "models" / "converted")
     first = (Path(src.path) / "model.safetensors").stat().st_mtime_ns
     assert ModelSource.parse(str(gguf)) == src

