@@ -80,6 +80,12 @@ pub const CPU_SFT_SHARE: f64 = 0.45;
 /// SFT share stays at what 2 cores afford whatever the server offers.
 pub const CPU_TRAIN_LIMIT: usize = 125;
 
+/// The validation tasks the CPU profile keeps, and the episodes it plays at once: each model's
+/// validation in one wave. At 16, the base model's and the SFT adapter's validations (played side
+/// by side) ended in a second wave of four each, 12 s longer (benches/RESULTS.md, "A fresh clone
+/// under 15 minutes").
+pub const CPU_VALIDATION_TASKS: usize = 20;
+
 /// The CPU profile's episode budget in written tokens: above what the SFT adapter's four-turn
 /// episodes write, below what the base model spends running to the turn limit.
 pub const CPU_EPISODE_TOKENS: u32 = 240;
@@ -185,7 +191,7 @@ pub fn profile(gpu: bool, model: &str, o: &Overrides) -> Profile {
         keep = TaskFilter { templates: None, max_difficulty: Some(CPU_MAX_DIFFICULTY) };
         default_share = CPU_SFT_SHARE;
         train_limit = train_limit.or(Some(CPU_TRAIN_LIMIT));
-        validation_limit = validation_limit.or(Some(20));
+        validation_limit = validation_limit.or(Some(CPU_VALIDATION_TASKS));
         // Sampled validation would multiply the CPU's slowest phase; the greedy table is the
         // CPU profile's claim.
         grpo.rollout.eval_rollouts = 0;
@@ -216,7 +222,7 @@ pub fn profile(gpu: bool, model: &str, o: &Overrides) -> Profile {
         // validation writes a third fewer tokens and no SFT answer changes (docs/demo.md).
         grpo.rollout.max_episode_tokens = CPU_EPISODE_TOKENS;
         grpo.rollout.tool_result_max_chars = 1500;
-        grpo.rollout.concurrency = 16;
+        grpo.rollout.concurrency = CPU_VALIDATION_TASKS;
         // Short contexts keep the CPU's prompt processing (the bulk of its time) small.
         max_model_len = 4096;
         // Replacing flat groups would multiply the CPU's slowest phase by up to
@@ -313,7 +319,8 @@ mod tests {
         let cpu = profile(false, "small", &none);
         assert_eq!(cpu.model, "smollm2-135m-instruct");
         assert_eq!((cpu.grpo.rollout.max_steps, cpu.sft.epochs), (2, 1));
-        assert_eq!((cpu.train_limit, cpu.validation_limit), (Some(CPU_TRAIN_LIMIT), Some(20)));
+        assert_eq!((cpu.train_limit, cpu.validation_limit), (Some(CPU_TRAIN_LIMIT), Some(CPU_VALIDATION_TASKS)));
+        assert_eq!(cpu.grpo.rollout.concurrency, CPU_VALIDATION_TASKS, "a validation in one wave");
         assert_eq!(cpu.keep.max_difficulty, Some(CPU_MAX_DIFFICULTY), "the CPU keeps the easiest tasks");
         assert_eq!((cpu.sft.trainer.packing, cpu.grpo.trainer.packing), (Packing::PrefixTree, Packing::PrefixTree));
         assert_eq!((cpu.sft_share, cpu.grpo.rollout.eval_rollouts), (CPU_SFT_SHARE, 0));
