@@ -1,3 +1,4 @@
+import os
 import shutil
 from pathlib import Path
 
@@ -18,8 +19,8 @@ def test_tiny_model_loads_with_a_chat_template(tiny_model_dir):
 def test_a_gguf_file_is_converted_once_to_the_same_weights_and_tokenizer(smollm2_gguf, tmp_path, monkeypatch):
     """What a GGUF file loads as, read through its conversion, is what transformers reads from the
     file itself: the same tensors in float32 and bf16, the same token ids and chat template. The
-    conversion is made once per file and redone when the file changes; the file parsed once for it
-    leaves `gguf` as it was."""
+    conversion is made once per file and redone, in place of the old one, when the file changes;
+    the file parsed once for it leaves `gguf` as it was."""
     import gguf as gguf_lib
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -52,7 +53,12 @@ def test_a_gguf_file_is_converted_once_to_the_same_weights_and_tokenizer(smollm2
     gguf.unlink()
     gguf.symlink_to(tmp_path / "copy.gguf")
     shutil.copyfile(smollm2_gguf, tmp_path / "copy.gguf")
-    assert ModelSource.parse(str(gguf)).path != src.path, "another file under the same name is converted anew"
+    copy = ModelSource.parse(str(gguf)).path
+    assert copy != src.path, "another file under the same name is converted anew"
+    os.utime(tmp_path / "copy.gguf", ns=(0, 10**18))
+    assert ModelSource.parse(str(gguf)).path not in (copy, src.path), "a changed file is converted anew"
+    assert not Path(copy).exists(), "the changed file's old conversion is removed"
+    assert Path(src.path).exists(), "another file's conversion is kept"
     assert not list((tmp_path / "cache" / "models" / "converted").glob("*.partial-*")), (
         "no half-written conversion left"
     )

@@ -11,6 +11,7 @@ import contextlib
 import fcntl
 import functools
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -98,10 +99,33 @@ def converted(gguf: Path) -> Path:
                 del model.config.quantization_config
                 model.save_pretrained(partial)
                 AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name).save_pretrained(partial)
+            (partial / CONVERTED_FROM).write_text(json.dumps({"gguf": str(gguf.resolve())}))
             partial.rename(dest)
         finally:
             shutil.rmtree(partial, ignore_errors=True)
+        _prune_replaced(dest, gguf)
     return dest
+
+
+CONVERTED_FROM = "converted_from.json"
+
+
+def _prune_replaced(dest: Path, gguf: Path) -> None:
+    """Removes the conversions of the same file that `dest` replaces (made before the file or
+    transformers changed): nothing reads them again, and each holds the model in float32 (0.5 GB
+    for SmolLM2, 2.4 GB for Qwen2.5-Coder-0.5B). One that a process is converting holds its lock
+    and is left."""
+    source = str(gguf.resolve())
+    for other in dest.parent.glob(f"{gguf.stem}-*"):
+        marker = other / CONVERTED_FROM
+        if other == dest or not marker.is_file() or json.loads(marker.read_text()).get("gguf") != source:
+            continue
+        with open(other.parent / f"{other.name}.lock", "w") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue
+            shutil.rmtree(other, ignore_errors=True)
 
 
 @contextlib.contextmanager
