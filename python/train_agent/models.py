@@ -79,13 +79,13 @@ def converted(gguf: Path) -> Path:
     import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    st = gguf.stat()
-    key = f"{gguf.resolve()}|{st.st_size}|{st.st_mtime_ns}|{transformers.__version__}"
+    st, source = gguf.stat(), str(gguf.resolve())
+    key = f"{source}|{st.st_size}|{st.st_mtime_ns}|{transformers.__version__}"
     dest = cache_dir() / "converted" / f"{gguf.stem}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
     if dest.exists():
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
-    with open(dest.parent / f"{dest.name}.lock", "w") as lock:
+    with open(_lock_path(dest), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if dest.exists():
             return dest
@@ -99,28 +99,32 @@ def converted(gguf: Path) -> Path:
                 del model.config.quantization_config
                 model.save_pretrained(partial)
                 AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name).save_pretrained(partial)
-            (partial / CONVERTED_FROM).write_text(json.dumps({"gguf": str(gguf.resolve())}))
+            (partial / CONVERTED_FROM).write_text(json.dumps({"gguf": source}))
             partial.rename(dest)
         finally:
             shutil.rmtree(partial, ignore_errors=True)
-        _prune_replaced(dest, gguf)
+        _prune_replaced(dest, gguf.stem, source)
     return dest
 
 
 CONVERTED_FROM = "converted_from.json"
 
 
-def _prune_replaced(dest: Path, gguf: Path) -> None:
-    """Removes the conversions of the same file that `dest` replaces (made before the file or
-    transformers changed): nothing reads them again, and each holds the model in float32 (0.5 GB
-    for SmolLM2, 2.4 GB for Qwen2.5-Coder-0.5B). One that a process is converting holds its lock
-    and is left."""
-    source = str(gguf.resolve())
-    for other in dest.parent.glob(f"{gguf.stem}-*"):
+def _lock_path(conversion: Path) -> Path:
+    """The lock a conversion's writer holds: beside its directory, by its full name."""
+    return conversion.parent / f"{conversion.name}.lock"
+
+
+def _prune_replaced(dest: Path, stem: str, source: str) -> None:
+    """Removes the conversions of the same file (`source`, resolved) that `dest` replaces (made
+    before the file or transformers changed): nothing reads them again, and each holds the model in
+    float32 (0.5 GB for SmolLM2, 2.4 GB for Qwen2.5-Coder-0.5B). One that a process is converting
+    holds its lock and is left."""
+    for other in dest.parent.glob(f"{stem}-*"):
         marker = other / CONVERTED_FROM
         if other == dest or not marker.is_file() or json.loads(marker.read_text()).get("gguf") != source:
             continue
-        with open(other.parent / f"{other.name}.lock", "w") as lock:
+        with open(_lock_path(other), "w") as lock:
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
