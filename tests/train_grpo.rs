@@ -148,6 +148,7 @@ fn dynamic_sampling_replaces_flat_groups_within_the_cap_and_counts_them() {
         assert!((2..=4).contains(&drawn), "the cap is 2 x 2 groups: {r}");
         assert_eq!(kept, (drawn - flat).min(2), "groups with signal beyond the step's two are surplus: {r}");
         assert!(kept <= 2, "never more groups with signal than the step needs: {r}");
+        assert!(flat + u(r, "groups_tie_break") <= drawn, "{r}");
         assert!(kept == 2 || drawn == 4, "a step stops short only at the cap: {r}");
         let (before, after) = (r["flat_share_before"].as_f64().unwrap(), r["flat_share_after"].as_f64().unwrap());
         assert!((0.0..=1.0).contains(&before) && (after - (1.0 - kept as f64 / 2.0)).abs() < 1e-9, "{r}");
@@ -187,7 +188,10 @@ fn the_first_round_is_sized_by_the_previous_steps_flat_share() {
     let mut grown = 0;
     for pair in steps.windows(2) {
         let (prev, r) = (&pair[0], &pair[1]);
-        let (drawn, informative) = (u(prev, "groups"), u(prev, "groups") - u(prev, "groups_zero_variance"));
+        // Groups with signal: those that tell right from wrong, or, where none did, the tie-break's.
+        let (drawn, tie_break) = (u(prev, "groups"), u(prev, "groups_tie_break"));
+        let correctness = drawn - u(prev, "groups_zero_variance") - tie_break;
+        let informative = if correctness > 0 { correctness } else { tie_break };
         // As a replacement round after the previous step would be sized: needed x (drawn + 2) / (informative + 1).
         let first = (((needed * (drawn + 2)) as f64 / (informative + 1) as f64).ceil() as usize).clamp(needed, cap);
         assert!(u(r, "groups") >= first, "the first round alone draws {first}: {r}");

@@ -269,7 +269,12 @@ fn training_charts(run: &RunDir) -> Vec<Chart> {
             "groups",
             "Groups without reward variance",
             "groups",
-            vec![series(&steps, "flat groups", &["groups_zero_variance"]), series(&steps, "groups", &["groups"]), series(&steps, "groups trained", &["groups_kept"])],
+            vec![
+                series(&steps, "flat groups", &["groups_zero_variance"]),
+                series(&steps, "tie-break groups", &["groups_tie_break"]),
+                series(&steps, "groups", &["groups"]),
+                series(&steps, "groups trained", &["groups_kept"]),
+            ],
         ),
         line(
             "flat_share",

@@ -45,6 +45,9 @@ pub struct RolloutMetrics {
     pub tool_errors: u64,
     pub groups: usize,
     pub groups_zero_variance: usize,
+    /// Groups whose episodes all had one ground truth, told apart by the rules' tie-break alone:
+    /// trained only to fill the places the groups that tell right from wrong leave.
+    pub groups_tie_break: usize,
     pub groups_kept: usize,
     pub sampling_rounds: u32,
     /// What a step without dynamic sampling would have trained: its first round's flat share.
@@ -284,6 +287,7 @@ pub(crate) mod tests {
             tool_errors: 0,
             groups: 2,
             groups_zero_variance: 1,
+            groups_tie_break: 0,
             groups_kept: 1,
             sampling_rounds: 1,
             flat_share_before: 0.5,
@@ -339,7 +343,7 @@ pub(crate) mod tests {
     }
 
     const ROLLOUT_KEYS: &str = "step epoch reward reward_std completion_rate ground_truth rules judge custom mean_turns mean_tool_calls tool_errors groups \
-         groups_zero_variance groups_kept sampling_rounds flat_share_before flat_share_after curriculum_retired curriculum_unsolved samples sample_tokens \
+         groups_zero_variance groups_tie_break groups_kept sampling_rounds flat_share_before flat_share_after curriculum_retired curriculum_unsolved samples sample_tokens \
          completion_tokens policy_lag";
     const VALIDATION_KEYS: &str = "val_completion_rate val_reward val_ground_truth val_judge val_success val_success_low val_success_high val_mean_turns \
          val_trajectories val_model";

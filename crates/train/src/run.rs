@@ -197,8 +197,8 @@ pub async fn train<T: ToolHost>(ctx: &Context<'_, T>, shutdown: impl Future<Outp
                 (played, seen)
             }
         };
-        let (mut batch, groups, flat) = build_batch(&played.trajectories, step, played.needed, cfg)?;
-        let rollout = rollout_metrics(ctx, step, &played, &batch, (groups, flat), seen);
+        let (mut batch, counts) = build_batch(&played.trajectories, step, played.needed, cfg)?;
+        let rollout = rollout_metrics(ctx, step, &played, &batch, counts, seen);
         if let Some(warning) = collapse.check(&rollout) {
             say(&multi, warning);
         }
@@ -329,9 +329,9 @@ async fn starting_model<T: ToolHost>(ctx: &Context<'_, T>, resume: u64, multi: &
     Ok(model)
 }
 
-/// What step `step` played and batched, for its row. `groups` is (groups, flat groups) of the
-/// batch; `seen` the curriculum before the step.
-fn rollout_metrics<T: ToolHost>(ctx: &Context<'_, T>, step: u64, played: &Played, batch: &StepFile, groups: (usize, usize), seen: CurriculumCounts) -> RolloutMetrics {
+/// What step `step` played and batched, for its row. `groups` counts the kinds of the groups it
+/// drew; `seen` is the curriculum before the step.
+fn rollout_metrics<T: ToolHost>(ctx: &Context<'_, T>, step: u64, played: &Played, batch: &StepFile, groups: SignalCounts, seen: CurriculumCounts) -> RolloutMetrics {
     let ts = &played.trajectories;
     let summary = Summary::of(ts);
     RolloutMetrics {
@@ -347,8 +347,9 @@ fn rollout_metrics<T: ToolHost>(ctx: &Context<'_, T>, step: u64, played: &Played
         mean_turns: summary.mean_turns,
         mean_tool_calls: summary.mean_tool_calls,
         tool_errors: summary.tool_errors,
-        groups: groups.0,
-        groups_zero_variance: groups.1,
+        groups: groups.flat + groups.tie_break + groups.correctness,
+        groups_zero_variance: groups.flat,
+        groups_tie_break: groups.tie_break,
         groups_kept: played.kept,
         sampling_rounds: played.rounds,
         flat_share_before: played.first_round_flat as f64 / played.first_round.max(1) as f64,
@@ -500,7 +501,7 @@ async fn play_step<T: ToolHost>(
     let mut drawn: HashSet<String> = HashSet::new();
     let mut all: Vec<Trajectory> = Vec::new();
     let mut p = Played { trajectories: Vec::new(), needed, kept: 0, first_round: 0, first_round_flat: 0, rounds: 0, rollout_s: 0.0, reward_s: 0.0 };
-    let (mut drawn_groups, mut informative) = (0, 0);
+    let (mut drawn_groups, mut counts) = (0, SignalCounts::default());
     while !scenarios.is_empty() {
         drawn.extend(scenarios.iter().map(|s| s.id.clone()));
         let t0 = Instant::now();
@@ -518,16 +519,17 @@ async fn play_step<T: ToolHost>(
         rewrite_trajectories(path, &all)?;
         p.reward_s += t0.elapsed().as_secs_f64();
 
-        let flat = groups_of(&all[start..]).iter().filter(|g| group_stats(g, cfg) == GroupStats::ZeroVariance).count();
+        let round_counts = SignalCounts::of(&groups_of(&all[start..]), cfg);
         if p.rounds == 0 {
-            (p.first_round, p.first_round_flat) = (scenarios.len(), flat);
+            (p.first_round, p.first_round_flat) = (scenarios.len(), round_counts.flat);
         }
         p.rounds += 1;
         drawn_groups += scenarios.len();
-        informative += scenarios.len() - flat;
+        counts.add(round_counts);
         // A step trains the first `needed` groups with signal (`build_batch`); more are surplus.
-        p.kept = informative.min(needed);
-        let draw = replacement_draw(needed - p.kept, informative, drawn_groups).min(cap.saturating_sub(drawn_groups));
+        p.kept = counts.trained(needed);
+        let useful = counts.useful();
+        let draw = replacement_draw(needed - useful.min(needed), useful, drawn_groups).min(cap.saturating_sub(drawn_groups));
         scenarios = if draw == 0 { Vec::new() } else { curriculum.replacements(step, p.rounds, &drawn, draw) };
     }
     p.trajectories = all;
@@ -554,8 +556,7 @@ fn first_round_extra(previous: &[Trajectory], needed: usize, cfg: &TrainConfig) 
     if groups.is_empty() {
         return 0;
     }
-    let informative = groups.iter().filter(|g| group_stats(g, cfg) != GroupStats::ZeroVariance).count();
-    replacement_draw(needed, informative, groups.len()).saturating_sub(needed)
+    replacement_draw(needed, SignalCounts::of(&groups, cfg).useful(), groups.len()).saturating_sub(needed)
 }
 
 /// The groups of `trajectories`: consecutive runs of one scenario (as `rollouts` orders them).
@@ -582,28 +583,96 @@ fn group_stats(group: &[&Trajectory], cfg: &TrainConfig) -> GroupStats {
     group_advantages(&rewards, Some(truth.as_deref().unwrap_or(&rewards)))
 }
 
-/// Advantages per group and the step's samples; returns (batch, groups, flat groups).
-fn build_batch(trajectories: &[Trajectory], step: u64, needed: usize, cfg: &TrainConfig) -> Result<(StepFile, usize, usize), RunError> {
+/// What a group can teach. Under the correctness-first reward, a group whose episodes all have
+/// one ground truth (all right, or all wrong) but different rewards differs only by the rules'
+/// tie-break: it teaches tool habits, and when every answer is wrong it ranks an early wrong
+/// answer above one still searching (benches/RESULTS.md, run 24), not which answer is right.
+/// DAPO's dynamic sampling keeps only groups whose accuracy is neither 0 nor 1; here such groups
+/// are drawn past and trained last, filling the places of a step that found too few groups that
+/// tell right from wrong (from a cold start, where nothing is right yet, they are all it has).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Signal {
+    /// Every reward equal: nothing to learn.
+    Flat,
+    /// Rewards differ within one ground-truth level.
+    TieBreak,
+    /// Right and wrong answers, or rewards without ground truth to split them by.
+    Correctness,
+}
+
+fn signal(group: &[&Trajectory], cfg: &TrainConfig) -> Signal {
+    let rewards: Vec<f64> = group.iter().map(|t| t.reward.unwrap_or(0.0)).collect();
+    if group_advantages(&rewards, None) == GroupStats::ZeroVariance {
+        return Signal::Flat;
+    }
+    let truth: Option<Vec<f64>> = if cfg.reward.mix == RewardMix::CorrectnessFirst { group.iter().map(|t| t.reward_parts.ground_truth).collect() } else { None };
+    match truth {
+        Some(truth) if truth.iter().all(|&x| (x - truth[0]).abs() < 1e-9) => Signal::TieBreak,
+        _ => Signal::Correctness,
+    }
+}
+
+/// The groups of each kind among `groups`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct SignalCounts {
+    flat: usize,
+    tie_break: usize,
+    correctness: usize,
+}
+
+impl SignalCounts {
+    fn of(groups: &[Vec<&Trajectory>], cfg: &TrainConfig) -> SignalCounts {
+        let mut c = SignalCounts::default();
+        for g in groups {
+            match signal(g, cfg) {
+                Signal::Flat => c.flat += 1,
+                Signal::TieBreak => c.tie_break += 1,
+                Signal::Correctness => c.correctness += 1,
+            }
+        }
+        c
+    }
+
+    fn add(&mut self, other: SignalCounts) {
+        (self.flat, self.tie_break, self.correctness) = (self.flat + other.flat, self.tie_break + other.tie_break, self.correctness + other.correctness);
+    }
+
+    /// The groups dynamic sampling counts as signal: those that tell right from wrong once any
+    /// has, and the tie-break's before that (a cold start).
+    fn useful(&self) -> usize {
+        if self.correctness > 0 { self.correctness } else { self.tie_break }
+    }
+
+    /// The groups a step of `needed` trains ([`build_batch`]).
+    fn trained(&self, needed: usize) -> usize {
+        (self.correctness + self.tie_break).min(needed)
+    }
+}
+
+/// Advantages per group and the step's samples, with the counts of the groups' kinds: the
+/// first `needed` groups that tell right from wrong in draw order, then tie-break groups in draw
+/// order to fill the step. Surplus groups (a replacement round brought more than the step needs)
+/// are kept in the step's file, not trained: every step trains at most `needed`.
+fn build_batch(trajectories: &[Trajectory], step: u64, needed: usize, cfg: &TrainConfig) -> Result<(StepFile, SignalCounts), RunError> {
     let groups = groups_of(trajectories);
+    let kinds: Vec<Signal> = groups.iter().map(|g| signal(g, cfg)).collect();
     let mut samples = Vec::new();
-    let (mut flat, mut trained) = (0, 0);
-    for (gid, group) in groups.iter().enumerate() {
-        match group_stats(group, cfg) {
-            GroupStats::ZeroVariance => flat += 1,
-            // Surplus groups with signal (a replacement round brought more than the step needs)
-            // are kept in the step's file, not trained: every step trains at most `needed`.
-            GroupStats::Trained(_) if trained == needed => {}
-            GroupStats::Trained(adv) => {
-                trained += 1;
-                for (t, a) in group.iter().zip(adv) {
-                    samples.extend(samples_from_trajectory(t, a, gid as u64)?);
-                }
+    let mut trained = 0;
+    for kind in [Signal::Correctness, Signal::TieBreak] {
+        for (gid, group) in groups.iter().enumerate().filter(|(i, _)| kinds[*i] == kind) {
+            if trained == needed {
+                break;
+            }
+            let GroupStats::Trained(adv) = group_stats(group, cfg) else { unreachable!("a group with reward variance has advantages") };
+            trained += 1;
+            for (t, a) in group.iter().zip(adv) {
+                samples.extend(samples_from_trajectory(t, a, gid as u64)?);
             }
         }
     }
     let mut file = StepFile::new(step, samples);
     file.policy_lag = policy_lag(trajectories, step);
-    Ok((file, groups.len(), flat))
+    Ok((file, SignalCounts::of(&groups, cfg)))
 }
 
 /// How many steps behind the trainer (which holds the adapter of step `step` - 1) the oldest
@@ -712,12 +781,62 @@ mod tests {
                 trajectories.push(t);
             }
         }
-        let (file, groups, flat) = build_batch(&trajectories, 1, 2, &cfg).unwrap();
-        assert_eq!((groups, flat), (4, 1));
+        let (file, counts) = build_batch(&trajectories, 1, 2, &cfg).unwrap();
+        assert_eq!(counts, SignalCounts { flat: 1, tie_break: 0, correctness: 3 });
         let trained: std::collections::BTreeSet<u64> = file.samples.iter().map(|s| s.group_id).collect();
         assert_eq!(trained, [0, 2].into(), "a and c, not the surplus d");
-        let (all, _, _) = build_batch(&trajectories, 1, 8, &cfg).unwrap();
+        let (all, _) = build_batch(&trajectories, 1, 8, &cfg).unwrap();
         assert_eq!(all.samples.len(), 24, "three groups of eight when the step needs them all");
+    }
+
+    /// Groups in draw order: a and e all right but one with a recovered tool error (the
+    /// tie-break alone), b and d with a wrong answer, c all right and clean (flat).
+    fn mixed_groups(cfg: &TrainConfig) -> Vec<Trajectory> {
+        let turn =
+            ta_types::trajectory::Turn { prompt_token_ids: vec![1, 2], completion_token_ids: vec![3], logprobs: vec![-0.1], completion_tokens: 1, ..Default::default() };
+        let mut trajectories = Vec::new();
+        for (id, last) in [("a", ("7", 3, 1)), ("b", ("8", 2, 0)), ("c", ("7", 2, 0)), ("d", ("8", 2, 0)), ("e", ("7", 3, 1))] {
+            for mut t in scored_group(cfg, last) {
+                t.scenario_id = id.into();
+                t.turns = vec![turn.clone()];
+                trajectories.push(t);
+            }
+        }
+        trajectories
+    }
+
+    #[test]
+    fn groups_that_tell_right_from_wrong_are_trained_before_tie_break_groups() {
+        let cfg = TrainConfig::default();
+        let trajectories = mixed_groups(&cfg);
+        let groups = groups_of(&trajectories);
+        let kinds: Vec<Signal> = groups.iter().map(|g| signal(g, &cfg)).collect();
+        assert_eq!(kinds, [Signal::TieBreak, Signal::Correctness, Signal::Flat, Signal::Correctness, Signal::TieBreak]);
+        let trained = |needed| {
+            let (file, counts) = build_batch(&trajectories, 1, needed, &cfg).unwrap();
+            assert_eq!(counts, SignalCounts { flat: 1, tie_break: 2, correctness: 2 });
+            file.samples.iter().map(|s| s.group_id).collect::<std::collections::BTreeSet<u64>>()
+        };
+        assert_eq!(trained(2), [1, 3].into(), "b and d, though a was drawn first");
+        assert_eq!(trained(3), [0, 1, 3].into(), "then the first tie-break group fills the step");
+        assert_eq!(trained(8), [0, 1, 3, 4].into());
+        // Without ground truth the rewards are the signal: every group with variance counts.
+        let mut weighted = TrainConfig::default();
+        weighted.reward.mix = RewardMix::WeightedSum;
+        assert_eq!(signal(&groups[0], &weighted), Signal::Correctness);
+    }
+
+    #[test]
+    fn dynamic_sampling_counts_tie_break_groups_only_until_a_group_tells_right_from_wrong() {
+        let cold = SignalCounts { flat: 2, tie_break: 6, correctness: 0 };
+        assert_eq!(cold.useful(), 6, "a cold start: the tie-break is all the signal there is");
+        let warm = SignalCounts { flat: 2, tie_break: 4, correctness: 2 };
+        assert_eq!(warm.useful(), 2, "once any group splits right from wrong, only those count");
+        assert_eq!((warm.trained(8), warm.trained(4)), (6, 4), "tie-break groups still fill the step");
+        // A step of 8 that drew a, b, c, d and e has 2 of the groups it wants: it draws more.
+        let cfg = TrainConfig::default();
+        let trajectories = mixed_groups(&cfg);
+        assert_eq!(first_round_extra(&trajectories, 2, &cfg), replacement_draw(2, 2, 5) - 2);
     }
 
     #[test]
