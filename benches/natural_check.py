@@ -18,6 +18,8 @@ greedy accuracy of base / SFT / SFT+GRPO with 95% Wilson intervals, and the pair
 p-value (two-sided, exact binomial on the discordant questions) of SFT vs base and SFT+GRPO vs SFT.
 With OUT_DIR2 (a second recipe on the same questions): recipe 2 vs recipe 1 for SFT and for
 SFT+GRPO, paired by (database, scenario id). Then the issue's "done when" figures. Where
+TA_CHECK_SAMPLED left `check-sampled/` (SFT and SFT+GRPO, k episodes a question at temperature
+1.0), their pass@1 per database and pooled, with a paired bootstrap over questions (`sampled`). Where
 TA_CHECK_STEPS left `check-step-N/` (the same evaluation with step N's checkpoint as `trained`), a
 diagnostic table of each step's accuracy and its McNemar test against the SFT adapter (check/'s
 episodes of it, handed to each step's evaluation), also pooled over the databases for the steps
@@ -31,6 +33,7 @@ import argparse
 import json
 import math
 import os
+import random
 import sys
 
 Z95 = 1.959963984540054
@@ -73,6 +76,22 @@ def paired(a, b):
     worse = sum(1 for k in keys if b[k] < a[k])
     diff = sum(b[k] - a[k] for k in keys) / len(keys) if keys else None
     return {"tasks": len(keys), "better": better, "worse": worse, "p": mcnemar_exact(better, worse), "diff": diff}
+
+
+def paired_bootstrap(a, b, resamples=10_000, seed=0):
+    """Model b against model a, each {key: success rate}, over the keys both hold: the mean
+    per-question difference b - a with a 95% percentile interval and a two-sided p (twice the share
+    of resampled means on the far side of 0, capped at 1), questions resampled with replacement,
+    seeded; as ta_metrics::paired_bootstrap reports them. None without shared keys."""
+    keys = sorted(set(a) & set(b))
+    if not keys:
+        return None
+    d = [b[k] - a[k] for k in keys]
+    rng = random.Random(seed)
+    means = sorted(sum(rng.choice(d) for _ in d) / len(d) for _ in range(resamples))
+    lo, hi = means[int(0.025 * (resamples - 1))], means[int(0.975 * (resamples - 1))]
+    below, above = sum(m <= 0 for m in means), sum(m >= 0 for m in means)
+    return {"tasks": len(keys), "diff": sum(d) / len(d), "ci95": [lo, hi], "p": min(1.0, 2 * min(below, above) / resamples)}
 
 
 def accuracy(rates):
@@ -220,6 +239,59 @@ def steps_rows(steps):
         merged = lambda n, model: {(db, k): v for db, s in steps.items() for k, v in s["steps"][n][model].items()}
         rows["**all**"] = {"kept": None, "steps": [row(n, merged(n, "SFT"), merged(n, "SFT+GRPO")) for n in shared]}
     return rows
+
+
+def read_sampled(out_dir, dbs):
+    """TA_CHECK_SAMPLED's check-sampled/ of the databases in `dbs`: {db: {"SFT", "SFT+GRPO": {(db,
+    id): pass@1}, "k": episodes a question}} (its labels are `baseline` and `trained`), and notes."""
+    out, notes = {}, []
+    for name in dbs:
+        check = os.path.join(out_dir, name, "check-sampled")
+        if not os.path.isfile(os.path.join(check, "eval.json")):
+            continue
+        with open(os.path.join(check, "eval.json")) as f:
+            summary = json.load(f)
+        models = {}
+        for label, model in {"baseline": "SFT", "trained": "SFT+GRPO"}.items():
+            path = os.path.join(check, "trajectories", f"{label}.jsonl")
+            if os.path.isfile(path):
+                models[model], errors, episodes = read_rates(path, name)
+                if errors:
+                    notes.append(f"{name}: {errors} of {episodes} sampled {model} episodes errored (counted as failures) (check-sampled/)")
+        if len(models) == 2:
+            out[name] = {**models, "k": summary.get("rollouts_per_scenario")}
+    return out, notes
+
+
+def sampled_rows(sampled):
+    """[(name, row)]: each database, then the pools as rows_of makes them: n, k, pass@1 of SFT and of
+    SFT+GRPO with bootstrap intervals over questions, and the paired bootstrap of the difference."""
+    def row(names):
+        sft = {k: v for n in names for k, v in sampled[n]["SFT"].items()}
+        grpo = {k: v for n in names for k, v in sampled[n]["SFT+GRPO"].items()}
+        ks = {sampled[n]["k"] for n in names}
+        return {"n": len(sft), "k": ks.pop() if len(ks) == 1 else None, "SFT": accuracy(sft), "SFT+GRPO": accuracy(grpo),
+                "SFT+GRPO vs SFT": paired_bootstrap(sft, grpo)}
+    rows = [(name, row([name])) for name in sampled]
+    kaggle = [n for n in sampled if n in KAGGLE]
+    if len(kaggle) > 1:
+        rows.append((f"KaggleDBQA ({len(kaggle)} dbs)", row(kaggle)))
+    if len(sampled) > 1:
+        rows.append(("**all**", row(list(sampled))))
+    return rows
+
+
+def print_sampled(rows):
+    print("\n### people's questions sampled (TA_CHECK_SAMPLED: k episodes a question at temperature 1.0)\n")
+    print("pass@1 (the mean over questions of each one's share of right episodes); SFT+GRPO against SFT by a paired "
+          "bootstrap over questions (10,000 resamples, seed 0): the difference in points, its 95% interval and p.\n")
+    print("| database | n | k | SFT pass@1 | SFT+GRPO pass@1 | difference [95% CI] | p |")
+    print("|---|---:|---:|---:|---:|---|---|")
+    for name, r in rows:
+        t = r["SFT+GRPO vs SFT"]
+        cell = lambda a: f"{100 * a['acc']:.1f}%"
+        diff = f"{100 * t['diff']:+.1f} [{100 * t['ci95'][0]:+.1f}, {100 * t['ci95'][1]:+.1f}]"
+        print(f"| {name} | {r['n']} | {r['k'] or '-'} | {cell(r['SFT'])} | {cell(r['SFT+GRPO'])} | {diff} | {fmt_p(t['p'])} |")
 
 
 def read_wordings(out_dir, dbs):
@@ -405,11 +477,18 @@ def main(argv=None):
             print_steps(check_steps, dbs)
             for n in step_notes:
                 print(f"- note: {n}")
+        sampled, sampled_notes = read_sampled(out_dir, dbs)
+        sampled = sampled_rows(sampled) if sampled else []
+        if sampled:
+            print_sampled(sampled)
+            for n in sampled_notes:
+                print(f"- note: {n}")
         wordings = read_wordings(out_dir, dbs)
         if wordings:
             print_wordings(wordings)
         result["recipes"].append({"out_dir": os.path.abspath(out_dir), "rows": [{"name": n.strip("*"), **r} for n, r in rows],
-                                  "demo": demo, "notes": notes + step_notes, "check_steps": check_steps,
+                                  "demo": demo, "notes": notes + step_notes + sampled_notes, "check_steps": check_steps,
+                                  "sampled": [{"name": n.strip("*"), **r} for n, r in sampled],
                                   "validation_by_wording": {db: {str(n): v for n, v in s.items()} for db, s in wordings.items()}})
 
     if len(all_dbs) == 2:

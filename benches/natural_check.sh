@@ -89,10 +89,16 @@
 #                  A DIAGNOSTIC of how the people's accuracy moves across GRPO's steps, printed
 #                  after the table: choosing a step by it would select on the check set, so the
 #                  claims stay on grpo/final, the adapter chosen on the validation tasks
+#   TA_CHECK_SAMPLED  K > 0: with GRPO, after check/, the check set again with K episodes a
+#                  question at temperature 1.0 by SFT and SFT+GRPO (check-sampled/; no base model):
+#                  pass@1 per question, compared by a paired bootstrap, for more power than one
+#                  greedy episode a question gives (benches/RESULTS.md, run 25: the greedy SFT
+#                  adapters of one recipe differ on a third of the demo's 88); 0: none (default 4)
 #
 # Every stage prints its elapsed seconds. Re-running continues: a finished stage is skipped
 # (synth: summary.json; collect+curate: dataset/train.jsonl; sft: final/; train: .train-done;
-# eval: check/eval.json; TA_CHECK_STEPS: check-step-N/eval.json), an interrupted one resumes
+# eval: check/eval.json; TA_CHECK_STEPS: check-step-N/eval.json; TA_CHECK_SAMPLED:
+# check-sampled/eval.json), an interrupted one resumes
 # (`collect` and `eval` keep finished episodes, `sft`/`train --resume`). A database that fails is
 # recorded (TA_OUT/NAME/rc, its log) and the others go on; the script exits non-zero at the end if
 # any failed.
@@ -118,6 +124,7 @@ GPU_UTIL=${TA_GPU_UTIL:-0.9}
 TRAIN_GPU_UTIL=$(python3 -c "print(round($GPU_UTIL / 3, 3))")
 PARALLEL=${TA_PARALLEL:-1}
 CHECK_STEPS=${TA_CHECK_STEPS:-}
+CHECK_SAMPLED=${TA_CHECK_SAMPLED:-4}
 for s in $CHECK_STEPS; do
   [[ $s == validated || $s =~ ^[1-9][0-9]*$ ]] || { echo "TA_CHECK_STEPS: '$s' is neither a GRPO step (1, 2, ...) nor 'validated'" >&2; exit 2; }
 done
@@ -293,8 +300,8 @@ run_db() {
     [[ -f $sft_final/adapter_config.json ]] || { echo "sft ended without $sft_final" >&2; return 1; }
   fi
 
-  # The people's questions, greedy, in one engine: base and `$2` (and the `--baseline` in the
-  # rest), into `$1`.
+  # The people's questions in one engine: `$2` (and the `--baseline`, `--compare-base` and
+  # sampling options in the rest), greedy unless the rest says otherwise, into `$1`.
   check_eval() {
     local out=$1 model=$2; shift 2
     local limit=()
@@ -307,7 +314,7 @@ run_db() {
     fi
     stamp "eval on $questions ${tools[*]} -> $out"
     "$TA_BIN" eval --server "$server" --scenarios "$questions" --split all --model "$model" \
-      --base-model "$TA_MODEL" "$@" --compare-base --gpu-memory-utilization "$GPU_UTIL" \
+      --base-model "$TA_MODEL" "$@" --gpu-memory-utilization "$GPU_UTIL" \
       "${tools[@]}" "${limit[@]}" --out "$out"
   }
 
@@ -318,7 +325,7 @@ run_db() {
     if [[ -f $d/check-sft/eval.json || -f $d/check/eval.json ]]; then
       stamp "SFT's check done earlier"
     else
-      check_eval "$d/check-sft" "$sft_final"
+      check_eval "$d/check-sft" "$sft_final" --compare-base
     fi
     # The learnable frontier: the train tasks the SFT adapter solves sometimes but not always,
     # measured with TA_FRONTIER sampled episodes each; GRPO trains on those (and validates on
@@ -382,7 +389,7 @@ for l in open(sys.argv[1]):
   if [[ -f $d/check/eval.json ]]; then
     stamp "eval done earlier"
   else
-    check_eval "$d/check" "$trained" "${baseline[@]}"
+    check_eval "$d/check" "$trained" --compare-base "${baseline[@]}"
   fi
 
   # 5. TA_CHECK_STEPS (a diagnostic): the check set on GRPO's step checkpoints, each beside SFT.
@@ -415,9 +422,17 @@ print(" ".join(map(str, sorted(steps))))' "$d/grpo/metrics.jsonl" $CHECK_STEPS)
         if [[ ! -f $d/check-step-$step/trajectories/baseline.jsonl && -f $d/check/trajectories/baseline.jsonl ]]; then
           cp "$d/check/trajectories/baseline.jsonl" "$d/check-step-$step/trajectories/"
         fi
-        check_eval "$d/check-step-$step" "$adapter" --baseline "$sft_final"
+        check_eval "$d/check-step-$step" "$adapter" --compare-base --baseline "$sft_final"
       fi
     done
+  fi
+  # 6. TA_CHECK_SAMPLED: the same questions sampled, SFT and SFT+GRPO, K episodes each.
+  if (( STEPS > 0 && CHECK_SAMPLED > 0 )); then
+    if [[ -f $d/check-sampled/eval.json ]]; then
+      stamp "sampled check done earlier"
+    else
+      check_eval "$d/check-sampled" "$trained" "${baseline[@]}" --rollouts "$CHECK_SAMPLED" --temperature 1.0 --seed "$SEED"
+    fi
   fi
   stamp "done"
 }

@@ -49,6 +49,22 @@ class Statistics(unittest.TestCase):
         self.assertEqual(t["p"], 1.0)
         self.assertAlmostEqual(t["diff"], 0.0)
 
+    def test_paired_bootstrap_on_known_differences(self):
+        t = nc.paired_bootstrap({i: 0.0 for i in range(5)}, {i: 1.0 for i in range(5)})
+        self.assertEqual((t["tasks"], t["diff"], t["ci95"], t["p"]), (5, 1.0, [1.0, 1.0], 0.0), "every resample above 0")
+        t = nc.paired_bootstrap({0: 0.0, 1: 1.0}, {0: 1.0, 1: 0.0})
+        self.assertEqual((t["diff"], t["p"]), (0.0, 1.0))
+        self.assertLessEqual(t["ci95"][0], 0.0)
+        self.assertGreaterEqual(t["ci95"][1], 0.0)
+        # pass@1 rates: a quarter gained on each of four questions, one of them lost back in full.
+        a = {0: 0.25, 1: 0.5, 2: 0.0, 3: 1.0}
+        b = {0: 0.5, 1: 0.75, 2: 0.25, 3: 0.0}
+        t = nc.paired_bootstrap(a, b)
+        self.assertAlmostEqual(t["diff"], (0.25 + 0.25 + 0.25 - 1.0) / 4)
+        self.assertEqual(t, nc.paired_bootstrap(a, b), "seeded: the same numbers twice")
+        self.assertTrue(t["ci95"][0] <= t["diff"] <= t["ci95"][1])
+        self.assertIsNone(nc.paired_bootstrap({0: 1.0}, {1: 1.0}), "no shared question")
+
     def test_success_rule_matches_ta_metrics(self):
         self.assertTrue(nc.is_success({"reward_parts": {"ground_truth": 1.0}, "outcome": "completed"}))
         self.assertFalse(nc.is_success({"reward_parts": {"ground_truth": 0.5, "judge": 1.0}, "outcome": "completed"}))
@@ -75,7 +91,51 @@ def write_check(out, db, results, grpo=True, name="check"):
                 f.write(json.dumps(t) + "\n")
 
 
+def write_sampled(out, db, results, k):
+    """A TA_CHECK_SAMPLED check-sampled/: results = {label: [right episodes of k, ...]} for
+    `baseline` (SFT) and `trained` (SFT+GRPO), k episodes a question."""
+    check = os.path.join(out, db, "check-sampled")
+    os.makedirs(os.path.join(check, "trajectories"))
+    with open(os.path.join(check, "eval.json"), "w") as f:
+        json.dump({"models": [{"label": "baseline", "source": "/x/sft"}, {"label": "trained", "source": "/x/grpo"}],
+                   "rollouts_per_scenario": k, "metrics": []}, f)
+    for label, rights in results.items():
+        with open(os.path.join(check, "trajectories", f"{label}.jsonl"), "w") as f:
+            for i, right in enumerate(rights):
+                for e in range(k):
+                    f.write(json.dumps({"scenario_id": f"{db}-{i:02d}", "outcome": "completed",
+                                        "reward_parts": {"ground_truth": 1.0 if e < right else 0.0}}) + "\n")
+
+
 class Layout(unittest.TestCase):
+    def test_sampled_check_table(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            for db in ("demo", "GeoNuclearData"):
+                write_check(tmp, db, {"base": [0] * 4, "baseline": [1, 0, 0, 0], "trained": [1, 1, 0, 0]})
+            write_sampled(tmp, "demo", {"baseline": [4, 2, 0, 1], "trained": [4, 3, 1, 1]}, k=4)
+            write_sampled(tmp, "GeoNuclearData", {"baseline": [0, 0, 4, 4], "trained": [0, 0, 4, 0]}, k=4)
+            dbs, _ = nc.read_out_dir(tmp)
+            sampled, notes = nc.read_sampled(tmp, dbs)
+            self.assertEqual(notes, [])
+            rows = dict(nc.sampled_rows(sampled))
+            demo = rows["demo"]
+            self.assertEqual((demo["n"], demo["k"]), (4, 4))
+            self.assertAlmostEqual(demo["SFT"]["acc"], 7 / 16)
+            self.assertAlmostEqual(demo["SFT+GRPO"]["acc"], 9 / 16)
+            self.assertAlmostEqual(demo["SFT+GRPO vs SFT"]["diff"], 2 / 16)
+            pooled = rows["**all**"]
+            self.assertEqual(pooled["n"], 8)
+            self.assertAlmostEqual(pooled["SFT+GRPO vs SFT"]["diff"], (2 / 4 - 4 / 4) / 8)
+            text = io.StringIO()
+            json_path = os.path.join(tmp, "n.json")
+            with redirect_stdout(text):
+                self.assertEqual(nc.main([tmp, "--json", json_path]), 0)
+            self.assertIn("| demo | 4 | 4 | 43.8% | 56.2% | +12.5 [", text.getvalue())
+            with open(json_path) as f:
+                numbers = json.load(f)["recipes"][0]["sampled"]
+            self.assertEqual([r["name"] for r in numbers], ["GeoNuclearData", "demo", "all"])
+
+
     def test_tables_from_eval_directories(self):
         with tempfile.TemporaryDirectory() as tmp:
             r1, r2 = os.path.join(tmp, "r1"), os.path.join(tmp, "r2")

@@ -1,7 +1,8 @@
 """Tests of benches/natural_check.sh's TA_CHECK_STEPS: after check/, the check set is played on
 the checkpoint adapters of the steps asked for (`validated`: the steps of metrics.jsonl's
 validation rows, step 0 aside), each beside the SFT adapter into check-step-N/, a finished one
-skipped on a re-run and a step without a checkpoint said and passed over.
+skipped on a re-run and a step without a checkpoint said and passed over. And TA_CHECK_SAMPLED:
+SFT and SFT+GRPO sampled K episodes a question into check-sampled/, without the base model.
 
 The real script with a stand-in binary that records its arguments (and writes an eval.json for
 `eval`), run on a database whose stages up to check/ are done, so the step checks are all it runs.
@@ -49,9 +50,10 @@ class CheckSteps(unittest.TestCase):
     def tearDown(self):
         shutil.rmtree(self.tmp)
 
-    def bench(self, steps):
+    def bench(self, steps, sampled="0", grpo_steps="6"):
         env = dict(os.environ, TA_BIN=self.bin, TA_MODEL="m", TA_OUT=os.path.join(self.tmp, "out"), TA_DBS="demo",
-                   TA_SCENARIOS_DIR=os.path.join(self.tmp, "tasks"), TA_STEPS="6", TA_CHECK_STEPS=steps)
+                   TA_SCENARIOS_DIR=os.path.join(self.tmp, "tasks"), TA_STEPS=grpo_steps, TA_CHECK_STEPS=steps,
+                   TA_CHECK_SAMPLED=sampled, TA_SEED="3")
         subprocess.run(["bash", BENCH], env=env, capture_output=True, text=True, timeout=120, check=False)
         calls = os.path.join(self.tmp, "calls")
         if not os.path.exists(calls):
@@ -76,6 +78,20 @@ class CheckSteps(unittest.TestCase):
         self.assertIn("step 6: no checkpoint adapter", log)
         self.assertNotIn("step 0", log, "step 0 is the SFT adapter, checked in check/ already")
         self.assertEqual(self.bench("validated"), [], "finished step checks are not played again")
+
+    def test_sampled_check_plays_sft_and_sft_grpo_k_times_without_the_base_model(self):
+        calls = self.bench("", sampled="5")
+        self.assertEqual(len(calls), 1, calls)
+        args = calls[0].split()
+        self.assertEqual(args[0], "eval")
+        self.assertEqual(args[args.index("--out") + 1], os.path.join(self.d, "check-sampled"))
+        self.assertEqual(args[args.index("--model") + 1], os.path.join(self.d, "grpo", "final"))
+        self.assertEqual(args[args.index("--baseline") + 1], os.path.join(self.d, "sft", "final"))
+        self.assertEqual([args[args.index(o) + 1] for o in ("--rollouts", "--temperature", "--seed")], ["5", "1.0", "3"])
+        self.assertNotIn("--compare-base", args)
+        self.assertEqual(self.bench("", sampled="5"), [], "a finished sampled check is not played again")
+        shutil.rmtree(os.path.join(self.d, "check-sampled"))
+        self.assertEqual(self.bench("", sampled="0"), [], "TA_CHECK_SAMPLED=0: none")
 
     def test_off_by_default_and_a_bad_step_is_refused(self):
         self.assertEqual(self.bench(""), [])
