@@ -107,6 +107,16 @@ def write_sampled(out, db, results, k):
                                         "reward_parts": {"ground_truth": 1.0 if e < right else 0.0}}) + "\n")
 
 
+def run_main(out_dirs, tmp):
+    """natural_check.py's main on `out_dirs`: what it printed, and the numbers it wrote with --json."""
+    text = io.StringIO()
+    json_path = os.path.join(tmp, "n.json")
+    with redirect_stdout(text):
+        assert nc.main([*out_dirs, "--json", json_path]) == 0
+    with open(json_path) as f:
+        return text.getvalue(), json.load(f)
+
+
 class Layout(unittest.TestCase):
     def test_sampled_check_table(self):
         with tempfile.TemporaryDirectory() as tmp:
@@ -126,14 +136,9 @@ class Layout(unittest.TestCase):
             pooled = rows["**all**"]
             self.assertEqual(pooled["n"], 8)
             self.assertAlmostEqual(pooled["SFT+GRPO vs SFT"]["diff"], (2 / 4 - 4 / 4) / 8)
-            text = io.StringIO()
-            json_path = os.path.join(tmp, "n.json")
-            with redirect_stdout(text):
-                self.assertEqual(nc.main([tmp, "--json", json_path]), 0)
-            self.assertIn("| demo | 4 | 4 | 43.8% | 56.2% | +12.5 [", text.getvalue())
-            with open(json_path) as f:
-                numbers = json.load(f)["recipes"][0]["sampled"]
-            self.assertEqual([r["name"] for r in numbers], ["GeoNuclearData", "demo", "all"])
+            text, numbers = run_main([tmp], tmp)
+            self.assertIn("| demo | 4 | 4 | 43.8% | 56.2% | +12.5 [", text)
+            self.assertEqual([r["name"] for r in numbers["recipes"][0]["sampled"]], ["GeoNuclearData", "demo", "all"])
 
 
     def test_tables_from_eval_directories(self):
@@ -248,13 +253,10 @@ class Layout(unittest.TestCase):
             write_check(tmp, "demo", {"base": [0] * 4, "baseline": [1, 0, 0, 0], "trained": [1, 1, 0, 0]})
             # An unfinished step check (no eval.json yet) is not a result.
             os.makedirs(os.path.join(tmp, "demo", "check-step-4", "trajectories"))
-            text = io.StringIO()
-            json_path = os.path.join(tmp, "n.json")
-            with redirect_stdout(text):
-                self.assertEqual(nc.main([tmp, "--json", json_path]), 0)
-            self.assertNotIn("validated steps", text.getvalue())
-            with open(json_path) as f:
-                self.assertEqual(json.load(f)["recipes"][0]["check_steps"], {})
+            text, numbers = run_main([tmp], tmp)
+            self.assertNotIn("validated steps", text)
+            self.assertEqual(numbers["recipes"][0]["check_steps"], {})
+            self.assertEqual(numbers["recipes"][0]["sampled"], [], "no check-sampled/: no sampled rows")
 
     def test_grpo_validation_split_by_wording(self):
         with tempfile.TemporaryDirectory() as tmp:
