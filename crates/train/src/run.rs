@@ -575,12 +575,23 @@ fn groups_of(trajectories: &[Trajectory]) -> Vec<Vec<&Trajectory>> {
 /// truth's under the correctness-first reward (when every rollout has one), so a tie-break never
 /// weighs as much as a right answer over a wrong one; otherwise the rewards' own (GRPO).
 fn group_stats(group: &[&Trajectory], cfg: &TrainConfig) -> GroupStats {
-    let rewards: Vec<f64> = group.iter().map(|t| t.reward.unwrap_or(0.0)).collect();
+    let rewards = rewards_of(group);
     if !cfg.loss.scale_advantages {
         return group_advantages(&rewards, None);
     }
-    let truth: Option<Vec<f64>> = if cfg.reward.mix == RewardMix::CorrectnessFirst { group.iter().map(|t| t.reward_parts.ground_truth).collect() } else { None };
-    group_advantages(&rewards, Some(truth.as_deref().unwrap_or(&rewards)))
+    group_advantages(&rewards, Some(ground_truths(group, cfg).as_deref().unwrap_or(&rewards)))
+}
+
+fn rewards_of(group: &[&Trajectory]) -> Vec<f64> {
+    group.iter().map(|t| t.reward.unwrap_or(0.0)).collect()
+}
+
+/// Each episode's ground truth under the correctness-first reward, when every one has it.
+fn ground_truths(group: &[&Trajectory], cfg: &TrainConfig) -> Option<Vec<f64>> {
+    if cfg.reward.mix != RewardMix::CorrectnessFirst {
+        return None;
+    }
+    group.iter().map(|t| t.reward_parts.ground_truth).collect()
 }
 
 /// What a group can teach. Under the correctness-first reward, a group whose episodes all have
@@ -601,12 +612,10 @@ enum Signal {
 }
 
 fn signal(group: &[&Trajectory], cfg: &TrainConfig) -> Signal {
-    let rewards: Vec<f64> = group.iter().map(|t| t.reward.unwrap_or(0.0)).collect();
-    if group_advantages(&rewards, None) == GroupStats::ZeroVariance {
+    if group_advantages(&rewards_of(group), None) == GroupStats::ZeroVariance {
         return Signal::Flat;
     }
-    let truth: Option<Vec<f64>> = if cfg.reward.mix == RewardMix::CorrectnessFirst { group.iter().map(|t| t.reward_parts.ground_truth).collect() } else { None };
-    match truth {
+    match ground_truths(group, cfg) {
         Some(truth) if truth.iter().all(|&x| (x - truth[0]).abs() < 1e-9) => Signal::TieBreak,
         _ => Signal::Correctness,
     }
@@ -622,9 +631,13 @@ struct SignalCounts {
 
 impl SignalCounts {
     fn of(groups: &[Vec<&Trajectory>], cfg: &TrainConfig) -> SignalCounts {
+        SignalCounts::count(groups.iter().map(|g| signal(g, cfg)))
+    }
+
+    fn count(kinds: impl IntoIterator<Item = Signal>) -> SignalCounts {
         let mut c = SignalCounts::default();
-        for g in groups {
-            match signal(g, cfg) {
+        for kind in kinds {
+            match kind {
                 Signal::Flat => c.flat += 1,
                 Signal::TieBreak => c.tie_break += 1,
                 Signal::Correctness => c.correctness += 1,
@@ -672,7 +685,7 @@ fn build_batch(trajectories: &[Trajectory], step: u64, needed: usize, cfg: &Trai
     }
     let mut file = StepFile::new(step, samples);
     file.policy_lag = policy_lag(trajectories, step);
-    Ok((file, SignalCounts::of(&groups, cfg)))
+    Ok((file, SignalCounts::count(kinds)))
 }
 
 /// How many steps behind the trainer (which holds the adapter of step `step` - 1) the oldest
