@@ -89,6 +89,10 @@ pub struct Metrics {
     /// Of those, the share that still succeeded; `None` when no call failed.
     pub error_recovery_rate: Option<f64>,
     pub ran_out_of_turns_rate: Option<f64>,
+    /// The share that called `complete_task` with a tool error as the answer
+    /// ([`Trajectory::answered_with_error`]); absent in evaluations written before it was kept.
+    #[serde(default)]
+    pub answered_with_error_rate: Option<f64>,
     /// Prompt plus completion tokens per trajectory (every turn's prompt counts).
     pub tokens_per_task: Option<f64>,
     pub completion_tokens_per_task: Option<f64>,
@@ -134,6 +138,7 @@ impl Metrics {
             with_tool_errors: with_errors.len(),
             error_recovery_rate: (!with_errors.is_empty()).then(|| recovered as f64 / with_errors.len() as f64),
             ran_out_of_turns_rate: mean(&|t| f64::from(u8::from(t.outcome == Outcome::RanOutOfTurns))),
+            answered_with_error_rate: mean(&|t| f64::from(u8::from(t.answered_with_error))),
             tokens_per_task: mean(&|t| (t.prompt_tokens() + t.completion_tokens()) as f64),
             completion_tokens_per_task: mean(&|t| t.completion_tokens() as f64),
             mean_reward: (!rewards.is_empty()).then(|| rewards.iter().sum::<f64>() / rewards.len() as f64),
@@ -311,12 +316,13 @@ pub fn metric_rows(columns: &[(&str, &Metrics)]) -> Vec<(String, Vec<String>)> {
         rows.push((format!("pass@{k}"), columns.iter().map(|(_, m)| pct(m.pass_at_k.get(k).copied())).collect()));
     }
     type Format = fn(&Metrics) -> String;
-    let more: [(&str, Format); 8] = [
+    let more: [(&str, Format); 9] = [
         ("mean reward", |m| m.mean_reward.map_or("-".into(), |v| format!("{v:.3}"))),
         ("tool calls / task", |m| num(m.tool_calls_per_task)),
         ("turns / task", |m| num(m.turns_per_task)),
         ("error recovery", |m| format!("{} of {}", pct(m.error_recovery_rate), m.with_tool_errors)),
         ("ran out of turns", |m| pct(m.ran_out_of_turns_rate)),
+        ("error as answer", |m| pct(m.answered_with_error_rate)),
         ("tokens / task", |m| m.tokens_per_task.map_or("-".into(), |v| format!("{v:.0}"))),
         ("seconds / task", |m| num(m.seconds_per_task)),
         ("success judged by", |m| format!("gt {} judge {} done {}", m.basis.ground_truth, m.basis.judge, m.basis.completion)),
@@ -433,6 +439,7 @@ mod tests {
         assert_eq!(m.successes, 1, "no ground truth, no judge: success is calling complete_task");
         assert_eq!(m.basis, Basis { ground_truth: 0, judge: 0, completion: 2 });
         assert_eq!(m.ran_out_of_turns_rate, Some(0.5));
+        assert_eq!(m.answered_with_error_rate, Some(0.0));
         assert_eq!(m.tokens_per_task, Some(120.0));
         assert_eq!(m.turns_per_task, Some(1.0));
     }
@@ -458,10 +465,14 @@ mod tests {
             t.recovered_errors = 1;
             t
         };
-        let gave_up = traj("q", Outcome::Completed, 2, 2, Some(0.0));
+        let mut gave_up = traj("q", Outcome::Completed, 2, 2, Some(0.0));
+        gave_up.answered_with_error = true;
         let clean = traj("r", Outcome::Completed, 1, 0, Some(1.0));
         let m = Metrics::of(&[recovered, gave_up, clean]);
         assert_eq!(m.with_tool_errors, 2);
+        assert_eq!(m.answered_with_error_rate, Some(1.0 / 3.0), "one handed its error in as the answer");
+        let rows = metric_rows(&[("m", &m)]);
+        assert!(rows.contains(&("error as answer".to_string(), vec!["33.3%".to_string()])), "{rows:?}");
         assert_eq!(m.error_recovery_rate, Some(0.5), "one of the two with a failed call still succeeded");
         assert_eq!(m.successes, 2);
         assert!(m.pass_at_k.is_empty(), "scenario r has one sample: no pass@k");

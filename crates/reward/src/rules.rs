@@ -5,6 +5,7 @@
 //! |---|---|
 //! | at least one successful tool call | +0.2 |
 //! | called `complete_task` | +0.2 |
+//! | called `complete_task` with a tool error as the answer (instead of the above) | −0.1 |
 //! | each failed call (malformed or tool error) | −0.05, at most −0.2 in all |
 //! | failed calls never followed by a success | −0.1 |
 //! | each call over `call_budget` (10) | −0.02 |
@@ -19,6 +20,10 @@ use ta_types::{Outcome, Trajectory};
 pub struct RuleConfig {
     pub successful_call_bonus: f64,
     pub completed_bonus: f64,
+    /// For handing in a tool error as the answer ([`Trajectory::answered_with_error`]): ranked
+    /// with running out of turns, so that among wrong answers the rules never prefer giving up
+    /// with the error over searching on (benches/RESULTS.md, runs 24 and 25).
+    pub error_answer_penalty: f64,
     pub error_penalty: f64,
     pub max_error_penalty: f64,
     pub unrecovered_penalty: f64,
@@ -33,6 +38,7 @@ impl Default for RuleConfig {
         RuleConfig {
             successful_call_bonus: 0.2,
             completed_bonus: 0.2,
+            error_answer_penalty: 0.1,
             error_penalty: 0.05,
             max_error_penalty: 0.2,
             unrecovered_penalty: 0.1,
@@ -51,6 +57,7 @@ pub fn score(cfg: &RuleConfig, t: &Trajectory) -> f64 {
         s += cfg.successful_call_bonus;
     }
     match t.outcome {
+        Outcome::Completed if t.answered_with_error => s -= cfg.error_answer_penalty,
         Outcome::Completed => s += cfg.completed_bonus,
         Outcome::RanOutOfTurns => s -= cfg.out_of_turns_penalty,
         Outcome::Error | Outcome::ContextExceeded => s -= cfg.failure_penalty,
@@ -85,5 +92,15 @@ mod tests {
         close(score(&c, &traj(Outcome::RanOutOfTurns, 6, 6, 0)), -0.1 - 0.2 - 0.1);
         close(score(&c, &traj(Outcome::Completed, 12, 0, 0)), 0.4 - 0.04);
         close(score(&c, &traj(Outcome::Error, 1, 1, 0)), -0.2 - 0.05 - 0.1);
+    }
+
+    #[test]
+    fn handing_in_a_tool_error_ranks_with_running_out_of_turns() {
+        let c = RuleConfig::default();
+        let mut gave_up = traj(Outcome::Completed, 3, 1, 0);
+        gave_up.answered_with_error = true;
+        let searched_on = traj(Outcome::RanOutOfTurns, 3, 1, 0);
+        assert_eq!(score(&c, &gave_up), score(&c, &searched_on));
+        assert!(score(&c, &gave_up) < score(&c, &traj(Outcome::Completed, 3, 1, 0)));
     }
 }

@@ -133,13 +133,30 @@ struct Episode {
     traj: Trajectory,
     /// Failed calls not yet followed by a successful one.
     pending_failures: u32,
+    /// The texts of the errors the server returned, which an answer must not merely repeat.
+    server_errors: Vec<String>,
+}
+
+/// The leading characters of a server error an answer must hold to count as repeating it: enough
+/// to name the fault ("SQL error: no such column: d.terminated"), and no error shorter than
+/// [`MIN_ERROR_CHARS`] counts, so a short common phrase in a real answer never does.
+const ERROR_PREFIX_CHARS: usize = 40;
+const MIN_ERROR_CHARS: usize = 12;
+
+/// Whether `answer` repeats one of `errors`: holds the first line of one, up to its first
+/// [`ERROR_PREFIX_CHARS`] characters.
+fn repeats_error(answer: &str, errors: &[String]) -> bool {
+    errors.iter().any(|e| {
+        let head: String = e.trim().lines().next().unwrap_or("").chars().take(ERROR_PREFIX_CHARS).collect();
+        head.chars().count() >= MIN_ERROR_CHARS && answer.contains(head.as_str())
+    })
 }
 
 impl Episode {
     fn new(system_prompt: &str, scenario: &Scenario, group: GroupRef, model: &str) -> Self {
         let messages = vec![Message::system(system_prompt), Message::user(&scenario.task)];
         let traj = Trajectory::start(&scenario.id, group, model, messages);
-        Episode { traj, pending_failures: 0 }
+        Episode { traj, pending_failures: 0, server_errors: Vec::new() }
     }
 
     /// Handles one assistant message; returns the outcome when the episode ends.
@@ -208,6 +225,7 @@ impl Episode {
         }
         if is_complete {
             self.traj.final_answer = args.get("summary").and_then(Value::as_str).map(str::to_string);
+            self.traj.answered_with_error = self.traj.final_answer.as_deref().is_some_and(|a| repeats_error(a, &self.server_errors));
             return Some(Outcome::Completed);
         }
         let t0 = Instant::now();
@@ -217,6 +235,7 @@ impl Episode {
             Ok(r) => {
                 if r.is_error {
                     self.fail(false);
+                    self.server_errors.push(r.text.clone());
                 } else {
                     self.traj.recovered_errors += self.pending_failures;
                     self.pending_failures = 0;
@@ -257,6 +276,16 @@ pub fn truncate(text: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_answer_repeats_an_error_only_by_its_head() {
+        let errors = vec!["SQL error: no such column: d.terminated in SELECT d.name FROM departments d".to_string(), "not found".to_string()];
+        assert!(repeats_error("SQL error: no such column: d.terminated in SELECT d.name, count(*)", &errors), "the first 40 characters and more");
+        assert!(!repeats_error("SQL error: no such column", &errors), "less than the error's head");
+        assert!(!repeats_error("Engineering has 55 current employees", &errors));
+        assert!(!repeats_error("the file was not found in the archive", &errors), "an error shorter than 12 characters never counts");
+        assert!(!repeats_error("anything", &[]));
+    }
 
     #[test]
     fn truncation_keeps_short_text_and_notes_cuts() {

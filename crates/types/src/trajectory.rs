@@ -103,6 +103,11 @@ pub struct Trajectory {
     pub malformed_calls: u32,
     /// Failed calls followed later by a successful call.
     pub recovered_errors: u32,
+    /// The `complete_task` answer repeats a tool error the server returned in the episode: the
+    /// agent handed in the error instead of an answer (rules score it as an episode that ran out
+    /// of turns, not as a finished one).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub answered_with_error: bool,
     #[serde(default)]
     pub reward: Option<f64>,
     #[serde(default)]
@@ -139,6 +144,7 @@ impl Trajectory {
             tool_errors: 0,
             malformed_calls: 0,
             recovered_errors: 0,
+            answered_with_error: false,
             reward: None,
             reward_parts: RewardParts::default(),
             judge_explanation: None,
