@@ -71,6 +71,38 @@ async fn every_kind_of_call_is_handled_and_counted() {
     assert!(requests[0].get("return_token_ids").is_none(), "not asked of servers that may reject it");
 }
 
+/// An agent that copies the server's SQL error into `complete_task` (what GRPO taught two runs'
+/// adapters, benches/RESULTS.md run 25) is marked, and its rules score is that of running out of
+/// turns; an episode that recovers and answers from a query that worked is not marked.
+#[tokio::test]
+async fn an_answer_that_repeats_the_servers_error_is_marked() {
+    let tools = demo_tools().await;
+    let play = async |script: Vec<common::Reply>, max_turns: u32| {
+        let replay = Replay::new(script);
+        let (url, _server) = replay.serve().await;
+        let chat = ChatClient::new(&url, None, HttpLimits::DEFAULT.with_request(Duration::from_secs(10)));
+        run_episode(&chat, "m", &tools, "S", &scenario(), GroupRef::default(), &AgentConfig { max_turns, ..cfg() }).await
+    };
+    let bad = || tool_calls(&[("run_query", r#"{"sql": "SELECT nme FROM departments"}"#)]);
+    let complete = |summary: &str| tool_calls(&[("complete_task", &serde_json::json!({ "summary": summary }).to_string())]);
+    // The error text the server returns, handed back verbatim as the answer.
+    let probe = play(vec![bad()], 1).await;
+    let reply = probe.messages.iter().find(|m| m.role == Role::Tool).unwrap().content.clone().unwrap();
+    let error = reply.strip_prefix("Error: ").expect("a server error reply").to_string();
+
+    let gave_up = play(vec![bad(), complete(&error)], 10).await;
+    assert_eq!(gave_up.outcome, Outcome::Completed);
+    assert!(gave_up.answered_with_error, "{:?}", gave_up.final_answer);
+    let good = tool_calls(&[("run_query", r#"{"sql": "SELECT COUNT(*) AS n FROM departments"}"#)]);
+    let answered = play(vec![bad(), good, complete("There are 9 departments.")], 10).await;
+    assert_eq!((answered.outcome, answered.answered_with_error), (Outcome::Completed, false), "{:?}", answered.final_answer);
+
+    let rules = ta_reward::RuleConfig::default();
+    let mut out_of_turns = gave_up.clone();
+    (out_of_turns.outcome, out_of_turns.answered_with_error) = (Outcome::RanOutOfTurns, false);
+    assert_eq!(ta_reward::rules::score(&rules, &gave_up), ta_reward::rules::score(&rules, &out_of_turns));
+}
+
 #[tokio::test]
 async fn long_results_are_truncated_with_a_note() {
     let replay = Replay::new(vec![tool_calls(&[("run_query", r#"{"sql": "SELECT * FROM employees"}"#)]), text("I give up.")]);
