@@ -125,6 +125,7 @@ TRAIN_GPU_UTIL=$(python3 -c "print(round($GPU_UTIL / 3, 3))")
 PARALLEL=${TA_PARALLEL:-1}
 CHECK_STEPS=${TA_CHECK_STEPS:-}
 CHECK_SAMPLED=${TA_CHECK_SAMPLED:-4}
+[[ $CHECK_SAMPLED =~ ^[0-9]+$ ]] || { echo "TA_CHECK_SAMPLED: '$CHECK_SAMPLED' is not a number of episodes (0: none)" >&2; exit 2; }
 for s in $CHECK_STEPS; do
   [[ $s == validated || $s =~ ^[1-9][0-9]*$ ]] || { echo "TA_CHECK_STEPS: '$s' is neither a GRPO step (1, 2, ...) nor 'validated'" >&2; exit 2; }
 done

@@ -92,6 +92,10 @@ class CheckSteps(unittest.TestCase):
         self.assertEqual(self.bench("", sampled="5"), [], "a finished sampled check is not played again")
         shutil.rmtree(os.path.join(self.d, "check-sampled"))
         self.assertEqual(self.bench("", sampled="0"), [], "TA_CHECK_SAMPLED=0: none")
+        env = dict(os.environ, TA_BIN=self.bin, TA_MODEL="m", TA_OUT=os.path.join(self.tmp, "out"), TA_CHECK_SAMPLED="four")
+        out = subprocess.run(["bash", BENCH], env=env, capture_output=True, text=True, timeout=60, check=False)
+        self.assertEqual(out.returncode, 2)
+        self.assertIn("TA_CHECK_SAMPLED: 'four' is not a number", out.stderr)
 
     def test_off_by_default_and_a_bad_step_is_refused(self):
         self.assertEqual(self.bench(""), [])
