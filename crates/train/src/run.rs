@@ -783,17 +783,8 @@ mod tests {
     #[test]
     fn a_step_trains_the_first_groups_with_signal_it_needs_and_keeps_the_surplus_untrained() {
         let cfg = TrainConfig::default();
-        let turn =
-            ta_types::trajectory::Turn { prompt_token_ids: vec![1, 2], completion_token_ids: vec![3], logprobs: vec![-0.1], completion_tokens: 1, ..Default::default() };
         // Groups a, b (flat), c, d in draw order; a, c and d have signal.
-        let mut trajectories = Vec::new();
-        for (id, last) in [("a", ("8", 2, 0)), ("b", ("7", 2, 0)), ("c", ("8", 2, 0)), ("d", ("8", 2, 0))] {
-            for mut t in scored_group(&cfg, last) {
-                t.scenario_id = id.into();
-                t.turns = vec![turn.clone()];
-                trajectories.push(t);
-            }
-        }
+        let trajectories = groups_in_order(&cfg, &[("a", ("8", 2, 0)), ("b", ("7", 2, 0)), ("c", ("8", 2, 0)), ("d", ("8", 2, 0))]);
         let (file, counts) = build_batch(&trajectories, 1, 2, &cfg).unwrap();
         assert_eq!(counts, SignalCounts { flat: 1, tie_break: 0, correctness: 3 });
         let trained: std::collections::BTreeSet<u64> = file.samples.iter().map(|s| s.group_id).collect();
@@ -802,13 +793,12 @@ mod tests {
         assert_eq!(all.samples.len(), 24, "three groups of eight when the step needs them all");
     }
 
-    /// Groups in draw order: a and e all right but one with a recovered tool error (the
-    /// tie-break alone), b and d with a wrong answer, c all right and clean (flat).
-    fn mixed_groups(cfg: &TrainConfig) -> Vec<Trajectory> {
+    /// Groups of [`scored_group`] in draw order, each named and given one trainable turn.
+    fn groups_in_order(cfg: &TrainConfig, groups: &[(&str, (&str, u32, u32))]) -> Vec<Trajectory> {
         let turn =
             ta_types::trajectory::Turn { prompt_token_ids: vec![1, 2], completion_token_ids: vec![3], logprobs: vec![-0.1], completion_tokens: 1, ..Default::default() };
         let mut trajectories = Vec::new();
-        for (id, last) in [("a", ("7", 3, 1)), ("b", ("8", 2, 0)), ("c", ("7", 2, 0)), ("d", ("8", 2, 0)), ("e", ("7", 3, 1))] {
+        for &(id, last) in groups {
             for mut t in scored_group(cfg, last) {
                 t.scenario_id = id.into();
                 t.turns = vec![turn.clone()];
@@ -816,6 +806,12 @@ mod tests {
             }
         }
         trajectories
+    }
+
+    /// Groups in draw order: a and e all right but one with a recovered tool error (the
+    /// tie-break alone), b and d with a wrong answer, c all right and clean (flat).
+    fn mixed_groups(cfg: &TrainConfig) -> Vec<Trajectory> {
+        groups_in_order(cfg, &[("a", ("7", 3, 1)), ("b", ("8", 2, 0)), ("c", ("7", 2, 0)), ("d", ("8", 2, 0)), ("e", ("7", 3, 1))])
     }
 
     #[test]
