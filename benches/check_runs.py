@@ -19,16 +19,15 @@ import json
 import os
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from natural_check import is_success as is_right  # noqa: E402  (ta_metrics' success rule)
+
 # The agent's rule (crates/rollout/src/agent.rs, `repeats_error`): an answer holds the head of a
 # server error's first line; errors shorter than the minimum never count.
 ERROR_PREFIX_CHARS = 40
 MIN_ERROR_CHARS = 12
 # How the agent hands a server error back to the model (its tool reply).
 ERROR_REPLY = "Error: "
-
-
-def is_right(t):
-    return ((t.get("reward_parts") or {}).get("ground_truth") or 0.0) >= 1.0 - 1e-9
 
 
 def answered_with_error(t):
