@@ -69,7 +69,7 @@ fn the_plan_follows_the_server_and_the_hardware() {
         let p = plan_of(&["--server", &server, "--profile", "gpu", "--teacher", "local/qwen", "--check-set", check.to_str().unwrap(), "--out", out_s]);
         assert!(p.contains("scenarios synth + scenarios paraphrase (the server has a SQL query tool (read_query)); teacher local/qwen"), "{p}");
         assert!(p.contains("tools:    list_tables, describe_table, read_query: the tasks' own, which only read (episodes share one server)"), "{p}");
-        assert!(p.contains("profile:  gpu (qwen2.5-coder-0.5b-instruct)") && p.contains("GRPO 16 steps of 8 x 8"), "{p}");
+        assert!(p.contains("profile:  gpu (qwen2.5-coder-0.5b-instruct)") && p.contains("GRPO 48 steps of 8 x 8"), "{p}");
         assert!(p.contains("check set: 1 questions of"), "{p}");
         assert!(p.contains("stages:   scenarios synth → scenarios paraphrase → collect → curate → sft → train → eval"), "{p}");
     }

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 
-use crate::cmd::fit::profile::{CPU_MAX_DIFFICULTY, ProfileArgs, TaskFilter};
+use crate::cmd::fit::profile::{CPU_MAX_DIFFICULTY, DEMO_GPU_STEPS, ProfileArgs, TaskFilter};
 use crate::cmd::fit::run::{CheckScenarios, CheckSet, Job, execute};
 use crate::cmd::fit::{SYNTH_N, TaskSource};
 
@@ -41,7 +41,7 @@ pub struct Args {
 pub async fn run(args: Args) -> Result<()> {
     let _lock = ta_eval::rundir::RunLock::acquire(&args.out)?;
     let gpu = args.size.gpu().await?;
-    let mut profile = args.size.profile(gpu, args.model.as_deref());
+    let mut profile = args.size.profile(gpu, args.model.as_deref(), DEMO_GPU_STEPS);
     if !gpu {
         // What SmolLM2-135M learns from a few dozen traces on 2 cores: counts (benches/RESULTS.md,
         // "The demo and CPU training speed").

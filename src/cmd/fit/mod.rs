@@ -16,7 +16,7 @@ use anyhow::{Context, Result};
 use crate::args::{JudgeArgs, ServerArgs};
 use crate::server::Server;
 pub use plan::TaskSource;
-use profile::{ProfileArgs, Rates, about};
+use profile::{GPU_STEPS, ProfileArgs, Rates, about};
 use run::{CheckScenarios, CheckSet, Job};
 
 /// Tasks `scenarios synth` writes: more than a database's distinct questions usually give, so
@@ -65,7 +65,7 @@ pub async fn run(args: Args) -> Result<()> {
     server.close().await;
     let source = TaskSource::pick(&specs, args.teacher.as_deref());
     let gpu = args.size.gpu().await?;
-    let mut profile = args.size.profile(gpu, args.base_model.as_deref());
+    let mut profile = args.size.profile(gpu, args.base_model.as_deref(), GPU_STEPS);
     args.judge.apply(&mut profile.grpo.reward)?;
     let job = Job {
         command: "fit",
