@@ -98,6 +98,7 @@ pub const GPU_STEPS: u64 = 48;
 /// shows the whole product in about 8 minutes (benches/RESULTS.md, "The demo twice, one H200
 /// each"); `demo --steps 48` runs `fit`'s number.
 pub const DEMO_GPU_STEPS: u64 = 16;
+const _: () = assert!(DEMO_GPU_STEPS < GPU_STEPS, "the demo is the short run");
 
 /// The packaged model a short name stands for (`small`, `qwen0.5b`); any other name is a model
 /// `train` takes as it is.
@@ -335,7 +336,6 @@ mod tests {
         assert_eq!(steps(size(&[]).profile(true, None, DEMO_GPU_STEPS)), DEMO_GPU_STEPS, "demo");
         assert_eq!(steps(size(&["--steps", "5"]).profile(true, None, GPU_STEPS)), 5, "--steps wins");
         assert_eq!(steps(size(&[]).profile(false, None, GPU_STEPS)), 2, "a CPU keeps its own");
-        assert!(DEMO_GPU_STEPS < GPU_STEPS, "the demo is the short run");
     }
 
     #[test]
