@@ -103,9 +103,8 @@ mod tests {
     fn handing_in_a_tool_error_ranks_below_every_search_that_ran_out_of_turns() {
         let c = RuleConfig::default();
         // Up to the call budget, every mix of failed and recovered calls on either side.
-        let episodes = |outcome| {
-            (1..=c.call_budget).flat_map(move |calls| (0..=calls).flat_map(move |errors| (0..=errors).map(move |rec| traj(outcome, calls, errors, rec))))
-        };
+        let episodes =
+            |outcome| (1..=c.call_budget).flat_map(move |calls| (0..=calls).flat_map(move |errors| (0..=errors).map(move |rec| traj(outcome, calls, errors, rec))));
         for mut gave_up in episodes(Outcome::Completed) {
             gave_up.answered_with_error = true;
             let worst = score(&c, &gave_up);
