@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# `fit`'s GPU profile on the natural check set (issue 31): `train-agent fit` with its defaults
+# (SFT on a tenth of the train split, 48 GRPO steps: benches/RESULTS.md, "Run 26") on each
+# database of benches/natural_check.sh, the database's questions written by people as
+# `--check-set`; then the check set again sampled, K episodes a question at temperature 1.0 by
+# the SFT adapter and SFT+GRPO (`check-sampled/`, no base model), with the settings of fit's own
+# check. `natural_check.py TA_OUT` then prints the table, pooled over KaggleDBQA's 78 questions
+# and the demo's 88, greedy and sampled, with paired tests of SFT+GRPO against SFT.
+#
+#   TA_BIN=target/release/train-agent TA_MODEL=/path/qwen2.5-coder-0.5b-instruct.gguf \
+#   TA_OUT=/tmp/fit-natural TA_GPUS="0 1" bash benches/fit_natural.sh
+#   python3 benches/natural_check.py /tmp/fit-natural
+#
+# THE CHECK SET IS NEVER TRAINING DATA: the KaggleDBQA files are read where they lie (TA_DATA,
+# default ../shared/data/kaggledbqa) and reach only fit's last stage, `eval`, and the sampled
+# check. TA_OUT must lie outside the repository.
+#
+# Knobs (env):
+#   TA_BIN, TA_MODEL (required), TA_OUT (required), TA_DATA as in benches/natural_check.sh
+#   TA_DBS         databases (default "GeoNuclearData GreaterManchesterCrime StudentMathScore demo")
+#   TA_GPUS        GPU ids the pipelines are dealt to in turn, all at once (default "0")
+#   TA_GPU_UTIL    each pipeline's share of its GPU's memory (default 0.4 over the pipelines a GPU
+#                  gets: one demo at the GPU profile used ~56 GB of an H200's 140)
+#   TA_STEPS       fit's `--steps` (default: fit's own)
+#   TA_CHECK_SAMPLED  K episodes a question in the sampled check (8; 0: none)
+#
+# Each pipeline writes TA_OUT/NAME: fit's stages, fit.log, check/ (fit's check), check-sampled/,
+# rc. Running again continues: fit resumes its stages, a finished sampled check is skipped.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+: "${TA_MODEL:?the base model (HF id, directory, .gguf or packaged name)}" "${TA_OUT:?the output directory}"
+TA_BIN=${TA_BIN:-$root/target/release/train-agent}
+if [[ $TA_BIN == */* ]]; then TA_BIN=$(realpath "$TA_BIN"); fi
+TA_DATA=$(realpath -m "${TA_DATA:-$root/../shared/data/kaggledbqa}")
+read -r -a dbs <<< "${TA_DBS:-GeoNuclearData GreaterManchesterCrime StudentMathScore demo}"
+read -r -a gpus <<< "${TA_GPUS:-0}"
+SAMPLED=${TA_CHECK_SAMPLED:-8}
+[[ $SAMPLED =~ ^[0-9]+$ ]] || { echo "TA_CHECK_SAMPLED=$SAMPLED: a number of episodes (0: none)" >&2; exit 2; }
+per_gpu=$(( (${#dbs[@]} + ${#gpus[@]} - 1) / ${#gpus[@]} ))
+UTIL=${TA_GPU_UTIL:-$(python3 -c "print(round(0.4 / $per_gpu, 3))")}
+steps=()
+if [[ -n ${TA_STEPS:-} ]]; then steps=(--steps "$TA_STEPS"); fi
+mkdir -p "$TA_OUT"
+
+server_of() {
+  case $1 in
+    demo) echo "$TA_BIN demo-server" ;;
+    *) echo "$TA_BIN demo-server --db $TA_DATA/$1.sqlite" ;;
+  esac
+}
+questions_of() {
+  case $1 in
+    demo) echo "$root/scenarios/company.jsonl" ;;
+    *) echo "$TA_DATA/$1.jsonl" ;;
+  esac
+}
+
+# The sampled check's argv: fit's own check (fit.json's `eval` stage) with K episodes a question
+# at temperature 1.0 in place of the base model's greedy one, into check-sampled/; the context
+# train's engine served (its --max-model-len), since this eval starts an engine of its own.
+sampled_argv() {
+  python3 - "$1/fit.json" "$SAMPLED" "$1/check-sampled" <<'EOF'
+import json, shlex, sys
+stages = {s["stage"]: shlex.split(s["command"]) for s in json.load(open(sys.argv[1]))}
+argv, train = stages["eval"][1:], stages["train"]
+out, skip = [], False
+for a in argv:
+    if skip:
+        skip = False
+    elif a == "--out":
+        skip = True
+    elif a != "--compare-base":
+        out.append(a)
+if "--max-model-len" in train:
+    out += ["--max-model-len", train[train.index("--max-model-len") + 1]]
+out += ["--rollouts", sys.argv[2], "--temperature", "1.0", "--seed", "0", "--out", sys.argv[3]]
+print("\0".join(out), end="")
+EOF
+}
+
+# One database: fit, then the sampled check; records the exit status in TA_OUT/NAME/rc.
+run_db() {
+  local name=$1 gpu=$2 d=$TA_OUT/$1 t0 rc=0
+  mkdir -p "$d"
+  t0=$(date +%s)
+  stamp() { echo "[$name $(( $(date +%s) - t0 )) s] $*" | tee -a "$d/fit.log"; }
+  local questions; questions=$(questions_of "$name")
+  if [[ ! -f $questions ]] || { [[ $name != demo ]] && [[ ! -f $TA_DATA/$name.sqlite ]]; }; then
+    stamp "$questions or its database: no such file (TA_DATA=$TA_DATA)"; echo 1 > "$d/rc"; return 0
+  fi
+  export CUDA_VISIBLE_DEVICES=$gpu TRAIN_AGENT_GPU_MEMORY_UTILIZATION=$UTIL
+  stamp "fit on GPU $gpu"
+  "$TA_BIN" fit --server "$(server_of "$name")" --check-set "$questions" --base-model "$TA_MODEL" \
+    --profile gpu "${steps[@]}" --out "$d" >> "$d/fit.log" 2>&1 || rc=$?
+  if (( rc == 0 && SAMPLED > 0 )); then
+    if [[ -f $d/check-sampled/eval.json ]]; then
+      stamp "sampled check done earlier"
+    else
+      local argv=()
+      mapfile -d '' -t argv < <(sampled_argv "$d")
+      stamp "sampled check: eval ${argv[*]}"
+      "$TA_BIN" eval "${argv[@]}" >> "$d/fit.log" 2>&1 || rc=$?
+    fi
+  fi
+  stamp "exit $rc"
+  echo "$rc" > "$d/rc"
+}
+
+# Ctrl-C or kill reaches the pipelines: fit and eval stop cleanly, keeping what they finished.
+source "$root/benches/pipelines.sh"
+trap on_signal INT TERM
+
+i=0
+for name in "${dbs[@]}"; do
+  run_db "$name" "${gpus[i % ${#gpus[@]}]}" &
+  i=$(( i + 1 ))
+done
+wait
+failed=0
+for name in "${dbs[@]}"; do
+  if [[ $(cat "$TA_OUT/$name/rc" 2>/dev/null) != 0 ]]; then echo "[$name] FAILED; see $TA_OUT/$name/fit.log" >&2; failed=1; fi
+done
+python3 "$root/benches/natural_check.py" "$TA_OUT" || true
+exit "$failed"
