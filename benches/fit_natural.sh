@@ -63,7 +63,7 @@ sampled_argv() {
   python3 - "$1/fit.json" "$SAMPLED" "$1/check-sampled" <<'EOF'
 import json, shlex, sys
 stages = {s["stage"]: shlex.split(s["command"]) for s in json.load(open(sys.argv[1]))}
-argv, train = stages["eval"][1:], stages["train"]
+argv, train = stages["eval"][2:], stages["train"]  # past "train-agent eval"
 out, skip = [], False
 for a in argv:
     if skip:

@@ -95,6 +95,7 @@ class FitNatural(unittest.TestCase):
         self.assertEqual(len(evals), 3)
         alpha_eval = next(c for c in evals if c[c.index("--out") + 1] == os.path.join(self.out, "Alpha", "check-sampled"))
         argv = alpha_eval[2:]
+        self.assertEqual(argv[:2], ["eval", "--server"], "the subcommand once, then fit's flags")
         self.assertEqual(argv[argv.index("--server") + 1], server, "one argument, as fit ran it")
         self.assertNotIn("--compare-base", argv)
         self.assertEqual(argv.count("--out"), 1)
