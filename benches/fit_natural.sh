@@ -22,6 +22,8 @@
 #   TA_GPU_UTIL    each pipeline's share of its GPU's memory (default 0.4 over the pipelines a GPU
 #                  gets: one demo at the GPU profile used ~56 GB of an H200's 140)
 #   TA_STEPS       fit's `--steps` (default: fit's own)
+#   TA_VALIDATION_LIMIT  fit's `--validation-limit` (default: all; the base model's validation of
+#                  ~290 tasks took ~2 minutes of a demo: benches/RESULTS.md, "Run 26")
 #   TA_CHECK_SAMPLED  K episodes a question in the sampled check (8; 0: none)
 #
 # Each pipeline writes TA_OUT/NAME: fit's stages, fit.log, check/ (fit's check), check-sampled/,
@@ -39,8 +41,9 @@ SAMPLED=${TA_CHECK_SAMPLED:-8}
 [[ $SAMPLED =~ ^[0-9]+$ ]] || { echo "TA_CHECK_SAMPLED=$SAMPLED: a number of episodes (0: none)" >&2; exit 2; }
 per_gpu=$(( (${#dbs[@]} + ${#gpus[@]} - 1) / ${#gpus[@]} ))
 UTIL=${TA_GPU_UTIL:-$(python3 -c "print(round(0.4 / $per_gpu, 3))")}
-steps=()
-if [[ -n ${TA_STEPS:-} ]]; then steps=(--steps "$TA_STEPS"); fi
+sizes=()
+if [[ -n ${TA_STEPS:-} ]]; then sizes+=(--steps "$TA_STEPS"); fi
+if [[ -n ${TA_VALIDATION_LIMIT:-} ]]; then sizes+=(--validation-limit "$TA_VALIDATION_LIMIT"); fi
 mkdir -p "$TA_OUT"
 
 server_of() {
@@ -92,7 +95,7 @@ run_db() {
   export CUDA_VISIBLE_DEVICES=$gpu TRAIN_AGENT_GPU_MEMORY_UTILIZATION=$UTIL
   stamp "fit on GPU $gpu"
   "$TA_BIN" fit --server "$(server_of "$name")" --check-set "$questions" --base-model "$TA_MODEL" \
-    --profile gpu "${steps[@]}" --out "$d" >> "$d/fit.log" 2>&1 || rc=$?
+    --profile gpu "${sizes[@]}" --out "$d" >> "$d/fit.log" 2>&1 || rc=$?
   if (( rc == 0 && SAMPLED > 0 )); then
     if [[ -f $d/check-sampled/eval.json ]]; then
       stamp "sampled check done earlier"

@@ -65,9 +65,9 @@ class FitNatural(unittest.TestCase):
     def tearDown(self):
         shutil.rmtree(self.tmp)
 
-    def bench(self, dbs, gpus="0 1", sampled="8"):
+    def bench(self, dbs, gpus="0 1", sampled="8", **knobs):
         env = dict(os.environ, TA_BIN=self.bin, TA_MODEL="m.gguf", TA_OUT=self.out, TA_DATA=self.data, TA_DBS=dbs,
-                   TA_GPUS=gpus, TA_CHECK_SAMPLED=sampled)
+                   TA_GPUS=gpus, TA_CHECK_SAMPLED=sampled, **knobs)
         done = subprocess.run(["bash", BENCH], env=env, capture_output=True, text=True, timeout=120, check=False)
         calls = os.path.join(self.tmp, "calls")
         lines = open(calls).read().splitlines() if os.path.exists(calls) else []
@@ -111,8 +111,10 @@ class FitNatural(unittest.TestCase):
         self.assertEqual(sorted(c[2] for c in calls), ["fit"] * 3)
 
     def test_no_sampled_check_at_zero_or_after_a_failed_fit(self):
-        done, calls = self.bench("Alpha", sampled="0")
+        done, calls = self.bench("Alpha", sampled="0", TA_STEPS="4", TA_VALIDATION_LIMIT="50")
         self.assertEqual((done.returncode, [c[2] for c in calls]), (0, ["fit"]))
+        fit = calls[0]
+        self.assertEqual((fit[fit.index("--steps") + 1], fit[fit.index("--validation-limit") + 1]), ("4", "50"))
         done, calls = self.bench("Broken Beta", gpus="0")
         self.assertNotEqual(done.returncode, 0)
         self.assertIn("[Broken] FAILED", done.stderr)
