@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `fit`'s GPU profile on the natural check set (issue 31): `train-agent fit` with its defaults
-# (SFT on a tenth of the train split, 48 GRPO steps: benches/RESULTS.md, "Run 26") on each
+# (SFT on a tenth of the train split, 48 GRPO steps: benches/RESULTS.md, "Run 26") on each SQL
 # database of benches/natural_check.sh, the database's questions written by people as
 # `--check-set`; then the check set again sampled, K episodes a question at temperature 1.0 by
 # the SFT adapter and SFT+GRPO (`check-sampled/`, no base model), with the settings of fit's own
@@ -31,11 +31,9 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-: "${TA_MODEL:?the base model (HF id, directory, .gguf or packaged name)}" "${TA_OUT:?the output directory}"
-TA_BIN=${TA_BIN:-$root/target/release/train-agent}
-if [[ $TA_BIN == */* ]]; then TA_BIN=$(realpath "$TA_BIN"); fi
-TA_DATA=$(realpath -m "${TA_DATA:-$root/../shared/data/kaggledbqa}")
-read -r -a dbs <<< "${TA_DBS:-GeoNuclearData GreaterManchesterCrime StudentMathScore demo}"
+# The settings and databases this bench shares with natural_check.sh, and its Ctrl-C handling.
+source "$root/benches/pipelines.sh"
+read -r -a dbs <<< "$TA_DBS"
 read -r -a gpus <<< "${TA_GPUS:-0}"
 SAMPLED=${TA_CHECK_SAMPLED:-8}
 [[ $SAMPLED =~ ^[0-9]+$ ]] || { echo "TA_CHECK_SAMPLED=$SAMPLED: a number of episodes (0: none)" >&2; exit 2; }
@@ -45,19 +43,6 @@ sizes=()
 if [[ -n ${TA_STEPS:-} ]]; then sizes+=(--steps "$TA_STEPS"); fi
 if [[ -n ${TA_VALIDATION_LIMIT:-} ]]; then sizes+=(--validation-limit "$TA_VALIDATION_LIMIT"); fi
 mkdir -p "$TA_OUT"
-
-server_of() {
-  case $1 in
-    demo) echo "$TA_BIN demo-server" ;;
-    *) echo "$TA_BIN demo-server --db $TA_DATA/$1.sqlite" ;;
-  esac
-}
-questions_of() {
-  case $1 in
-    demo) echo "$root/scenarios/company.jsonl" ;;
-    *) echo "$TA_DATA/$1.jsonl" ;;
-  esac
-}
 
 # The sampled check's argv: fit's own check (fit.json's `eval` stage) with K episodes a question
 # at temperature 1.0 in place of the base model's greedy one, into check-sampled/; the context
@@ -111,7 +96,6 @@ run_db() {
 }
 
 # Ctrl-C or kill reaches the pipelines: fit and eval stop cleanly, keeping what they finished.
-source "$root/benches/pipelines.sh"
 trap on_signal INT TERM
 
 i=0

@@ -105,12 +105,8 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-: "${TA_MODEL:?the base model (HF id, directory, .gguf or packaged name)}" "${TA_OUT:?the output directory}"
-TA_BIN=${TA_BIN:-$root/target/release/train-agent}
-# The server commands run from here; an absolute binary works from any directory.
-if [[ $TA_BIN == */* ]]; then TA_BIN=$(realpath "$TA_BIN"); fi
-TA_DATA=$(realpath -m "${TA_DATA:-$root/../shared/data/kaggledbqa}")
-TA_DBS=${TA_DBS:-"GeoNuclearData GreaterManchesterCrime StudentMathScore demo"}
+# The settings and databases this bench shares with fit_natural.sh, and its Ctrl-C handling.
+source "$root/benches/pipelines.sh"
 SYNTH_N=${TA_SYNTH_N:-2000}
 TRACES=${TA_TRACES:-1000}
 SFT_EPOCHS=${TA_SFT_EPOCHS:-3}
@@ -170,21 +166,6 @@ if [[ -n $SFT_FROM ]]; then
 fi
 sft_settings > "$TA_OUT/settings"
 
-server_of() {
-  case $1 in
-    demo) echo "$TA_BIN demo-server" ;;
-    fs) echo "$TA_FS_SERVER $TA_OUT/fs/fixture" ;;
-    git) echo "$TA_GIT_SERVER --repository $TA_OUT/git/fixture" ;;
-    *) echo "$TA_BIN demo-server --db $TA_DATA/$1.sqlite" ;;
-  esac
-}
-questions_of() {
-  case $1 in
-    demo) echo "$root/scenarios/company.jsonl" ;;
-    fs | git) echo "$TA_OUT/$1/check-set.jsonl" ;;
-    *) echo "$TA_DATA/$1.jsonl" ;;
-  esac
-}
 # A server without SQL (fs, git) gets its tasks from `scenarios walk` on a seeded fixture, and
 # its check set from benches/walk/fixtures.py (hand-written questions, answers computed from the
 # fixture).
@@ -453,7 +434,6 @@ run_one() {
 }
 
 # Ctrl-C or kill reaches the background pipelines (benches/pipelines.sh).
-source "$root/benches/pipelines.sh"
 trap on_signal INT TERM
 
 t_all=$(date +%s)
