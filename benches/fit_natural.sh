@@ -2,18 +2,18 @@
 # `fit`'s GPU profile on the natural check set (issue 31): `train-agent fit` with its defaults
 # (SFT on a tenth of the train split, 48 GRPO steps: benches/RESULTS.md, "Run 26") on each SQL
 # database of benches/natural_check.sh, the database's questions written by people as
-# `--check-set`; then the check set again sampled, K episodes a question at temperature 1.0 by
-# the SFT adapter and SFT+GRPO (`check-sampled/`, no base model), with the settings of fit's own
-# check. `natural_check.py TA_OUT` then prints the table, pooled over KaggleDBQA's 78 questions
-# and the demo's 88, greedy and sampled, with paired tests of SFT+GRPO against SFT.
+# `--check-set`, played greedy by base, SFT and SFT+GRPO (`check/`) and sampled, K episodes a
+# question, by SFT and SFT+GRPO (`--check-samples K`: `check-sampled/`). `natural_check.py
+# TA_OUT` then prints the table, pooled over KaggleDBQA's 78 questions and the demo's 88, greedy
+# and sampled, with paired tests of SFT+GRPO against SFT.
 #
 #   TA_BIN=target/release/train-agent TA_MODEL=/path/qwen2.5-coder-0.5b-instruct.gguf \
 #   TA_OUT=/tmp/fit-natural TA_GPUS="0 1" bash benches/fit_natural.sh
 #   python3 benches/natural_check.py /tmp/fit-natural
 #
 # THE CHECK SET IS NEVER TRAINING DATA: the KaggleDBQA files are read where they lie (TA_DATA,
-# default ../shared/data/kaggledbqa) and reach only fit's last stage, `eval`, and the sampled
-# check. TA_OUT must lie outside the repository.
+# default ../shared/data/kaggledbqa) and reach only fit's last stages, the check set's `eval`s.
+# TA_OUT must lie outside the repository.
 #
 # Knobs (env):
 #   TA_BIN, TA_MODEL (required), TA_OUT (required), TA_DATA as in benches/natural_check.sh
@@ -24,10 +24,11 @@
 #   TA_STEPS       fit's `--steps` (default: fit's own)
 #   TA_VALIDATION_LIMIT  fit's `--validation-limit` (default: all; the base model's validation of
 #                  ~290 tasks took ~2 minutes of a demo: benches/RESULTS.md, "Run 26")
-#   TA_CHECK_SAMPLED  K episodes a question in the sampled check (8; 0: none)
+#   TA_CHECK_SAMPLED  K episodes a question in the sampled check (fit's `--check-samples`: 8; 0:
+#                  none)
 #
-# Each pipeline writes TA_OUT/NAME: fit's stages, fit.log, check/ (fit's check), check-sampled/,
-# rc. Running again continues: fit resumes its stages, a finished sampled check is skipped.
+# Each pipeline writes TA_OUT/NAME: fit's stages (check/ and check-sampled/ among them), fit.log,
+# rc. Running again continues where each fit stopped.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -44,30 +45,7 @@ if [[ -n ${TA_STEPS:-} ]]; then sizes+=(--steps "$TA_STEPS"); fi
 if [[ -n ${TA_VALIDATION_LIMIT:-} ]]; then sizes+=(--validation-limit "$TA_VALIDATION_LIMIT"); fi
 mkdir -p "$TA_OUT"
 
-# The sampled check's argv: fit's own check (fit.json's `eval` stage) with K episodes a question
-# at temperature 1.0 in place of the base model's greedy one, into check-sampled/; the context
-# train's engine served (its --max-model-len), since this eval starts an engine of its own.
-sampled_argv() {
-  python3 - "$1/fit.json" "$SAMPLED" "$1/check-sampled" <<'EOF'
-import json, shlex, sys
-stages = {s["stage"]: shlex.split(s["command"]) for s in json.load(open(sys.argv[1]))}
-argv, train = stages["eval"][2:], stages["train"]  # past "train-agent eval"
-out, skip = [], False
-for a in argv:
-    if skip:
-        skip = False
-    elif a == "--out":
-        skip = True
-    elif a != "--compare-base":
-        out.append(a)
-if "--max-model-len" in train:
-    out += ["--max-model-len", train[train.index("--max-model-len") + 1]]
-out += ["--rollouts", sys.argv[2], "--temperature", "1.0", "--seed", "0", "--out", sys.argv[3]]
-print("\0".join(out), end="")
-EOF
-}
-
-# One database: fit, then the sampled check; records the exit status in TA_OUT/NAME/rc.
+# One database's fit; records its exit status in TA_OUT/NAME/rc.
 run_db() {
   local name=$1 gpu=$2 d=$TA_OUT/$1 t0 rc=0
   mkdir -p "$d"
@@ -80,22 +58,12 @@ run_db() {
   export CUDA_VISIBLE_DEVICES=$gpu TRAIN_AGENT_GPU_MEMORY_UTILIZATION=$UTIL
   stamp "fit on GPU $gpu"
   "$TA_BIN" fit --server "$(server_of "$name")" --check-set "$questions" --base-model "$TA_MODEL" \
-    --profile gpu "${sizes[@]}" --out "$d" >> "$d/fit.log" 2>&1 || rc=$?
-  if (( rc == 0 && SAMPLED > 0 )); then
-    if [[ -f $d/check-sampled/eval.json ]]; then
-      stamp "sampled check done earlier"
-    else
-      local argv=()
-      mapfile -d '' -t argv < <(sampled_argv "$d")
-      stamp "sampled check: eval ${argv[*]}"
-      "$TA_BIN" eval "${argv[@]}" >> "$d/fit.log" 2>&1 || rc=$?
-    fi
-  fi
+    --check-samples "$SAMPLED" --profile gpu "${sizes[@]}" --out "$d" >> "$d/fit.log" 2>&1 || rc=$?
   stamp "exit $rc"
   echo "$rc" > "$d/rc"
 }
 
-# Ctrl-C or kill reaches the pipelines: fit and eval stop cleanly, keeping what they finished.
+# Ctrl-C or kill reaches the pipelines: each fit stops cleanly, keeping what it finished.
 trap on_signal INT TERM
 
 i=0

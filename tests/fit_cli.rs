@@ -70,8 +70,8 @@ fn the_plan_follows_the_server_and_the_hardware() {
         assert!(p.contains("scenarios synth + scenarios paraphrase (the server has a SQL query tool (read_query)); teacher local/qwen"), "{p}");
         assert!(p.contains("tools:    list_tables, describe_table, read_query: the tasks' own, which only read (episodes share one server)"), "{p}");
         assert!(p.contains("profile:  gpu (qwen2.5-coder-0.5b-instruct)") && p.contains("GRPO 48 steps of 8 x 8"), "{p}");
-        assert!(p.contains("check set: 1 questions of"), "{p}");
-        assert!(p.contains("stages:   scenarios synth → scenarios paraphrase → collect → curate → sft → train → eval"), "{p}");
+        assert!(p.contains("check set: 1 questions of") && p.contains(", greedy and 4 sampled episodes a question"), "as the GPU samples validation: {p}");
+        assert!(p.contains("stages:   scenarios synth → scenarios paraphrase → collect → curate → sft → train → eval → eval sampled"), "{p}");
     }
     if let Some(fs) = SERVER_FILESYSTEM.path("the_plan_follows_the_server_and_the_hardware") {
         let server = format!("{} {}", fs.display(), dir.path().display());
@@ -135,6 +135,8 @@ fn fit_on_mcp_server_sqlite_offers_only_read_tools_and_continues_when_run_again(
         model.to_str().unwrap(),
         "--check-set",
         check.to_str().unwrap(),
+        "--check-samples",
+        "2",
         "--out",
         out.to_str().unwrap(),
     ];
@@ -147,16 +149,17 @@ fn fit_on_mcp_server_sqlite_offers_only_read_tools_and_continues_when_run_again(
     // Each stage is shown with the command that repeats it and an estimate; fit.json keeps what
     // each took.
     for stage in [
-        "[1/6] tasks",
+        "[1/7] tasks",
         "train-agent scenarios synth",
-        "[2/6]",
+        "[2/7]",
         "train-agent collect",
-        "[4/6]",
+        "[4/7]",
         "train-agent sft",
-        "[5/6]",
+        "[5/7]",
         "train-agent train",
-        "[6/6]",
+        "[6/7]",
         "train-agent eval",
+        "[7/7] the same questions, 2 sampled episodes each",
     ] {
         assert!(stderr.contains(stage), "{stage} missing from:\n{stderr}");
     }
@@ -165,17 +168,18 @@ fn fit_on_mcp_server_sqlite_offers_only_read_tools_and_continues_when_run_again(
     let names: Vec<&str> = stages.iter().map(|s| s["stage"].as_str().unwrap()).collect();
     // One engine for train and eval, started once (after SFT on a CPU): its start-up is its own
     // record, and neither stage starts another.
-    assert_eq!(names, ["scenarios synth", "collect", "curate", "sft", "engine", "train", "eval"]);
+    assert_eq!(names, ["scenarios synth", "collect", "curate", "sft", "engine", "train", "eval", "eval sampled"]);
     assert!(stages.iter().all(|s| s["seconds"].as_f64().is_some_and(|t| t >= 0.0)));
     assert!(stages.iter().filter(|s| s["stage"] != "engine").all(|s| s["command"].as_str().unwrap().starts_with("train-agent ")));
     assert!(stderr.contains("engine for train and eval: ready after") && stderr.contains("(after SFT)"), "{stderr}");
     assert!(out.join("logs/engine.log").exists() && !out.join("grpo/logs/engine.log").exists() && !out.join("check/logs/engine.log").exists());
+    assert!(!out.join("check-sampled/logs/engine.log").exists(), "the sampled check plays on the same engine");
 
     // The tasks name the read tools they need; every stage that plays episodes offers only those,
     // with no isolation (the synthesizer found read_query only reads), the check set included.
     let tasks = jsonl(&out.join("scenarios.jsonl"));
     assert!(tasks.iter().all(|t| t["tools"] == serde_json::json!(["list_tables", "describe_table", "read_query"]) && t["tools_read_only"] == true), "{tasks:?}");
-    for run in ["traces", "grpo", "check"] {
+    for run in ["traces", "grpo", "check", "check-sampled"] {
         let names = tool_names(&out.join(run));
         assert!(names.contains(&"read_query".to_string()), "{run}: {names:?}");
         for writer in ["write_query", "create_table", "append_insight"] {
@@ -196,8 +200,16 @@ fn fit_on_mcp_server_sqlite_offers_only_read_tools_and_continues_when_run_again(
     let html = std::fs::read_to_string(out.join("grpo/report.html")).unwrap();
     assert!(html.contains("Where the run's time went") && html.contains("Wall time by phase"), "the report shows the phases");
 
-    // The check set: base, SFT and SFT+GRPO on the user's 2 questions, and the tables.
+    // The check set: base, SFT and SFT+GRPO on the user's 2 questions, and the tables; then SFT
+    // and SFT+GRPO on them twice each, sampled, without the base model.
     assert!(stdout.contains("2 questions of") && stdout.contains("SFT+GRPO"), "{stdout}");
+    let sampled = out.join("check-sampled/trajectories");
+    for (label, episodes) in [("baseline", 4), ("trained", 4)] {
+        assert_eq!(jsonl(&sampled.join(format!("{label}.jsonl"))).len(), episodes, "{label}: 2 questions x 2");
+    }
+    assert!(!sampled.join("base.jsonl").exists(), "no base model in the sampled check");
+    let sampled_table = stdout.split("the same questions, 2 sampled episodes each:").nth(1).expect("the sampled check's table");
+    assert!(sampled_table.contains("pass@1") && sampled_table.contains("paired, SFT+GRPO vs SFT"), "{sampled_table}");
     // Which adapter the run delivers: GRPO's final/, as final.json says.
     let kept = ta_types::kept::Kept::read(&out.join("grpo")).expect("grpo/final.json");
     assert!(stdout.contains(&format!("the adapter this run delivers, {}: {}", out.join("grpo/final").display(), kept.summary())), "{stdout}");
@@ -207,7 +219,8 @@ fn fit_on_mcp_server_sqlite_offers_only_read_tools_and_continues_when_run_again(
     let again = fit(&args);
     let (stdout2, stderr2) = text(&again);
     assert!(again.status.success(), "{stderr2}");
-    assert!(!stderr2.contains("[5/6]") && stderr2.contains("train: done in an earlier run"), "finished stages are not run again:\n{stderr2}");
+    assert!(!stderr2.contains("[5/7]") && stderr2.contains("train: done in an earlier run"), "finished stages are not run again:\n{stderr2}");
+    assert!(stderr2.contains("eval sampled: done in an earlier run"), "{stderr2}");
     assert!(!stderr2.contains("engine for train and eval"), "no engine starts when no stage needs it:\n{stderr2}");
     assert!(stdout2.contains("SFT+GRPO"));
 

@@ -37,6 +37,11 @@ pub struct Args {
     /// SFT+GRPO (never trained on): JSONL or a JSON array of {"task": ..., "expected": ...}.
     #[arg(long, value_name = "FILE")]
     check_set: Option<PathBuf>,
+    /// Also play each check-set question N times at temperature 1.0 with SFT and SFT+GRPO and
+    /// compare them paired, pass@1 over the N (0: greedy only). Default: as many as the profile
+    /// samples each validation task (4 with a GPU, none on CPU).
+    #[arg(long, value_name = "N", requires = "check_set")]
+    check_samples: Option<u32>,
     /// A teacher for more tasks: paraphrases of the synthesized questions (SQL servers) or tasks
     /// of its own seeded with the walk's calls (other servers). `openai/MODEL`,
     /// `anthropic/MODEL`, `local/MODEL`... as `scenarios paraphrase` and `generate` take it.
@@ -67,6 +72,7 @@ pub async fn run(args: Args) -> Result<()> {
     let gpu = args.size.gpu().await?;
     let mut profile = args.size.profile(gpu, args.base_model.as_deref(), GPU_STEPS);
     args.judge.apply(&mut profile.grpo.reward)?;
+    let check_set = check_set.map(|c| CheckSet { samples: args.check_samples.unwrap_or(profile.grpo.rollout.eval_rollouts), ..c });
     let job = Job {
         command: "fit",
         out: args.out.clone(),
@@ -98,7 +104,7 @@ fn check_set(file: &std::path::Path) -> Result<CheckSet> {
         );
     }
     let label = format!("{} questions of {}", questions.len(), file.display());
-    Ok(CheckSet { scenarios: CheckScenarios::File(std::path::absolute(file)?), questions: questions.len(), label })
+    Ok(CheckSet { scenarios: CheckScenarios::File(std::path::absolute(file)?), questions: questions.len(), label, samples: 0 })
 }
 
 /// Which tools the model will be offered, and whether episodes share one server.
@@ -133,7 +139,13 @@ fn plan_text(job: &Job, server: &str) -> String {
             g.rollouts_per_scenario,
             p.validation_limit.map(|n| format!(", validation on {n} tasks")).unwrap_or_default()
         ),
-        format!("check set: {}", job.check_set.as_ref().map_or("none (--check-set FILE adds your own questions)".to_string(), |c| c.label.clone())),
+        format!(
+            "check set: {}",
+            job.check_set.as_ref().map_or("none (--check-set FILE adds your own questions)".to_string(), |c| match c.samples {
+                0 => c.label.clone(),
+                n => format!("{}, greedy and {n} sampled episodes a question", c.label),
+            })
+        ),
         format!("stages:   {}", run::commands(job).join(" → ")),
         format!("GRPO:     {} a step", about(rates.grpo_step)),
         format!("out:      {}", job.out.display()),

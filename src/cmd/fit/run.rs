@@ -48,7 +48,15 @@ pub struct CheckSet {
     pub questions: usize,
     /// How the table names them, e.g. "the 88 hand-written questions".
     pub label: String,
+    /// Episodes a question that SFT and SFT+GRPO also play sampled (0: none): a paired pass@1
+    /// over several episodes has the power one greedy episode a question lacks (on the demo's
+    /// 88, greedy p = 0.15 where the same adapters' sampled check gave p = 0.011:
+    /// benches/RESULTS.md, "Run 26").
+    pub samples: u32,
 }
+
+/// `fit.json`'s record of the sampled check set (an `eval` of its own).
+const SAMPLED_CHECK_STAGE: &str = "eval sampled";
 
 pub enum CheckScenarios {
     File(PathBuf),
@@ -82,13 +90,18 @@ impl Stages {
 
     /// Prints the stage's command and estimate; returns its flags parsed as the subcommand's.
     fn start<T: clap::Args>(&mut self, name: &str, what: &str, argv: &[String], estimate: Option<f64>) -> Result<(T, Instant)> {
+        self.start_as(name, name, what, argv, estimate)
+    }
+
+    /// [`Stages::start`] for a stage recorded as `stage` that runs the subcommand `name`.
+    fn start_as<T: clap::Args>(&mut self, stage: &str, name: &str, what: &str, argv: &[String], estimate: Option<f64>) -> Result<(T, Instant)> {
         self.next += 1;
         let guess = estimate.map(|s| format!(" ({})", about(s))).unwrap_or_default();
         let command = format!("train-agent {name} {}", shell_words(argv));
         eprintln!("\n[{}/{}] {what}{guess}\n      {command}", self.next, self.of);
         let parsed = parse(name, argv)?;
-        self.records.retain(|r| r.stage != name);
-        self.records.push(StageRecord { stage: name.into(), command, estimate_s: estimate, seconds: None });
+        self.records.retain(|r| r.stage != stage);
+        self.records.push(StageRecord { stage: stage.into(), command, estimate_s: estimate, seconds: None });
         Ok((parsed, Instant::now()))
     }
 
@@ -154,8 +167,11 @@ fn path(p: &Path) -> String {
 pub fn commands(job: &Job) -> Vec<&'static str> {
     let mut c = job.source.commands();
     c.extend(["collect", "curate", "sft", "train"]);
-    if job.check_set.is_some() {
+    if let Some(check) = &job.check_set {
         c.push("eval");
+        if check.samples > 0 {
+            c.push(SAMPLED_CHECK_STAGE);
+        }
     }
     c
 }
@@ -195,6 +211,7 @@ pub async fn execute(job: Job) -> Result<()> {
     eprintln!("tasks: {n_train} train ({n_sft} of them for SFT's reference traces), {n_val} validation");
 
     let (traces, dataset, sft_dir, grpo_dir, check_dir) = (out.join("traces"), out.join("dataset"), out.join("sft"), out.join("grpo"), out.join("check"));
+    let sampled_dir = out.join("check-sampled");
     let sft_final = sft_dir.join("final");
 
     // GRPO from the SFT adapter on the whole train split; its validation covers the base, the
@@ -209,7 +226,8 @@ pub async fn execute(job: Job) -> Result<()> {
     }
     train_argv.extend(["--max-model-len".into(), max_model_len.to_string()]);
     let check_due = check_set.is_some() && !check_dir.join("eval.json").exists();
-    let engine_options = if train_due || check_due {
+    let sampled_due = check_set.as_ref().is_some_and(|c| c.samples > 0) && !sampled_dir.join("eval.json").exists();
+    let engine_options = if train_due || check_due || sampled_due {
         let args: train::Args = parse("train", &train_argv)?;
         Some((PythonEnv::ensure()?, train::engine_options(&args, sft.lora.r, RunSetup::logs(&out)?.join("engine.log"))?))
     } else {
@@ -301,9 +319,10 @@ pub async fn execute(job: Job) -> Result<()> {
         stages.skip("train");
     }
 
-    // The check set, which training never saw.
+    // The check set, which training never saw: base, SFT and SFT+GRPO greedy, then SFT and
+    // SFT+GRPO sampled.
     if let Some(check) = &check_set {
-        if check_due {
+        if check_due || sampled_due {
             let file = match &check.scenarios {
                 CheckScenarios::File(p) => p.clone(),
                 CheckScenarios::Text(text) => {
@@ -333,7 +352,6 @@ pub async fn execute(job: Job) -> Result<()> {
                 path(&std::path::absolute(&trained)?),
                 "--baseline".into(),
                 path(&std::path::absolute(&sft_final)?),
-                "--compare-base".into(),
                 "--max-turns".into(),
                 grpo.rollout.max_turns.to_string(),
                 "--max-tokens".into(),
@@ -344,23 +362,42 @@ pub async fn execute(job: Job) -> Result<()> {
                 grpo.rollout.concurrency.to_string(),
                 "--tool-result-max-chars".into(),
                 view.clone(),
-                "--out".into(),
-                path(&check_dir),
             ]);
-            // The three models play at once, on the engine train used.
-            let estimate = rates.evaluation(1.0, 3 * check.questions, 1.0);
-            let what = format!("{} as a check set: base, SFT, SFT+GRPO", check.label);
-            let (args, t) = stages.start("eval", &what, &argv, Some(estimate))?;
-            eval::run(args, engine.as_ref()).await?;
-            stages.done(t)?;
+            if check_due {
+                let mut greedy = argv.clone();
+                greedy.extend(["--compare-base".into(), "--out".into(), path(&check_dir)]);
+                // The three models play at once, on the engine train used.
+                let estimate = rates.evaluation(1.0, 3 * check.questions, 1.0);
+                let what = format!("{} as a check set: base, SFT, SFT+GRPO", check.label);
+                let (args, t) = stages.start("eval", &what, &greedy, Some(estimate))?;
+                eval::run(args, engine.as_ref()).await?;
+                stages.done(t)?;
+            } else {
+                stages.skip("eval");
+            }
+            if sampled_due {
+                // `eval --rollouts` samples at temperature 1.0; the seed is GRPO's.
+                let n = check.samples.to_string();
+                argv.extend(["--rollouts".into(), n, "--seed".into(), grpo.seed.to_string(), "--out".into(), path(&sampled_dir)]);
+                let estimate = rates.evaluation(1.0, 2 * check.questions * check.samples as usize, 1.0);
+                let what = format!("the same questions, {} sampled episodes each: SFT, SFT+GRPO", check.samples);
+                let (args, t) = stages.start_as(SAMPLED_CHECK_STAGE, "eval", &what, &argv, Some(estimate))?;
+                eval::run(args, engine.as_ref()).await?;
+                stages.done(t)?;
+            } else if check.samples > 0 {
+                stages.skip(SAMPLED_CHECK_STAGE);
+            }
         } else {
             stages.skip("eval");
+            if check.samples > 0 {
+                stages.skip(SAMPLED_CHECK_STAGE);
+            }
         }
     }
     if let Some(engine) = engine {
         engine.shutdown().await;
     }
-    print_tables(&grpo_dir, check_set.as_ref().map(|c| (check_dir.as_path(), c.label.as_str())))?;
+    print_tables(&grpo_dir, check_set.as_ref().map(|c| (check_dir.as_path(), c.label.as_str())), &sampled_dir)?;
     print_times(&stages.records, &grpo_dir);
     Ok(())
 }
@@ -511,7 +548,7 @@ fn interrupted(command: &str) -> Result<()> {
 
 /// The base / SFT / SFT+GRPO tables: the GRPO run's validations (greedy, and sampled when it
 /// sampled), each with the paired test of SFT+GRPO against SFT, and the check set's evaluation.
-fn print_tables(grpo_dir: &Path, check: Option<(&Path, &str)>) -> Result<()> {
+fn print_tables(grpo_dir: &Path, check: Option<(&Path, &str)>, sampled_dir: &Path) -> Result<()> {
     let labels = ["base", "SFT", "SFT+GRPO"];
     let run = RunDir::open(grpo_dir)?;
     let evaluated = run.evaluated()?;
@@ -521,7 +558,7 @@ fn print_tables(grpo_dir: &Path, check: Option<(&Path, &str)>) -> Result<()> {
     print_models(shown, &evaluated);
     let sampled = run.evaluated_sampled()?;
     if let [(_, first), ..] = sampled.as_slice() {
-        let k = first.len() / first.iter().map(|t| &t.scenario_id).collect::<std::collections::HashSet<_>>().len().max(1);
+        let k = per_task(first);
         println!("\nvalidation split, {k} episodes per task at the rollout temperature:");
         print_models(&labels[1..], &sampled);
     }
@@ -537,10 +574,21 @@ fn print_tables(grpo_dir: &Path, check: Option<(&Path, &str)>) -> Result<()> {
             println!("(SFT+GRPO here is final/, step {}'s adapter; above, the validation's SFT+GRPO is step {}'s)", k.step, k.last_step);
         }
         print_models(&labels, &check.evaluated()?);
+        if sampled_dir.join("eval.json").exists() {
+            let sampled = RunDir::open(sampled_dir)?.evaluated()?;
+            let k = sampled.first().map_or(0, |(_, ts)| per_task(ts));
+            println!("\nthe same questions, {k} sampled episodes each:");
+            print_models(&labels[1..], &sampled);
+        }
     }
     let report = ta_eval::write_report(grpo_dir)?;
     println!("\nreport: {}", report.display());
     Ok(())
+}
+
+/// Episodes a task in one model's sampled evaluation.
+fn per_task(ts: &[ta_types::Trajectory]) -> usize {
+    ts.len() / ts.iter().map(|t| &t.scenario_id).collect::<std::collections::HashSet<_>>().len().max(1)
 }
 
 /// The metrics table of `evaluated` under `labels`, and the paired test of the last two.
