@@ -18,8 +18,9 @@ greedy accuracy of base / SFT / SFT+GRPO with 95% Wilson intervals, and the pair
 p-value (two-sided, exact binomial on the discordant questions) of SFT vs base and SFT+GRPO vs SFT.
 With OUT_DIR2 (a second recipe on the same questions): recipe 2 vs recipe 1 for SFT and for
 SFT+GRPO, paired by (database, scenario id). Then the issue's "done when" figures. Where
-TA_CHECK_SAMPLED left `check-sampled/` (SFT and SFT+GRPO, k episodes a question at temperature
-1.0), their pass@1 per database and pooled, with a paired bootstrap over questions (`sampled`). Where
+a sampled check left `check-sampled/` (natural_check.sh's TA_CHECK_SAMPLED, or fit's
+`--check-samples` in benches/fit_natural.sh: SFT and SFT+GRPO, k episodes a question at
+temperature 1.0), their pass@1 per database and pooled, with a paired bootstrap over questions (`sampled`). Where
 TA_CHECK_STEPS left `check-step-N/` (the same evaluation with step N's checkpoint as `trained`), a
 diagnostic table of each step's accuracy and its McNemar test against the SFT adapter (check/'s
 episodes of it, handed to each step's evaluation), also pooled over the databases for the steps
@@ -242,7 +243,7 @@ def steps_rows(steps):
 
 
 def read_sampled(out_dir, dbs):
-    """TA_CHECK_SAMPLED's check-sampled/ of the databases in `dbs`: {db: {"SFT", "SFT+GRPO": {(db,
+    """The sampled checks (check-sampled/) of the databases in `dbs`: {db: {"SFT", "SFT+GRPO": {(db,
     id): pass@1}, "k": episodes a question}} (its labels are `baseline` and `trained`), and notes."""
     out, notes = {}, []
     for name in dbs:
@@ -265,7 +266,7 @@ def read_sampled(out_dir, dbs):
 
 def sampled_rows(sampled):
     """[(name, row)]: each database, then the pools as rows_of makes them: n, k, pass@1 of SFT and of
-    SFT+GRPO with bootstrap intervals over questions, and the paired bootstrap of the difference."""
+    SFT+GRPO, and the paired bootstrap over questions of their difference."""
     def row(names):
         sft = {k: v for n in names for k, v in sampled[n]["SFT"].items()}
         grpo = {k: v for n in names for k, v in sampled[n]["SFT+GRPO"].items()}
@@ -282,7 +283,7 @@ def sampled_rows(sampled):
 
 
 def print_sampled(rows):
-    print("\n### people's questions sampled (TA_CHECK_SAMPLED: k episodes a question at temperature 1.0)\n")
+    print("\n### people's questions sampled (check-sampled/: k episodes a question at temperature 1.0)\n")
     print("pass@1 (the mean over questions of each one's share of right episodes); SFT+GRPO against SFT by a paired "
           "bootstrap over questions (10,000 resamples, seed 0): the difference in points, its 95% interval and p.\n")
     print("| database | n | k | SFT pass@1 | SFT+GRPO pass@1 | difference [95% CI] | p |")

@@ -104,8 +104,8 @@ pub struct Trajectory {
     /// Failed calls followed later by a successful call.
     pub recovered_errors: u32,
     /// The `complete_task` answer repeats a tool error the server returned in the episode: the
-    /// agent handed in the error instead of an answer (rules score it as an episode that ran out
-    /// of turns, not as a finished one).
+    /// agent handed in the error instead of an answer (the rules score it below any episode that
+    /// ran out of turns: `ta_reward::rules::score`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub answered_with_error: bool,
     #[serde(default)]

@@ -320,9 +320,9 @@ pub async fn execute(job: Job) -> Result<()> {
     }
 
     // The check set, which training never saw: base, SFT and SFT+GRPO greedy, then SFT and
-    // SFT+GRPO sampled.
+    // SFT+GRPO sampled. Both play with the flags below, built once when either is due.
     if let Some(check) = &check_set {
-        if check_due || sampled_due {
+        let argv = if check_due || sampled_due {
             let file = match &check.scenarios {
                 CheckScenarios::File(p) => p.clone(),
                 CheckScenarios::Text(text) => {
@@ -363,35 +363,33 @@ pub async fn execute(job: Job) -> Result<()> {
                 "--tool-result-max-chars".into(),
                 view.clone(),
             ]);
-            if check_due {
-                let mut greedy = argv.clone();
-                greedy.extend(["--compare-base".into(), "--out".into(), path(&check_dir)]);
-                // The three models play at once, on the engine train used.
-                let estimate = rates.evaluation(1.0, 3 * check.questions, 1.0);
-                let what = format!("{} as a check set: base, SFT, SFT+GRPO", check.label);
-                let (args, t) = stages.start("eval", &what, &greedy, Some(estimate))?;
-                eval::run(args, engine.as_ref()).await?;
-                stages.done(t)?;
-            } else {
-                stages.skip("eval");
-            }
-            if sampled_due {
-                // `eval --rollouts` samples at temperature 1.0; the seed is GRPO's.
-                let n = check.samples.to_string();
-                argv.extend(["--rollouts".into(), n, "--seed".into(), grpo.seed.to_string(), "--out".into(), path(&sampled_dir)]);
-                let estimate = rates.evaluation(1.0, 2 * check.questions * check.samples as usize, 1.0);
-                let what = format!("the same questions, {} sampled episodes each: SFT, SFT+GRPO", check.samples);
-                let (args, t) = stages.start_as(SAMPLED_CHECK_STAGE, "eval", &what, &argv, Some(estimate))?;
-                eval::run(args, engine.as_ref()).await?;
-                stages.done(t)?;
-            } else if check.samples > 0 {
-                stages.skip(SAMPLED_CHECK_STAGE);
-            }
+            argv
+        } else {
+            Vec::new()
+        };
+        if check_due {
+            let mut greedy = argv.clone();
+            greedy.extend(["--compare-base".into(), "--out".into(), path(&check_dir)]);
+            // The three models play at once, on the engine train used.
+            let estimate = rates.evaluation(1.0, 3 * check.questions, 1.0);
+            let what = format!("{} as a check set: base, SFT, SFT+GRPO", check.label);
+            let (args, t) = stages.start("eval", &what, &greedy, Some(estimate))?;
+            eval::run(args, engine.as_ref()).await?;
+            stages.done(t)?;
         } else {
             stages.skip("eval");
-            if check.samples > 0 {
-                stages.skip(SAMPLED_CHECK_STAGE);
-            }
+        }
+        if sampled_due {
+            // `eval --rollouts` samples at temperature 1.0; the seed is GRPO's.
+            let mut sampled = argv;
+            sampled.extend(["--rollouts".into(), check.samples.to_string(), "--seed".into(), grpo.seed.to_string(), "--out".into(), path(&sampled_dir)]);
+            let estimate = rates.evaluation(1.0, 2 * check.questions * check.samples as usize, 1.0);
+            let what = format!("the same questions, {} sampled episodes each: SFT, SFT+GRPO", check.samples);
+            let (args, t) = stages.start_as(SAMPLED_CHECK_STAGE, "eval", &what, &sampled, Some(estimate))?;
+            eval::run(args, engine.as_ref()).await?;
+            stages.done(t)?;
+        } else if check.samples > 0 {
+            stages.skip(SAMPLED_CHECK_STAGE);
         }
     }
     if let Some(engine) = engine {
