@@ -290,6 +290,14 @@ pub fn one_of<T: serde::de::DeserializeOwned>() -> String {
     }
 }
 
+/// A share of something, parsed from the command line: a number from 0 to 1.
+pub fn share(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if (0.0..=1.0).contains(&x) => Ok(x),
+        _ => Err(format!("{s:?} is not a share: give a number from 0 to 1 (0.25 for a quarter)")),
+    }
+}
+
 /// Which MCP server to use and how to reach it.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ServerArgs {
@@ -491,7 +499,7 @@ impl JudgeArgs {
 mod tests {
     use clap::{Args, CommandFactory, FromArgMatches, Parser};
 
-    use super::{EpisodeArgs, EpisodeDefaults, one_of};
+    use super::{EpisodeArgs, EpisodeDefaults, one_of, share};
 
     const SOME: EpisodeDefaults = EpisodeDefaults { temperature: Some(0.5), seed: Some(3), ..EpisodeDefaults::COMMON };
 
@@ -568,6 +576,14 @@ mod tests {
     }
 
     /// A flag's list of allowed values is the enum's.
+    #[test]
+    fn a_share_is_a_number_from_0_to_1() {
+        assert_eq!((share("0"), share("0.25"), share("1")), (Ok(0.0), Ok(0.25), Ok(1.0)));
+        for bad in ["1.5", "-0.1", "a quarter", "NaN", ""] {
+            assert!(share(bad).unwrap_err().contains("from 0 to 1"), "{bad}");
+        }
+    }
+
     #[test]
     fn one_of_lists_the_enum() {
         assert_eq!(one_of::<ta_trainer::Schedule>(), "constant or cosine");

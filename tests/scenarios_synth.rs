@@ -53,30 +53,61 @@ fn synth_on_the_demo_server_then_reference_traces() {
     let summary: Value = serde_json::from_str(&std::fs::read_to_string(out_dir.join("summary.json")).unwrap()).unwrap();
     assert_eq!(summary["scenarios"], 400);
 
-    let traces_dir = dir.path().join("traces");
-    let out = Command::new(bin())
-        .args(["collect", "--reference", "--server", "train-agent demo-server", "--limit", "40", "--scenarios"])
-        .arg(out_dir.join("scenarios.jsonl"))
-        .arg("--out")
-        .arg(&traces_dir)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success() && stdout.contains("reference traces  40 of 40"), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    let traces = jsonl(&traces_dir.join("traces.jsonl"));
+    // The default: a quarter of the traces first write their query with a slip the server
+    // rejects (shown, weight 0), then the right query; `--recovery-share 0`: none.
+    let collect = |name: &str, share: &str| {
+        let traces_dir = dir.path().join(name);
+        let out = Command::new(bin())
+            .args(["collect", "--reference", "--server", "train-agent demo-server", "--limit", "40", "--recovery-share", share, "--scenarios"])
+            .arg(out_dir.join("scenarios.jsonl"))
+            .arg("--out")
+            .arg(&traces_dir)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success() && stdout.contains("reference traces  40 of 40"), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+        jsonl(&traces_dir.join("traces.jsonl"))
+    };
     let by_id: HashMap<&str, &Value> = scenarios.iter().map(|s| (s["id"].as_str().unwrap(), s)).collect();
-    for t in &traces {
-        let s = by_id[t["scenario_id"].as_str().unwrap()];
-        assert_eq!(t["reward_parts"]["ground_truth"], 1.0);
-        let messages = t["messages"].as_array().unwrap();
-        let calls: Vec<&str> = messages.iter().filter_map(|m| m["tool_calls"][0]["function"]["name"].as_str()).collect();
-        let steps: Vec<&str> = s["reference"].as_array().unwrap().iter().map(|r| r["tool"].as_str().unwrap()).collect();
-        assert_eq!(calls[..calls.len() - 1], steps[..], "the reference steps, replayed");
-        assert_eq!(calls.last(), Some(&"complete_task"));
-        assert!(
-            messages[messages.len() - 2]["content"].as_str().unwrap().ends_with("row)") || messages[messages.len() - 2]["content"].as_str().unwrap().contains("rows)"),
-            "the query's real result is in the trace"
-        );
+    for (name, share) in [("traces", "0.25"), ("direct", "0")] {
+        let mut slipped = 0;
+        for t in &collect(name, share) {
+            let s = by_id[t["scenario_id"].as_str().unwrap()];
+            assert_eq!(t["reward_parts"]["ground_truth"], 1.0);
+            let messages = t["messages"].as_array().unwrap();
+            let steps: Vec<&Value> = s["reference"].as_array().unwrap().iter().collect();
+            let turns: Vec<(usize, &Value)> = messages.iter().enumerate().filter(|(_, m)| m["role"] == "assistant").collect();
+            let mut calls: Vec<&Value> = Vec::new();
+            for (i, turn) in &turns {
+                let call = &turn["tool_calls"][0]["function"];
+                if turn.get("weight").is_some() {
+                    // the slip: a query the server rejected, not trained, then the right one
+                    slipped += 1;
+                    assert_eq!((turn["weight"].as_u64(), call["name"].as_str()), (Some(0), Some("run_query")), "{turn}");
+                    assert!(messages[i + 1]["content"].as_str().unwrap().starts_with("Error: "), "the server's error: {}", messages[i + 1]);
+                    let right = &messages[i + 2]["tool_calls"][0]["function"];
+                    assert_eq!(right["name"], "run_query");
+                    assert_ne!(right["arguments"], call["arguments"], "repaired");
+                    assert_eq!((t["tool_errors"].as_u64(), t["outcome"].as_str()), (Some(1), Some("completed")));
+                } else {
+                    calls.push(call);
+                }
+            }
+            let names: Vec<&str> = calls.iter().map(|c| c["name"].as_str().unwrap()).collect();
+            assert_eq!(names[..names.len() - 1], steps.iter().map(|r| r["tool"].as_str().unwrap()).collect::<Vec<_>>()[..], "the reference steps, replayed");
+            let sql: Value = serde_json::from_str(calls[calls.len() - 2]["arguments"].as_str().unwrap()).unwrap();
+            assert_eq!(sql["sql"], steps[steps.len() - 1]["arguments"]["sql"], "the right query is the reference's");
+            assert_eq!(names.last(), Some(&"complete_task"));
+            assert!(
+                messages[messages.len() - 2]["content"].as_str().unwrap().ends_with("row)")
+                    || messages[messages.len() - 2]["content"].as_str().unwrap().contains("rows)"),
+                "the query's real result is in the trace"
+            );
+        }
+        match share {
+            "0" => assert_eq!(slipped, 0),
+            _ => assert!((5..=15).contains(&slipped), "about a quarter of 40 traces slip: {slipped}"),
+        }
     }
 }
 

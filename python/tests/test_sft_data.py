@@ -146,6 +146,21 @@ def test_train_on_last_trains_only_the_final_reply(tokenizer):
     assert ids == tokenize_conversation(tokenizer, CONVERSATION, TOOLS)[0], "the mask changes, not the tokens"
 
 
+def test_a_turn_of_weight_0_is_shown_not_trained(tokenizer):
+    """A reference trace's slip (`collect --recovery-share`): the model sees the failed query in its
+    context, and learns the turns after it, not the slip."""
+    slipped = copy.deepcopy(CONVERSATION)
+    slipped[4]["weight"] = 0
+    ids, mask = tokenize_conversation(tokenizer, slipped, TOOLS)
+    assert ids == tokenize_conversation(tokenizer, CONVERSATION, TOOLS)[0], "the same tokens, another mask"
+    replies = [tokenizer.decode(ids[a:b]) for a, b in trained_spans(ids, mask)]
+    assert len(replies) == 2 and "list_tables" in replies[0] and "complete_task" in replies[1], replies
+    untrained = tokenizer.decode([t for t, m in zip(ids, mask) if not m])
+    assert "Counting them." in untrained and "SELECT count(*) FROM departments" in untrained
+    slipped[6]["weight"] = 1
+    assert tokenize_conversation(tokenizer, slipped, TOOLS)[1] == mask, "weight 1 trains, as no weight does"
+
+
 def test_a_template_that_rewrites_earlier_turns_is_refused_with_a_hint(tiny_model_dir):
     tok = copy.deepcopy(load_tokenizer(ModelSource.parse(str(tiny_model_dir))))
     tok.chat_template = (
@@ -162,18 +177,26 @@ def test_a_template_that_rewrites_earlier_turns_is_refused_with_a_hint(tiny_mode
 def test_dataset_rows_round_trip_through_parquet(tmp_path, tiny_model_dir):
     rows = [
         {"messages": CONVERSATION, "tools": TOOLS, "id": "dept#0", "scenario_id": "dept", "source": "reference"},
+        {
+            "messages": CONVERSATION[:4] + [{**CONVERSATION[4], "weight": 0}] + CONVERSATION[5:],
+            "tools": TOOLS,
+            "id": "slip#0",
+            "scenario_id": "slip",
+            "source": "reference",
+        },
         {"messages": CONVERSATION[:2], "tools": TOOLS, "id": "q#0", "scenario_id": "q", "source": "teacher"},
     ]
     src = tmp_path / "train.jsonl"
     src.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    assert write_parquet(src, tmp_path / "train.parquet") == 2
+    assert write_parquet(src, tmp_path / "train.parquet") == 3
     back = read_dataset(tmp_path / "train.parquet")
-    assert [r["tools"] for r in back] == [TOOLS, TOOLS]
+    assert [r["tools"] for r in back] == [TOOLS, TOOLS, TOOLS]
+    assert [m["weight"] for m in back[1]["messages"]] == [None] * 4 + [0, None, None], "the slip's weight kept"
     assert back[0]["messages"][4]["tool_calls"][0]["function"] == CONVERSATION[4]["tool_calls"][0]["function"]
     tok = load_tokenizer(ModelSource.parse(str(tiny_model_dir)))
     from_jsonl, s1 = tokenize_dataset(tok, read_dataset(tmp_path), max_len=10_000)
     from_parquet, s2 = tokenize_dataset(tok, back, max_len=10_000)
-    assert from_jsonl == from_parquet and len(from_jsonl) == 1
-    assert s1["no_assistant_turn"] == 1 and s1["kept"] == 1
+    assert from_jsonl == from_parquet and len(from_jsonl) == 2
+    assert s1["no_assistant_turn"] == 1 and s1["kept"] == 2
     _, short = tokenize_dataset(tok, back, max_len=50)
-    assert short["too_long"] == 1 and short["kept"] == 0
+    assert short["too_long"] == 2 and short["kept"] == 0

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 use indicatif::ProgressBar;
 use ta_sft::collect::{CollectOptions, collect};
-use ta_sft::reference::{ReferenceOptions, reference_traces};
+use ta_sft::reference::{DEFAULT_RECOVERY_SHARE, ReferenceOptions, reference_traces};
 use ta_types::Split;
 use ta_types::trace::{SOURCE_REJECTION_SAMPLING, TRACES_FILE, write_traces};
 
@@ -30,6 +30,12 @@ pub struct Args {
     /// `scenarios walk`) or their `reference_sql`, instead of asking a model.
     #[arg(long, conflicts_with_all = ["base_model", "base_url"])]
     reference: bool,
+    /// With --reference: the share of SQL traces that first write their query with a slip (a
+    /// column or table misnamed) that the server rejects, then the right query: the slip is shown
+    /// but not trained on (`weight` 0), so the model learns to repair an error instead of handing
+    /// it in. 0 turns it off.
+    #[arg(long, default_value_t = DEFAULT_RECOVERY_SHARE, value_parser = crate::args::share, requires = "reference")]
+    recovery_share: f64,
     /// Only scenarios of this split (validation traces would leak the evaluation into training).
     #[arg(long, default_value = "train", value_parser = clap::builder::ValueParser::new(|s: &str| s.parse::<Split>()))]
     split: Split,
@@ -72,7 +78,12 @@ pub async fn run(args: Args) -> Result<()> {
     let path = args.out.join(TRACES_FILE);
 
     if args.reference {
-        let opts = ReferenceOptions { tool_result_max_chars: args.episode.agent_config(&EPISODE, false).tool_result_max_chars, reward };
+        let opts = ReferenceOptions {
+            tool_result_max_chars: args.episode.agent_config(&EPISODE, false).tool_result_max_chars,
+            reward,
+            recovery_share: args.recovery_share,
+            seed: args.episode.seed.unwrap_or_default(),
+        };
         let (mut traces, skipped) = reference_traces(&setup.tools, &setup.system_prompt, &scenarios, &opts).await?;
         if let Some(source) = &args.source {
             traces.iter_mut().for_each(|t| t.source = source.clone());

@@ -34,13 +34,14 @@ pub fn rows(traces: &[Trace]) -> Vec<Row> {
         .collect()
 }
 
-/// One row per assistant turn: the conversation up to and including that turn.
+/// One row per trained assistant turn (not those of `weight` 0): the conversation up to and
+/// including that turn.
 pub fn unrolled_rows(traces: &[Trace]) -> Vec<Row> {
     let mut out = Vec::new();
     for t in traces {
         let mut k = 0;
         for (i, m) in t.messages.iter().enumerate() {
-            if m.role == Role::Assistant {
+            if m.role == Role::Assistant && m.weight != Some(0) {
                 out.push(Row {
                     messages: t.messages[..=i].to_vec(),
                     tools: t.tools.clone(),
@@ -123,8 +124,17 @@ mod tests {
         assert_eq!(rows[0].messages, messages[..3].to_vec());
         assert_eq!(rows[1].messages, messages);
         assert_eq!(rows[1].id, "q#0/1");
-        let v = serde_json::to_value(&super::rows(&[t])[0]).unwrap();
+        let v = serde_json::to_value(&super::rows(std::slice::from_ref(&t))[0]).unwrap();
         assert_eq!(v["messages"][2]["tool_calls"][0]["function"]["arguments"], "{}");
         assert!(v.get("tools").is_some() && v.get("source").is_some());
+        assert!(v["messages"][2].get("weight").is_none(), "no weight written where none is set");
+
+        // a slip (weight 0) is context for the turns after it, never a row's trained turn
+        let mut slipped = t.clone();
+        slipped.messages[2].weight = Some(0);
+        let rows = unrolled_rows(&[slipped]);
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].messages[2].weight, Some(0));
+        assert_eq!(serde_json::to_value(&rows[0]).unwrap()["messages"][2]["weight"], 0);
     }
 }

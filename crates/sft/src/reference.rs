@@ -13,12 +13,17 @@
 
 use std::time::Instant;
 
+use rand::Rng;
+use rand::SeedableRng;
+use rand::seq::SliceRandom;
+use rand_chacha::ChaCha8Rng;
 use regex::Regex;
 use serde_json::{Value, json};
 use ta_reward::RewardConfig;
 use ta_rollout::ToolHost;
 use ta_rollout::agent::truncate;
 use ta_synth::SqlTools;
+use ta_synth::mistake::Named;
 use ta_types::scenario::ExpectedRule;
 use ta_types::trajectory::GroupRef;
 use ta_types::{Expected, Message, Outcome, ReferenceStep, Role, Scenario, ToolCall, Trajectory};
@@ -26,10 +31,22 @@ use ta_types::{Expected, Message, Outcome, ReferenceStep, Role, Scenario, ToolCa
 use crate::SftError;
 use ta_types::trace::{SOURCE_REFERENCE, Trace};
 
+/// The share of SQL reference traces that show a slip and its repair (`collect
+/// --recovery-share`): enough that the model learns what to do after an error, few enough that
+/// most traces stay the direct path.
+pub const DEFAULT_RECOVERY_SHARE: f64 = 0.25;
+
 #[derive(Debug, Clone)]
 pub struct ReferenceOptions {
     pub tool_result_max_chars: usize,
     pub reward: RewardConfig,
+    /// The share of traces whose query is first written with a slip (a column or table misnamed,
+    /// [`ta_synth::mistake`]) that the server rejects, then written right: the slip's turn has
+    /// `weight` 0 (shown, not trained), so SFT teaches the repair after an error and not the slip.
+    /// Only where the server has a SQL query tool; 0 turns it off.
+    pub recovery_share: f64,
+    /// Which traces get a slip, and which slip.
+    pub seed: u64,
 }
 
 /// A scenario that got no trace, and why.
@@ -62,6 +79,7 @@ pub async fn reference_traces<T: ToolHost>(
     };
     let mut traces = Vec::new();
     let mut skipped = Vec::new();
+    let mut rng = ChaCha8Rng::seed_from_u64(opts.seed);
     for s in scenarios {
         let skip = |reason: String| Skipped { scenario_id: s.id.clone(), reason };
         let steps = match steps_of(s, sql_tools.as_ref(), &listing) {
@@ -79,7 +97,8 @@ pub async fn reference_traces<T: ToolHost>(
             skipped.push(skip("a regex ground truth cannot be written as the answer".into()));
             continue;
         };
-        match episode(tools, system_prompt, s, &steps, &answer, opts).await? {
+        let slip = sql_tools.as_ref().filter(|_| rng.random::<f64>() < opts.recovery_share).map(|t| Slip { tools: t, listing: &listing, rng: &mut rng });
+        match episode(tools, system_prompt, s, &steps, &answer, opts, slip).await? {
             Ok(t) => {
                 if t.reward_parts.ground_truth.unwrap_or(0.0) < 1.0 {
                     skipped.push(skip(format!("the answer {answer:?} fails the ground truth")));
@@ -139,11 +158,18 @@ async fn episode<T: ToolHost>(
     steps: &[ReferenceStep],
     answer: &str,
     opts: &ReferenceOptions,
+    mut slip: Option<Slip<'_>>,
 ) -> Result<Result<Trajectory, String>, SftError> {
     let started = Instant::now();
     let mut t = Trajectory::start(&s.id, GroupRef::default(), SOURCE_REFERENCE, vec![Message::system(system_prompt), Message::user(&s.task)]);
     let mut last = String::new();
     for (i, step) in steps.iter().enumerate() {
+        // One slip a trace, before its first query.
+        if slip.as_ref().is_some_and(|sl| sl.tools.query.name == step.tool && !step.with_previous)
+            && let Some(mut slip) = slip.take()
+        {
+            slip.before(tools, &mut t, step, opts).await?;
+        }
         match call(tools, &mut t, step, opts).await? {
             Ok(text) => last = text,
             Err(e) => return Ok(Err(format!("step {} ({}) failed: {}", i + 1, step.tool, truncate(&e, 300)))),
@@ -206,6 +232,52 @@ async fn call<T: ToolHost>(tools: &T, t: &mut Trajectory, step: &ReferenceStep, 
     let text = truncate(&result.text, opts.tool_result_max_chars);
     t.messages.push(Message::tool(id, name, if result.is_error { format!("Error: {text}") } else { text.clone() }));
     Ok(if result.is_error { Err(text) } else { Ok(text) })
+}
+
+/// A slip to make before a trace's query, and what it needs to make one.
+struct Slip<'a> {
+    tools: &'a SqlTools,
+    listing: &'a str,
+    rng: &'a mut ChaCha8Rng,
+}
+
+/// How many slips are tried on the server before a trace goes without one (a slip the server
+/// answers without an error named a real column).
+const SLIP_TRIES: usize = 3;
+
+impl Slip<'_> {
+    /// Calls the query tool with `step`'s SQL misnamed, kept only when the server answers with an
+    /// error: its turn gets `weight` 0, and the trace's next turn, the right query, is a
+    /// recovery. A column is a name the results so far show (the describe calls); a table one
+    /// the query reads from. Nothing is added when no slip fails.
+    async fn before<T: ToolHost>(&mut self, tools: &T, t: &mut Trajectory, step: &ReferenceStep, opts: &ReferenceOptions) -> Result<(), SftError> {
+        let Some(sql) = step.arguments.get(&self.tools.query.arg).and_then(Value::as_str) else { return Ok(()) };
+        let tables = tables_of(sql, self.listing);
+        let shown: Vec<&str> = t.messages.iter().filter(|m| m.role == Role::Tool).filter_map(|m| m.content.as_deref()).collect();
+        let kind_of = |name: &str| {
+            let word = Regex::new(&format!(r"(?i)\b{}\b", regex::escape(name))).expect("escaped");
+            if tables.iter().any(|x| x.eq_ignore_ascii_case(name)) { Some(Named::Table) } else { shown.iter().any(|text| word.is_match(text)).then_some(Named::Column) }
+        };
+        let mut slips = ta_synth::mistake::slips(sql, kind_of);
+        slips.shuffle(self.rng);
+        for wrong in slips.into_iter().take(SLIP_TRIES) {
+            let (messages, turns, calls) = (t.messages.len(), t.num_turns, t.tool_calls);
+            let mut arguments = step.arguments.clone();
+            arguments.insert(self.tools.query.arg.clone(), Value::String(wrong));
+            let wrong_step = ReferenceStep { arguments, ..step.clone() };
+            if call(tools, t, &wrong_step, opts).await?.is_err() {
+                if let Some(turn) = t.messages.iter_mut().rev().find(|m| m.role == Role::Assistant) {
+                    turn.weight = Some(0);
+                }
+                t.tool_errors += 1;
+                t.recovered_errors += 1;
+                return Ok(());
+            }
+            t.messages.truncate(messages);
+            (t.num_turns, t.tool_calls) = (turns, calls);
+        }
+        Ok(())
+    }
 }
 
 /// The tables a query reads (after FROM or JOIN), in order of appearance, that the server lists

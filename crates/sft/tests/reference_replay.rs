@@ -27,7 +27,7 @@ async fn reference_steps_replay_on_a_non_sql_server() {
     let discovery = client.discover().await.unwrap();
     let tools = McpTools::new(Arc::new(client), ToolCatalog::from_discovery(&discovery));
     let scenarios = parse_scenarios(SCENARIOS, "inline").unwrap();
-    let opts = ReferenceOptions { tool_result_max_chars: 4000, reward: Default::default() };
+    let opts = ReferenceOptions { tool_result_max_chars: 4000, reward: Default::default(), recovery_share: 1.0, seed: 0 };
     let (traces, skipped) = reference_traces(&tools, "You are an agent.", &scenarios, &opts).await.unwrap();
     tools.client().close().await;
 

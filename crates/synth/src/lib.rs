@@ -20,6 +20,7 @@ pub mod compare;
 pub mod exec;
 pub mod grammar;
 pub mod meta;
+pub mod mistake;
 pub mod names;
 pub mod schema;
 mod scope;

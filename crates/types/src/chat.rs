@@ -32,11 +32,17 @@ pub struct Message {
     pub tool_call_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// OpenAI fine-tuning's per-message `weight`: `0` on an assistant turn that SFT shows as
+    /// context but does not train on (a reference trace's deliberate mistake, so that the model
+    /// learns the recovery that follows it and not the mistake); absent or `1` trains it. Never
+    /// set on what a model played.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<u8>,
 }
 
 impl Message {
     fn text(role: Role, content: impl Into<String>) -> Self {
-        Message { role, content: Some(content.into()), reasoning_content: None, tool_calls: Vec::new(), tool_call_id: None, name: None }
+        Message { role, content: Some(content.into()), reasoning_content: None, tool_calls: Vec::new(), tool_call_id: None, name: None, weight: None }
     }
 
     pub fn system(content: impl Into<String>) -> Self {

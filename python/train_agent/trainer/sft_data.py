@@ -5,7 +5,8 @@ prompts (chat_format.render_prompt: the model's chat template with tools, or the
                                             [--summary summary.json] [--max-len 4096] [--train-on all|last]
     python -m train_agent.trainer.sft_data parquet IN.jsonl OUT.parquet
 
-The loss mask comes from the template, prefix by prefix. For assistant message i:
+The loss mask comes from the template, prefix by prefix. For assistant message i (unless its `weight`
+is 0: OpenAI fine-tuning's way to show a turn without training on it):
 
     before = render_prompt(messages[:i], add_generation_prompt=True)    what the engine sends the model
     upto   = render_prompt(messages[:i+1], add_generation_prompt=False)  the same plus the reply
@@ -37,9 +38,10 @@ class TemplateError(ValueError):
 
 
 def assistant_spans(tokenizer, messages: list[dict], tools: list[dict] | None, train_on: str = "all"):
-    """The conversation's text and the character spans of the assistant replies that get loss."""
+    """The conversation's text and the character spans of the assistant replies that get loss: every
+    one but those of `weight` 0 (OpenAI fine-tuning's per-message weight: shown, not trained)."""
     msgs = normalize_messages(messages)
-    targets = [i for i, m in enumerate(msgs) if m["role"] == "assistant"]
+    targets = [i for i, m in enumerate(msgs) if m["role"] == "assistant" and messages[i].get("weight", 1) != 0]
     if train_on == "last":
         targets = targets[-1:]
     if not targets:
@@ -171,6 +173,7 @@ def parquet_schema():
             ("tool_calls", pa.list_(call)),
             ("tool_call_id", pa.string()),
             ("name", pa.string()),
+            ("weight", pa.int8()),
         ]
     )
     tool = pa.struct(
