@@ -24,6 +24,8 @@
 #   TA_STEPS       fit's `--steps` (default: fit's own)
 #   TA_VALIDATION_LIMIT  fit's `--validation-limit` (default: all; the base model's validation of
 #                  ~290 tasks took ~2 minutes of a demo: benches/RESULTS.md, "Run 26")
+#   TA_RECOVERY_SHARE  fit's `--recovery-share`: SFT traces that show a slip and its repair
+#                  (default: fit's own, none)
 #   TA_CHECK_SAMPLED  K episodes a question in the sampled check (fit's `--check-samples`: 8; 0:
 #                  none)
 #
@@ -40,9 +42,10 @@ SAMPLED=${TA_CHECK_SAMPLED:-8}
 [[ $SAMPLED =~ ^[0-9]+$ ]] || { echo "TA_CHECK_SAMPLED=$SAMPLED: a number of episodes (0: none)" >&2; exit 2; }
 per_gpu=$(( (${#dbs[@]} + ${#gpus[@]} - 1) / ${#gpus[@]} ))
 UTIL=${TA_GPU_UTIL:-$(python3 -c "print(round(0.4 / $per_gpu, 3))")}
-sizes=()
-if [[ -n ${TA_STEPS:-} ]]; then sizes+=(--steps "$TA_STEPS"); fi
-if [[ -n ${TA_VALIDATION_LIMIT:-} ]]; then sizes+=(--validation-limit "$TA_VALIDATION_LIMIT"); fi
+knobs=()
+if [[ -n ${TA_STEPS:-} ]]; then knobs+=(--steps "$TA_STEPS"); fi
+if [[ -n ${TA_VALIDATION_LIMIT:-} ]]; then knobs+=(--validation-limit "$TA_VALIDATION_LIMIT"); fi
+if [[ -n ${TA_RECOVERY_SHARE:-} ]]; then knobs+=(--recovery-share "$TA_RECOVERY_SHARE"); fi
 mkdir -p "$TA_OUT"
 
 # One database's fit; records its exit status in TA_OUT/NAME/rc.
@@ -58,7 +61,7 @@ run_db() {
   export CUDA_VISIBLE_DEVICES=$gpu TRAIN_AGENT_GPU_MEMORY_UTILIZATION=$UTIL
   stamp "fit on GPU $gpu"
   "$TA_BIN" fit --server "$(server_of "$name")" --check-set "$questions" --base-model "$TA_MODEL" \
-    --check-samples "$SAMPLED" --profile gpu "${sizes[@]}" --out "$d" >> "$d/fit.log" 2>&1 || rc=$?
+    --check-samples "$SAMPLED" --profile gpu "${knobs[@]}" --out "$d" >> "$d/fit.log" 2>&1 || rc=$?
   stamp "exit $rc"
   echo "$rc" > "$d/rc"
 }

@@ -137,6 +137,8 @@ fn fit_on_mcp_server_sqlite_offers_only_read_tools_and_continues_when_run_again(
         check.to_str().unwrap(),
         "--check-samples",
         "2",
+        "--recovery-share",
+        "1",
         "--out",
         out.to_str().unwrap(),
     ];
@@ -169,6 +171,21 @@ fn fit_on_mcp_server_sqlite_offers_only_read_tools_and_continues_when_run_again(
     // One engine for train and eval, started once (after SFT on a CPU): its start-up is its own
     // record, and neither stage starts another.
     assert_eq!(names, ["scenarios synth", "collect", "curate", "sft", "engine", "train", "eval", "eval sampled"]);
+    // --recovery-share reaches collect: every SFT trace first writes its query with a slip that
+    // this third-party server rejects, shown with weight 0, then the right one.
+    assert!(stages[1]["command"].as_str().unwrap().contains("--recovery-share 1"), "{}", stages[1]["command"]);
+    let traces = jsonl(&out.join("traces/traces.jsonl"));
+    assert!(!traces.is_empty());
+    for t in &traces {
+        let turns: Vec<&Value> = t["messages"].as_array().unwrap().iter().filter(|m| m["role"] == "assistant").collect();
+        let slips: Vec<&&Value> = turns.iter().filter(|m| m["weight"] == 0).collect();
+        assert_eq!(slips.len(), 1, "{t}");
+        assert_eq!(slips[0]["tool_calls"][0]["function"]["name"], "read_query", "{t}");
+        // the server prints its SQL error as plain text, without isError
+        let messages = t["messages"].as_array().unwrap();
+        let at = messages.iter().position(|m| m["weight"] == 0).unwrap();
+        assert!(messages[at + 1]["content"].as_str().unwrap().starts_with("Database error: "), "{}", messages[at + 1]);
+    }
     assert!(stages.iter().all(|s| s["seconds"].as_f64().is_some_and(|t| t >= 0.0)));
     assert!(stages.iter().filter(|s| s["stage"] != "engine").all(|s| s["command"].as_str().unwrap().starts_with("train-agent ")));
     assert!(stderr.contains("engine for train and eval: ready after") && stderr.contains("(after SFT)"), "{stderr}");

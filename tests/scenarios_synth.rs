@@ -53,8 +53,8 @@ fn synth_on_the_demo_server_then_reference_traces() {
     let summary: Value = serde_json::from_str(&std::fs::read_to_string(out_dir.join("summary.json")).unwrap()).unwrap();
     assert_eq!(summary["scenarios"], 400);
 
-    // The default: a quarter of the traces first write their query with a slip the server
-    // rejects (shown, weight 0), then the right query; `--recovery-share 0`: none.
+    // `--recovery-share 0.25`: a quarter of the traces first write their query with a slip the
+    // server rejects (shown, weight 0), then the right query; 0 (the default): none.
     let collect = |name: &str, share: &str| {
         let traces_dir = dir.path().join(name);
         let out = Command::new(bin())

@@ -32,9 +32,10 @@ use crate::SftError;
 use ta_types::trace::{SOURCE_REFERENCE, Trace};
 
 /// The share of SQL reference traces that show a slip and its repair (`collect
-/// --recovery-share`): enough that the model learns what to do after an error, few enough that
-/// most traces stay the direct path.
-pub const DEFAULT_RECOVERY_SHARE: f64 = 0.25;
+/// --recovery-share`, `fit --recovery-share`): none by default, because a quarter of them made
+/// SFT worse on people's questions: the adapter stopped handing errors in, and instead repeated
+/// its failing query word for word until it ran out of turns (benches/RESULTS.md, "Run 28").
+pub const DEFAULT_RECOVERY_SHARE: f64 = 0.0;
 
 #[derive(Debug, Clone)]
 pub struct ReferenceOptions {
@@ -265,12 +266,16 @@ impl Slip<'_> {
             let mut arguments = step.arguments.clone();
             arguments.insert(self.tools.query.arg.clone(), Value::String(wrong));
             let wrong_step = ReferenceStep { arguments, ..step.clone() };
-            if call(tools, t, &wrong_step, opts).await?.is_err() {
+            let reply = call(tools, t, &wrong_step, opts).await?;
+            if reply.as_ref().map_or(true, |text| reads_as_error(text)) {
                 if let Some(turn) = t.messages.iter_mut().rev().find(|m| m.role == Role::Assistant) {
                     turn.weight = Some(0);
                 }
-                t.tool_errors += 1;
-                t.recovered_errors += 1;
+                // Counted as the agent loop counts: only what the server flags.
+                if reply.is_err() {
+                    t.tool_errors += 1;
+                    t.recovered_errors += 1;
+                }
                 return Ok(());
             }
             t.messages.truncate(messages);
@@ -278,6 +283,12 @@ impl Slip<'_> {
         }
         Ok(())
     }
+}
+
+/// Whether a reply the server did not flag as an error is one: some servers print SQL errors as
+/// plain text (PyPI's `mcp-server-sqlite`: "Database error: no such column: …").
+fn reads_as_error(text: &str) -> bool {
+    text.lines().next().is_some_and(|first| first.to_lowercase().contains("error:"))
 }
 
 /// The tables a query reads (after FROM or JOIN), in order of appearance, that the server lists
@@ -299,6 +310,14 @@ fn tables_of(sql: &str, listing: &str) -> Vec<String> {
 mod tests {
     use super::*;
     use ta_reward::ground_truth::shows;
+
+    #[test]
+    fn an_error_printed_as_text_reads_as_one() {
+        assert!(reads_as_error("Database error: no such column: nme"));
+        assert!(reads_as_error("Error: SQL error: no such table: employee"));
+        assert!(!reads_as_error("name\nerror: a value\n(1 row)"), "a result that shows the word further down is a result");
+        assert!(!reads_as_error("[{'n': 3}]"));
+    }
 
     #[test]
     fn tables_are_the_listed_ones_after_from_and_join() {

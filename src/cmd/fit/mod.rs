@@ -18,6 +18,7 @@ use crate::server::Server;
 pub use plan::TaskSource;
 use profile::{GPU_STEPS, ProfileArgs, Rates, about};
 use run::{CheckScenarios, CheckSet, Job};
+use ta_sft::reference::DEFAULT_RECOVERY_SHARE;
 
 /// Tasks `scenarios synth` writes: more than a database's distinct questions usually give, so
 /// the split sizes come from the database (the demo's gives >= 1,000 train and >= 200
@@ -47,6 +48,10 @@ pub struct Args {
     /// `anthropic/MODEL`, `local/MODEL`... as `scenarios paraphrase` and `generate` take it.
     #[arg(long, value_name = "MODEL")]
     teacher: Option<String>,
+    /// The share of SFT's reference traces that first write their query with a slip the server
+    /// rejects, then the right one (`collect --recovery-share`; SQL servers only).
+    #[arg(long, value_name = "SHARE", default_value_t = DEFAULT_RECOVERY_SHARE, value_parser = crate::args::share)]
+    recovery_share: f64,
     /// Where every stage writes; running the same command again continues.
     #[arg(long, value_name = "DIR", default_value = "runs/fit")]
     out: PathBuf,
@@ -82,6 +87,7 @@ pub async fn run(args: Args) -> Result<()> {
         synth_n: SYNTH_N,
         profile,
         check_set,
+        recovery_share: args.recovery_share,
     };
     println!("{}", plan_text(&job, &server.description));
     if args.plan {

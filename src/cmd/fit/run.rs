@@ -39,6 +39,8 @@ pub struct Job {
     pub synth_n: usize,
     pub profile: Profile,
     pub check_set: Option<CheckSet>,
+    /// `collect --recovery-share` for SFT's reference traces.
+    pub recovery_share: f64,
 }
 
 /// Questions training never sees, evaluated on base, SFT and SFT+GRPO at the end.
@@ -178,7 +180,7 @@ pub fn commands(job: &Job) -> Vec<&'static str> {
 
 pub async fn execute(job: Job) -> Result<()> {
     let of = commands(&job).len();
-    let Job { command, out, server, chooses_tools, source, synth_n, profile, check_set } = job;
+    let Job { command, out, server, chooses_tools, source, synth_n, profile, check_set, recovery_share } = job;
     let Profile { gpu, keep, train_limit, validation_limit, sft_share, mut sft, mut grpo, max_model_len, .. } = profile;
     anyhow::ensure!(
         sft_share > 0.0 && sft_share <= 1.0,
@@ -249,6 +251,8 @@ pub async fn execute(job: Job) -> Result<()> {
                 "train".into(),
                 "--tool-result-max-chars".into(),
                 view.clone(),
+                "--recovery-share".into(),
+                recovery_share.to_string(),
                 "--out".into(),
                 path(&traces),
             ]);
