@@ -17,6 +17,11 @@ repository root; read where they lie, never copied) and the demo's scenarios/com
 Prints the counts per database group (KaggleDBQA, demo) and model, then up to N examples of each
 kind (the question, the last query, the final answer, the expected one).
 
+Across those kinds, two habits of a failed episode are counted (benches/RESULTS.md, runs 27 and
+28): `error handed in` (the final answer is a tool's error text, or starts with "error") and
+`same query 3x` (its last three query calls are one query, word for word: greedy decoding that
+writes a failing query again until the turns run out).
+
 Then, for the questions that come with their gold SQL (KaggleDBQA's), how each names the text values
 that SQL compares with (`=`, `<>`, `!=`, `LIKE`, a `LIKE` pattern without its `%`), and how many of
 each a model answered: `no text filter`, `as stored` (every value as it stands in the question),
@@ -38,6 +43,7 @@ import natural_check as nc  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KINDS = ["right", "not completed", "no successful query", "rows held the answer", "other rows"]
 NAMINGS = ["no text filter", "as stored", "other case", "otherwise"]
+HABITS = ["error handed in", "same query 3x"]
 # A text value a query compares with: after =, <>, != or LIKE, in single or (as SQLite reads a
 # string where no column has the name) double quotes.
 COMPARED = re.compile(r"""(?:=|<>|!=|\blike)\s*(?:'((?:[^']|'')*)'|"((?:[^"]|"")*)")""", re.IGNORECASE)
@@ -79,9 +85,9 @@ def cell(text):
         return text.lower()
 
 
-def last_query_rows(messages):
-    """The result text of the last query call that did not fail, or None."""
-    calls, last = {}, None
+def query_calls(messages):
+    """[(arguments text, result text)] of the query calls, in order."""
+    calls, out = {}, []
     for m in messages:
         if m.get("role") == "assistant":
             for c in m.get("tool_calls") or []:
@@ -89,12 +95,31 @@ def last_query_rows(messages):
                     args = json.loads(c["function"]["arguments"] or "{}")
                 except (json.JSONDecodeError, TypeError):
                     args = {}
-                calls[c["id"]] = isinstance(args, dict) and ("sql" in args or "query" in args)
-        elif m.get("role") == "tool" and calls.get(m.get("tool_call_id")):
-            content = m.get("content") or ""
-            if not content.lstrip().lower().startswith("error"):
-                last = content
-    return last
+                if isinstance(args, dict) and ("sql" in args or "query" in args):
+                    calls[c["id"]] = c["function"]["arguments"]
+        elif m.get("role") == "tool" and m.get("tool_call_id") in calls:
+            out.append((calls[m["tool_call_id"]], m.get("content") or ""))
+    return out
+
+
+def habits(t):
+    """The HABITS a failed episode shows."""
+    out = set()
+    answer = (t.get("final_answer") or "").strip()
+    errors = [m.get("content") or "" for m in t.get("messages") or [] if m.get("role") == "tool"
+              and (m.get("content") or "").lstrip().lower().startswith(("error", "database error"))]
+    if answer.lower().startswith("error") or (len(answer) >= 8 and any(answer[:40] in e for e in errors)):
+        out.add("error handed in")
+    queries = [args for args, _ in query_calls(t.get("messages") or [])]
+    if len(queries) >= 3 and len(set(queries[-3:])) == 1:
+        out.add("same query 3x")
+    return out
+
+
+def last_query_rows(messages):
+    """The result text of the last query call that did not fail, or None."""
+    results = [r for _, r in query_calls(messages) if not r.lstrip().lower().startswith("error")]
+    return results[-1] if results else None
 
 
 def kind(t, question):
@@ -151,6 +176,8 @@ def classify(out_dir, qs):
                     sys.exit(f"{db}/{t['scenario_id']}: not in the check set's questions (--data?)")
                 k, named = kind(t, q), naming(q)
                 counts[(group, model)][k] += 1
+                if k != "right":
+                    counts[(group, model)].update(habits(t))
                 if named is not None:
                     namings[model][named][0] += k == "right"
                     namings[model][named][1] += 1
@@ -173,6 +200,11 @@ def main(argv=None):
     print("|---|---|" + "---:|" * len(KINDS))
     for (group, model), c in sorted(counts.items(), key=lambda kv: (kv[0][0], nc.MODELS.index(kv[0][1]))):
         print(f"| {group} | {model} | " + " | ".join(str(c[k]) for k in KINDS) + " |")
+    print("\nOf the failed episodes above, those that show a habit:\n")
+    print("| questions | model | failed | " + " | ".join(HABITS) + " |")
+    print("|---|---|---:|" + "---:|" * len(HABITS))
+    for (group, model), c in sorted(counts.items(), key=lambda kv: (kv[0][0], nc.MODELS.index(kv[0][1]))):
+        print(f"| {group} | {model} | {sum(c[k] for k in KINDS[1:])} | " + " | ".join(str(c[h]) for h in HABITS) + " |")
     if namings:
         print("\nQuestions with their gold SQL, by how they name the text values it compares with (answered / questions):\n")
         print("| model | " + " | ".join(NAMINGS) + " |")

@@ -15,14 +15,16 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import natural_failures as nf  # noqa: E402
 
 
-def episode(sid, gt, outcome="completed", results=(), args_key="sql"):
-    """A trajectory of `sid` whose query calls returned `results` (in order), judged `gt`."""
+def episode(sid, gt, outcome="completed", results=(), args_key="sql", answer="x"):
+    """A trajectory of `sid` whose query calls returned `results` (in order, each its own query),
+    judged `gt`; a result given as (query, text) names its query."""
     messages = [{"role": "user", "content": "q"}]
     for i, content in enumerate(results):
-        call = {"id": f"c{i}", "type": "function", "function": {"name": "run_query", "arguments": json.dumps({args_key: "SELECT 1"})}}
+        sql, content = content if isinstance(content, tuple) else (f"SELECT {i}", content)
+        call = {"id": f"c{i}", "type": "function", "function": {"name": "run_query", "arguments": json.dumps({args_key: sql})}}
         messages += [{"role": "assistant", "content": None, "tool_calls": [call]},
                      {"role": "tool", "content": content, "tool_call_id": f"c{i}", "name": "run_query"}]
-    return {"scenario_id": sid, "outcome": outcome, "messages": messages, "final_answer": "x",
+    return {"scenario_id": sid, "outcome": outcome, "messages": messages, "final_answer": answer,
             "reward_parts": {"ground_truth": gt}}
 
 
@@ -42,6 +44,10 @@ class Kinds(unittest.TestCase):
                 # the rows had 9, the answer did not: the last successful query counts, not the error after it
                 episode("dept-count", 0.0, results=["count(*)\n9\n(1 rows)", "Error: SQL error"]),
                 episode("research-location", 0.0, results=["location\nBoston, MA"]),  # contains, not a cell
+                # habits: the same failing query to the turn limit; an error handed in as the answer
+                episode("on-leave-count", 0.0, outcome="ran_out_of_turns", results=[("SELECT a", "Error: no such column: a")] * 3),
+                episode("dept-count", 0.0, results=["Error: SQL error: no such table: dept (hint: …)"], answer="no such table: dept (hint: …)"),
+                episode("dept-count", 1.0, results=[("SELECT a", "count(*)\n9")] * 3),  # right: no habit counted
             ]
             base = [episode("on-leave-count", 0.0, results=["count(*)\n4"])]
             for label, eps in (("trained", trained), ("base", base)):
@@ -49,14 +55,17 @@ class Kinds(unittest.TestCase):
                     f.writelines(json.dumps(e) + "\n" for e in eps)
             counts, examples, namings = nf.classify(os.path.join(tmp, "out"), nf.questions(tmp))
             self.assertEqual(namings, {}, "the demo's questions come without their SQL")
-            self.assertEqual(counts[("demo", "SFT")], {"right": 1, "not completed": 1, "no successful query": 2,
-                                                       "rows held the answer": 1, "other rows": 1})
+            self.assertEqual(counts[("demo", "SFT")], {"right": 2, "not completed": 2, "no successful query": 3,
+                                                       "rows held the answer": 1, "other rows": 1,
+                                                       "error handed in": 1, "same query 3x": 1})
             self.assertEqual(counts[("demo", "base")], {"other rows": 1})
-            self.assertEqual(len(examples[("SFT", "no successful query")]), 2)
+            self.assertEqual(len(examples[("SFT", "no successful query")]), 3)
             out = io.StringIO()
             with redirect_stdout(out):
                 self.assertEqual(nf.main([os.path.join(tmp, "out"), "--data", tmp, "--examples", "1"]), 0)
-            self.assertIn("| demo | SFT | 1 | 1 | 2 | 1 | 1 |", out.getvalue())
+            self.assertIn("| demo | SFT | 2 | 2 | 3 | 1 | 1 |", out.getvalue())
+            self.assertIn("| demo | SFT | 7 | 1 | 1 |", out.getvalue())
+            self.assertIn("| demo | base | 1 | 0 | 0 |", out.getvalue())
 
     def test_how_a_question_names_the_values_its_sql_compares_with(self):
         q = lambda task, sql: nf.naming({"task": task, "sql": sql})
