@@ -78,17 +78,37 @@ fn synth_on_the_demo_server_then_reference_traces() {
             let steps: Vec<&Value> = s["reference"].as_array().unwrap().iter().collect();
             let turns: Vec<(usize, &Value)> = messages.iter().enumerate().filter(|(_, m)| m["role"] == "assistant").collect();
             let mut calls: Vec<&Value> = Vec::new();
+            let mut skip = 0;
             for (i, turn) in &turns {
                 let call = &turn["tool_calls"][0]["function"];
-                if turn.get("weight").is_some() {
-                    // the slip: a query the server rejected, not trained, then the right one
+                if skip > 0 {
+                    skip -= 1;
+                } else if turn.get("weight").is_some() {
+                    // the slip: a query the server rejected, not trained; then the look-up of
+                    // the misnamed name, then the right query
                     slipped += 1;
                     assert_eq!((turn["weight"].as_u64(), call["name"].as_str()), (Some(0), Some("run_query")), "{turn}");
-                    assert!(messages[i + 1]["content"].as_str().unwrap().starts_with("Error: "), "the server's error: {}", messages[i + 1]);
-                    let right = &messages[i + 2]["tool_calls"][0]["function"];
+                    let error = messages[i + 1]["content"].as_str().unwrap();
+                    assert!(error.starts_with("Error: "), "the server's error: {error}");
+                    let look = &messages[i + 2]["tool_calls"][0]["function"];
+                    let shown = messages[i + 3]["content"].as_str().unwrap();
+                    let right = &messages[i + 4]["tool_calls"][0]["function"];
                     assert_eq!(right["name"], "run_query");
                     assert_ne!(right["arguments"], call["arguments"], "repaired");
+                    // the look-up shows the name the slip got wrong: a table's columns, or the tables
+                    match look["name"].as_str().unwrap() {
+                        "describe_table" => assert!(error.contains("no such column"), "{error}"),
+                        "list_tables" => assert!(error.contains("no such table"), "{error}"),
+                        other => panic!("looked up with {other}"),
+                    }
+                    let right_sql: Value = serde_json::from_str(right["arguments"].as_str().unwrap()).unwrap();
+                    let wrong_sql: Value = serde_json::from_str(call["arguments"].as_str().unwrap()).unwrap();
+                    let words =
+                        |v: &Value| -> BTreeSet<String> { v["sql"].as_str().unwrap().split(|c: char| !c.is_alphanumeric() && c != '_').map(str::to_lowercase).collect() };
+                    let fixed: Vec<String> = words(&right_sql).difference(&words(&wrong_sql)).cloned().collect();
+                    assert!(!fixed.is_empty() && fixed.iter().all(|w| shown.to_lowercase().contains(w.as_str())), "{fixed:?} not shown by the look-up: {shown}");
                     assert_eq!((t["tool_errors"].as_u64(), t["outcome"].as_str()), (Some(1), Some("completed")));
+                    skip = 1;
                 } else {
                     calls.push(call);
                 }

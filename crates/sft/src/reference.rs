@@ -23,7 +23,7 @@ use ta_reward::RewardConfig;
 use ta_rollout::ToolHost;
 use ta_rollout::agent::truncate;
 use ta_synth::SqlTools;
-use ta_synth::mistake::Named;
+use ta_synth::mistake::{Misnamed, Named};
 use ta_types::scenario::ExpectedRule;
 use ta_types::trajectory::GroupRef;
 use ta_types::{Expected, Message, Outcome, ReferenceStep, Role, Scenario, ToolCall, Trajectory};
@@ -32,9 +32,10 @@ use crate::SftError;
 use ta_types::trace::{SOURCE_REFERENCE, Trace};
 
 /// The share of SQL reference traces that show a slip and its repair (`collect
-/// --recovery-share`, `fit --recovery-share`): none by default, because a quarter of them made
-/// SFT worse on people's questions: the adapter stopped handing errors in, and instead repeated
-/// its failing query word for word until it ran out of turns (benches/RESULTS.md, "Run 28").
+/// --recovery-share`, `fit --recovery-share`): none by default, because a quarter of them, with
+/// the repair straight to the right query, made SFT worse on people's questions: the adapter
+/// stopped handing errors in, and instead repeated its failing query word for word until it ran
+/// out of turns (benches/RESULTS.md, "Run 28"). The repair through a look-up is not measured.
 pub const DEFAULT_RECOVERY_SHARE: f64 = 0.0;
 
 #[derive(Debug, Clone)]
@@ -248,9 +249,13 @@ const SLIP_TRIES: usize = 3;
 
 impl Slip<'_> {
     /// Calls the query tool with `step`'s SQL misnamed, kept only when the server answers with an
-    /// error: its turn gets `weight` 0, and the trace's next turn, the right query, is a
-    /// recovery. A column is a name the results so far show (the describe calls); a table one
-    /// the query reads from. Nothing is added when no slip fails.
+    /// error: its turn gets `weight` 0. The repair then looks the name up where the server shows
+    /// it, as the error's hint says (`describe_table` of the table whose result named the column;
+    /// the table listing for a table), and the trace's next turn is the right query. Why the look:
+    /// a repair straight to the right query taught the model to query again after an error, and
+    /// greedy decoding wrote the failing query again word for word (benches/RESULTS.md, "Run 28").
+    /// A column is a name the results so far show (the describe calls); a table one the query
+    /// reads from. Nothing is added when no slip fails.
     async fn before<T: ToolHost>(&mut self, tools: &T, t: &mut Trajectory, step: &ReferenceStep, opts: &ReferenceOptions) -> Result<(), SftError> {
         let Some(sql) = step.arguments.get(&self.tools.query.arg).and_then(Value::as_str) else { return Ok(()) };
         let tables = tables_of(sql, self.listing);
@@ -261,12 +266,12 @@ impl Slip<'_> {
         };
         let mut slips = ta_synth::mistake::slips(sql, kind_of);
         slips.shuffle(self.rng);
+        let (messages, turns, calls, errors, recovered) = (t.messages.len(), t.num_turns, t.tool_calls, t.tool_errors, t.recovered_errors);
         for wrong in slips.into_iter().take(SLIP_TRIES) {
-            let (messages, turns, calls) = (t.messages.len(), t.num_turns, t.tool_calls);
+            let look = self.look_up(t, sql, &wrong);
             let mut arguments = step.arguments.clone();
-            arguments.insert(self.tools.query.arg.clone(), Value::String(wrong));
-            let wrong_step = ReferenceStep { arguments, ..step.clone() };
-            let reply = call(tools, t, &wrong_step, opts).await?;
+            arguments.insert(self.tools.query.arg.clone(), Value::String(wrong.sql));
+            let reply = call(tools, t, &ReferenceStep { arguments, ..step.clone() }, opts).await?;
             if reply.as_ref().map_or(true, |text| reads_as_error(text)) {
                 if let Some(turn) = t.messages.iter_mut().rev().find(|m| m.role == Role::Assistant) {
                     turn.weight = Some(0);
@@ -276,13 +281,56 @@ impl Slip<'_> {
                     t.tool_errors += 1;
                     t.recovered_errors += 1;
                 }
-                return Ok(());
+                match look {
+                    None => return Ok(()),
+                    Some(look) if call(tools, t, &look, opts).await?.is_ok() => return Ok(()),
+                    Some(_) => {}
+                }
             }
             t.messages.truncate(messages);
-            (t.num_turns, t.tool_calls) = (turns, calls);
+            (t.num_turns, t.tool_calls, t.tool_errors, t.recovered_errors) = (turns, calls, errors, recovered);
         }
         Ok(())
     }
+
+    /// The call that shows the misnamed name as the server has it: for a column, the describe
+    /// call of the table the query qualifies it with (`p.department_id`: `p` is `projects`), else
+    /// of the first table whose describe result names it; for a table, the listing. `None` when
+    /// the server has no such tool.
+    fn look_up(&self, t: &Trajectory, sql: &str, wrong: &Misnamed) -> Option<ReferenceStep> {
+        let step = |tool: &str, arguments: serde_json::Map<String, Value>| ReferenceStep { tool: tool.to_string(), arguments, with_previous: false };
+        match wrong.named {
+            Named::Table => self.tools.list.as_deref().map(|list| step(list, serde_json::Map::new())),
+            Named::Column => {
+                let describe = self.tools.describe.as_ref()?;
+                if let Some(table) = qualifying_table(sql, &wrong.name) {
+                    return Some(step(&describe.name, serde_json::Map::from_iter([(describe.arg.clone(), Value::String(table))])));
+                }
+                let word = Regex::new(&format!(r"(?i)\b{}\b", regex::escape(&wrong.name))).expect("escaped");
+                let shown = |id: &str| t.messages.iter().find(|m| m.role == Role::Tool && m.tool_call_id.as_deref() == Some(id)).and_then(|m| m.content.as_deref());
+                t.messages.iter().flat_map(|m| &m.tool_calls).filter(|c| c.function.name == describe.name).find_map(|c| {
+                    let arguments: serde_json::Map<String, Value> = serde_json::from_str(&c.function.arguments).ok()?;
+                    shown(&c.id).filter(|text| word.is_match(text))?;
+                    Some(step(&describe.name, arguments))
+                })
+            }
+        }
+    }
+}
+
+/// The table whose alias (or own name) qualifies the first qualified use of `column` in `sql`.
+fn qualifying_table(sql: &str, column: &str) -> Option<String> {
+    let used = Regex::new(&format!(r"(?i)\b([A-Za-z_][A-Za-z0-9_]*)\.{}\b", regex::escape(column))).expect("escaped");
+    let qualifier = used.captures(sql)?[1].to_string();
+    let tables = Regex::new(r"(?i)\b(?:from|join)\s+([A-Za-z_][A-Za-z0-9_]*)(?:\s+(?:as\s+)?([A-Za-z_][A-Za-z0-9_]*))?").expect("valid regex");
+    tables.captures_iter(sql).find_map(|c| {
+        let table = &c[1];
+        let alias = c
+            .get(2)
+            .map(|a| a.as_str())
+            .filter(|a| !matches!(a.to_lowercase().as_str(), "on" | "where" | "join" | "left" | "inner" | "group" | "order" | "limit" | "cross" | "natural" | "using"));
+        (alias.unwrap_or(table).eq_ignore_ascii_case(&qualifier) || table.eq_ignore_ascii_case(&qualifier)).then(|| table.to_string())
+    })
 }
 
 /// Whether a reply the server did not flag as an error is one: some servers print SQL errors as
@@ -310,6 +358,17 @@ fn tables_of(sql: &str, listing: &str) -> Vec<String> {
 mod tests {
     use super::*;
     use ta_reward::ground_truth::shows;
+
+    #[test]
+    fn a_qualified_column_belongs_to_the_table_its_alias_names() {
+        let sql =
+            "SELECT count(*) FROM project_assignments pa JOIN projects AS p ON pa.project_id = p.project_id JOIN departments d ON p.department_id = d.department_id";
+        assert_eq!(qualifying_table(sql, "department_id").as_deref(), Some("projects"), "its first qualified use");
+        assert_eq!(qualifying_table(sql, "project_id").as_deref(), Some("project_assignments"));
+        assert_eq!(qualifying_table("SELECT employees.name FROM employees WHERE x = 1", "name").as_deref(), Some("employees"));
+        assert_eq!(qualifying_table("SELECT name FROM employees WHERE x = 1", "name"), None, "unqualified: no table from the query");
+        assert_eq!(qualifying_table("SELECT e.name FROM employees WHERE 1", "name"), None, "an alias the query never gives");
+    }
 
     #[test]
     fn an_error_printed_as_text_reads_as_one() {

@@ -163,11 +163,20 @@ fn capitalized(word: &str) -> String {
     c.next().map_or_else(String::new, |f| f.to_uppercase().chain(c).collect())
 }
 
+/// A query with one slip, and what it misnamed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Misnamed {
+    pub sql: String,
+    /// The right name, as the query writes it.
+    pub name: String,
+    pub named: Named,
+}
+
 /// Queries that differ from `sql` by one slip each: every use of one column (an identifier
 /// `kind_of` calls a column) or one table renamed to one of its [`wrong_names`]. Columns come
 /// first, in the order the query uses them; `kind_of` says what a name is (`None`: neither, an
 /// alias or a word the caller does not know).
-pub fn slips(sql: &str, kind_of: impl Fn(&str) -> Option<Named>) -> Vec<String> {
+pub fn slips(sql: &str, kind_of: impl Fn(&str) -> Option<Named>) -> Vec<Misnamed> {
     let ids = idents(sql);
     let mut names: Vec<(&str, Named)> = Vec::new();
     for id in &ids {
@@ -191,7 +200,7 @@ pub fn slips(sql: &str, kind_of: impl Fn(&str) -> Option<Named>) -> Vec<String> 
                 at = id.end;
             }
             s.push_str(&sql[at..]);
-            out.push(s);
+            out.push(Misnamed { sql: s, name: name.to_string(), named: kind });
         }
     }
     out
@@ -235,7 +244,9 @@ mod tests {
     #[test]
     fn a_slip_renames_every_use_of_one_name_and_nothing_else() {
         let sql = "SELECT e.name, count(*) FROM employees e JOIN departments d ON e.department_id = d.id WHERE e.hire_date > '2019 name' GROUP BY e.name";
-        let all = slips(sql, kind);
+        let found = slips(sql, kind);
+        let all: Vec<&str> = found.iter().map(|m| m.sql.as_str()).collect();
+        assert_eq!((found[0].name.as_str(), found[0].named), ("name", Named::Column));
         assert_eq!(
             all[0], "SELECT e.names, count(*) FROM employees e JOIN departments d ON e.department_id = d.id WHERE e.hire_date > '2019 name' GROUP BY e.names",
             "both uses renamed, the literal not"
@@ -243,6 +254,7 @@ mod tests {
         assert!(all.iter().any(|s| s.contains("FROM employee e") && s.contains("e.name")), "a table slip: {all:#?}");
         assert!(all.iter().all(|s| s.contains("count(*)") && s.contains("'2019 name'")));
         let tables_from = all.iter().position(|s| s.contains("FROM employee ")).unwrap();
+        assert_eq!((found[tables_from].name.as_str(), found[tables_from].named), ("employees", Named::Table));
         assert!(all[..tables_from].iter().all(|s| s.contains("FROM employees")), "columns before tables");
         assert!(slips("SELECT count(*) FROM t", kind).is_empty(), "nothing the caller knows: no slip");
     }

@@ -49,7 +49,8 @@ pub struct Args {
     #[arg(long, value_name = "MODEL")]
     teacher: Option<String>,
     /// The share of SFT's reference traces that first write their query with a slip the server
-    /// rejects, then the right one (`collect --recovery-share`; SQL servers only).
+    /// rejects, then look the name up and write the right one (`collect --recovery-share`; SQL
+    /// servers only; off by default: benches/RESULTS.md, "Run 28").
     #[arg(long, value_name = "SHARE", default_value_t = DEFAULT_RECOVERY_SHARE, value_parser = crate::args::share)]
     recovery_share: f64,
     /// Where every stage writes; running the same command again continues.
