@@ -338,9 +338,28 @@ pub(crate) fn filters(s: &Scope, loose: bool) -> Vec<Filter> {
                         post.push(format!("in {vs}"));
                     }
                     out.push(f(format!("{} = {vl}", a.expr), post, format!("{} = {vl}", a.raw)));
-                    if let Some((list, m)) = a.values_of.as_ref().filter(|_| loose).and_then(|l| Some((l, mention(v, &l.values)?))) {
-                        let post = vec![format!("with {p} {m}"), format!("whose {p} is {m}")];
-                        out.push(Filter { lookup: Some(list.query.clone()), ..f(format!("{} = {vl}", a.expr), post, format!("{} = {vl}", a.raw)) });
+                    if let Some(list) = a.values_of.as_ref().filter(|_| loose) {
+                        let looked_up =
+                            |post: Vec<String>| Filter { lookup: Some(list.query.clone()), ..f(format!("{} = {vl}", a.expr), post, format!("{} = {vl}", a.raw)) };
+                        let loosely = mention(v, &list.values);
+                        if let Some(m) = &loosely {
+                            out.push(looked_up(vec![format!("with {p} {m}"), format!("whose {p} is {m}")]));
+                        }
+                        // "employees currently on leave", "the project marked cancelled": a state
+                        // of the rows themselves named by its value alone, as people ask (words
+                        // that read after a noun in the singular and the plural); only where no
+                        // other category of the table has a value so named (else ambiguous)
+                        if let Some(name) = loosely.or_else(|| v.as_str().map(str::to_string)).filter(|_| a.path.is_empty() && is_state(p))
+                            && !s.attrs.iter().enumerate().any(|(j, b)| j != i && b.path.is_empty() && names_value(b, &name))
+                        {
+                            // "currently" reads before a short state ("on hold"), not before part
+                            // of a phrase ("Formal action is not in the public interest")
+                            let mut post = vec![format!("marked {name}")];
+                            if vs.split([' ', '_']).count() <= 2 {
+                                post.insert(0, format!("currently {name}"));
+                            }
+                            out.push(looked_up(post));
+                        }
                     }
                     // "not terminated": the complement of a value, where no row lacks one (NULLs
                     // would be neither)
@@ -402,6 +421,20 @@ pub(crate) fn filters(s: &Scope, loose: bool) -> Vec<Filter> {
     out
 }
 
+/// Last words of a column's phrase that name a state of its rows ("status", "outcome"): a row
+/// is "active" or "under investigation" without naming the column.
+const STATE_WORDS: [&str; 6] = ["status", "state", "stage", "outcome", "condition", "phase"];
+
+fn is_state(phrase: &str) -> bool {
+    phrase.rsplit(' ').next().is_some_and(|w| STATE_WORDS.contains(&w))
+}
+
+/// Whether a category column holds a value that `name` (a value as people write it) would name.
+fn names_value(a: &Attr, name: &str) -> bool {
+    let Role::Category(values) = &a.role else { return false };
+    values.iter().filter_map(Value::as_str).any(|v| v.to_lowercase().replace('_', " ") == name.to_lowercase())
+}
+
 /// Words that do not name a value on their own ("and", "of", "not").
 const GLUE: [&str; 23] =
     ["a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "has", "have", "in", "is", "no", "not", "of", "on", "or", "the", "to", "was", "with"];
@@ -416,8 +449,8 @@ const GLUE: [&str; 23] =
 /// one people would write), reads the same, or has no such name.
 pub(crate) fn mention(v: &Value, values: &[Value]) -> Option<String> {
     let text = v.as_str().filter(|t| t.is_ascii())?;
-    let lower = text.to_lowercase();
-    let others: Vec<String> = values.iter().filter_map(Value::as_str).filter(|o| *o != text).map(str::to_lowercase).collect();
+    let lower = text.to_lowercase().replace('_', " ");
+    let others: Vec<String> = values.iter().filter_map(Value::as_str).filter(|o| *o != text).map(|o| o.to_lowercase().replace('_', " ")).collect();
     let unique = |m: &str| !others.iter().any(|o| o.contains(m));
     let words: Vec<&str> = lower.split_whitespace().map(|w| w.trim_matches(|c: char| !c.is_alphanumeric())).filter(|w| !w.is_empty()).collect();
     if words.len() > 2 {
@@ -528,5 +561,30 @@ mod tests {
         assert_eq!(mention(&punct[0], &punct).as_deref(), Some("suspect found"));
         let verbs: Vec<Value> = ["Action to be taken later"].into_iter().map(Value::from).collect();
         assert_eq!(mention(&verbs[0], &verbs).as_deref(), Some("taken later"), "not \"be taken\"");
+        // a stored code's underscores are spaces as people write it
+        let codes: Vec<Value> = ["on_leave", "active", "full_time"].into_iter().map(Value::from).collect();
+        assert_eq!(mention(&codes[0], &codes).as_deref(), Some("on leave"));
+        assert_eq!(mention(&codes[2], &codes).as_deref(), Some("full time"));
+    }
+
+    #[test]
+    fn a_state_is_a_column_whose_phrase_ends_in_a_state_word_and_a_value_names_it_once() {
+        assert!(is_state("status") && is_state("project status") && is_state("outcome"));
+        assert!(!is_state("employment type") && !is_state("statuses") && !is_state("location"));
+        let category = |values: &[&str]| Attr {
+            expr: "x".into(),
+            phrase: "x".into(),
+            raw: "t.x".into(),
+            path: vec![],
+            role: Role::Category(values.iter().map(|v| Value::from(*v)).collect()),
+            nullable: false,
+            missing: None,
+            person: false,
+            values_of: None,
+        };
+        // "currently on leave" would name a value of this column too: not by its value alone
+        assert!(names_value(&category(&["On_Leave", "hired"]), "on leave"));
+        assert!(!names_value(&category(&["leave", "hired"]), "on leave"));
+        assert!(!names_value(&Attr { role: Role::Quantity(vec![Value::from(3)]), ..category(&[]) }, "3"));
     }
 }

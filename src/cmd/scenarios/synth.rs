@@ -41,7 +41,8 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     template_weights: Option<PathBuf>,
     /// Also name text values loosely, as people who do not know how they are stored do
-    /// ("awaiting trial" for "Awaiting trial outcome", "engineering" for "Engineering"), and list
+    /// ("awaiting trial" for "Awaiting trial outcome", "engineering" for "Engineering", "on leave"
+    /// for "on_leave"), and a state by its value alone ("projects currently on hold"), and list
     /// the column's stored values in the reference before the answer's query.
     #[arg(long)]
     value_lookups: bool,
