@@ -26,6 +26,8 @@
 #                  ~290 tasks took ~2 minutes of a demo: benches/RESULTS.md, "Run 26")
 #   TA_RECOVERY_SHARE  fit's `--recovery-share`: SFT traces that show a slip and its repair
 #                  (default: fit's own, none)
+#   TA_VALUE_LOOKUPS  non-empty: fit's `--value-lookups` (values named as people name them, a
+#                  state by its value alone, the stored value looked up; default off)
 #   TA_CHECK_SAMPLED  K episodes a question in the sampled check (fit's `--check-samples`: 8; 0:
 #                  none)
 #
@@ -46,6 +48,7 @@ knobs=()
 if [[ -n ${TA_STEPS:-} ]]; then knobs+=(--steps "$TA_STEPS"); fi
 if [[ -n ${TA_VALIDATION_LIMIT:-} ]]; then knobs+=(--validation-limit "$TA_VALIDATION_LIMIT"); fi
 if [[ -n ${TA_RECOVERY_SHARE:-} ]]; then knobs+=(--recovery-share "$TA_RECOVERY_SHARE"); fi
+if [[ -n ${TA_VALUE_LOOKUPS:-} ]]; then knobs+=(--value-lookups); fi
 mkdir -p "$TA_OUT"
 
 # One database's fit; records its exit status in TA_OUT/NAME/rc.

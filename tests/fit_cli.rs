@@ -139,6 +139,7 @@ fn fit_on_mcp_server_sqlite_offers_only_read_tools_and_continues_when_run_again(
         "2",
         "--recovery-share",
         "1",
+        "--value-lookups",
         "--out",
         out.to_str().unwrap(),
     ];
@@ -171,6 +172,10 @@ fn fit_on_mcp_server_sqlite_offers_only_read_tools_and_continues_when_run_again(
     // One engine for train and eval, started once (after SFT on a CPU): its start-up is its own
     // record, and neither stage starts another.
     assert_eq!(names, ["scenarios synth", "collect", "curate", "sft", "engine", "train", "eval", "eval sampled"]);
+    // --value-lookups reaches synth: some tasks look a stored value up before the answer's query
+    assert!(stages[0]["command"].as_str().unwrap().contains("--value-lookups"), "{}", stages[0]["command"]);
+    let synthesized: Value = serde_json::from_str(&std::fs::read_to_string(out.join("synth/summary.json")).unwrap()).unwrap();
+    assert!(synthesized["value_lookups"].as_u64().unwrap() > 0, "{synthesized}");
     // --recovery-share reaches collect: every SFT trace first writes its query with a slip that
     // this third-party server rejects, shown with weight 0, then the right one.
     assert!(stages[1]["command"].as_str().unwrap().contains("--recovery-share 1"), "{}", stages[1]["command"]);

@@ -10,9 +10,8 @@ use std::path::PathBuf;
 use anyhow::Result;
 
 use crate::cmd::fit::profile::{CPU_MAX_DIFFICULTY, DEMO_GPU_STEPS, ProfileArgs, TaskFilter};
-use crate::cmd::fit::run::{CheckScenarios, CheckSet, Job, execute};
+use crate::cmd::fit::run::{CheckScenarios, CheckSet, Job, Recipe, execute};
 use crate::cmd::fit::{SYNTH_N, TaskSource};
-use ta_sft::reference::DEFAULT_RECOVERY_SHARE;
 
 /// The demo's hand-written questions, embedded so the command works outside a checkout.
 const SCENARIOS: &str = include_str!("../../scenarios/company.jsonl");
@@ -67,7 +66,7 @@ pub async fn run(args: Args) -> Result<()> {
         synth_n: SYNTH_N,
         profile,
         check_set,
-        recovery_share: DEFAULT_RECOVERY_SHARE,
+        recipe: Recipe::default(),
     };
     execute(job).await
 }

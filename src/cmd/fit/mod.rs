@@ -17,7 +17,7 @@ use crate::args::{JudgeArgs, ServerArgs};
 use crate::server::Server;
 pub use plan::TaskSource;
 use profile::{GPU_STEPS, ProfileArgs, Rates, about};
-use run::{CheckScenarios, CheckSet, Job};
+use run::{CheckScenarios, CheckSet, Job, Recipe};
 use ta_sft::reference::DEFAULT_RECOVERY_SHARE;
 
 /// Tasks `scenarios synth` writes: more than a database's distinct questions usually give, so
@@ -53,6 +53,11 @@ pub struct Args {
     /// servers only; off by default: benches/RESULTS.md, "Run 28").
     #[arg(long, value_name = "SHARE", default_value_t = DEFAULT_RECOVERY_SHARE, value_parser = crate::args::share)]
     recovery_share: f64,
+    /// SQL servers: also name text values as people do, a state by its value alone, and look
+    /// the stored value up in the reference (`scenarios synth --value-lookups`; off by default,
+    /// not measured on people's questions yet).
+    #[arg(long)]
+    value_lookups: bool,
     /// Where every stage writes; running the same command again continues.
     #[arg(long, value_name = "DIR", default_value = "runs/fit")]
     out: PathBuf,
@@ -88,7 +93,7 @@ pub async fn run(args: Args) -> Result<()> {
         synth_n: SYNTH_N,
         profile,
         check_set,
-        recovery_share: args.recovery_share,
+        recipe: Recipe { recovery_share: args.recovery_share, value_lookups: args.value_lookups },
     };
     println!("{}", plan_text(&job, &server.description));
     if args.plan {

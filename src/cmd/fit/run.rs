@@ -14,11 +14,12 @@ use serde::{Deserialize, Serialize};
 use ta_eval::rundir::RunDir;
 use ta_metrics::{Comparison, Metrics, metrics_table};
 use ta_python::PythonEnv;
+use ta_sft::reference::DEFAULT_RECOVERY_SHARE;
 use ta_trainer::checkpoint::last_complete_step;
 
 use super::engine;
 use super::plan::{Synthesizer, TaskSource};
-use super::profile::{Profile, Rates, TaskFilter, about, epochs_for};
+use super::profile::{Profile, Rates, about, epochs_for};
 use crate::cmd::{collect, curate, eval, scenarios, sft, train};
 use crate::setup::RunSetup;
 
@@ -39,8 +40,22 @@ pub struct Job {
     pub synth_n: usize,
     pub profile: Profile,
     pub check_set: Option<CheckSet>,
+    pub recipe: Recipe,
+}
+
+/// Choices in how the training data is made that the profile leaves alone: off by default, each
+/// measured (or to be measured) against its absence by the benches.
+pub struct Recipe {
     /// `collect --recovery-share` for SFT's reference traces.
     pub recovery_share: f64,
+    /// `scenarios synth --value-lookups` (SQL servers).
+    pub value_lookups: bool,
+}
+
+impl Default for Recipe {
+    fn default() -> Self {
+        Recipe { recovery_share: DEFAULT_RECOVERY_SHARE, value_lookups: false }
+    }
 }
 
 /// Questions training never sees, evaluated on base, SFT and SFT+GRPO at the end.
@@ -180,7 +195,7 @@ pub fn commands(job: &Job) -> Vec<&'static str> {
 
 pub async fn execute(job: Job) -> Result<()> {
     let of = commands(&job).len();
-    let Job { command, out, server, chooses_tools, source, synth_n, profile, check_set, recovery_share } = job;
+    let Job { command, out, server, chooses_tools, source, synth_n, profile, check_set, recipe } = job;
     let Profile { gpu, keep, train_limit, validation_limit, sft_share, mut sft, mut grpo, max_model_len, .. } = profile;
     anyhow::ensure!(
         sft_share > 0.0 && sft_share <= 1.0,
@@ -197,7 +212,12 @@ pub async fn execute(job: Job) -> Result<()> {
     // The tasks, checked by running them through the server.
     // What an episode shows and how long it runs: the walk asks only what one can answer.
     let episode = ["--tool-result-max-chars".to_string(), view.clone(), "--max-turns".to_string(), grpo.rollout.max_turns.to_string()];
-    let tasks = write_tasks(&mut stages, &source, &out, synth_n, &keep, &episode, &with_server).await?;
+    // `scenarios synth`'s choices: the profile's task filter, and the recipe's phrasing
+    let mut synth_flags = keep.synth_argv();
+    if recipe.value_lookups {
+        synth_flags.push("--value-lookups".into());
+    }
+    let tasks = write_tasks(&mut stages, &source, &out, synth_n, &synth_flags, &episode, &with_server).await?;
     let source_text = std::fs::read_to_string(&tasks).with_context(|| format!("cannot read {}", tasks.display()))?;
     let kept = limit_splits(&keep.apply(&source_text), train_limit, validation_limit);
     let scenarios = out.join("scenarios.jsonl");
@@ -252,7 +272,7 @@ pub async fn execute(job: Job) -> Result<()> {
                 "--tool-result-max-chars".into(),
                 view.clone(),
                 "--recovery-share".into(),
-                recovery_share.to_string(),
+                recipe.recovery_share.to_string(),
                 "--out".into(),
                 path(&traces),
             ]);
@@ -426,7 +446,7 @@ async fn write_tasks(
     source: &TaskSource,
     out: &Path,
     synth_n: usize,
-    keep: &TaskFilter,
+    synth_flags: &[String],
     episode: &[String],
     with_server: &impl Fn(&[String]) -> Vec<String>,
 ) -> Result<PathBuf> {
@@ -440,7 +460,7 @@ async fn write_tasks(
         match source.synthesizer {
             Synthesizer::Sql => {
                 let mut rest = vec!["--n".into(), synth_n.to_string(), "--seed".into(), SYNTH_SEED.to_string()];
-                rest.extend(keep.synth_argv());
+                rest.extend(synth_flags.iter().cloned());
                 rest.extend(["--out".into(), path(&dir)]);
                 let argv = with_server(&rest);
                 let (args, t) = stages.start(first, "tasks with checked answers, written from the server's database", &argv, Some(10.0))?;
