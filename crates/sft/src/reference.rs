@@ -250,8 +250,8 @@ const SLIP_TRIES: usize = 3;
 impl Slip<'_> {
     /// Calls the query tool with `step`'s SQL misnamed, kept only when the server answers with an
     /// error: its turn gets `weight` 0. The repair then looks the name up where the server shows
-    /// it, as the error's hint says (`describe_table` of the table whose result named the column;
-    /// the table listing for a table), and the trace's next turn is the right query. Why the look:
+    /// it, as the error's hint says ([`Slip::look_up`]: the column's table described, or the
+    /// tables listed), and the trace's next turn is the right query. Why the look:
     /// a repair straight to the right query taught the model to query again after an error, and
     /// greedy decoding wrote the failing query again word for word (benches/RESULTS.md, "Run 28").
     /// A column is a name the results so far show (the describe calls); a table one the query
