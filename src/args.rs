@@ -575,7 +575,6 @@ mod tests {
         assert_eq!((c.temperature, c.max_tokens, c.record_tokens), (0.0, 7, false));
     }
 
-    /// A flag's list of allowed values is the enum's.
     #[test]
     fn a_share_is_a_number_from_0_to_1() {
         assert_eq!((share("0"), share("0.25"), share("1")), (Ok(0.0), Ok(0.25), Ok(1.0)));
@@ -584,6 +583,7 @@ mod tests {
         }
     }
 
+    /// A flag's list of allowed values is the enum's.
     #[test]
     fn one_of_lists_the_enum() {
         assert_eq!(one_of::<ta_trainer::Schedule>(), "constant or cosine");

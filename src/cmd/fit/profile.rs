@@ -122,7 +122,7 @@ pub struct ProfileArgs {
     steps: Option<u64>,
     /// Share of the train split whose reference traces go to SFT (GRPO trains on all of it).
     /// Default: the profile's (see docs/demo.md).
-    #[arg(long, value_name = "SHARE", value_parser = crate::args::share)]
+    #[arg(long, value_name = "SHARE")]
     sft_share: Option<f64>,
     /// Use only the first N train tasks (SFT traces and GRPO). Default: all with a GPU, 125 on CPU.
     #[arg(long, value_name = "N")]
