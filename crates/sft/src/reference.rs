@@ -261,7 +261,7 @@ impl Slip<'_> {
         let tables = tables_of(sql, self.listing);
         let shown: Vec<&str> = t.messages.iter().filter(|m| m.role == Role::Tool).filter_map(|m| m.content.as_deref()).collect();
         let kind_of = |name: &str| {
-            let word = Regex::new(&format!(r"(?i)\b{}\b", regex::escape(name))).expect("escaped");
+            let word = whole_word(name);
             if tables.iter().any(|x| x.eq_ignore_ascii_case(name)) { Some(Named::Table) } else { shown.iter().any(|text| word.is_match(text)).then_some(Named::Column) }
         };
         let mut slips = ta_synth::mistake::slips(sql, kind_of);
@@ -306,7 +306,7 @@ impl Slip<'_> {
                 if let Some(table) = qualifying_table(sql, &wrong.name) {
                     return Some(step(&describe.name, serde_json::Map::from_iter([(describe.arg.clone(), Value::String(table))])));
                 }
-                let word = Regex::new(&format!(r"(?i)\b{}\b", regex::escape(&wrong.name))).expect("escaped");
+                let word = whole_word(&wrong.name);
                 let shown = |id: &str| t.messages.iter().find(|m| m.role == Role::Tool && m.tool_call_id.as_deref() == Some(id)).and_then(|m| m.content.as_deref());
                 t.messages.iter().flat_map(|m| &m.tool_calls).filter(|c| c.function.name == describe.name).find_map(|c| {
                     let arguments: serde_json::Map<String, Value> = serde_json::from_str(&c.function.arguments).ok()?;
@@ -318,19 +318,34 @@ impl Slip<'_> {
     }
 }
 
+/// `name` as a whole word, in any case.
+fn whole_word(name: &str) -> Regex {
+    Regex::new(&format!(r"(?i)\b{}\b", regex::escape(name))).expect("escaped")
+}
+
+/// The tables a query reads (after FROM or JOIN), in order of appearance, each with the alias
+/// that follows it, if any (`projects p`, `projects AS p`; not a keyword: `employees JOIN ...`).
+fn read_tables(sql: &str) -> Vec<(String, Option<String>)> {
+    let table = Regex::new(r#"(?i)\b(?:from|join)\s+["`\[]?([A-Za-z_][A-Za-z0-9_]*)"#).expect("valid regex");
+    let alias = Regex::new(r#"^["`\]]?\s+(?i:as\s+)?([A-Za-z_][A-Za-z0-9_]*)"#).expect("valid regex");
+    const NOT_ALIASES: [&str; 12] = ["on", "where", "join", "left", "inner", "outer", "group", "order", "limit", "cross", "natural", "using"];
+    table
+        .captures_iter(sql)
+        .map(|c| {
+            let name = c.get(1).expect("the name's group");
+            let alias = alias.captures(&sql[name.end()..]).map(|a| a[1].to_string()).filter(|a| !NOT_ALIASES.contains(&a.to_lowercase().as_str()));
+            (name.as_str().to_string(), alias)
+        })
+        .collect()
+}
+
 /// The table whose alias (or own name) qualifies the first qualified use of `column` in `sql`.
 fn qualifying_table(sql: &str, column: &str) -> Option<String> {
     let used = Regex::new(&format!(r"(?i)\b([A-Za-z_][A-Za-z0-9_]*)\.{}\b", regex::escape(column))).expect("escaped");
     let qualifier = used.captures(sql)?[1].to_string();
-    let tables = Regex::new(r"(?i)\b(?:from|join)\s+([A-Za-z_][A-Za-z0-9_]*)(?:\s+(?:as\s+)?([A-Za-z_][A-Za-z0-9_]*))?").expect("valid regex");
-    tables.captures_iter(sql).find_map(|c| {
-        let table = &c[1];
-        let alias = c
-            .get(2)
-            .map(|a| a.as_str())
-            .filter(|a| !matches!(a.to_lowercase().as_str(), "on" | "where" | "join" | "left" | "inner" | "group" | "order" | "limit" | "cross" | "natural" | "using"));
-        (alias.unwrap_or(table).eq_ignore_ascii_case(&qualifier) || table.eq_ignore_ascii_case(&qualifier)).then(|| table.to_string())
-    })
+    read_tables(sql)
+        .into_iter()
+        .find_map(|(table, alias)| (alias.as_deref().unwrap_or(&table).eq_ignore_ascii_case(&qualifier) || table.eq_ignore_ascii_case(&qualifier)).then_some(table))
 }
 
 /// Whether a reply the server did not flag as an error is one: some servers print SQL errors as
@@ -342,11 +357,9 @@ fn reads_as_error(text: &str) -> bool {
 /// The tables a query reads (after FROM or JOIN), in order of appearance, that the server lists
 /// (all of them when there is no listing).
 fn tables_of(sql: &str, listing: &str) -> Vec<String> {
-    let re = Regex::new(r#"(?i)\b(?:from|join)\s+["`\[]?([A-Za-z_][A-Za-z0-9_]*)"#).expect("valid regex");
-    let listed = |name: &str| listing.is_empty() || Regex::new(&format!(r"(?i)\b{}\b", regex::escape(name))).expect("escaped").is_match(listing);
+    let listed = |name: &str| listing.is_empty() || whole_word(name).is_match(listing);
     let mut out: Vec<String> = Vec::new();
-    for cap in re.captures_iter(sql) {
-        let name = cap[1].to_string();
+    for (name, _) in read_tables(sql) {
         if listed(&name) && !out.iter().any(|o| o.eq_ignore_ascii_case(&name)) {
             out.push(name);
         }
@@ -368,6 +381,10 @@ mod tests {
         assert_eq!(qualifying_table("SELECT employees.name FROM employees WHERE x = 1", "name").as_deref(), Some("employees"));
         assert_eq!(qualifying_table("SELECT name FROM employees WHERE x = 1", "name"), None, "unqualified: no table from the query");
         assert_eq!(qualifying_table("SELECT e.name FROM employees WHERE 1", "name"), None, "an alias the query never gives");
+        // a table without an alias does not hide the next one's
+        let bare = "SELECT d.name FROM employees JOIN departments d ON employees.department_id = d.department_id";
+        assert_eq!(qualifying_table(bare, "name").as_deref(), Some("departments"));
+        assert_eq!(read_tables(r#"SELECT 1 FROM "employees" AS e"#), [("employees".to_string(), Some("e".to_string()))]);
     }
 
     #[test]

@@ -432,7 +432,13 @@ fn is_state(phrase: &str) -> bool {
 /// Whether a category column holds a value that `name` (a value as people write it) would name.
 fn names_value(a: &Attr, name: &str) -> bool {
     let Role::Category(values) = &a.role else { return false };
-    values.iter().filter_map(Value::as_str).any(|v| v.to_lowercase().replace('_', " ") == name.to_lowercase())
+    values.iter().filter_map(Value::as_str).any(|v| as_written(v) == name.to_lowercase())
+}
+
+/// A stored text as people write it, before a loose name is picked from it: lower case, a
+/// code's underscores as spaces (`on_leave` → "on leave").
+fn as_written(stored: &str) -> String {
+    stored.to_lowercase().replace('_', " ")
 }
 
 /// Words that do not name a value on their own ("and", "of", "not").
@@ -449,8 +455,8 @@ const GLUE: [&str; 23] =
 /// one people would write), reads the same, or has no such name.
 pub(crate) fn mention(v: &Value, values: &[Value]) -> Option<String> {
     let text = v.as_str().filter(|t| t.is_ascii())?;
-    let lower = text.to_lowercase().replace('_', " ");
-    let others: Vec<String> = values.iter().filter_map(Value::as_str).filter(|o| *o != text).map(|o| o.to_lowercase().replace('_', " ")).collect();
+    let lower = as_written(text);
+    let others: Vec<String> = values.iter().filter_map(Value::as_str).filter(|o| *o != text).map(as_written).collect();
     let unique = |m: &str| !others.iter().any(|o| o.contains(m));
     let words: Vec<&str> = lower.split_whitespace().map(|w| w.trim_matches(|c: char| !c.is_alphanumeric())).filter(|w| !w.is_empty()).collect();
     if words.len() > 2 {
