@@ -140,6 +140,8 @@ fn fit_on_mcp_server_sqlite_offers_only_read_tools_and_continues_when_run_again(
         "--recovery-share",
         "1",
         "--value-lookups",
+        "--seed",
+        "5",
         "--out",
         out.to_str().unwrap(),
     ];
@@ -172,6 +174,13 @@ fn fit_on_mcp_server_sqlite_offers_only_read_tools_and_continues_when_run_again(
     // One engine for train and eval, started once (after SFT on a CPU): its start-up is its own
     // record, and neither stage starts another.
     assert_eq!(names, ["scenarios synth", "collect", "curate", "sft", "engine", "train", "eval", "eval sampled"]);
+    // --seed draws the tasks, SFT's order, GRPO's and the sampled check's episodes
+    assert!(stages[0]["command"].as_str().unwrap().contains("--seed 5"), "{}", stages[0]["command"]);
+    assert!(stages.last().unwrap()["command"].as_str().unwrap().contains("--seed 5"), "{}", stages.last().unwrap()["command"]);
+    for config in ["sft.toml", "grpo.toml"] {
+        let text = std::fs::read_to_string(out.join(config)).unwrap();
+        assert!(text.lines().any(|l| l == "seed = 5"), "{config}:\n{text}");
+    }
     // --value-lookups reaches synth: some tasks look a stored value up before the answer's query
     assert!(stages[0]["command"].as_str().unwrap().contains("--value-lookups"), "{}", stages[0]["command"]);
     let synthesized: Value = serde_json::from_str(&std::fs::read_to_string(out.join("synth/summary.json")).unwrap()).unwrap();

@@ -26,7 +26,12 @@ pub struct Profile {
     /// The context the engine serves: slots are whole contexts, so a shorter one holds more
     /// episodes at once in the same KV memory.
     pub max_model_len: u32,
+    /// Seed of the task synthesis (`scenarios synth` or `walk`), and so of the tasks' split.
+    pub synth_seed: u64,
 }
+
+/// The task synthesis's seed without `--seed`: the same tasks on every run of the same server.
+pub const SYNTH_SEED: u64 = 1;
 
 /// The tasks a profile keeps of those the synthesizer wrote.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,6 +135,11 @@ pub struct ProfileArgs {
     /// Validate on only the first N validation tasks. Default: all with a GPU, 20 on CPU.
     #[arg(long, value_name = "N")]
     validation_limit: Option<usize>,
+    /// One seed for the run's draws: the synthesized tasks and their split, SFT's order, GRPO's
+    /// task order and sampling, the sampled check. A second seed is an independent run of the
+    /// same recipe. Default: the same tasks and draws on every run of the same server.
+    #[arg(long, value_name = "N")]
+    seed: Option<u64>,
 }
 
 impl ProfileArgs {
@@ -146,7 +156,7 @@ impl ProfileArgs {
     pub fn profile(&self, gpu: bool, model: Option<&str>, gpu_steps: u64) -> Profile {
         let model = model.unwrap_or(if gpu { "qwen0.5b" } else { "small" });
         let steps = self.steps.or(gpu.then_some(gpu_steps));
-        let o = Overrides { steps, train_limit: self.train_limit, validation_limit: self.validation_limit, sft_share: self.sft_share };
+        let o = Overrides { steps, train_limit: self.train_limit, validation_limit: self.validation_limit, sft_share: self.sft_share, seed: self.seed };
         profile(gpu, model, &o)
     }
 }
@@ -158,6 +168,7 @@ pub struct Overrides {
     pub train_limit: Option<usize>,
     pub validation_limit: Option<usize>,
     pub sft_share: Option<f64>,
+    pub seed: Option<u64>,
 }
 
 pub fn profile(gpu: bool, model: &str, o: &Overrides) -> Profile {
@@ -243,7 +254,11 @@ pub fn profile(gpu: bool, model: &str, o: &Overrides) -> Profile {
         grpo.rollout.staleness = 0;
         grpo.optim.lr = 5e-5;
     }
-    Profile { gpu, model: model.into(), keep, train_limit, validation_limit, sft_share: o.sft_share.unwrap_or(default_share), sft, grpo, max_model_len }
+    if let Some(seed) = o.seed {
+        (sft.seed, grpo.seed) = (seed, seed);
+    }
+    let synth_seed = o.seed.unwrap_or(SYNTH_SEED);
+    Profile { gpu, model: model.into(), keep, train_limit, validation_limit, sft_share: o.sft_share.unwrap_or(default_share), sft, grpo, max_model_len, synth_seed }
 }
 
 /// Epochs of `train` scenarios that `steps` steps of `per_step` scenarios need, so `--steps`
@@ -373,6 +388,16 @@ mod tests {
         for p in [cpu, gpu] {
             assert_eq!(p.sft.base_model, p.grpo.base_model);
             assert_eq!(p.grpo.rollout.eval_every, 0, "validation only before and after: it is the table");
+        }
+    }
+
+    #[test]
+    fn one_seed_draws_the_tasks_sft_and_grpo() {
+        let default = profile(true, "qwen0.5b", &Overrides::default());
+        assert_eq!((default.synth_seed, default.sft.seed, default.grpo.seed), (SYNTH_SEED, SftConfig::default().seed, TrainConfig::default().seed));
+        for gpu in [true, false] {
+            let seeded = profile(gpu, "qwen0.5b", &Overrides { seed: Some(7), ..Default::default() });
+            assert_eq!((seeded.synth_seed, seeded.sft.seed, seeded.grpo.seed), (7, 7, 7), "--seed reaches every draw");
         }
     }
 

@@ -23,9 +23,6 @@ use super::profile::{Profile, Rates, about, epochs_for};
 use crate::cmd::{collect, curate, eval, scenarios, sft, train};
 use crate::setup::RunSetup;
 
-/// Seed of the task synthesis: the same tasks on every run of the same server.
-const SYNTH_SEED: u64 = 1;
-
 /// One run to do.
 pub struct Job {
     /// `fit` or `demo`, for messages.
@@ -196,7 +193,7 @@ pub fn commands(job: &Job) -> Vec<&'static str> {
 pub async fn execute(job: Job) -> Result<()> {
     let of = commands(&job).len();
     let Job { command, out, server, chooses_tools, source, synth_n, profile, check_set, recipe } = job;
-    let Profile { gpu, keep, train_limit, validation_limit, sft_share, mut sft, mut grpo, max_model_len, .. } = profile;
+    let Profile { gpu, keep, train_limit, validation_limit, sft_share, mut sft, mut grpo, max_model_len, synth_seed, .. } = profile;
     anyhow::ensure!(
         sft_share > 0.0 && sft_share <= 1.0,
         "--sft-share {sft_share} is outside (0, 1]\nhint: e.g. 0.25 gives SFT the traces of a quarter of the train split"
@@ -212,12 +209,13 @@ pub async fn execute(job: Job) -> Result<()> {
     // The tasks, checked by running them through the server.
     // What an episode shows and how long it runs: the walk asks only what one can answer.
     let episode = ["--tool-result-max-chars".to_string(), view.clone(), "--max-turns".to_string(), grpo.rollout.max_turns.to_string()];
-    // `scenarios synth`'s choices: the profile's task filter, and the recipe's phrasing
-    let mut synth_flags = keep.synth_argv();
+    // `scenarios synth`'s choices: how many tasks, the profile's task filter, and the recipe's phrasing
+    let mut synth_flags = vec!["--n".into(), synth_n.to_string()];
+    synth_flags.extend(keep.synth_argv());
     if recipe.value_lookups {
         synth_flags.push("--value-lookups".into());
     }
-    let tasks = write_tasks(&mut stages, &source, &out, synth_n, &synth_flags, &episode, &with_server).await?;
+    let tasks = write_tasks(&mut stages, &source, &out, synth_seed, &synth_flags, &episode, &with_server).await?;
     let source_text = std::fs::read_to_string(&tasks).with_context(|| format!("cannot read {}", tasks.display()))?;
     let kept = limit_splits(&keep.apply(&source_text), train_limit, validation_limit);
     let scenarios = out.join("scenarios.jsonl");
@@ -445,7 +443,7 @@ async fn write_tasks(
     stages: &mut Stages,
     source: &TaskSource,
     out: &Path,
-    synth_n: usize,
+    seed: u64,
     synth_flags: &[String],
     episode: &[String],
     with_server: &impl Fn(&[String]) -> Vec<String>,
@@ -459,7 +457,7 @@ async fn write_tasks(
     } else {
         match source.synthesizer {
             Synthesizer::Sql => {
-                let mut rest = vec!["--n".into(), synth_n.to_string(), "--seed".into(), SYNTH_SEED.to_string()];
+                let mut rest = vec!["--seed".into(), seed.to_string()];
                 rest.extend(synth_flags.iter().cloned());
                 rest.extend(["--out".into(), path(&dir)]);
                 let argv = with_server(&rest);
@@ -468,7 +466,7 @@ async fn write_tasks(
                 stages.done(t)?;
             }
             Synthesizer::Walk => {
-                let mut rest = vec!["--seed".into(), SYNTH_SEED.to_string()];
+                let mut rest = vec!["--seed".into(), seed.to_string()];
                 rest.extend(episode.iter().cloned());
                 rest.extend(["--out".into(), path(&dir)]);
                 let argv = with_server(&rest);
