@@ -54,8 +54,8 @@ pub struct Args {
     #[arg(long, value_name = "SHARE", default_value_t = DEFAULT_RECOVERY_SHARE, value_parser = crate::args::share)]
     recovery_share: f64,
     /// SQL servers: also name text values as people do, a state by its value alone, and look
-    /// the stored value up in the reference (`scenarios synth --value-lookups`; off by default,
-    /// not measured on people's questions yet).
+    /// the stored value up in the reference (`scenarios synth --value-lookups`; off by default:
+    /// no gain on people's questions, benches/RESULTS.md, "Run 29").
     #[arg(long)]
     value_lookups: bool,
     /// Where every stage writes; running the same command again continues.
