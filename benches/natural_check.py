@@ -20,7 +20,9 @@ With OUT_DIR2 (a second recipe on the same questions): recipe 2 vs recipe 1 for 
 SFT+GRPO, paired by (database, scenario id). Then the issue's "done when" figures. Where
 a sampled check left `check-sampled/` (natural_check.sh's TA_CHECK_SAMPLED, or fit's
 `--check-samples` in benches/fit_natural.sh: SFT and SFT+GRPO, k episodes a question at
-temperature 1.0), their pass@1 per database and pooled, with a paired bootstrap over questions (`sampled`). Where
+temperature 1.0), their pass@1 per database and pooled, with a paired bootstrap over questions, and
+their pass@k, the questions with at least one right episode of the k: whether GRPO taught
+questions or made the answers the model already gives sometimes its usual ones (`sampled`). Where
 TA_CHECK_STEPS left `check-step-N/` (the same evaluation with step N's checkpoint as `trained`), a
 diagnostic table of each step's accuracy and its McNemar test against the SFT adapter (check/'s
 episodes of it, handed to each step's evaluation), also pooled over the databases for the steps
@@ -266,13 +268,14 @@ def read_sampled(out_dir, dbs):
 
 def sampled_rows(sampled):
     """[(name, row)]: each database, then the pools as rows_of makes them: n, k, pass@1 of SFT and of
-    SFT+GRPO, and the paired bootstrap over questions of their difference."""
+    SFT+GRPO, the paired bootstrap over questions of their difference, and each one's pass@k."""
     def row(names):
         sft = {k: v for n in names for k, v in sampled[n]["SFT"].items()}
         grpo = {k: v for n in names for k, v in sampled[n]["SFT+GRPO"].items()}
         ks = {sampled[n]["k"] for n in names}
+        any_right = lambda rates: accuracy({q: float(r > 0) for q, r in rates.items()})
         return {"n": len(sft), "k": ks.pop() if len(ks) == 1 else None, "SFT": accuracy(sft), "SFT+GRPO": accuracy(grpo),
-                "SFT+GRPO vs SFT": paired_bootstrap(sft, grpo)}
+                "SFT+GRPO vs SFT": paired_bootstrap(sft, grpo), "SFT pass@k": any_right(sft), "SFT+GRPO pass@k": any_right(grpo)}
     rows = [(name, row([name])) for name in sampled]
     kaggle = [n for n in sampled if n in KAGGLE]
     if len(kaggle) > 1:
@@ -285,14 +288,17 @@ def sampled_rows(sampled):
 def print_sampled(rows):
     print("\n### people's questions sampled (check-sampled/: k episodes a question at temperature 1.0)\n")
     print("pass@1 (the mean over questions of each one's share of right episodes); SFT+GRPO against SFT by a paired "
-          "bootstrap over questions (10,000 resamples, seed 0): the difference in points, its 95% interval and p.\n")
-    print("| database | n | k | SFT pass@1 | SFT+GRPO pass@1 | difference [95% CI] | p |")
-    print("|---|---:|---:|---:|---:|---|---|")
+          "bootstrap over questions (10,000 resamples, seed 0): the difference in points, its 95% interval and p. "
+          "pass@k: the questions with at least one right episode of the k; a pass@1 that rises while pass@k stays "
+          "is the model answering as it already could, more often.\n")
+    print("| database | n | k | SFT pass@1 | SFT+GRPO pass@1 | difference [95% CI] | p | SFT pass@k | SFT+GRPO pass@k |")
+    print("|---|---:|---:|---:|---:|---|---|---:|---:|")
     for name, r in rows:
         t = r["SFT+GRPO vs SFT"]
         cell = lambda a: f"{100 * a['acc']:.1f}%"
         diff = f"{100 * t['diff']:+.1f} [{100 * t['ci95'][0]:+.1f}, {100 * t['ci95'][1]:+.1f}]"
-        print(f"| {name} | {r['n']} | {r['k'] or '-'} | {cell(r['SFT'])} | {cell(r['SFT+GRPO'])} | {diff} | {fmt_p(t['p'])} |")
+        print(f"| {name} | {r['n']} | {r['k'] or '-'} | {cell(r['SFT'])} | {cell(r['SFT+GRPO'])} | {diff} | {fmt_p(t['p'])} "
+              f"| {cell(r['SFT pass@k'])} | {cell(r['SFT+GRPO pass@k'])} |")
 
 
 def read_wordings(out_dir, dbs):

@@ -136,8 +136,13 @@ class Layout(unittest.TestCase):
             pooled = rows["**all**"]
             self.assertEqual(pooled["n"], 8)
             self.assertAlmostEqual(pooled["SFT+GRPO vs SFT"]["diff"], (2 / 4 - 4 / 4) / 8)
+            # pass@k: a question with any right episode of its k
+            self.assertEqual((demo["SFT pass@k"]["successes"], demo["SFT+GRPO pass@k"]["successes"]), (3, 4))
+            self.assertEqual((rows["GeoNuclearData"]["SFT pass@k"]["acc"], rows["GeoNuclearData"]["SFT+GRPO pass@k"]["acc"]), (0.5, 0.25))
+            self.assertEqual((pooled["SFT pass@k"]["acc"], pooled["SFT+GRPO pass@k"]["acc"]), (5 / 8, 5 / 8))
             text, numbers = run_main([tmp], tmp)
             self.assertIn("| demo | 4 | 4 | 43.8% | 56.2% | +12.5 [", text)
+            self.assertRegex(text, r"\| demo \|.*\| 75\.0% \| 100\.0% \|\n")
             self.assertEqual([r["name"] for r in numbers["recipes"][0]["sampled"]], ["GeoNuclearData", "demo", "all"])
 
 
