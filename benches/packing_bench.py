@@ -9,11 +9,19 @@ Prints, per packing: micro-batches, tokens through the model (padded rows, or th
 tokens), seconds for the step's forwards and backwards (median of --repeats, after a warm-up with
 --warmup),
 and the process's peak RSS (CPU) or peak allocated memory (CUDA).
+
+`--attention` runs the step under another attention than the trainer's (`sdpa`, its default;
+`sdpa-math`, SDPA's unfused reference kernel; `eager`, transformers' matmul-and-softmax), and
+`--profile` prints where the last repeat's time went (torch.profiler's operators by self time):
+
+    PYTHONPATH=python python benches/packing_bench.py runs/demo/sft/trainer/inbox/step-000003.json \
+        --model smollm2-135m-instruct --packings prefix-tree --repeats 2 --profile
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import sys
@@ -54,6 +62,18 @@ def step_time(model, mbs, device) -> float:
     return time.perf_counter() - t0
 
 
+ATTENTIONS = ("sdpa", "sdpa-math", "eager")
+
+
+def kernel(attention: str):
+    """The context that makes `attention` SDPA's math kernel (the other choices need none)."""
+    if attention == "sdpa-math":
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        return sdpa_kernel(SDPBackend.MATH)
+    return contextlib.nullcontext()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("step_file")
@@ -63,6 +83,8 @@ def main() -> None:
     ap.add_argument("--warmup", action="store_true", help="one unmeasured run of each packing first")
     ap.add_argument("--packings", default=",".join(PACKINGS), help="in this order, comma-separated")
     ap.add_argument("--precision", default="auto", help="the trainer's: auto, 32-true, bf16-mixed")
+    ap.add_argument("--attention", choices=ATTENTIONS, default="sdpa", help="the decoder's attention (default: the trainer's)")
+    ap.add_argument("--profile", action="store_true", help="print the last repeat's operators by self time")
     ap.add_argument("--out")
     args = ap.parse_args()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -71,6 +93,8 @@ def main() -> None:
     precision = resolved_precision(cfg)
     model = build_model(cfg, base_dtype(precision)).to(device)
     model.train()
+    if args.attention == "eager":
+        model.get_base_model().set_attn_implementation("eager")
     _, samples, _ = read_step_file(Path(args.step_file))
     autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16-mixed")
     rows = []
@@ -79,8 +103,12 @@ def main() -> None:
         tokens = sum(
             sum(len(n) for n in mb["tree"].nodes) if "tree" in mb else mb["input_ids"].numel() for mb in mbs
         )
-        with autocast:
-            times = [step_time(model, mbs, device) for _ in range(args.repeats + args.warmup)][args.warmup :]
+        with autocast, kernel(args.attention):
+            times = [step_time(model, mbs, device) for _ in range(args.repeats + args.warmup - args.profile)][args.warmup :]
+            if args.profile:
+                with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+                    times.append(step_time(model, mbs, device))
+                print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=12), file=sys.stderr)
         row = dict(
             packing=packing,
             samples=len(samples),
@@ -90,6 +118,7 @@ def main() -> None:
             forward_backward_s=statistics.median(times),
             runs_s=times,
             precision=precision,
+            attention=args.attention,
             **peak_memory(device),
         )
         rows.append(row)
