@@ -271,6 +271,9 @@ pub async fn execute(job: Job) -> Result<()> {
                 view.clone(),
                 "--recovery-share".into(),
                 recipe.recovery_share.to_string(),
+                // the slips' draw, from the run's seed as SFT's order is
+                "--seed".into(),
+                sft.seed.to_string(),
                 "--out".into(),
                 path(&traces),
             ]);
