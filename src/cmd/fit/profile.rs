@@ -136,8 +136,9 @@ pub struct ProfileArgs {
     #[arg(long, value_name = "N")]
     validation_limit: Option<usize>,
     /// One seed for the run's draws: the synthesized tasks and their split, the reference traces'
-    /// slips, SFT's order, GRPO's task order and sampling, the sampled check. A second seed is an independent run of the
-    /// same recipe. Default: the same tasks and draws on every run of the same server.
+    /// slips, SFT's order, GRPO's task order and sampling, the sampled check. A second seed is an
+    /// independent run of the same recipe. Default: the same tasks and draws on every run of the
+    /// same server.
     #[arg(long, value_name = "N")]
     seed: Option<u64>,
 }
