@@ -30,6 +30,8 @@
 #                  state by its value alone, the stored value looked up; default off)
 #   TA_SEED        fit's `--seed`: a second seed is an independent run of the same recipe (other
 #                  tasks, split and draws; default: fit's own)
+#   TA_CURRICULUM  fit's `--curriculum` (how GRPO draws its tasks: uniform, adaptive, frontier;
+#                  default: fit's own, uniform)
 #   TA_CHECK_SAMPLED  K episodes a question in the sampled check (fit's `--check-samples`: 8; 0:
 #                  none)
 #
@@ -52,6 +54,7 @@ if [[ -n ${TA_VALIDATION_LIMIT:-} ]]; then knobs+=(--validation-limit "$TA_VALID
 if [[ -n ${TA_RECOVERY_SHARE:-} ]]; then knobs+=(--recovery-share "$TA_RECOVERY_SHARE"); fi
 if [[ -n ${TA_VALUE_LOOKUPS:-} ]]; then knobs+=(--value-lookups); fi
 if [[ -n ${TA_SEED:-} ]]; then knobs+=(--seed "$TA_SEED"); fi
+if [[ -n ${TA_CURRICULUM:-} ]]; then knobs+=(--curriculum "$TA_CURRICULUM"); fi
 mkdir -p "$TA_OUT"
 
 # One database's fit; records its exit status in TA_OUT/NAME/rc.

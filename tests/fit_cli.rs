@@ -142,6 +142,8 @@ fn fit_on_mcp_server_sqlite_offers_only_read_tools_and_continues_when_run_again(
         "--value-lookups",
         "--seed",
         "5",
+        "--curriculum",
+        "frontier",
         "--out",
         out.to_str().unwrap(),
     ];
@@ -182,6 +184,9 @@ fn fit_on_mcp_server_sqlite_offers_only_read_tools_and_continues_when_run_again(
         let text = std::fs::read_to_string(out.join(config)).unwrap();
         assert!(text.lines().any(|l| l == "seed = 5"), "{config}:\n{text}");
     }
+    // --curriculum reaches GRPO's config, and its run drew and trained under it
+    let grpo_toml = std::fs::read_to_string(out.join("grpo.toml")).unwrap();
+    assert!(grpo_toml.lines().any(|l| l == "mode = \"frontier\""), "{grpo_toml}");
     // --value-lookups reaches synth: some tasks look a stored value up before the answer's query
     assert!(stages[0]["command"].as_str().unwrap().contains("--value-lookups"), "{}", stages[0]["command"]);
     let synthesized: Value = serde_json::from_str(&std::fs::read_to_string(out.join("synth/summary.json")).unwrap()).unwrap();

@@ -351,7 +351,7 @@ fn step(tool: &str, arguments: Value) -> ReferenceStep {
 fn scenario(tools: &SqlTools, c: &Candidate, ok: &Checked, task: &str, index: usize) -> Scenario {
     let mut extra = Map::new();
     extra.insert("sql".into(), c.sql.clone().into());
-    extra.insert("template".into(), c.template.into());
+    extra.insert(ta_types::scenario::EXTRA_TEMPLATE.into(), c.template.into());
     let technical = c.technical.as_deref() == Some(task);
     let phrasing = if meta::TEMPLATES.contains(&c.template) {
         PHRASING_SCHEMA

@@ -95,6 +95,10 @@ pub enum CurriculumMode {
     /// The first `ordered_epochs` easy to hard by `difficulty`, then draws weighted by each
     /// scenario's recent ground-truth pass rate.
     Adaptive,
+    /// Draws weighted by the chance a scenario's group splits right from wrong, read from the
+    /// recent groups of its template (the shape it was made from): a pool most of whose shapes
+    /// the start adapter already solves spends its draws on the shapes it does not.
+    Frontier,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -110,6 +114,8 @@ pub struct CurriculumSettings {
     pub unsolved_weight: f64,
     /// Epochs that visit every scenario once, easiest `difficulty` first.
     pub ordered_epochs: u32,
+    /// Frontier: a template's chance to split is read over its last `template_window` groups.
+    pub template_window: u32,
 }
 
 impl Default for RolloutSettings {
@@ -155,7 +161,7 @@ impl RolloutSettings {
 
 impl Default for CurriculumSettings {
     fn default() -> Self {
-        CurriculumSettings { mode: CurriculumMode::Uniform, window: 2, retired_weight: 0.1, unsolved_weight: 0.25, ordered_epochs: 1 }
+        CurriculumSettings { mode: CurriculumMode::Uniform, window: 2, retired_weight: 0.1, unsolved_weight: 0.25, ordered_epochs: 1, template_window: 32 }
     }
 }
 
@@ -201,6 +207,9 @@ impl TrainConfig {
         }
         if self.curriculum.window == 0 {
             return inv("curriculum.window", "0".into(), "a pass rate needs at least 1 group");
+        }
+        if self.curriculum.template_window == 0 {
+            return inv("curriculum.template_window", "0".into(), "a template's share of groups that split needs at least 1 group");
         }
         for (key, w) in [("curriculum.retired_weight", self.curriculum.retired_weight), ("curriculum.unsolved_weight", self.curriculum.unsolved_weight)] {
             if !(0.0..=1.0).contains(&w) {
@@ -263,5 +272,8 @@ mod tests {
         assert!(c.validate().unwrap_err().to_string().contains("optim.lr"));
         let e = toml::from_str::<TrainConfig>("[loss]\naggregation = \"mean\"\n").unwrap_err().to_string();
         assert!(e.contains("aggregation") && e.contains("token-mean"), "{e}");
+        c.optim.lr = 1e-5;
+        c.curriculum.template_window = 0;
+        assert!(c.validate().unwrap_err().to_string().contains("curriculum.template_window"));
     }
 }

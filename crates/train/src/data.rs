@@ -7,13 +7,19 @@
 //!   rate over its last `window` groups: a scenario every rollout solved is retired (weight
 //!   `retired_weight`), one no rollout earned any credit on is down-weighted (`unsolved_weight`)
 //!   until one does, and the rest, unseen ones included, weigh 1.
+//! - **frontier**: every step draws, seeded, weighted by the chance a scenario's group splits
+//!   right from wrong, the share of its template's last `template_window` groups that did
+//!   (Laplace-smoothed: (split + 1) / (groups + 2), so a template never seen weighs 1/2 and one
+//!   that never split still gets drawn now and then), times the adaptive weight of the
+//!   scenario's own groups. A scenario's own history rarely fills in a pool drawn about once
+//!   (`fit`'s 48 steps on a thousand tasks); its template's does within a few steps.
 //!
 //! Dynamic sampling's replacements for flat groups are drawn the same way, among the scenarios the
 //! step has not drawn yet. Every draw follows from the seed, the step, the round and the history,
 //! and the history is rebuilt from the finished steps' trajectory files, so a resumed run draws
 //! exactly what the interrupted one would have.
 
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -48,6 +54,10 @@ pub struct Curriculum {
     settings: CurriculumSettings,
     /// The last `window` groups of each scenario, oldest first.
     history: BTreeMap<String, VecDeque<GroupRecord>>,
+    /// Each scenario's template, for those that have one.
+    template_of: HashMap<String, String>,
+    /// Whether each of a template's last `template_window` groups split right from wrong.
+    splits: HashMap<String, VecDeque<bool>>,
 }
 
 /// Where a difficulty sits on the easy-to-hard order: its level, or for the labels generators
@@ -64,7 +74,8 @@ fn rank(d: Option<&Difficulty>) -> u8 {
 
 impl Curriculum {
     pub fn new(scenarios: Vec<Scenario>, per_step: usize, epochs: u32, seed: u64, settings: CurriculumSettings) -> Self {
-        Curriculum { scenarios, per_step: per_step.max(1), epochs: epochs.max(1), seed, settings, history: BTreeMap::new() }
+        let template_of = scenarios.iter().filter_map(|s| Some((s.id.clone(), s.template()?.to_string()))).collect();
+        Curriculum { scenarios, per_step: per_step.max(1), epochs: epochs.max(1), seed, settings, history: BTreeMap::new(), template_of, splits: HashMap::new() }
     }
 
     /// Steps needed to see every epoch (the last step of an epoch may be short).
@@ -95,6 +106,7 @@ impl Curriculum {
         let ordered = match self.settings.mode {
             CurriculumMode::Uniform => self.epochs,
             CurriculumMode::Adaptive => self.settings.ordered_epochs.min(self.epochs),
+            CurriculumMode::Frontier => 0,
         };
         if start < n * ordered as usize {
             let total = n * self.epochs as usize;
@@ -132,13 +144,28 @@ impl Curriculum {
         keyed.into_iter().take(count).map(|(_, i)| self.scenarios[i].clone()).collect()
     }
 
-    /// A scenario's draw weight: 1 under the uniform curriculum; under the adaptive one, after
-    /// `window` groups, `retired_weight` when every rollout of them was solved and
-    /// `unsolved_weight` when none earned any credit.
+    /// A scenario's draw weight: 1 under the uniform curriculum; under the adaptive one its own
+    /// groups' ([`Curriculum::own_weight`]); under the frontier one that times its template's
+    /// chance to split ([`Curriculum::split_chance`]).
     pub fn weight(&self, id: &str) -> f64 {
-        if self.settings.mode == CurriculumMode::Uniform {
-            return 1.0;
+        match self.settings.mode {
+            CurriculumMode::Uniform => 1.0,
+            CurriculumMode::Adaptive => self.own_weight(id),
+            CurriculumMode::Frontier => self.own_weight(id) * self.split_chance(id),
         }
+    }
+
+    /// The share of the last `template_window` groups of the scenario's template that split right
+    /// from wrong, Laplace-smoothed; 1/2 for a template not drawn yet or a scenario without one.
+    pub fn split_chance(&self, id: &str) -> f64 {
+        let seen = self.template_of.get(id).and_then(|t| self.splits.get(t));
+        let (split, groups) = seen.map_or((0, 0), |h| (h.iter().filter(|&&s| s).count(), h.len()));
+        (split as f64 + 1.0) / (groups as f64 + 2.0)
+    }
+
+    /// After `window` groups of the scenario, `retired_weight` when every rollout of them was
+    /// solved and `unsolved_weight` when none earned any credit; 1 otherwise.
+    fn own_weight(&self, id: &str) -> f64 {
         let Some(h) = self.history.get(id).filter(|h| h.len() >= self.settings.window as usize) else { return 1.0 };
         if h.iter().all(|g| g.all_solved) {
             self.settings.retired_weight
@@ -164,7 +191,16 @@ impl Curriculum {
             }
         }
         let window = self.settings.window.max(1) as usize;
+        let template_window = self.settings.template_window.max(1) as usize;
         for (id, gts) in groups.into_iter().filter(|(id, _)| !no_truth.contains(id)) {
+            if let Some(template) = self.template_of.get(id) {
+                let split = gts.iter().any(|&g| (g - gts[0]).abs() > 1e-9);
+                let h = self.splits.entry(template.clone()).or_default();
+                h.push_back(split);
+                while h.len() > template_window {
+                    h.pop_front();
+                }
+            }
             let h = self.history.entry(id.to_string()).or_default();
             h.push_back(GroupRecord { all_solved: gts.iter().all(|&g| g >= 1.0 - 1e-9), none_credited: gts.iter().all(|&g| g <= 1e-9) });
             while h.len() > window {
@@ -173,12 +209,12 @@ impl Curriculum {
         }
     }
 
-    /// Retired and down-weighted scenarios now (both 0 under the uniform curriculum).
+    /// Retired and down-weighted scenarios now, by their own groups (both 0 under the uniform
+    /// curriculum).
     pub fn counts(&self) -> CurriculumCounts {
         let mut c = CurriculumCounts::default();
         for s in &self.scenarios {
-            let w = self.weight(&s.id);
-            if w == 1.0 {
+            if self.settings.mode == CurriculumMode::Uniform || self.own_weight(&s.id) == 1.0 {
                 continue;
             }
             let h = &self.history[&s.id];
@@ -292,6 +328,55 @@ mod tests {
         assert!((20..=90).contains(&retired), "{hits:?}");
         assert!((70..=190).contains(&unsolved), "{hits:?}");
         assert!((380..=580).contains(&plain), "{hits:?}");
+    }
+
+    /// `n` scenarios, the first half of template `solved`, the rest of `split`, the last without one.
+    fn shaped(n: usize) -> Vec<Scenario> {
+        let text: String = (0..n)
+            .map(|i| match i {
+                _ if i + 1 == n => format!("{{\"id\": \"s{i}\", \"task\": \"t\"}}\n"),
+                _ if i < n / 2 => format!("{{\"id\": \"s{i}\", \"task\": \"t\", \"template\": \"solved\"}}\n"),
+                _ => format!("{{\"id\": \"s{i}\", \"task\": \"t\", \"template\": \"split\"}}\n"),
+            })
+            .collect();
+        ta_types::scenario::parse_scenarios(&text, "x").unwrap()
+    }
+
+    #[test]
+    fn the_frontier_curriculum_draws_the_templates_whose_groups_split() {
+        let settings = CurriculumSettings { mode: CurriculumMode::Frontier, template_window: 4, ..Default::default() };
+        let mut c = Curriculum::new(shaped(21), 1, 5000, 5, settings.clone());
+        assert_eq!((c.split_chance("s0"), c.split_chance("s10"), c.split_chance("s20")), (0.5, 0.5, 0.5), "nothing seen yet");
+        // Six groups of each template: the solved ones all right (flat), the split ones half
+        // right, one all wrong (flat too), on different scenarios each (none reaches its own window).
+        for i in 0..6 {
+            let split = if i == 3 { group(&format!("s{}", 10 + i), 8, 0) } else { group(&format!("s{}", 10 + i), 8, 4) };
+            c.record(&[group(&format!("s{i}"), 8, 8), split].concat());
+        }
+        // Only the last four groups count: none of `solved` split, three of `split`'s four.
+        assert_eq!(c.split_chance("s9"), 1.0 / 6.0);
+        assert_eq!(c.split_chance("s19"), 4.0 / 6.0);
+        assert_eq!(c.split_chance("s20"), 0.5, "no template: the prior");
+        assert_eq!(c.weight("s3"), c.split_chance("s3"), "its own groups are fewer than its window: the template alone");
+        let mut hits: BTreeMap<bool, usize> = BTreeMap::new();
+        for step in 1..=3000 {
+            let id = c.step(step)[0].id.clone();
+            *hits.entry(c.template_of.get(&id).is_some_and(|t| t == "split")).or_default() += 1;
+        }
+        // Expected share: 10 × 4/6 against 10 × 1/6 + 1/2 (the one without a template), 75% of
+        // 3,000 draws; uniform draws would give 48%.
+        assert!((2100..=2400).contains(&hits[&true]), "{hits:?}");
+        // Replayed from the same history, the same draws.
+        let mut again = Curriculum::new(shaped(21), 1, 5000, 5, settings);
+        for i in 0..6 {
+            let split = if i == 3 { group(&format!("s{}", 10 + i), 8, 0) } else { group(&format!("s{}", 10 + i), 8, 4) };
+            again.record(&[group(&format!("s{i}"), 8, 8), split].concat());
+        }
+        assert_eq!(again.step(7), c.step(7));
+        // The other curricula leave templates out of it.
+        let mut adaptive = Curriculum::new(shaped(21), 1, 50, 5, CurriculumSettings { ordered_epochs: 0, ..adaptive() });
+        adaptive.record(&[group("s0", 8, 8), group("s1", 8, 8)].concat());
+        assert_eq!((adaptive.weight("s2"), adaptive.counts()), (1.0, CurriculumCounts::default()));
     }
 
     #[test]

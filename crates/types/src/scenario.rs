@@ -45,6 +45,11 @@ impl std::str::FromStr for Split {
 /// look for it there. Written by `scenarios walk`.
 pub const EXTRA_DERIVED: &str = "derived";
 
+/// `extra.template`: the shape a synthesizer or the walk made the task from (`count_where`,
+/// `percentage`, a walked lookup's kind): what `fit`'s CPU profile filters on, `scenarios
+/// frontier` counts by, and the frontier curriculum estimates a group's chance to split by.
+pub const EXTRA_TEMPLATE: &str = "template";
+
 /// `extra.explanation`: how the answer follows from the reference's last result, said before
 /// answering in the reference trace. Written by `scenarios walk`.
 pub const EXTRA_EXPLANATION: &str = "explanation";
@@ -245,6 +250,13 @@ pub struct Scenario {
     /// Fields this crate does not interpret, kept verbatim.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
+}
+
+impl Scenario {
+    /// The shape it was made from (`extra.template`), when a synthesizer or the walk wrote it.
+    pub fn template(&self) -> Option<&str> {
+        self.extra.get(EXTRA_TEMPLATE).and_then(Value::as_str)
+    }
 }
 
 #[derive(Debug, thiserror::Error)]

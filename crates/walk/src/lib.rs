@@ -184,7 +184,7 @@ pub async fn synthesize<T: ToolHost, F: ToolHost>(host: &T, fresh: &F, tools: &[
 
 fn scenario(walked: &Walked, t: &ask::Task, text: &str, index: usize) -> Scenario {
     let mut extra = Map::new();
-    extra.insert("template".into(), t.op.template().into());
+    extra.insert(ta_types::scenario::EXTRA_TEMPLATE.into(), t.op.template().into());
     extra.insert("phrasing".into(), ta_synth::PHRASING_NATURAL.into());
     let answering = &walked.calls[t.call];
     // A date written as a day: not in the last result as the answer says it.

@@ -5,6 +5,7 @@
 
 use ta_sft::sft::SftConfig;
 use ta_train::TrainConfig;
+use ta_train::config::CurriculumMode;
 use ta_trainer::Packing;
 
 /// Settings of one profile.
@@ -52,7 +53,7 @@ impl TaskFilter {
         }
         let kept = |l: &&str| {
             serde_json::from_str::<serde_json::Value>(l).is_ok_and(|v| {
-                self.templates.is_none_or(|ts| v["template"].as_str().is_some_and(|t| ts.contains(&t)))
+                self.templates.is_none_or(|ts| v[ta_types::scenario::EXTRA_TEMPLATE].as_str().is_some_and(|t| ts.contains(&t)))
                     && self.max_difficulty.is_none_or(|max| v["difficulty"].as_u64().is_some_and(|d| d <= max))
             })
         };
@@ -141,6 +142,17 @@ pub struct ProfileArgs {
     /// same server.
     #[arg(long, value_name = "N")]
     seed: Option<u64>,
+    /// How GRPO draws its tasks: `uniform` (the default: a seeded order), `adaptive` (easy to
+    /// hard, then by each task's recent pass rate) or `frontier` (by the share of the recent
+    /// groups of the task's template that split right from wrong; docs/training.md, "Informative
+    /// batches").
+    #[arg(long, value_name = "MODE", value_parser = curriculum)]
+    curriculum: Option<CurriculumMode>,
+}
+
+/// A curriculum mode by its name in `[curriculum] mode`.
+fn curriculum(name: &str) -> Result<CurriculumMode, String> {
+    serde_json::from_value(name.into()).map_err(|e| e.to_string())
 }
 
 impl ProfileArgs {
@@ -157,7 +169,14 @@ impl ProfileArgs {
     pub fn profile(&self, gpu: bool, model: Option<&str>, gpu_steps: u64) -> Profile {
         let model = model.unwrap_or(if gpu { "qwen0.5b" } else { "small" });
         let steps = self.steps.or(gpu.then_some(gpu_steps));
-        let o = Overrides { steps, train_limit: self.train_limit, validation_limit: self.validation_limit, sft_share: self.sft_share, seed: self.seed };
+        let o = Overrides {
+            steps,
+            train_limit: self.train_limit,
+            validation_limit: self.validation_limit,
+            sft_share: self.sft_share,
+            seed: self.seed,
+            curriculum: self.curriculum,
+        };
         profile(gpu, model, &o)
     }
 }
@@ -170,6 +189,7 @@ pub struct Overrides {
     pub validation_limit: Option<usize>,
     pub sft_share: Option<f64>,
     pub seed: Option<u64>,
+    pub curriculum: Option<CurriculumMode>,
 }
 
 pub fn profile(gpu: bool, model: &str, o: &Overrides) -> Profile {
@@ -257,6 +277,9 @@ pub fn profile(gpu: bool, model: &str, o: &Overrides) -> Profile {
     }
     if let Some(seed) = o.seed {
         (sft.seed, grpo.seed) = (seed, seed);
+    }
+    if let Some(mode) = o.curriculum {
+        grpo.curriculum.mode = mode;
     }
     let synth_seed = o.seed.unwrap_or(SYNTH_SEED);
     Profile { gpu, model: model.into(), keep, train_limit, validation_limit, sft_share: o.sft_share.unwrap_or(default_share), sft, grpo, max_model_len, synth_seed }
@@ -384,6 +407,11 @@ mod tests {
         assert!(r.concurrency >= r.scenarios_per_step * r.rollouts_per_scenario as usize, "a step's episodes in one wave");
         assert!(gpu.max_model_len >= 8 * r.max_episode_tokens && gpu.max_model_len > cpu.max_model_len, "{}", gpu.max_model_len);
         assert_eq!(profile(true, "qwen0.5b", &Overrides { sft_share: Some(0.5), ..Default::default() }).sft_share, 0.5, "--sft-share wins");
+        assert_eq!(gpu.grpo.curriculum.mode, CurriculumMode::Uniform);
+        let frontier = Overrides { curriculum: Some(curriculum("frontier").unwrap()), ..Default::default() };
+        assert_eq!(profile(true, "qwen0.5b", &frontier).grpo.curriculum.mode, CurriculumMode::Frontier, "--curriculum wins");
+        let e = curriculum("frontiers").unwrap_err();
+        assert!(e.contains("uniform") && e.contains("frontier"), "the error names the modes: {e}");
         assert_eq!(profile(true, "/models/x.gguf", &none).grpo.base_model, "/models/x.gguf");
         assert_eq!(profile(true, "qwen0.5b", &none).grpo.rollout.max_steps, GPU_STEPS);
         for p in [cpu, gpu] {

@@ -44,7 +44,7 @@ pub fn run(args: Args) -> Result<()> {
         bail!("{} has one episode per scenario for {label}: a pass rate needs several\nhint: eval --rollouts 8 --temperature 1.0 --split train ...", args.eval.display());
     }
     let scenarios = ta_types::scenario::load_scenarios(&args.scenarios)?;
-    let templates: std::collections::HashMap<&str, &str> = scenarios.iter().filter_map(|s| Some((s.id.as_str(), s.extra.get("template")?.as_str()?))).collect();
+    let templates: std::collections::HashMap<&str, &str> = scenarios.iter().filter_map(|s| Some((s.id.as_str(), s.template()?))).collect();
     let template_of = |id: &str| templates.get(id).copied().unwrap_or("-").to_string();
     let summary = FrontierSummary::of(&counts, template_of);
     let mut file = std::io::BufWriter::new(std::fs::File::create(&args.out).with_context(|| format!("cannot write {}", args.out.display()))?);
