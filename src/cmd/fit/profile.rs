@@ -144,8 +144,8 @@ pub struct ProfileArgs {
     seed: Option<u64>,
     /// How GRPO draws its tasks: `uniform` (the default: a seeded order), `adaptive` (easy to
     /// hard, then by each task's recent pass rate) or `frontier` (by the share of the recent
-    /// groups of the task's template that split right from wrong; docs/training.md, "Informative
-    /// batches").
+    /// groups of the task's template that split right from wrong; no gain on people's questions:
+    /// benches/RESULTS.md, "Run 30").
     #[arg(long, value_name = "MODE", value_parser = curriculum)]
     curriculum: Option<CurriculumMode>,
 }
