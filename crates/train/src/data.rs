@@ -11,8 +11,9 @@
 //!   right from wrong, the share of its template's last `template_window` groups that did
 //!   (Laplace-smoothed: (split + 1) / (groups + 2), so a template never seen weighs 1/2 and one
 //!   that never split still gets drawn now and then), times the adaptive weight of the
-//!   scenario's own groups. A scenario's own history rarely fills in a pool drawn about once
-//!   (`fit`'s 48 steps on a thousand tasks); its template's does within a few steps.
+//!   scenario's own groups. In a pool drawn about once per scenario, as `fit`'s GPU profile
+//!   draws its train split, a scenario's own history rarely fills; its template's does within a
+//!   few steps.
 //!
 //! Dynamic sampling's replacements for flat groups are drawn the same way, among the scenarios the
 //! step has not drawn yet. Every draw follows from the seed, the step, the round and the history,
