@@ -72,7 +72,7 @@ async fn every_kind_of_call_is_handled_and_counted() {
 }
 
 /// An agent that copies the server's SQL error into `complete_task` (what GRPO taught two runs'
-/// adapters, benches/RESULTS.md run 25) is marked, and the rules score it below running out of
+/// adapters, benches/RESULTS.md run 25), or its tail, is marked, and the rules score it below running out of
 /// turns; an episode that recovers and answers from a query that worked is not marked.
 #[tokio::test]
 async fn an_answer_that_repeats_the_servers_error_is_marked() {
@@ -93,6 +93,10 @@ async fn an_answer_that_repeats_the_servers_error_is_marked() {
     let gave_up = play(vec![bad(), complete(&error)], 10).await;
     assert_eq!(gave_up.outcome, Outcome::Completed);
     assert!(gave_up.answered_with_error, "{:?}", gave_up.final_answer);
+    // Its tail, the head dropped (what GRPO taught run 30's StudentMathScore adapter), too.
+    let tail = error.split_once("no such column: ").expect("the demo server names the column").1;
+    let dodged = play(vec![bad(), complete(tail)], 10).await;
+    assert!(dodged.answered_with_error, "{:?}", dodged.final_answer);
     let good = tool_calls(&[("run_query", r#"{"sql": "SELECT COUNT(*) AS n FROM departments"}"#)]);
     let answered = play(vec![bad(), good, complete("There are 9 departments.")], 10).await;
     assert_eq!((answered.outcome, answered.answered_with_error), (Outcome::Completed, false), "{:?}", answered.final_answer);
