@@ -30,6 +30,10 @@
 #                  state by its value alone, the stored value looked up; default off)
 #   TA_SEED        fit's `--seed`: a second seed is an independent run of the same recipe (other
 #                  tasks, split and draws; default: fit's own)
+#   TA_SFT_SHARE   fit's `--sft-share` (the share of the train split SFT's traces come from;
+#                  default: fit's own)
+#   TA_TEACHER     fit's `--teacher` (rewordings of the synthesized tasks, checked by the teacher's
+#                  own SQL; e.g. local/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf; default: none)
 #   TA_CURRICULUM  fit's `--curriculum` (how GRPO draws its tasks: uniform, adaptive, frontier;
 #                  default: fit's own, uniform)
 #   TA_CHECK_SAMPLED  K episodes a question in the sampled check (fit's `--check-samples`: 8; 0:
@@ -54,6 +58,8 @@ if [[ -n ${TA_VALIDATION_LIMIT:-} ]]; then knobs+=(--validation-limit "$TA_VALID
 if [[ -n ${TA_RECOVERY_SHARE:-} ]]; then knobs+=(--recovery-share "$TA_RECOVERY_SHARE"); fi
 if [[ -n ${TA_VALUE_LOOKUPS:-} ]]; then knobs+=(--value-lookups); fi
 if [[ -n ${TA_SEED:-} ]]; then knobs+=(--seed "$TA_SEED"); fi
+if [[ -n ${TA_SFT_SHARE:-} ]]; then knobs+=(--sft-share "$TA_SFT_SHARE"); fi
+if [[ -n ${TA_TEACHER:-} ]]; then knobs+=(--teacher "$TA_TEACHER"); fi
 if [[ -n ${TA_CURRICULUM:-} ]]; then knobs+=(--curriculum "$TA_CURRICULUM"); fi
 mkdir -p "$TA_OUT"
 
