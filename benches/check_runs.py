@@ -22,9 +22,10 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from natural_check import is_success as is_right  # noqa: E402  (ta_metrics' success rule)
 
-# The agent's rule (crates/rollout/src/agent.rs, `repeats_error`): an answer holds the head of a
-# server error's first line; errors shorter than the minimum never count.
-ERROR_PREFIX_CHARS = 40
+# The agent's rule (crates/rollout/src/agent.rs, `repeats_error`): an answer holds 40 consecutive
+# characters of a server error's first line (all of a shorter one); errors shorter than the
+# minimum never count.
+ERROR_WINDOW_CHARS = 40
 MIN_ERROR_CHARS = 12
 # How the agent hands a server error back to the model (its tool reply).
 ERROR_REPLY = "Error: "
@@ -40,8 +41,9 @@ def answered_with_error(t):
         if m.get("role") != "tool" or not text.startswith(ERROR_REPLY):
             continue
         lines = text[len(ERROR_REPLY):].strip().splitlines()
-        head = (lines[0] if lines else "")[:ERROR_PREFIX_CHARS]
-        if len(head) >= MIN_ERROR_CHARS and head in answer:
+        line = lines[0] if lines else ""
+        n = min(ERROR_WINDOW_CHARS, len(line))
+        if len(line) >= MIN_ERROR_CHARS and any(line[i:i + n] in answer for i in range(len(line) - n + 1)):
             return True
     return False
 

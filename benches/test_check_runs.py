@@ -40,7 +40,9 @@ def write_run(root, name, sft, grpo):
 class CheckRuns(unittest.TestCase):
     def test_the_error_rule_matches_the_agents(self):
         self.assertTrue(cr.answered_with_error(episode("q", False, answer=ERROR, error_reply=True)))
-        self.assertFalse(cr.answered_with_error(episode("q", False, answer="SQL error", error_reply=True)), "less than the head")
+        self.assertFalse(cr.answered_with_error(episode("q", False, answer="SQL error", error_reply=True)), "fewer than 40 of its characters")
+        tail = ERROR.split("column: ")[1]
+        self.assertTrue(cr.answered_with_error(episode("q", False, answer=tail, error_reply=True)), "its tail, the head dropped")
         self.assertFalse(cr.answered_with_error(episode("q", False, answer=ERROR)), "no such error in the episode")
         self.assertTrue(cr.answered_with_error(episode("q", False, answer="x", marked=True)), "the agent's own mark")
 
