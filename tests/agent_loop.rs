@@ -72,8 +72,9 @@ async fn every_kind_of_call_is_handled_and_counted() {
 }
 
 /// An agent that copies the server's SQL error into `complete_task` (what GRPO taught two runs'
-/// adapters, benches/RESULTS.md run 25), or its tail, is marked, and the rules score it below running out of
-/// turns; an episode that recovers and answers from a query that worked is not marked.
+/// adapters, benches/RESULTS.md run 25), or its tail, is marked, and the rules score it below
+/// running out of turns; an episode that recovers and answers from a query that worked is not
+/// marked.
 #[tokio::test]
 async fn an_answer_that_repeats_the_servers_error_is_marked() {
     let tools = demo_tools().await;

@@ -61,6 +61,14 @@ pub struct Curriculum {
     splits: HashMap<String, VecDeque<bool>>,
 }
 
+/// Appends `item`, dropping the oldest beyond the last `window`.
+fn push_within<T>(h: &mut VecDeque<T>, item: T, window: usize) {
+    h.push_back(item);
+    while h.len() > window {
+        h.pop_front();
+    }
+}
+
 /// Where a difficulty sits on the easy-to-hard order: its level, or for the labels generators
 /// use, easy 1, medium 3, hard 5; anything else (the demo's `join`) in the middle, with the
 /// scenarios that have none.
@@ -196,17 +204,10 @@ impl Curriculum {
         for (id, gts) in groups.into_iter().filter(|(id, _)| !no_truth.contains(id)) {
             if let Some(template) = self.template_of.get(id) {
                 let split = gts.iter().any(|&g| (g - gts[0]).abs() > 1e-9);
-                let h = self.splits.entry(template.clone()).or_default();
-                h.push_back(split);
-                while h.len() > template_window {
-                    h.pop_front();
-                }
+                push_within(self.splits.entry(template.clone()).or_default(), split, template_window);
             }
-            let h = self.history.entry(id.to_string()).or_default();
-            h.push_back(GroupRecord { all_solved: gts.iter().all(|&g| g >= 1.0 - 1e-9), none_credited: gts.iter().all(|&g| g <= 1e-9) });
-            while h.len() > window {
-                h.pop_front();
-            }
+            let record = GroupRecord { all_solved: gts.iter().all(|&g| g >= 1.0 - 1e-9), none_credited: gts.iter().all(|&g| g <= 1e-9) };
+            push_within(self.history.entry(id.to_string()).or_default(), record, window);
         }
     }
 
@@ -346,14 +347,17 @@ mod tests {
     #[test]
     fn the_frontier_curriculum_draws_the_templates_whose_groups_split() {
         let settings = CurriculumSettings { mode: CurriculumMode::Frontier, template_window: 4, ..Default::default() };
-        let mut c = Curriculum::new(shaped(21), 1, 5000, 5, settings.clone());
-        assert_eq!((c.split_chance("s0"), c.split_chance("s10"), c.split_chance("s20")), (0.5, 0.5, 0.5), "nothing seen yet");
         // Six groups of each template: the solved ones all right (flat), the split ones half
         // right, one all wrong (flat too), on different scenarios each (none reaches its own window).
-        for i in 0..6 {
-            let split = if i == 3 { group(&format!("s{}", 10 + i), 8, 0) } else { group(&format!("s{}", 10 + i), 8, 4) };
-            c.record(&[group(&format!("s{i}"), 8, 8), split].concat());
-        }
+        let history = |c: &mut Curriculum| {
+            for i in 0..6 {
+                let split = group(&format!("s{}", 10 + i), 8, if i == 3 { 0 } else { 4 });
+                c.record(&[group(&format!("s{i}"), 8, 8), split].concat());
+            }
+        };
+        let mut c = Curriculum::new(shaped(21), 1, 5000, 5, settings.clone());
+        assert_eq!((c.split_chance("s0"), c.split_chance("s10"), c.split_chance("s20")), (0.5, 0.5, 0.5), "nothing seen yet");
+        history(&mut c);
         // Only the last four groups count: none of `solved` split, three of `split`'s four.
         assert_eq!(c.split_chance("s9"), 1.0 / 6.0);
         assert_eq!(c.split_chance("s19"), 4.0 / 6.0);
@@ -369,10 +373,7 @@ mod tests {
         assert!((2100..=2400).contains(&hits[&true]), "{hits:?}");
         // Replayed from the same history, the same draws.
         let mut again = Curriculum::new(shaped(21), 1, 5000, 5, settings);
-        for i in 0..6 {
-            let split = if i == 3 { group(&format!("s{}", 10 + i), 8, 0) } else { group(&format!("s{}", 10 + i), 8, 4) };
-            again.record(&[group(&format!("s{i}"), 8, 8), split].concat());
-        }
+        history(&mut again);
         assert_eq!(again.step(7), c.step(7));
         // The other curricula leave templates out of it.
         let mut adaptive = Curriculum::new(shaped(21), 1, 50, 5, CurriculumSettings { ordered_epochs: 0, ..adaptive() });
