@@ -29,6 +29,10 @@ pub struct Profile {
     pub max_model_len: u32,
     /// Seed of the task synthesis (`scenarios synth` or `walk`), and so of the tasks' split.
     pub synth_seed: u64,
+    /// Requests in flight to a `local/` teacher (`None`: the teacher command's own default). On
+    /// a GPU the embedded engine batches them: at its default of 8, a 1.5B teacher rewording a
+    /// GPU profile's ~1,500 tasks would idle most of the card.
+    pub local_teacher_concurrency: Option<usize>,
 }
 
 /// The task synthesis's seed without `--seed`: the same tasks on every run of the same server.
@@ -198,7 +202,7 @@ pub fn profile(gpu: bool, model: &str, o: &Overrides) -> Profile {
     let mut grpo = TrainConfig { base_model: model.into(), ..TrainConfig::default() };
     grpo.rollout.eval_every = 0;
     let (mut train_limit, mut validation_limit) = (o.train_limit, o.validation_limit);
-    let (keep, default_share, max_model_len);
+    let (keep, default_share, max_model_len, local_teacher_concurrency);
     if gpu {
         keep = TaskFilter::ALL;
         // About 120 traces: enough to learn the tool-calling workflow, few enough to leave most
@@ -217,6 +221,9 @@ pub fn profile(gpu: bool, model: &str, o: &Overrides) -> Profile {
         // as the default 32 (the check set's eval had 8): one model's validation played in 35 s
         // where it took 60 s at 32 (benches/RESULTS.md, "One engine for the whole run").
         grpo.rollout.concurrency = 128;
+        // As many teacher requests at once as the benches' paraphrase runs made (benches/
+        // RESULTS.md, "Run 17").
+        local_teacher_concurrency = Some(128);
         // The longest episode the budget allows (8 turns, 2,048 written tokens, tool results cut
         // at 4,000 characters, the system prompt) stays under 16k tokens; the model's own 32k
         // would give each episode twice the KV memory it can use. The commands' own default
@@ -265,6 +272,7 @@ pub fn profile(gpu: bool, model: &str, o: &Overrides) -> Profile {
         grpo.rollout.max_episode_tokens = CPU_EPISODE_TOKENS;
         grpo.rollout.tool_result_max_chars = 1500;
         grpo.rollout.concurrency = CPU_VALIDATION_TASKS;
+        local_teacher_concurrency = None;
         // Short contexts keep the CPU's prompt processing (the bulk of its time) small.
         max_model_len = 4096;
         // Replacing flat groups would multiply the CPU's slowest phase by up to
@@ -282,7 +290,19 @@ pub fn profile(gpu: bool, model: &str, o: &Overrides) -> Profile {
         grpo.curriculum.mode = mode;
     }
     let synth_seed = o.seed.unwrap_or(SYNTH_SEED);
-    Profile { gpu, model: model.into(), keep, train_limit, validation_limit, sft_share: o.sft_share.unwrap_or(default_share), sft, grpo, max_model_len, synth_seed }
+    Profile {
+        gpu,
+        model: model.into(),
+        keep,
+        train_limit,
+        validation_limit,
+        sft_share: o.sft_share.unwrap_or(default_share),
+        sft,
+        grpo,
+        max_model_len,
+        synth_seed,
+        local_teacher_concurrency,
+    }
 }
 
 /// Epochs of `train` scenarios that `steps` steps of `per_step` scenarios need, so `--steps`
@@ -408,6 +428,11 @@ mod tests {
         assert!(gpu.max_model_len >= 8 * r.max_episode_tokens && gpu.max_model_len > cpu.max_model_len, "{}", gpu.max_model_len);
         assert_eq!(profile(true, "qwen0.5b", &Overrides { sft_share: Some(0.5), ..Default::default() }).sft_share, 0.5, "--sft-share wins");
         assert_eq!(gpu.grpo.curriculum.mode, CurriculumMode::Uniform);
+        assert!(
+            gpu.local_teacher_concurrency.is_some_and(|n| n >= r.scenarios_per_step * r.rollouts_per_scenario as usize),
+            "a local teacher's requests batched as a step's episodes are"
+        );
+        assert_eq!(cpu.local_teacher_concurrency, None, "two cores: the teacher command's own default");
         let frontier = Overrides { curriculum: Some(curriculum("frontier").unwrap()), ..Default::default() };
         assert_eq!(profile(true, "qwen0.5b", &frontier).grpo.curriculum.mode, CurriculumMode::Frontier, "--curriculum wins");
         let e = curriculum("frontiers").unwrap_err();

@@ -193,7 +193,7 @@ pub fn commands(job: &Job) -> Vec<&'static str> {
 pub async fn execute(job: Job) -> Result<()> {
     let of = commands(&job).len();
     let Job { command, out, server, chooses_tools, source, synth_n, profile, check_set, recipe } = job;
-    let Profile { gpu, keep, train_limit, validation_limit, sft_share, mut sft, mut grpo, max_model_len, synth_seed, .. } = profile;
+    let Profile { gpu, keep, train_limit, validation_limit, sft_share, mut sft, mut grpo, max_model_len, synth_seed, local_teacher_concurrency, .. } = profile;
     anyhow::ensure!(
         sft_share > 0.0 && sft_share <= 1.0,
         "--sft-share {sft_share} is outside (0, 1]\nhint: e.g. 0.25 gives SFT the traces of a quarter of the train split"
@@ -206,16 +206,22 @@ pub async fn execute(job: Job) -> Result<()> {
     // What the model is shown of a tool result, the same in every stage: the walk asks only about
     // that much, the reference traces and the check set show that much.
     let view = grpo.rollout.tool_result_max_chars.to_string();
-    // The tasks, checked by running them through the server.
-    // What an episode shows and how long it runs: the walk asks only what one can answer.
-    let episode = ["--tool-result-max-chars".to_string(), view.clone(), "--max-turns".to_string(), grpo.rollout.max_turns.to_string()];
+    // The tasks, checked by running them through the server. What an episode shows and how long
+    // it runs: the walk asks only what one can answer.
+    let mut walk = vec!["--seed".into(), synth_seed.to_string(), "--tool-result-max-chars".into(), view.clone()];
+    walk.extend(["--max-turns".into(), grpo.rollout.max_turns.to_string()]);
     // `scenarios synth`'s choices: how many tasks, the profile's task filter, and the recipe's phrasing
-    let mut synth_flags = vec!["--n".into(), synth_n.to_string()];
-    synth_flags.extend(keep.synth_argv());
+    let mut synth = vec!["--seed".into(), synth_seed.to_string(), "--n".into(), synth_n.to_string()];
+    synth.extend(keep.synth_argv());
     if recipe.value_lookups {
-        synth_flags.push("--value-lookups".into());
+        synth.push("--value-lookups".into());
     }
-    let tasks = write_tasks(&mut stages, &source, &out, synth_seed, &synth_flags, &episode, &with_server).await?;
+    // A local teacher's requests as many at once as the profile's engine batches.
+    let teacher = match (&source.teacher, local_teacher_concurrency) {
+        (Some(t), Some(n)) if t.starts_with("local/") => vec!["--concurrency".into(), n.to_string()],
+        _ => Vec::new(),
+    };
+    let tasks = write_tasks(&mut stages, &source, &out, &TaskFlags { synth, walk, teacher }, &with_server).await?;
     let source_text = std::fs::read_to_string(&tasks).with_context(|| format!("cannot read {}", tasks.display()))?;
     let kept = limit_splits(&keep.apply(&source_text), train_limit, validation_limit);
     let scenarios = out.join("scenarios.jsonl");
@@ -440,17 +446,17 @@ fn print_times(records: &[StageRecord], grpo_dir: &Path) {
     }
 }
 
+/// The flags of the task stages, each command's own.
+struct TaskFlags {
+    synth: Vec<String>,
+    walk: Vec<String>,
+    /// For `scenarios paraphrase` or `generate`.
+    teacher: Vec<String>,
+}
+
 /// Runs the task stages the source needs (skipping those complete from an earlier run) and
 /// returns the file of tasks to train and validate on.
-async fn write_tasks(
-    stages: &mut Stages,
-    source: &TaskSource,
-    out: &Path,
-    seed: u64,
-    synth_flags: &[String],
-    episode: &[String],
-    with_server: &impl Fn(&[String]) -> Vec<String>,
-) -> Result<PathBuf> {
+async fn write_tasks(stages: &mut Stages, source: &TaskSource, out: &Path, flags: &TaskFlags, with_server: &impl Fn(&[String]) -> Vec<String>) -> Result<PathBuf> {
     let (first, dir) = match source.synthesizer {
         Synthesizer::Sql => ("scenarios synth", out.join("synth")),
         Synthesizer::Walk => ("scenarios walk", out.join("walk")),
@@ -460,8 +466,7 @@ async fn write_tasks(
     } else {
         match source.synthesizer {
             Synthesizer::Sql => {
-                let mut rest = vec!["--seed".into(), seed.to_string()];
-                rest.extend(synth_flags.iter().cloned());
+                let mut rest = flags.synth.clone();
                 rest.extend(["--out".into(), path(&dir)]);
                 let argv = with_server(&rest);
                 let (args, t) = stages.start(first, "tasks with checked answers, written from the server's database", &argv, Some(10.0))?;
@@ -469,8 +474,7 @@ async fn write_tasks(
                 stages.done(t)?;
             }
             Synthesizer::Walk => {
-                let mut rest = vec!["--seed".into(), seed.to_string()];
-                rest.extend(episode.iter().cloned());
+                let mut rest = flags.walk.clone();
                 rest.extend(["--out".into(), path(&dir)]);
                 let argv = with_server(&rest);
                 let (args, t) = stages.start(first, "tasks about what the server's read-only tools return, checked by replay", &argv, Some(60.0))?;
@@ -487,7 +491,8 @@ async fn write_tasks(
             if para.join("summary.json").exists() {
                 stages.skip("scenarios paraphrase");
             } else {
-                let rest = ["--scenarios".into(), path(&synthesized), "--teacher".into(), teacher.clone(), "--solve".into(), "--out".into(), path(&para)];
+                let mut rest = vec!["--scenarios".into(), path(&synthesized), "--teacher".into(), teacher.clone(), "--solve".into(), "--out".into(), path(&para)];
+                rest.extend(flags.teacher.iter().cloned());
                 let argv = with_server(&rest);
                 let (args, t) = stages.start(
                     "scenarios paraphrase",
@@ -505,7 +510,9 @@ async fn write_tasks(
             if generated.join("summary.json").exists() {
                 stages.skip("scenarios generate");
             } else {
-                let argv = with_server(&["--teacher".into(), teacher.clone(), "--walk".into(), path(&dir), "--out".into(), path(&generated)]);
+                let mut rest = vec!["--teacher".into(), teacher.clone(), "--walk".into(), path(&dir), "--out".into(), path(&generated)];
+                rest.extend(flags.teacher.iter().cloned());
+                let argv = with_server(&rest);
                 let (args, t) = stages.start(
                     "scenarios generate",
                     "tasks written by the teacher from the walk's calls, kept when solvers agree and a fresh server replays their calls",
