@@ -329,16 +329,20 @@ pub struct Rates {
     pub episode_wall: f64,
     /// One GRPO step of the profile's shape.
     pub grpo_step: f64,
+    /// Rewording one task with a local teacher and solving its rewordings (`None`: not measured
+    /// on this hardware, no estimate printed).
+    pub teacher_task: Option<f64>,
 }
 
 impl Rates {
     pub fn of(gpu: bool) -> Rates {
         if gpu {
             // One H100, Qwen2.5-Coder-0.5B, the GPU profile (asynchronous GRPO, episode budget).
-            Rates { start: 60.0, sft_trace: 0.18, episode: 0.06, episode_wall: 20.0, grpo_step: 10.0 }
+            // The teacher: a 1.5B GGUF beside the engine, two fits a card (benches/RESULTS.md, "Run 31").
+            Rates { start: 60.0, sft_trace: 0.18, episode: 0.06, episode_wall: 20.0, grpo_step: 10.0, teacher_task: Some(0.25) }
         } else {
             // The 2-core VM without AMX, SmolLM2-135M, the CPU profile.
-            Rates { start: 30.0, sft_trace: 6.0, episode: 6.0, episode_wall: 60.0, grpo_step: 120.0 }
+            Rates { start: 30.0, sft_trace: 6.0, episode: 6.0, episode_wall: 60.0, grpo_step: 120.0, teacher_task: None }
         }
     }
 

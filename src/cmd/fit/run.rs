@@ -216,12 +216,9 @@ pub async fn execute(job: Job) -> Result<()> {
     if recipe.value_lookups {
         synth.push("--value-lookups".into());
     }
-    // A local teacher's requests as many at once as the profile's engine batches.
-    let teacher = match (&source.teacher, local_teacher_concurrency) {
-        (Some(t), Some(n)) if t.starts_with("local/") => vec!["--concurrency".into(), n.to_string()],
-        _ => Vec::new(),
-    };
-    let tasks = write_tasks(&mut stages, &source, &out, &TaskFlags { synth, walk, teacher }, &with_server).await?;
+    let (teacher, teacher_task) = teacher_pace(source.teacher.as_deref(), local_teacher_concurrency, rates.teacher_task);
+    let flags = TaskFlags { synth, walk, teacher, teacher_task };
+    let tasks = write_tasks(&mut stages, &source, &out, &flags, &with_server).await?;
     let source_text = std::fs::read_to_string(&tasks).with_context(|| format!("cannot read {}", tasks.display()))?;
     let kept = limit_splits(&keep.apply(&source_text), train_limit, validation_limit);
     let scenarios = out.join("scenarios.jsonl");
@@ -446,12 +443,25 @@ fn print_times(records: &[StageRecord], grpo_dir: &Path) {
     }
 }
 
+/// A local teacher's requests as many at once as the profile's engine batches (`--concurrency`),
+/// and its measured seconds a task; a teacher behind an API keeps its command's defaults and
+/// gets no estimate: its pace is the provider's.
+fn teacher_pace(teacher: Option<&str>, concurrency: Option<usize>, per_task: Option<f64>) -> (Vec<String>, Option<f64>) {
+    if !teacher.is_some_and(|t| t.starts_with("local/")) {
+        return (Vec::new(), None);
+    }
+    (concurrency.map(|n| vec!["--concurrency".into(), n.to_string()]).unwrap_or_default(), per_task)
+}
+
 /// The flags of the task stages, each command's own.
 struct TaskFlags {
     synth: Vec<String>,
     walk: Vec<String>,
     /// For `scenarios paraphrase` or `generate`.
     teacher: Vec<String>,
+    /// Seconds a task takes the teacher, for the paraphrase's estimate (`None`: not measured
+    /// for this teacher on this hardware; an API's pace is the provider's).
+    teacher_task: Option<f64>,
 }
 
 /// Runs the task stages the source needs (skipping those complete from an earlier run) and
@@ -494,11 +504,13 @@ async fn write_tasks(stages: &mut Stages, source: &TaskSource, out: &Path, flags
                 let mut rest = vec!["--scenarios".into(), path(&synthesized), "--teacher".into(), teacher.clone(), "--solve".into(), "--out".into(), path(&para)];
                 rest.extend(flags.teacher.iter().cloned());
                 let argv = with_server(&rest);
+                let n_tasks = std::fs::read_to_string(&synthesized).map(|t| t.lines().count()).unwrap_or(0);
+                let estimate = flags.teacher_task.map(|s| s * n_tasks as f64);
                 let (args, t) = stages.start(
                     "scenarios paraphrase",
                     "other wordings of the tasks by the teacher, kept when they keep the values and its SQL for them gives the task's rows",
                     &argv,
-                    None,
+                    estimate,
                 )?;
                 scenarios::paraphrase::run(args).await?;
                 stages.done(t)?;
@@ -641,6 +653,15 @@ mod tests {
     fn splits(text: &str) -> (usize, usize) {
         let n_val = text.lines().filter(|l| !is_train(l)).count();
         (text.lines().count() - n_val, n_val)
+    }
+
+    #[test]
+    fn only_a_local_teacher_is_paced_by_the_profile() {
+        let flags = |n: usize| vec!["--concurrency".to_string(), n.to_string()];
+        assert_eq!(teacher_pace(Some("local/q.gguf"), Some(128), Some(0.25)), (flags(128), Some(0.25)));
+        assert_eq!(teacher_pace(Some("local/q.gguf"), None, None), (Vec::new(), None), "the CPU profile: the command's defaults");
+        assert_eq!(teacher_pace(Some("openai/gpt-4o-mini"), Some(128), Some(0.25)), (Vec::new(), None), "an API's pace is the provider's");
+        assert_eq!(teacher_pace(None, Some(128), Some(0.25)), (Vec::new(), None));
     }
 
     #[test]
