@@ -20,7 +20,9 @@ kind (the question, the last query, the final answer, the expected one).
 Across those kinds, two habits of a failed episode are counted (benches/RESULTS.md, runs 27 and
 28): `error handed in` (the final answer is a tool's error text, or starts with "error") and
 `same query 3x` (its last three query calls are one query, word for word: greedy decoding that
-writes a failing query again until the turns run out).
+writes a failing query again until the turns run out) and `same look-up 3x` (a call that is not a
+query, `describe_table` or `list_tables`, made three times or more with the same arguments: run
+31's GRPO adapter described one table again and again until its turns ran out).
 
 Then, for the questions that come with their gold SQL (KaggleDBQA's), how each names the text values
 that SQL compares with (`=`, `<>`, `!=`, `LIKE`, a `LIKE` pattern without its `%`), and how many of
@@ -43,7 +45,7 @@ import natural_check as nc  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KINDS = ["right", "not completed", "no successful query", "rows held the answer", "other rows"]
 NAMINGS = ["no text filter", "as stored", "other case", "otherwise"]
-HABITS = ["error handed in", "same query 3x"]
+HABITS = ["error handed in", "same query 3x", "same look-up 3x"]
 # A text value a query compares with: after =, <>, != or LIKE, in single or (as SQLite reads a
 # string where no column has the name) double quotes.
 COMPARED = re.compile(r"""(?:=|<>|!=|\blike)\s*(?:'((?:[^']|'')*)'|"((?:[^"]|"")*)")""", re.IGNORECASE)
@@ -85,17 +87,28 @@ def cell(text):
         return text.lower()
 
 
+def is_query(arguments):
+    """Whether a call's arguments text holds SQL (`sql` or `query`)."""
+    try:
+        args = json.loads(arguments or "{}")
+    except (json.JSONDecodeError, TypeError):
+        args = {}
+    return isinstance(args, dict) and ("sql" in args or "query" in args)
+
+
+def calls_of(messages):
+    """[(tool name, arguments text)] of every call, in order."""
+    return [(c["function"]["name"], c["function"]["arguments"]) for m in messages if m.get("role") == "assistant"
+            for c in m.get("tool_calls") or []]
+
+
 def query_calls(messages):
     """[(arguments text, result text)] of the query calls, in order."""
     calls, out = {}, []
     for m in messages:
         if m.get("role") == "assistant":
             for c in m.get("tool_calls") or []:
-                try:
-                    args = json.loads(c["function"]["arguments"] or "{}")
-                except (json.JSONDecodeError, TypeError):
-                    args = {}
-                if isinstance(args, dict) and ("sql" in args or "query" in args):
+                if is_query(c["function"]["arguments"]):
                     calls[c["id"]] = c["function"]["arguments"]
         elif m.get("role") == "tool" and m.get("tool_call_id") in calls:
             out.append((calls[m["tool_call_id"]], m.get("content") or ""))
@@ -113,6 +126,9 @@ def habits(t):
     queries = [args for args, _ in query_calls(t.get("messages") or [])]
     if len(queries) >= 3 and len(set(queries[-3:])) == 1:
         out.add("same query 3x")
+    look_ups = collections.Counter(c for c in calls_of(t.get("messages") or []) if not is_query(c[1]))
+    if look_ups and max(look_ups.values()) >= 3:
+        out.add("same look-up 3x")
     return out
 
 

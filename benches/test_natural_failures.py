@@ -48,6 +48,8 @@ class Kinds(unittest.TestCase):
                 episode("on-leave-count", 0.0, outcome="ran_out_of_turns", results=[("SELECT a", "Error: no such column: a")] * 3),
                 episode("dept-count", 0.0, results=["Error: SQL error: no such table: dept (hint: …)"], answer="no such table: dept (hint: …)"),
                 episode("dept-count", 1.0, results=[("SELECT a", "count(*)\n9")] * 3),  # right: no habit counted
+                # one table described three times to the turn limit (a look-up, not a query)
+                episode("on-leave-count", 0.0, outcome="ran_out_of_turns", results=[("employees", "Table employees")] * 3, args_key="table_name"),
             ]
             base = [episode("on-leave-count", 0.0, results=["count(*)\n4"])]
             for label, eps in (("trained", trained), ("base", base)):
@@ -55,17 +57,17 @@ class Kinds(unittest.TestCase):
                     f.writelines(json.dumps(e) + "\n" for e in eps)
             counts, examples, namings = nf.classify(os.path.join(tmp, "out"), nf.questions(tmp))
             self.assertEqual(namings, {}, "the demo's questions come without their SQL")
-            self.assertEqual(counts[("demo", "SFT")], {"right": 2, "not completed": 2, "no successful query": 3,
+            self.assertEqual(counts[("demo", "SFT")], {"right": 2, "not completed": 3, "no successful query": 3,
                                                        "rows held the answer": 1, "other rows": 1,
-                                                       "error handed in": 1, "same query 3x": 1})
+                                                       "error handed in": 1, "same query 3x": 1, "same look-up 3x": 1})
             self.assertEqual(counts[("demo", "base")], {"other rows": 1})
             self.assertEqual(len(examples[("SFT", "no successful query")]), 3)
             out = io.StringIO()
             with redirect_stdout(out):
                 self.assertEqual(nf.main([os.path.join(tmp, "out"), "--data", tmp, "--examples", "1"]), 0)
-            self.assertIn("| demo | SFT | 2 | 2 | 3 | 1 | 1 |", out.getvalue())
-            self.assertIn("| demo | SFT | 7 | 1 | 1 |", out.getvalue())
-            self.assertIn("| demo | base | 1 | 0 | 0 |", out.getvalue())
+            self.assertIn("| demo | SFT | 2 | 3 | 3 | 1 | 1 |", out.getvalue())
+            self.assertIn("| demo | SFT | 8 | 1 | 1 | 1 |", out.getvalue())
+            self.assertIn("| demo | base | 1 | 0 | 0 | 0 |", out.getvalue())
 
     def test_how_a_question_names_the_values_its_sql_compares_with(self):
         q = lambda task, sql: nf.naming({"task": task, "sql": sql})
