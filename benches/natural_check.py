@@ -17,7 +17,9 @@ Printed (markdown): per database and pooled (KaggleDBQA's databases, and everyth
 greedy accuracy of base / SFT / SFT+GRPO with 95% Wilson intervals, and the paired exact McNemar
 p-value (two-sided, exact binomial on the discordant questions) of SFT vs base and SFT+GRPO vs SFT.
 With OUT_DIR2 (a second recipe on the same questions): recipe 2 vs recipe 1 for SFT and for
-SFT+GRPO, paired by (database, scenario id). Then the issue's "done when" figures. Where
+SFT+GRPO, paired by (database, scenario id). Then the issue's "done when" figures, and what the
+pooled SFT+GRPO vs SFT comparison could show: the narrowest split of its changed questions that
+reaches p < 0.05, and how often a true gain of +5 points would reach it (the power). Where
 a sampled check left `check-sampled/` (natural_check.sh's TA_CHECK_SAMPLED, or fit's
 `--check-samples` in benches/fit_natural.sh: SFT and SFT+GRPO, k episodes a question at
 temperature 1.0), their pass@1 per database and pooled, with a paired bootstrap over questions, and
@@ -69,6 +71,28 @@ def mcnemar_exact(b, c):
     tail = sum(math.comb(n, i) for i in range(k + 1))
     # Exact integers, then one division: no overflow at any n.
     return min(1.0, 2 * tail / 2 ** n)
+
+
+def needed_split(discordant, alpha=0.05):
+    """The narrowest split (better, worse) of `discordant` changed questions whose exact McNemar p
+    is below `alpha`, or None: what a paired comparison with that many changes needed to show a
+    gain."""
+    for better in range((discordant + 1) // 2, discordant + 1):
+        worse = discordant - better
+        if better > worse and mcnemar_exact(better, worse) < alpha:
+            return better, worse
+    return None
+
+
+def power(discordant, net, alpha=0.05):
+    """The chance that `discordant` changed questions split significantly (exact McNemar, two-sided,
+    below `alpha`) in favour of the later model when its true gain is `net` questions: each change
+    is a gain with probability (discordant + net) / (2 discordant)."""
+    if discordant == 0:
+        return 0.0
+    q = min(1.0, max(0.0, (discordant + net) / (2 * discordant)))
+    return sum(math.comb(discordant, b) * q ** b * (1 - q) ** (discordant - b)
+               for b in range(discordant + 1) if b > discordant - b and mcnemar_exact(b, discordant - b) < alpha)
 
 
 def paired(a, b):
@@ -478,6 +502,12 @@ def main(argv=None):
         if allrow and "SFT+GRPO vs SFT" in allrow:
             t = allrow["SFT+GRPO vs SFT"]
             print(f"Pooled SFT+GRPO vs SFT: {100 * t['diff']:+.1f} points, p = {fmt_p(t['p'])} (target >= +5, p < 0.05)")
+            changed = t["better"] + t["worse"]
+            need = needed_split(changed)
+            if need:
+                print(f"With {changed} questions changed either way, p < 0.05 needed +{need[0]}/-{need[1]}: "
+                      f"{100 * (need[0] - need[1]) / t['tasks']:+.1f} points; a true +5 points would reach it "
+                      f"in {100 * power(changed, 0.05 * t['tasks']):.0f}% of such runs")
         steps, step_notes = read_steps(out_dir, dbs)
         check_steps = steps_rows(steps)
         if check_steps:

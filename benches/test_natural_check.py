@@ -29,6 +29,23 @@ class Statistics(unittest.TestCase):
         p = nc.mcnemar_exact(600, 400)
         self.assertTrue(0 < p < 1e-9, p)
 
+    def test_needed_split_is_the_narrowest_significant_one(self):
+        self.assertEqual(nc.needed_split(27), (20, 7))  # 19/8 gives p = 0.052
+        self.assertGreaterEqual(nc.mcnemar_exact(19, 8), 0.05)
+        self.assertLess(nc.mcnemar_exact(20, 7), 0.05)
+        self.assertEqual(nc.needed_split(6), (6, 0), "p = 2/64")
+        self.assertIsNone(nc.needed_split(5), "five changes cannot reach p < 0.05: 2/32")
+        self.assertIsNone(nc.needed_split(0))
+
+    def test_power_of_the_paired_test(self):
+        # 6 changes, all gains: only 6/0 is significant (p = 2/64), so power is q ** 6
+        self.assertAlmostEqual(nc.power(6, 6), 1.0)
+        self.assertAlmostEqual(nc.power(6, 0), 0.5 ** 6)
+        self.assertAlmostEqual(nc.power(6, 3), 0.75 ** 6)
+        self.assertEqual(nc.power(5, 5), 0.0, "five changes never reach p < 0.05")
+        self.assertEqual(nc.power(0, 0), 0.0)
+        self.assertLess(nc.power(27, 8.3), nc.power(27, 11.6), "a larger gain is found more often")
+
     def test_wilson_interval(self):
         lo, hi = nc.wilson(50, 100)
         self.assertAlmostEqual(lo, 0.404, places=3)
