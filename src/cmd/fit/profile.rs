@@ -30,8 +30,8 @@ pub struct Profile {
     /// Seed of the task synthesis (`scenarios synth` or `walk`), and so of the tasks' split.
     pub synth_seed: u64,
     /// Requests in flight to a `local/` teacher (`None`: the teacher command's own default). On
-    /// a GPU the embedded engine batches them: at its default of 8, a 1.5B teacher rewording a
-    /// GPU profile's ~1,500 tasks would idle most of the card.
+    /// a GPU the embedded engine batches them: at the commands' default a teacher rewording a GPU
+    /// profile's tasks leaves most of the card idle.
     pub local_teacher_concurrency: Option<usize>,
 }
 
