@@ -17,12 +17,12 @@ repository root; read where they lie, never copied) and the demo's scenarios/com
 Prints the counts per database group (KaggleDBQA, demo) and model, then up to N examples of each
 kind (the question, the last query, the final answer, the expected one).
 
-Across those kinds, two habits of a failed episode are counted (benches/RESULTS.md, runs 27 and
-28): `error handed in` (the final answer is a tool's error text, or starts with "error") and
+Across those kinds, three habits of a failed episode are counted (benches/RESULTS.md, runs 27, 28
+and 31): `error handed in` (the final answer is a tool's error text, or starts with "error"),
 `same query 3x` (its last three query calls are one query, word for word: greedy decoding that
 writes a failing query again until the turns run out) and `same look-up 3x` (a call that is not a
-query, `describe_table` or `list_tables`, made three times or more with the same arguments: run
-31's GRPO adapter described one table again and again until its turns ran out).
+query, such as `describe_table` or `list_tables`, made three times or more with the same
+arguments: run 31's GRPO adapter described one table again and again until its turns ran out).
 
 Then, for the questions that come with their gold SQL (KaggleDBQA's), how each names the text values
 that SQL compares with (`=`, `<>`, `!=`, `LIKE`, a `LIKE` pattern without its `%`), and how many of
