@@ -221,9 +221,9 @@ pub fn profile(gpu: bool, model: &str, o: &Overrides) -> Profile {
         // as the default 32 (the check set's eval had 8): one model's validation played in 35 s
         // where it took 60 s at 32 (benches/RESULTS.md, "One engine for the whole run").
         grpo.rollout.concurrency = 128;
-        // As many teacher requests at once as the benches' paraphrase runs made (benches/
-        // RESULTS.md, "Run 17").
-        local_teacher_concurrency = Some(128);
+        // A local teacher's requests batched as widely as the episodes (the benches' paraphrase
+        // runs used as many: benches/RESULTS.md, "Run 17").
+        local_teacher_concurrency = Some(grpo.rollout.concurrency);
         // The longest episode the budget allows (8 turns, 2,048 written tokens, tool results cut
         // at 4,000 characters, the system prompt) stays under 16k tokens; the model's own 32k
         // would give each episode twice the KV memory it can use. The commands' own default
