@@ -75,6 +75,13 @@ def share(c, k):
     return f"{100 * c[k] / n:.0f}%" if n else "-"
 
 
+def row(name, first, second):
+    """One table row: a template's (or all) groups of both halves, then its split share by half."""
+    both = first + second
+    return (f"| {name} | {sum(both.values())} | {share(both, 'split')} | {share(both, 'all right')} | "
+            f"{share(both, 'all wrong')} | {share(first, 'split')} → {share(second, 'split')} |")
+
+
 def render(fit_dir, rows):
     lines = [f"### {fit_dir}", "",
              "| template | groups | split | all right | all wrong | split, first half → second |",
@@ -82,14 +89,10 @@ def render(fit_dir, rows):
     total = (collections.Counter(), collections.Counter())
     for name in sorted(rows, key=lambda n: (-sum(rows[n][0].values()) - sum(rows[n][1].values()), n)):
         first, second = rows[name]
-        both = first + second
         total[0].update(first)
         total[1].update(second)
-        lines.append(f"| {name} | {sum(both.values())} | {share(both, 'split')} | {share(both, 'all right')} | "
-                     f"{share(both, 'all wrong')} | {share(first, 'split')} → {share(second, 'split')} |")
-    both = total[0] + total[1]
-    lines.append(f"| **all** | {sum(both.values())} | {share(both, 'split')} | {share(both, 'all right')} | "
-                 f"{share(both, 'all wrong')} | {share(total[0], 'split')} → {share(total[1], 'split')} |")
+        lines.append(row(name, first, second))
+    lines.append(row("**all**", *total))
     return "\n".join(lines)
 
 
