@@ -2,6 +2,7 @@
 """The natural check set's table (issue 31), from what benches/natural_check.sh leaves.
 
     python3 benches/natural_check.py OUT_DIR [OUT_DIR2] [--json FILE]
+    python3 benches/natural_check.py --seeds OUT_DIR OUT_DIR... [--against OUT_DIR OUT_DIR...]
 
 Each OUT_DIR holds one subdirectory per database (GeoNuclearData, GreaterManchesterCrime,
 StudentMathScore, demo) whose `check/` is a `train-agent eval --split all --compare-base
@@ -32,11 +33,17 @@ every one checked, grpo/final's step marked (`check_steps` in the JSON): a step 
 be chosen on the check set, so the claims stay grpo/final's. Where GRPO validated on tasks among
 which are the teacher's rewordings (grpo-tasks.jsonl, grpo/eval/), its validation at each validated
 step split by wording, rewordings and the grammar's own (`validation_by_wording` in the JSON).
+With --seeds the OUT_DIRs are runs of one recipe with different seeds (fit's `--seed`, TA_SEED):
+after each run's tables, every model's mean accuracy over the runs and their range, and the steps
+SFT vs base and SFT+GRPO vs SFT over all the runs at once: each question's changes summed over the
+runs, tested by flipping their signs (exact), so a question counts once however many runs saw it
+(`over_seeds`). With --against (recipe 1's runs, as many), recipe 2 vs recipe 1 pooled the same way.
 `--json FILE` writes every number for benches/RESULTS.md. Standard library only.
 """
 import argparse
 import json
 import math
+from fractions import Fraction
 import os
 import random
 import sys
@@ -103,6 +110,39 @@ def paired(a, b):
     worse = sum(1 for k in keys if b[k] < a[k])
     diff = sum(b[k] - a[k] for k in keys) / len(keys) if keys else None
     return {"tasks": len(keys), "better": better, "worse": worse, "p": mcnemar_exact(better, worse), "diff": diff}
+
+
+def sign_flip_exact(diffs):
+    """Two-sided exact sign-flip (permutation) p of the sum of per-question differences: the share
+    of the 2^n sign assignments whose sum is at least as far from 0 as the observed one. Each
+    question is one unit whatever its difference is made of (several runs' changes summed), so runs
+    of one question are not counted as independent. On differences of -1, 0 and 1 (one run) it is
+    the exact McNemar p. Exact: a distribution over the attainable sums, in fractions."""
+    diffs = [Fraction(d).limit_denominator(10_000) for d in diffs if d != 0]
+    observed = abs(sum(diffs))
+    counts = {Fraction(0): 1}
+    for d in diffs:
+        nxt = {}
+        for total, c in counts.items():
+            for t in (total + d, total - d):
+                nxt[t] = nxt.get(t, 0) + c
+        counts = nxt
+    return sum(c for t, c in counts.items() if abs(t) >= observed) / 2 ** len(diffs)
+
+
+def clustered(pairs):
+    """Model b against model a over several runs, pairs = [(a, b)] each {key: success rate}, over
+    the keys every run holds: (tasks, runs, run-questions b better and worse, mean difference b - a
+    over every run's questions, and the exact sign-flip p of each question's differences summed over
+    the runs (`sign_flip_exact`)). None without shared keys."""
+    keys = sorted(set.intersection(*(set(a) & set(b) for a, b in pairs)))
+    if not keys:
+        return None
+    d = {k: sum(b[k] - a[k] for a, b in pairs) for k in keys}
+    better = sum(1 for a, b in pairs for k in keys if b[k] > a[k])
+    worse = sum(1 for a, b in pairs for k in keys if b[k] < a[k])
+    return {"tasks": len(keys), "runs": len(pairs), "better": better, "worse": worse,
+            "diff": sum(d.values()) / (len(keys) * len(pairs)), "p": sign_flip_exact(d.values())}
 
 
 def paired_bootstrap(a, b, resamples=10_000, seed=0):
@@ -471,13 +511,100 @@ def print_recipes(cmp):
             print(f"| {scope} | {m} | {t['tasks']} | {pct(e['recipe1'])} | {pct(e['recipe2'])} | {diff} | {ptest(t)} |")
 
 
+def scopes_of(runs):
+    """[(scope, database names)]: each database every run finished, then the pools of rows_of."""
+    shared = [n for n in runs[0] if all(n in r for r in runs)]
+    out = [(n, [n]) for n in shared]
+    kaggle = [n for n in shared if n in KAGGLE]
+    if len(kaggle) > 1:
+        out.append((f"KaggleDBQA ({len(kaggle)} dbs)", kaggle))
+    if len(shared) > 1:
+        out.append(("**all**", shared))
+    return out
+
+
+def over_seeds(runs):
+    """One recipe's runs (seeds) on the same questions, per scope: each model's accuracy in every
+    run, and SFT vs base and SFT+GRPO vs SFT over the runs (`clustered`) beside each run's own."""
+    out = []
+    for scope, names in scopes_of(runs):
+        pooled = [pool(r, names) for r in runs]
+        row = {"n": len(pooled[0].get("SFT", {})), "runs": len(runs)}
+        for m in MODELS:
+            if all(m in p for p in pooled):
+                row[m] = [accuracy(p[m]) for p in pooled]
+        for later, earlier in [("SFT", "base"), ("SFT+GRPO", "SFT")]:
+            if later in row and earlier in row:
+                pairs = [(p[earlier], p[later]) for p in pooled]
+                row[f"{later} vs {earlier}"] = {"per_run": [paired(a, b) for a, b in pairs], "over_runs": clustered(pairs)}
+        out.append((scope, row))
+    return out
+
+
+def spread(accs):
+    """'47.6% (47.6 to 51.2)': the runs' mean accuracy and their range, in percent."""
+    vals = [100 * a["acc"] for a in accs]
+    return f"{sum(vals) / len(vals):.1f}% ({min(vals):.1f} to {max(vals):.1f})"
+
+
+def print_seeds(rows):
+    print("\n### over seeds (one recipe, its runs on the same questions)\n")
+    print("Greedy accuracy: the runs' mean (their range). A step's test over the runs sums each question's changes "
+          "over them and flips their signs (exact, two-sided), so a question is one unit however many runs it is in; "
+          "each run's own difference and +better/-worse beside it.\n")
+    print("| scope | n | runs | base | SFT | SFT+GRPO | SFT vs base over runs | SFT+GRPO vs SFT: each run | over runs |")
+    print("|---|---:|---:|---|---|---|---|---|---|")
+    for scope, r in rows:
+        cells = [spread(r[m]) if m in r else "-" for m in MODELS]
+        tests = []
+        for key in ("SFT vs base", "SFT+GRPO vs SFT"):
+            t = r.get(key)
+            if key == "SFT+GRPO vs SFT":
+                tests.append(", ".join(f"{100 * e['diff']:+.1f} (+{e['better']}/-{e['worse']})" for e in t["per_run"]) if t else "-")
+            tests.append(f"{100 * t['over_runs']['diff']:+.1f}, {ptest(t['over_runs'])}" if t else "-")
+        print(f"| {scope} | {r['n']} | {r['runs']} | " + " | ".join(cells + tests) + " |")
+
+
+def compare_over_seeds(runs1, runs2):
+    """Recipe 2's runs against recipe 1's on the same questions, per model, pooled over the databases
+    all of them finished (`clustered`, run i of one beside run i of the other)."""
+    names = [n for n in runs1[0] if all(n in r for r in runs1 + runs2)]
+    if not names:
+        return None
+    out = {"databases": names}
+    for m in ["SFT", "SFT+GRPO"]:
+        a, b = [pool(r, names).get(m) for r in runs1], [pool(r, names).get(m) for r in runs2]
+        if all(x is not None for x in a + b):
+            out[m] = {"recipe1": [accuracy(x) for x in a], "recipe2": [accuracy(x) for x in b], "test": clustered(list(zip(a, b)))}
+    return out
+
+
+def print_over_seeds(cmp):
+    print("\n### recipe 2 vs recipe 1 over seeds (pooled over the databases every run finished)\n")
+    print("| model | n | runs each | recipe 1 | recipe 2 | diff (points) | sign-flip p over questions (+better/-worse run-questions) |")
+    print("|---|---:|---:|---|---|---:|---|")
+    for m in ["SFT", "SFT+GRPO"]:
+        if m in cmp:
+            e, t = cmp[m], cmp[m]["test"]
+            print(f"| {m} | {t['tasks']} | {t['runs']} | {spread(e['recipe1'])} | {spread(e['recipe2'])} | {100 * t['diff']:+.1f} | {ptest(t)} |")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("out_dirs", nargs="+", metavar="OUT_DIR", help="natural_check.sh's TA_OUT (a second one: another recipe)")
+    ap.add_argument("--seeds", action="store_true",
+                    help="the OUT_DIRs are runs (seeds) of one recipe: their ranges and tests over the runs")
+    ap.add_argument("--against", nargs="+", metavar="OUT_DIR",
+                    help="another recipe's runs on the same questions (recipe 1; implies --seeds), as many as the OUT_DIRs")
     ap.add_argument("--json", metavar="FILE", help="also write the numbers to FILE")
     args = ap.parse_args(argv)
-    if len(args.out_dirs) > 2:
-        ap.error("at most two OUT_DIRs (recipe 1 and recipe 2)")
+    seeds = args.seeds or bool(args.against)
+    if len(args.out_dirs) > 2 and not seeds:
+        ap.error("at most two OUT_DIRs (recipe 1 and recipe 2), or --seeds")
+    if seeds and len(args.out_dirs) < 2:
+        ap.error("--seeds and --against need two OUT_DIRs or more (one recipe's runs)")
+    if args.against and len(args.against) != len(args.out_dirs):
+        ap.error(f"--against has {len(args.against)} runs, the OUT_DIRs {len(args.out_dirs)}: one a seed")
 
     result = {"recipes": []}
     all_dbs = []
@@ -488,7 +615,8 @@ def main(argv=None):
             print(f"{out_dir}: no database with a finished check/eval.json", file=sys.stderr)
             return 1
         rows = rows_of(dbs)
-        title = f"recipe {i}: {out_dir}" if len(args.out_dirs) > 1 else f"natural questions: {out_dir}"
+        kind = "seed" if seeds else "recipe"
+        title = f"{kind} {i}: {out_dir}" if len(args.out_dirs) > 1 else f"natural questions: {out_dir}"
         print_table(title + " (greedy; 95% Wilson intervals; paired exact McNemar)", rows)
         for n in notes:
             print(f"- note: {n}")
@@ -528,7 +656,27 @@ def main(argv=None):
                                   "sampled": [{"name": n.strip("*"), **r} for n, r in sampled],
                                   "validation_by_wording": {db: {str(n): v for n, v in s.items()} for db, s in wordings.items()}})
 
-    if len(all_dbs) == 2:
+    if seeds:
+        rows = over_seeds(all_dbs)
+        print_seeds(rows)
+        result["over_seeds"] = [{"name": n.strip("*"), **r} for n, r in rows]
+        allrow = dict(rows).get("**all**", {}).get("SFT+GRPO vs SFT")
+        if allrow:
+            t = allrow["over_runs"]
+            print(f"\nPooled SFT+GRPO vs SFT over {t['runs']} runs: {100 * t['diff']:+.1f} points, p = {fmt_p(t['p'])} "
+                  f"(target >= +5, p < 0.05)")
+    if args.against:
+        against = []
+        for out_dir in args.against:
+            dbs, _ = read_out_dir(out_dir)
+            against.append(dbs)
+        cmp = compare_over_seeds(against, all_dbs)
+        if cmp is None:
+            print("no database every run of both recipes finished", file=sys.stderr)
+            return 1
+        print_over_seeds(cmp)
+        result["recipe2_vs_recipe1_over_seeds"] = cmp
+    elif len(all_dbs) == 2 and not seeds:
         cmp = compare_recipes(*all_dbs)
         print_recipes(cmp)
         s = cmp["pooled"].get("SFT")

@@ -46,6 +46,27 @@ class Statistics(unittest.TestCase):
         self.assertEqual(nc.power(0, 0), 0.0)
         self.assertLess(nc.power(27, 8.3), nc.power(27, 11.6), "a larger gain is found more often")
 
+    def test_sign_flip_exact(self):
+        # One run's -1/0/1 differences: the exact McNemar p.
+        for b, c in [(10, 2), (6, 0), (5, 5), (17, 10)]:
+            self.assertAlmostEqual(nc.sign_flip_exact([1] * b + [-1] * c + [0] * 7), nc.mcnemar_exact(b, c), places=12)
+        # Two runs summed: of the 8 sign assignments of (2, 2, 1) only all-plus and all-minus reach |5|.
+        self.assertEqual(nc.sign_flip_exact([2, 2, 1, 0]), 2 / 8)
+        self.assertEqual(nc.sign_flip_exact([2, -1]), 1.0, "|2 - 1| = 1: every assignment reaches it")
+        self.assertEqual(nc.sign_flip_exact([0, 0]), 1.0)
+        # Fractional differences (a question's mean over episodes) are exact too: (1/2, 1/4) -> 2 of 4.
+        self.assertEqual(nc.sign_flip_exact([0.5, 0.25]), 0.5)
+
+    def test_clustered_counts_questions_once(self):
+        a1, b1 = {"q1": 0, "q2": 1, "q3": 0}, {"q1": 1, "q2": 1, "q3": 1}
+        a2, b2 = {"q1": 0, "q2": 1, "q3": 0, "q4": 0}, {"q1": 1, "q2": 0, "q3": 0, "q4": 1}
+        t = nc.clustered([(a1, b1), (a2, b2)])
+        self.assertEqual((t["tasks"], t["runs"], t["better"], t["worse"]), (3, 2, 3, 1), "q4 is not in run 1")
+        self.assertAlmostEqual(t["diff"], (1 + 1 - 1 + 1 + 0 + 0) / 6)  # summed per question: q1 +2, q2 -1, q3 +1
+        self.assertEqual(t["p"], nc.sign_flip_exact([2, -1, 1]))
+        self.assertEqual(t["p"], 6 / 8, "+-2 +-1 +-1: |sum| >= 2 in 6 of the 8 sign assignments (not the two 0s)")
+        self.assertIsNone(nc.clustered([({"x": 1}, {"y": 1})]))
+
     def test_wilson_interval(self):
         lo, hi = nc.wilson(50, 100)
         self.assertAlmostEqual(lo, 0.404, places=3)
@@ -219,6 +240,45 @@ class Layout(unittest.TestCase):
                 numbers = json.load(f)
             self.assertEqual(len(numbers["recipes"]), 2)
             self.assertTrue(math.isclose(numbers["recipe2_vs_recipe1"]["pooled"]["SFT+GRPO"]["test"]["diff"], 0.4))
+
+    def test_runs_of_one_recipe_over_seeds(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            runs = [os.path.join(tmp, f"s{i}") for i in (1, 2)]
+            other = [os.path.join(tmp, f"o{i}") for i in (1, 2)]
+            # Seed 1: GRPO +2 questions on the demo; seed 2: +1/-1 on the demo, +1 on one KaggleDBQA db.
+            write_check(runs[0], "demo", {"base": [0] * 6, "baseline": [1, 1, 0, 0, 0, 0], "trained": [1, 1, 1, 1, 0, 0]})
+            write_check(runs[0], "GeoNuclearData", {"base": [0] * 4, "baseline": [1, 0, 0, 0], "trained": [1, 0, 0, 0]})
+            write_check(runs[1], "demo", {"base": [0] * 6, "baseline": [1, 1, 1, 0, 0, 0], "trained": [0, 1, 1, 1, 0, 0]})
+            write_check(runs[1], "GeoNuclearData", {"base": [0] * 4, "baseline": [0, 0, 0, 0], "trained": [0, 1, 0, 0]})
+            for o in other:  # another recipe: SFT right on one demo question only, GRPO the same
+                write_check(o, "demo", {"base": [0] * 6, "baseline": [1] + [0] * 5, "trained": [1] + [0] * 5})
+                write_check(o, "GeoNuclearData", {"base": [0] * 4, "baseline": [0] * 4, "trained": [0] * 4})
+            rows = dict(nc.over_seeds([nc.read_out_dir(r)[0] for r in runs]))
+            self.assertEqual(list(rows), ["GeoNuclearData", "demo", "**all**"])
+            demo = rows["demo"]
+            self.assertEqual([a["successes"] for a in demo["SFT+GRPO"]], [4, 3])
+            step = demo["SFT+GRPO vs SFT"]
+            self.assertEqual([(e["better"], e["worse"]) for e in step["per_run"]], [(2, 0), (1, 1)])
+            # Per question over both runs: q0 -1, q2 +1, q3 +2: 6 of the 8 sign assignments reach |2|.
+            self.assertEqual((step["over_runs"]["better"], step["over_runs"]["worse"]), (3, 1))
+            self.assertEqual(step["over_runs"]["p"], 0.75)
+            pooled = rows["**all**"]["SFT+GRPO vs SFT"]["over_runs"]
+            self.assertEqual((pooled["tasks"], pooled["better"], pooled["worse"]), (10, 4, 1))
+            self.assertAlmostEqual(pooled["diff"], 3 / 20)
+
+            text, numbers = run_main(["--seeds", *runs, "--against", *other], tmp)
+            self.assertIn("| demo | 6 | 2 | 0.0% (0.0 to 0.0) | 41.7% (33.3 to 50.0) | 58.3% (50.0 to 66.7) |", text)
+            self.assertIn("Pooled SFT+GRPO vs SFT over 2 runs: +15.0 points", text)
+            cmp = numbers["recipe2_vs_recipe1_over_seeds"]
+            self.assertEqual(cmp["databases"], ["GeoNuclearData", "demo"])
+            sft = cmp["SFT"]["test"]
+            # SFT over the other recipe's: seed 1 right on one more demo and one more GeoNuclearData
+            # question, seed 2 on two more demo questions.
+            self.assertEqual((sft["better"], sft["worse"]), (4, 0))
+            self.assertAlmostEqual(sft["diff"], 4 / 20)
+            self.assertEqual([r["name"] for r in numbers["over_seeds"]], ["GeoNuclearData", "demo", "all"])
+            with redirect_stdout(io.StringIO()), self.assertRaises(SystemExit):
+                nc.main(["--seeds", *runs, "--against", other[0]])
 
     def test_check_steps_table_marks_the_kept_step(self):
         with tempfile.TemporaryDirectory() as tmp:
