@@ -2,7 +2,7 @@
 //! a scripted teacher that follows OpenAI's chat-completions API (guided JSON output). Each
 //! reply holds a good rewording, the original again, a duplicate of the first and one that
 //! drops the question's values; only the good one is kept, with its original's answer, split
-//! and SQL.
+//! and SQL, in the tasks' order though the replies come in another.
 
 mod common;
 
@@ -17,6 +17,9 @@ async fn chat(Json(body): Json<Value>) -> Json<Value> {
     assert_eq!(body["response_format"]["json_schema"]["name"], "paraphrases", "{body}");
     let user = body["messages"].as_array().unwrap().iter().rev().find(|m| m["role"] == "user").unwrap()["content"].as_str().unwrap().to_string();
     let question = user.strip_prefix("Question: ").unwrap().split("\n\n").next().unwrap().to_string();
+    // Replies that take longer for some questions than others, so the tasks in flight finish out
+    // of their order: the output keeps the tasks' order anyway.
+    tokio::time::sleep(std::time::Duration::from_millis(20 * (question.len() % 7) as u64)).await;
     let reply = json!({"paraphrases": [
         format!("Could you tell me this: {question}"),
         question.clone(),

@@ -51,7 +51,7 @@ pub struct Args {
     /// The teacher's sampling temperature (unset: the provider's default).
     #[arg(long)]
     teacher_temperature: Option<f32>,
-    /// Teacher calls in flight at once.
+    /// Tasks in flight at once (each asks the teacher, then solves its rewordings one by one).
     #[arg(long, default_value_t = 8)]
     concurrency: usize,
     /// Also check each rewording's meaning by solving it: the teacher, greedy, writes SQL for the
@@ -207,7 +207,10 @@ pub async fn run(args: Args) -> Result<()> {
                 }
                 anyhow::Ok(Reply { id, rewordings })
             })
-            .buffered(args.concurrency.max(1));
+            // Unordered: a task whose rewordings take long (several solver calls) must not hold the
+            // finished ones behind it and leave the teacher idle; the output follows the tasks'
+            // order whatever order the replies come in.
+            .buffer_unordered(args.concurrency.max(1));
         let mut file = ta_types::jsonl::open_append(&replies_path).with_context(|| format!("cannot write {}", replies_path.display()))?;
         while let Some(reply) = asking.next().await {
             progress.inc(1);
