@@ -16,7 +16,7 @@ use ta_reward::{JudgeMode, RewardConfig};
 pub struct ModelArgs {
     /// Start the embedded engine with this base model: a Hugging Face id, a local directory, a
     /// .gguf file, or a packaged model (`smollm2-135m-instruct`, `qwen2.5-coder-0.5b-instruct`).
-    #[arg(long, value_name = "MODEL", conflicts_with = "base_url", env = "TRAIN_AGENT_BASE_MODEL")]
+    #[arg(long, value_name = "MODEL", conflicts_with = "base_url", env = "TRAIN_AGENT_BASE_MODEL", value_parser = model_spec)]
     pub base_model: Option<String>,
     /// Use an OpenAI-compatible endpoint instead, e.g. https://api.openai.com/v1 or a `vllm serve`
     /// at http://127.0.0.1:8000/v1. Needs --model.
@@ -291,6 +291,28 @@ pub fn one_of<T: serde::de::DeserializeOwned>() -> String {
 }
 
 /// A share of something, parsed from the command line: a number from 0 to 1.
+/// A base model that names a local file or directory (a `.gguf` file, or a path) must exist: said
+/// when the flags are read, not by the engine or the trainer after the tasks are made. A Hugging
+/// Face id or a packaged name is checked where it is fetched.
+pub fn model_spec(s: &str) -> Result<String, String> {
+    let local = s.ends_with(".gguf") || s.starts_with('/') || s.starts_with("./") || s.starts_with("../");
+    if local && !std::path::Path::new(s).exists() {
+        return Err(format!(
+            "no file or directory {s}: give a .gguf file or a model directory that exists, a Hugging Face id (HuggingFaceTB/SmolLM2-135M-Instruct) or a packaged model (smollm2-135m-instruct, qwen2.5-coder-0.5b-instruct)"
+        ));
+    }
+    Ok(s.to_string())
+}
+
+/// A `local/MODEL` teacher or solver that the embedded engine will serve: MODEL checked as a
+/// base model is ([`model_spec`]); any other teacher is the provider's to check.
+pub fn teacher_spec(s: &str) -> Result<String, String> {
+    if let Some(model) = s.strip_prefix("local/") {
+        model_spec(model)?;
+    }
+    Ok(s.to_string())
+}
+
 pub fn share(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(x) if (0.0..=1.0).contains(&x) => Ok(x),
@@ -499,7 +521,7 @@ impl JudgeArgs {
 mod tests {
     use clap::{Args, CommandFactory, FromArgMatches, Parser};
 
-    use super::{EpisodeArgs, EpisodeDefaults, one_of, share};
+    use super::{EpisodeArgs, EpisodeDefaults, model_spec, one_of, share, teacher_spec};
 
     const SOME: EpisodeDefaults = EpisodeDefaults { temperature: Some(0.5), seed: Some(3), ..EpisodeDefaults::COMMON };
 
@@ -580,6 +602,32 @@ mod tests {
         assert_eq!((share("0"), share("0.25"), share("1")), (Ok(0.0), Ok(0.25), Ok(1.0)));
         for bad in ["1.5", "-0.1", "a quarter", "NaN", ""] {
             assert!(share(bad).unwrap_err().contains("from 0 to 1"), "{bad}");
+        }
+    }
+
+    /// A path must exist; a hub id or a packaged name is left to where it is fetched.
+    #[test]
+    fn a_local_base_model_must_exist() {
+        let dir = tempfile::tempdir().unwrap();
+        let gguf = dir.path().join("m.gguf");
+        std::fs::write(&gguf, b"GGUF").unwrap();
+        let present = [gguf.to_str().unwrap(), dir.path().to_str().unwrap(), "smollm2-135m-instruct", "HuggingFaceTB/SmolLM2-135M-Instruct"];
+        for ok in present {
+            assert_eq!(model_spec(ok).as_deref(), Ok(ok));
+        }
+        let missing = dir.path().join("gone.gguf");
+        for bad in [missing.to_str().unwrap(), "gone.gguf", "./gone", "../gone", "/no/such/model"] {
+            let e = model_spec(bad).unwrap_err();
+            assert!(e.contains(bad) && e.contains("packaged model"), "{bad}: {e}");
+        }
+    }
+
+    /// Only a local teacher names a file here.
+    #[test]
+    fn a_local_teacher_must_exist() {
+        assert!(teacher_spec("local/gone.gguf").unwrap_err().contains("no file or directory gone.gguf"));
+        for ok in ["local/smollm2-135m-instruct", "openai/gpt-4o-mini", "anthropic/x.gguf"] {
+            assert_eq!(teacher_spec(ok).as_deref(), Ok(ok));
         }
     }
 

@@ -98,6 +98,18 @@ fn a_check_set_without_answers_is_refused_before_anything_runs() {
     assert!(!out.exists(), "nothing was started");
 }
 
+#[test]
+fn a_base_model_file_that_is_not_there_is_refused_before_anything_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let missing = dir.path().join("models").join("qwen.gguf");
+    let o = fit(&["--server", "train-agent demo-server", "--profile", "cpu", "--base-model", missing.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    let (stdout, stderr) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "a usage error: {stdout}\n{stderr}");
+    assert!(stderr.contains(&format!("no file or directory {}", missing.display())) && stderr.contains("packaged model"), "{stderr}");
+    assert!(!out.exists(), "nothing was started");
+}
+
 fn jsonl(path: &Path) -> Vec<Value> {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()

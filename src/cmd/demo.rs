@@ -29,7 +29,7 @@ pub struct Args {
     /// `small` (SmolLM2-135M-Instruct, the default without a GPU), `qwen0.5b`
     /// (Qwen2.5-Coder-0.5B-Instruct, the default with one; both come from the package registry),
     /// or any base model `train` takes (Hugging Face id, directory, .gguf file).
-    #[arg(long, value_name = "small|qwen0.5b|MODEL")]
+    #[arg(long, value_name = "small|qwen0.5b|MODEL", value_parser = crate::args::model_spec)]
     model: Option<String>,
     #[command(flatten)]
     size: ProfileArgs,

@@ -38,7 +38,7 @@ pub struct Args {
     model: String,
     /// The adapter's base model. Default: the run's config.toml (when the adapter sits in a run
     /// directory), else `base_model_name_or_path` in adapter_config.json.
-    #[arg(long, value_name = "MODEL")]
+    #[arg(long, value_name = "MODEL", value_parser = crate::args::model_spec)]
     base_model: Option<String>,
     #[command(flatten)]
     scenarios: ScenarioArgs,

@@ -9,7 +9,7 @@ use crate::args::EngineArgs;
 pub struct Args {
     /// Base model: a Hugging Face id, a local directory, a .gguf file, or a packaged model
     /// (`smollm2-135m-instruct`, `qwen2.5-coder-0.5b-instruct`).
-    #[arg(long, value_name = "MODEL")]
+    #[arg(long, value_name = "MODEL", value_parser = crate::args::model_spec)]
     base_model: String,
     /// Name clients use for the base model in `model`.
     #[arg(long, default_value = crate::args::BASE_NAME)]

@@ -16,7 +16,7 @@ pub struct Args {
     #[arg(long, value_name = "DIR|FILE")]
     dataset: Option<String>,
     /// Base model: Hugging Face id, directory, .gguf file or packaged model name.
-    #[arg(long, value_name = "MODEL")]
+    #[arg(long, value_name = "MODEL", value_parser = crate::args::model_spec)]
     base_model: Option<String>,
     /// Run directory (config.toml, data/, metrics.jsonl, checkpoints/, final/, logs/).
     #[arg(long, value_name = "DIR", alias = "output-dir")]
@@ -114,6 +114,8 @@ fn resolve_config(args: &Args) -> Result<SftConfig> {
         c.dataset = abs.display().to_string();
     }
     c.validate()?;
+    // A config file's base model, checked as the flag is.
+    crate::args::model_spec(&c.base_model).map_err(|e| anyhow::anyhow!("base_model: {e}"))?;
     Ok(c)
 }
 

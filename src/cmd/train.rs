@@ -22,7 +22,7 @@ pub struct Args {
     #[arg(long, value_name = "FILE", alias = "dataset")]
     scenarios: PathBuf,
     /// Base model: Hugging Face id, directory, .gguf file or packaged model name.
-    #[arg(long, value_name = "MODEL")]
+    #[arg(long, value_name = "MODEL", value_parser = crate::args::model_spec)]
     base_model: Option<String>,
     /// Run directory (config.toml, trajectories/, checkpoints/, metrics.jsonl, final/, logs/).
     #[arg(long, value_name = "DIR", alias = "output-dir")]
@@ -167,6 +167,8 @@ fn resolve_config(args: &Args) -> Result<TrainConfig> {
     }
     c.trainer.tensorboard |= args.tensorboard;
     c.validate()?;
+    // A config file's base model, checked as the flag is.
+    crate::args::model_spec(&c.base_model).map_err(|e| anyhow::anyhow!("base_model: {e}"))?;
     Ok(c)
 }
 

@@ -32,7 +32,7 @@ pub struct Args {
     /// The base model to specialize: `small` (SmolLM2-135M-Instruct, the default without a GPU),
     /// `qwen0.5b` (Qwen2.5-Coder-0.5B-Instruct, the default with one), a Hugging Face id, a
     /// directory or a .gguf file.
-    #[arg(long, value_name = "MODEL", env = "TRAIN_AGENT_BASE_MODEL")]
+    #[arg(long, value_name = "MODEL", env = "TRAIN_AGENT_BASE_MODEL", value_parser = crate::args::model_spec)]
     base_model: Option<String>,
     /// Your own questions about the server's data, evaluated at the end on base, SFT and
     /// SFT+GRPO (never trained on): JSONL or a JSON array of {"task": ..., "expected": ...}.
@@ -46,7 +46,7 @@ pub struct Args {
     /// A teacher for more tasks: paraphrases of the synthesized questions (SQL servers) or tasks
     /// of its own seeded with the walk's calls (other servers). `openai/MODEL`,
     /// `anthropic/MODEL`, `local/MODEL`... as `scenarios paraphrase` and `generate` take it.
-    #[arg(long, value_name = "MODEL")]
+    #[arg(long, value_name = "MODEL", value_parser = crate::args::teacher_spec)]
     teacher: Option<String>,
     /// The share of SFT's reference traces that first write their query with a slip the server
     /// rejects, then look the name up and write the right one (`collect --recovery-share`; SQL

@@ -125,6 +125,12 @@ pub struct Args {
 }
 
 pub async fn run(args: Args) -> Result<()> {
+    if args.teacher_base_url.is_none() {
+        crate::args::teacher_spec(&args.teacher).map_err(anyhow::Error::msg).context("--teacher")?;
+    }
+    if let (Some(solver), None) = (&args.solver, &args.solver_base_url) {
+        crate::args::teacher_spec(solver).map_err(anyhow::Error::msg).context("--solver")?;
+    }
     anyhow::ensure!(
         args.agree >= 1 && args.agree as u32 <= args.attempts,
         "--agree {} must be between 1 and --attempts {}\nhint: the default keeps a task when 3 of 4 answers agree",

@@ -144,6 +144,9 @@ struct Rewording {
 }
 
 pub async fn run(args: Args) -> Result<()> {
+    if args.teacher_base_url.is_none() {
+        crate::args::teacher_spec(&args.teacher).map_err(anyhow::Error::msg).context("--teacher")?;
+    }
     let _lock = ta_eval::rundir::RunLock::acquire(&args.out)?;
     let logs = args.out.join("logs");
     std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
