@@ -109,10 +109,28 @@ fn main() -> std::process::ExitCode {
         }
         Err(e) => {
             // Errors may quote what a server said (a JSON-RPC error message, a tool name).
-            eprintln!("error: {}", ta_types::terminal::terminal_safe(&format!("{e:#}")));
+            eprintln!("error: {}", ta_types::terminal::terminal_safe(&error_text(&e)));
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// An error and its causes, each said once: a library error that quotes its source in its own
+/// message (`{source}` in a `thiserror` message) is not followed by that source again, as
+/// `{:#}` would.
+fn error_text(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let said = cause.to_string();
+        if text.contains(&said) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&said);
+    }
+    text
 }
 
 /// Log lines go through `ta_types::redact` on their way to stderr: libraries (rmcp, reqwest) log
@@ -141,8 +159,11 @@ fn colour_on_stderr() -> bool {
 
 /// Logs go to stderr: stdout belongs to results (and to the MCP protocol in `demo-server`).
 fn init_logging(filter: &str) {
+    // rmcp logs its transport's failures as errors in its types' debug form; each one also fails
+    // the call or connection it broke, which says it plainly with a hint (RUST_LOG=rmcp=debug
+    // shows rmcp's own lines).
     let filter = std::env::var("RUST_LOG")
-        .unwrap_or_else(|_| if filter == "info" { "warn,train_agent=info,ta_rollout=info,ta_python=info,ta_mcp=warn".to_string() } else { filter.to_string() });
+        .unwrap_or_else(|_| if filter == "info" { "warn,train_agent=info,ta_rollout=info,ta_python=info,ta_mcp=warn,rmcp=off".to_string() } else { filter.to_string() });
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
         .with_writer(|| RedactingStderr)
@@ -154,6 +175,23 @@ fn init_logging(filter: &str) {
 
 #[cfg(test)]
 mod tests {
+    /// A cause the message already quotes is not repeated; context above it still is shown.
+    #[test]
+    fn an_error_says_each_cause_once() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("cannot read scenarios from s.jsonl: {source}")]
+        struct Read {
+            source: std::io::Error,
+        }
+        let io = || std::io::Error::new(std::io::ErrorKind::NotFound, "No such file or directory (os error 2)");
+        let e = anyhow::Error::new(Read { source: io() });
+        assert_eq!(super::error_text(&e), "cannot read scenarios from s.jsonl: No such file or directory (os error 2)");
+        let e = e.context("--scenarios");
+        assert_eq!(super::error_text(&e), "--scenarios: cannot read scenarios from s.jsonl: No such file or directory (os error 2)");
+        let plain = anyhow::Error::new(io()).context("cannot open the run");
+        assert_eq!(super::error_text(&plain), format!("{plain:#}"), "causes not quoted are chained as before");
+    }
+
     use clap::CommandFactory;
 
     /// Every command and subcommand, as `train-agent a b`, with its built command.

@@ -469,7 +469,8 @@ async fn mcp_connection_errors_are_plain_and_actionable() {
     let out = tokio::process::Command::new(bin()).args(["tools", "--server", &format!("http://127.0.0.1:9/mcp?key={SECRET}")]).output().await.unwrap();
     let err = stderr(&out);
     assert!(!out.status.success());
-    assert!(!err.contains("rmcp::") && !err.contains("Transport [") && !err.contains(SECRET), "{err}");
+    assert!(!err.contains("rmcp::") && !err.contains("Transport [") && !err.contains("reqwest::") && !err.contains(SECRET), "{err}");
+    assert!(!err.contains(" ERROR "), "the plain error alone, no transport's log line beside it: {err}");
     assert!(err.contains("key=***") && err.contains("hint:"), "{err}");
 
     // A server that wants a token: the hint names a flag that exists.
@@ -509,6 +510,31 @@ async fn colours_only_on_a_terminal_and_zero_max_turns_is_rejected() {
     std::fs::write(&zero, "{\"task\": \"t\", \"max_turns\": 0}\n").unwrap();
     let out = rollout(&server.url(), DEMO, &zero, &dir.path().join("z"), &[]).await;
     assert!(stderr(&out).contains("zero.jsonl:1: invalid scenario: \"max_turns\" is 0"), "{}", stderr(&out));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn missing_inputs_are_named_once_and_plainly() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no-dataset");
+    let out = tokio::process::Command::new(bin())
+        .args(["sft", "--base-model", "smollm2-135m-instruct", "--dataset", missing.to_str().unwrap(), "--out"])
+        .arg(dir.path().join("s"))
+        .output()
+        .await
+        .unwrap();
+    let err = stderr(&out);
+    assert!(!out.status.success() && err.contains(&format!("no dataset at {}", missing.display())) && err.contains("hint:"), "{err}");
+    assert!(!err.contains("Traceback"), "said before the trainer starts: {err}");
+
+    let out = tokio::process::Command::new(bin())
+        .args(["train", "--server", DEMO, "--base-model", "smollm2-135m-instruct", "--scenarios", "no-such.jsonl", "--out"])
+        .arg(dir.path().join("t"))
+        .output()
+        .await
+        .unwrap();
+    let err = stderr(&out);
+    assert!(!out.status.success() && err.contains("cannot read scenarios from no-such.jsonl"), "{err}");
+    assert_eq!(err.matches("os error 2").count(), 1, "the cause once, not again after the message that quotes it: {err}");
 }
 
 // ---- helpers ---------------------------------------------------------------------------------

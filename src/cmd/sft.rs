@@ -114,6 +114,11 @@ fn resolve_config(args: &Args) -> Result<SftConfig> {
         c.dataset = abs.display().to_string();
     }
     c.validate()?;
+    anyhow::ensure!(
+        std::path::Path::new(&c.dataset).exists(),
+        "no dataset at {}\nhint: pass --dataset DIR (the --out of `train-agent curate`) or a JSONL/Parquet file of traces",
+        c.dataset
+    );
     // A config file's base model, checked as the flag is.
     crate::args::model_spec(&c.base_model).map_err(|e| anyhow::anyhow!("base_model: {e}"))?;
     Ok(c)
