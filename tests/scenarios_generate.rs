@@ -38,6 +38,8 @@ struct Teacher {
     memory: bool,
     /// Bodies of `/v1/load_lora_adapter` requests.
     loads: Arc<Mutex<Vec<Value>>>,
+    /// Milliseconds each solver turn waits before its reply.
+    solver_delay_ms: u64,
 }
 
 fn tasks(items: &[(&str, &str, u8)]) -> String {
@@ -77,6 +79,7 @@ async fn chat(State(t): State<Teacher>, Json(body): Json<Value>) -> Json<Value> 
         );
     }
     // The solver: query the server, then answer from what it returned.
+    tokio::time::sleep(std::time::Duration::from_millis(t.solver_delay_ms)).await;
     let task = messages[1]["content"].as_str().unwrap();
     let attempt = body["seed"].as_u64().unwrap() >> 16;
     let result = messages.iter().rev().find(|m| m["role"] == "tool").and_then(|m| m["content"].as_str());
@@ -208,6 +211,44 @@ async fn generated_tasks_are_checked_by_running_them() {
     assert_eq!(scenarios.len(), 4);
     let unverified = scenarios.iter().find(|s| s.task == NEXT_HIRE).unwrap();
     assert_eq!((unverified.checked, &unverified.expected), (Some(false), &None));
+}
+
+/// Ctrl-C while the solver plays: the command exits 130 and says so, the summary it leaves says
+/// the run was interrupted (so `fit` does not take the stage as finished), and the same command
+/// continues with the episodes already played.
+#[tokio::test(flavor = "multi_thread")]
+async fn ctrl_c_while_solving_exits_130_and_a_rerun_continues() {
+    let teacher = Teacher { solver_delay_ms: 300, ..Teacher::default() };
+    let url = serve(teacher.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("gen");
+    let flags = ["--n", "5", "--batch", "3", "--validation-fraction", "0.34", "--seed", "1", "--concurrency", "1"];
+    let child = generate_command("train-agent demo-server", "openai/gpt-4o-mini", &url, &out)
+        .args(flags)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let solver_turns = || teacher.requests.lock().unwrap().iter().filter(|b| b["response_format"]["json_schema"]["name"] != "scenario_tasks").count();
+    let started = std::time::Instant::now();
+    while solver_turns() < 4 {
+        assert!(started.elapsed() < std::time::Duration::from_secs(60), "the solver never started");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    std::process::Command::new("kill").args(["-INT", &child.id().unwrap().to_string()]).status().unwrap();
+    let stopped = tokio::time::timeout(std::time::Duration::from_secs(30), child.wait_with_output()).await.unwrap().unwrap();
+    let stderr = String::from_utf8_lossy(&stopped.stderr);
+    assert_eq!(stopped.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("finished episodes kept") && stderr.contains("run the same command again"), "{stderr}");
+    let summary = |name: &str| -> Value { serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap_or_else(|e| panic!("{name}: {e}")) };
+    let first = summary("first run");
+    assert_eq!(first["interrupted"], true, "{first}");
+
+    let again = generate_command("train-agent demo-server", "openai/gpt-4o-mini", &url, &out).args(flags).output().await.unwrap();
+    assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
+    let done = summary("rerun");
+    assert_eq!(done["interrupted"], false, "{done}");
+    assert!(done["episodes"].as_u64().unwrap() > first["episodes"].as_u64().unwrap(), "{first}\n{done}");
 }
 
 /// `--walk DIR`: the read calls `scenarios walk` recorded, and what they returned, reach the

@@ -275,3 +275,52 @@ async fn a_rerun_asks_only_for_the_tasks_not_answered() {
     assert!(!older.status.success() && stderr.contains("shown other instructions") && stderr.contains("hint: give another --out"), "{stderr}");
     assert_eq!(count(), 12);
 }
+
+/// The scripted teacher of [`chat`], half a second a reply.
+async fn slow_chat(body: Json<Value>) -> Json<Value> {
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    chat(body).await
+}
+
+/// Ctrl-C while tasks are in flight: the command exits 130 saying how many tasks it kept, every
+/// finished task's reply is on disk, and the same command continues from them.
+#[tokio::test(flavor = "multi_thread")]
+async fn ctrl_c_keeps_the_finished_tasks_and_a_rerun_continues() {
+    let dir = tempfile::tempdir().unwrap();
+    let synth = synth_demo(dir.path());
+    let url = serve(axum::Router::new().route("/v1/chat/completions", post(slow_chat))).await;
+    let out = dir.path().join("para");
+    let flags = ["--per-task", "4", "--limit", "20", "--concurrency", "2"];
+    let child = tokio::process::Command::new(common::bin())
+        .args(["scenarios", "paraphrase", "--teacher", "openai/gpt-4o-mini", "--teacher-base-url", &url])
+        .args(flags)
+        .arg("--scenarios")
+        .arg(synth.join("scenarios.jsonl"))
+        .arg("--out")
+        .arg(&out)
+        .env("OPENAI_API_KEY", "sk-test-not-a-secret")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let replies = out.join("replies.jsonl");
+    let lines = || std::fs::read_to_string(&replies).map(|t| t.lines().count()).unwrap_or(0);
+    let started = std::time::Instant::now();
+    while lines() < 2 {
+        assert!(started.elapsed() < std::time::Duration::from_secs(60), "no task finished");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    std::process::Command::new("kill").args(["-INT", &child.id().unwrap().to_string()]).status().unwrap();
+    let stopped = tokio::time::timeout(std::time::Duration::from_secs(30), child.wait_with_output()).await.unwrap().unwrap();
+    let stderr = String::from_utf8_lossy(&stopped.stderr);
+    assert_eq!(stopped.status.code(), Some(130), "{stderr}");
+    let kept = lines();
+    assert!((2..20).contains(&kept), "{kept} of 20 tasks answered before Ctrl-C");
+    assert!(stderr.contains(&format!("interrupted: {kept} finished tasks kept")) && stderr.contains("run the same command again"), "{stderr}");
+    assert!(!out.join("scenarios.jsonl").exists(), "no output from a run that did not finish");
+
+    let run = paraphrase_run(&url, &synth, &out, &flags).await;
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success() && stderr.contains(&format!("{kept} tasks answered earlier, {} to ask", 20 - kept)), "{stderr}");
+    assert_eq!(lines(), 20);
+}

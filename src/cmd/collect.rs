@@ -136,7 +136,7 @@ pub async fn run(args: Args) -> Result<()> {
     println!("ground truth pass {passed} of {}", collected.traces.len());
     println!("traces: {}", path.display());
     if collected.interrupted {
-        return Err(Interrupted { kept: collected.traces.len() }.into());
+        return Err(Interrupted::episodes(collected.traces.len()).into());
     }
     match collected.all_failed {
         Some(e) => Err(e.into()),

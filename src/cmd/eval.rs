@@ -174,7 +174,7 @@ pub async fn run(args: Args, shared: Option<&ServedEngine>) -> Result<()> {
     setup.close().await;
     let (summary, report) = match evaluated? {
         Evaluated::Done { summary, report } => (summary, report),
-        Evaluated::Interrupted { kept } => return Err(Interrupted { kept }.into()),
+        Evaluated::Interrupted { kept } => return Err(Interrupted::episodes(kept).into()),
     };
     if let Some(cache) = cache.filter(|_| !reused) {
         cache.store(&base_path);

@@ -119,7 +119,7 @@ pub async fn run(args: Args) -> Result<()> {
     }
     setup.close().await;
     if result.interrupted {
-        return Err(Interrupted { kept: finished.len() }.into());
+        return Err(Interrupted::episodes(finished.len()).into());
     }
     check_not_all_failed(&finished)?;
     Ok(())

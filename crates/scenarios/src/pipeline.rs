@@ -126,7 +126,11 @@ pub struct Report {
     pub cost_complete: bool,
     pub budget_usd: Option<f64>,
     pub budget_reached: bool,
+    /// Ctrl-C stopped the solving: what is written covers the episodes played, and a rerun
+    /// continues (a caller that skips a finished stage must not skip this one).
     pub interrupted: bool,
+    /// The solver's episodes on disk (this run's and an earlier one's).
+    pub episodes: usize,
     /// Kept tasks per difficulty level.
     pub difficulty: BTreeMap<u8, usize>,
     /// Server tools named by at least one kept task, and those named by none.
@@ -330,6 +334,7 @@ pub async fn run<T: ToolHost, F: ToolHost>(
         budget_usd: opts.generate.budget_usd,
         budget_reached: gen_counts.budget_reached || solved.budget_reached,
         interrupted: solved.interrupted,
+        episodes: solved.trajectories.len(),
         difficulty,
         tools_covered,
         tools_uncovered,

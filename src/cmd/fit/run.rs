@@ -464,6 +464,12 @@ struct TaskFlags {
     teacher_task: Option<f64>,
 }
 
+/// Whether `scenarios generate` finished in `dir`: its summary is there and Ctrl-C did not stop
+/// it (an interrupted run writes what it played so far, and the same command continues it).
+fn generate_finished(dir: &Path) -> bool {
+    std::fs::read(dir.join("summary.json")).ok().and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok()).is_some_and(|s| s["interrupted"] == false)
+}
+
 /// Runs the task stages the source needs (skipping those complete from an earlier run) and
 /// returns the file of tasks to train and validate on.
 async fn write_tasks(stages: &mut Stages, source: &TaskSource, out: &Path, flags: &TaskFlags, with_server: &impl Fn(&[String]) -> Vec<String>) -> Result<PathBuf> {
@@ -519,7 +525,7 @@ async fn write_tasks(stages: &mut Stages, source: &TaskSource, out: &Path, flags
         }
         Synthesizer::Walk => {
             let generated = out.join("generate");
-            if generated.join("summary.json").exists() {
+            if generate_finished(&generated) {
                 stages.skip("scenarios generate");
             } else {
                 let mut rest = vec!["--teacher".into(), teacher.clone(), "--walk".into(), path(&dir), "--out".into(), path(&generated)];
@@ -653,6 +659,18 @@ mod tests {
     fn splits(text: &str) -> (usize, usize) {
         let n_val = text.lines().filter(|l| !is_train(l)).count();
         (text.lines().count() - n_val, n_val)
+    }
+
+    /// A generation Ctrl-C stopped is not a finished stage: the rerun continues it.
+    #[test]
+    fn an_interrupted_generation_is_not_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(!generate_finished(dir.path()), "no summary yet");
+        let summary = dir.path().join("summary.json");
+        std::fs::write(&summary, r#"{"interrupted": true, "episodes": 12}"#).unwrap();
+        assert!(!generate_finished(dir.path()));
+        std::fs::write(&summary, r#"{"interrupted": false, "episodes": 40}"#).unwrap();
+        assert!(generate_finished(dir.path()));
     }
 
     #[test]

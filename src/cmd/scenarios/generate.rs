@@ -14,6 +14,7 @@ use ta_scenarios::generate::Spend;
 use ta_scenarios::{DiscoverOptions, GenerateOptions, PipelineOptions, SolveOptions, Surface, Teacher};
 
 use crate::args::{EngineArgs, ServerArgs};
+use crate::interrupted::Interrupted;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -288,7 +289,7 @@ pub async fn run(args: Args) -> Result<()> {
     println!("scenarios: {}", args.out.join(ta_scenarios::pipeline::SCENARIOS_FILE).display());
     println!("traces: {}", args.out.join(ta_types::trace::TRACES_FILE).display());
     if report.interrupted {
-        eprintln!("interrupted: finished episodes kept; run the same command again to continue");
+        return Err(Interrupted::episodes(report.episodes).into());
     }
     Ok(())
 }

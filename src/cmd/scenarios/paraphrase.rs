@@ -24,6 +24,7 @@ use ta_synth::tools::{ArgTool, SqlTools};
 use ta_types::Scenario;
 
 use crate::args::EngineArgs;
+use crate::interrupted::Interrupted;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -169,6 +170,7 @@ pub async fn run(args: Args) -> Result<()> {
 
     let mut engine = None;
     let mut solver = None;
+    let mut interrupted = false;
     if !todo.is_empty() {
         let url = match (&args.teacher_base_url, args.teacher.strip_prefix("local/")) {
             (None, Some(model)) => {
@@ -215,7 +217,20 @@ pub async fn run(args: Args) -> Result<()> {
             // order whatever order the replies come in.
             .buffer_unordered(args.concurrency.max(1));
         let mut file = ta_types::jsonl::open_append(&replies_path).with_context(|| format!("cannot write {}", replies_path.display()))?;
-        while let Some(reply) = asking.next().await {
+        let ctrl_c = tokio::signal::ctrl_c();
+        tokio::pin!(ctrl_c);
+        loop {
+            let reply = tokio::select! {
+                reply = asking.next() => match reply {
+                    Some(reply) => reply,
+                    None => break,
+                },
+                // The tasks in flight are dropped; every finished one is on disk already.
+                _ = &mut ctrl_c => {
+                    interrupted = true;
+                    break;
+                }
+            };
             progress.inc(1);
             match reply {
                 Ok(reply) => {
@@ -237,6 +252,9 @@ pub async fn run(args: Args) -> Result<()> {
         solver.server.client.close().await;
     }
     drop(engine);
+    if interrupted {
+        return Err(Interrupted::tasks(replies.len()).into());
+    }
 
     // Each original followed by its kept paraphrases (so the first N tasks a `collect --limit N`
     // takes hold both), on its side of the split; the others, with why, to read.
