@@ -88,7 +88,7 @@ fn main() -> std::process::ExitCode {
             Command::Rollout(a) => cmd::rollout::run(a).await,
             Command::DemoServer(a) => cmd::demo_server::run(a).await,
             Command::Serve(a) => cmd::serve::run(a).await,
-            Command::Train(a) => cmd::train::run(a, None).await.map(drop),
+            Command::Train(a) => cmd::train::command(a).await,
             Command::Demo(a) => cmd::demo::run(a).await,
             Command::Fit(a) => cmd::fit::run(a).await,
             Command::Collect(a) => cmd::collect::run(a).await,

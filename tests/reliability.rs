@@ -202,6 +202,44 @@ async fn an_interrupted_rollout_exits_130() {
     assert!(stderr(&out).contains("run the same command again"), "{}", stderr(&out));
 }
 
+/// `sft` stopped by Ctrl-C mid-run exits 130 and says to continue with --resume (it used to exit
+/// 0, so `sft ... && next` went on without an adapter).
+#[tokio::test(flavor = "multi_thread")]
+async fn an_interrupted_sft_exits_130_and_says_how_to_continue() {
+    let dir = tempfile::tempdir().unwrap();
+    let dataset = dir.path().join("traces.jsonl");
+    let row = |i: usize| {
+        json!({"id": format!("t{i}"), "messages": [
+            {"role": "system", "content": "You answer questions about the company."},
+            {"role": "user", "content": format!("How many departments are there? ({i})")},
+            {"role": "assistant", "content": "There are 9 departments."},
+        ], "tools": []})
+        .to_string()
+    };
+    std::fs::write(&dataset, (0..8).map(|i| row(i) + "\n").collect::<String>()).unwrap();
+    let model = common::tiny_model(false);
+    let out = dir.path().join("sft");
+    let child = tokio::process::Command::new(bin())
+        .args(["sft", "--base-model", model.to_str().unwrap(), "--dataset", dataset.to_str().unwrap(), "--epochs", "100000", "--batch-size", "1"])
+        .args(["--eval-fraction", "0", "--save-every", "1", "--out", out.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let metrics = out.join("metrics.jsonl");
+    // The Python environment and the trainer start first: minutes on a slow machine.
+    let started = Instant::now();
+    while !std::fs::read_to_string(&metrics).is_ok_and(|t| t.contains("train_loss")) {
+        assert!(started.elapsed() < Duration::from_secs(600), "no SFT step in 10 minutes");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    std::process::Command::new("kill").args(["-INT", &child.id().unwrap().to_string()]).status().unwrap();
+    let stopped = tokio::time::timeout(Duration::from_secs(120), child.wait_with_output()).await.unwrap().unwrap();
+    let err = stderr(&stopped);
+    assert_eq!(stopped.status.code(), Some(130), "{err}");
+    assert!(err.contains("interrupted: the last checkpoint is step") && err.contains("plus --resume"), "{err}");
+}
+
 // ---- item 3: torn tails -----------------------------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread")]

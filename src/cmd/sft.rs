@@ -9,6 +9,8 @@ use ta_python::PythonEnv;
 use ta_sft::sft::{SftConfig, SftFinished};
 use ta_trainer::checkpoint::last_complete_step;
 
+use crate::interrupted::Interrupted;
+
 #[derive(clap::Args)]
 pub struct Args {
     /// The dataset: a directory written by `train-agent curate` (train.jsonl or train.parquet),
@@ -141,7 +143,7 @@ pub async fn run(args: Args) -> Result<()> {
     bar.finish();
     match finished? {
         SftFinished::Interrupted { checkpointed_step } => {
-            eprintln!("interrupted; the last checkpoint is step {checkpointed_step}: continue with the same command plus --resume");
+            return Err(Interrupted::at_checkpoint(&format!("the last checkpoint is step {checkpointed_step}")).into());
         }
         SftFinished::Done { steps, final_dir, eval_loss_before, eval_loss_after } => {
             println!("trained {steps} steps; adapter: {}", final_dir.display());

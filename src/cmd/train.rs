@@ -12,6 +12,7 @@ use ta_types::Split;
 use ta_types::scenario::{assign_splits, load_scenarios, of_split};
 
 use crate::args::{BASE_NAME, EngineArgs, EpisodeArgs, HttpArgs, IsolationArgs, ServerArgs};
+use crate::interrupted::Interrupted;
 use crate::setup::{RunSetup, check_rewards};
 
 #[derive(clap::Args)]
@@ -193,6 +194,15 @@ fn redacted(c: &TrainConfig) -> TrainConfig {
 /// `shared` is an engine the caller started with [`engine_options`] (`fit`'s, for `train` and
 /// `eval`): the run uses it as its own, so its base validation is cached as one that started
 /// its own engine would be.
+/// `train-agent train`: a run Ctrl-C stopped is an error (exit 130) that says how to continue.
+pub async fn command(args: Args) -> Result<()> {
+    match run(args, None).await? {
+        Finished::Interrupted { completed_steps } => Err(Interrupted::at_checkpoint(&format!("step {completed_steps} is the last one kept")).into()),
+        _ => Ok(()),
+    }
+}
+
+/// A GRPO run, on `shared` (an engine the caller started) or its own; how it finished.
 pub async fn run(args: Args, shared: Option<&ServedEngine>) -> Result<Finished> {
     let _lock = ta_eval::rundir::RunLock::acquire(&args.out)?;
     let cfg = resolve_config(&args)?;
@@ -258,9 +268,7 @@ pub async fn run(args: Args, shared: Option<&ServedEngine>) -> Result<Finished> 
         Err(e) => eprintln!("warning: no report: {e}"),
     }
     match &finished {
-        Finished::Interrupted { completed_steps } => {
-            eprintln!("interrupted after step {completed_steps}; continue with the same command plus --resume");
-        }
+        Finished::Interrupted { .. } => {}
         Finished::BudgetReached { completed_steps, cost_usd } => {
             eprintln!(
                 "judge budget reached: ${cost_usd:.4} spent by step {completed_steps}, whose checkpoint is kept\nhint: continue with the same command plus --resume --judge-budget USD (a higher budget)"

@@ -21,6 +21,7 @@ use super::engine;
 use super::plan::{Synthesizer, TaskSource};
 use super::profile::{Profile, Rates, about, epochs_for};
 use crate::cmd::{collect, curate, eval, scenarios, sft, train};
+use crate::interrupted::Interrupted;
 use crate::setup::RunSetup;
 
 /// One run to do.
@@ -306,7 +307,11 @@ pub async fn execute(job: Job) -> Result<()> {
         }
         let estimate = rates.start + rates.sft_trace * (n_sft * sft.epochs as usize) as f64;
         let (args, t) = stages.start("sft", "supervised fine-tuning on the traces (LoRA)", &argv, Some(estimate))?;
-        sft::run(args).await?;
+        match sft::run(args).await {
+            // Said once, as the whole command's (below): its rerun needs no --resume.
+            Err(e) if e.is::<Interrupted>() => return Ok(false),
+            r => r?,
+        }
         if !sft_done() {
             return Ok(false);
         }
@@ -590,8 +595,7 @@ fn finished(dir: &Path) -> bool {
 }
 
 fn interrupted(command: &str) -> Result<()> {
-    eprintln!("\n{command} interrupted: every finished stage and step is kept; run the same command again to continue");
-    Ok(())
+    Err(Interrupted::stages(command).into())
 }
 
 /// The base / SFT / SFT+GRPO tables: the GRPO run's validations (greedy, and sampled when it
