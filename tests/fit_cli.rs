@@ -263,6 +263,15 @@ fn fit_on_mcp_server_sqlite_offers_only_read_tools_and_continues_when_run_again(
     let kept = ta_types::kept::Kept::read(&out.join("grpo")).expect("grpo/final.json");
     assert!(stdout.contains(&format!("the adapter this run delivers, {}: {}", out.join("grpo/final").display(), kept.summary())), "{stdout}");
     assert!(out.join("grpo/report.html").exists());
+    // `report` on the run's directory writes one report for each stage that has one.
+    let report = Command::new(common::bin()).arg("report").arg(&out).output().unwrap();
+    let (report_out, report_err) = text(&report);
+    assert!(report.status.success(), "{report_err}");
+    let written: Vec<&str> = report_out.lines().collect();
+    assert_eq!(written, ["sft", "grpo", "check", "check-sampled"].map(|d| out.join(d).join("report.html").display().to_string()), "{report_err}");
+    for path in written {
+        assert!(std::fs::read_to_string(path).unwrap().contains("<html"), "{path} is a report");
+    }
 
     // Run again: every stage is found complete, the tables are printed again.
     let again = fit(&args);

@@ -349,6 +349,23 @@ fn training_charts(run: &RunDir) -> Vec<Chart> {
     charts
 }
 
+/// An SFT run's curves: its losses (training, and held out when it evaluated), learning rate,
+/// gradient norm and throughput, by step.
+fn sft_charts(run: &RunDir) -> Vec<Chart> {
+    let rows: Vec<&Value> = run.metrics.iter().collect();
+    let chart = |id: &str, title: &str, y: &str, series: Vec<Option<Series>>| {
+        let series: Vec<Series> = series.into_iter().flatten().collect();
+        let empty_note = series.is_empty().then(|| "not recorded in this run".to_string());
+        Chart { id: id.into(), title: title.into(), y_label: y.into(), stacked: false, y_range: None, series, empty_note }
+    };
+    vec![
+        chart("loss", "Loss", "token-mean NLL", vec![series(&rows, "training loss", &["train_loss"]), series(&rows, "held-out loss", &["eval_loss"])]),
+        chart("lr", "Learning rate", "lr", vec![series(&rows, "lr", &["lr"])]),
+        chart("grad_norm", "Gradient norm", "before clipping", vec![series(&rows, "grad norm", &["grad_norm"])]),
+        chart("tokens_per_s", "Trainer throughput", "tokens / s", vec![series(&rows, "tokens/s", &["tokens_per_s"])]),
+    ]
+}
+
 /// pass@k curves of an evaluation (k on the x axis), when it sampled more than once.
 fn pass_at_k_chart(models: &[EvalColumn]) -> Option<Chart> {
     let series: Vec<Series> = models
@@ -461,6 +478,25 @@ pub fn collect(dir: &Path) -> Result<ReportData, ReportError> {
                 views.extend(ts.iter().map(|t| TrajectoryView::of(t, "train", format!("step-{}/{}", t.group.step, t.scenario_id))));
             }
         }
+        Kind::Sft => {
+            let steps = run.sft_steps();
+            let cfg = run.config.clone().unwrap_or(Value::Null);
+            summary.push(row("Base model", run.base_model().unwrap_or_else(|| "-".into())));
+            summary.push(row("Data set", cfg["dataset"].as_str().unwrap_or("-").to_string()));
+            summary.push(row("Steps", format!("{} ({} epoch(s) planned)", steps.len(), cfg["epochs"])));
+            summary.push(row("Training time", fmt_duration(steps.iter().filter_map(|r| r["step_s"].as_f64()).sum())));
+            let loss = |(step, loss): (u64, f64)| format!("{loss:.4} (step {step})");
+            summary.push(row("Held-out loss", run.sft_eval_loss().map_or("not evaluated".into(), |(a, b)| format!("{} → {}", loss(a), loss(b)))));
+            let train_loss: Vec<f64> = steps.iter().filter_map(|r| r["train_loss"].as_f64()).collect();
+            if let (Some(a), Some(b)) = (train_loss.first(), train_loss.last()) {
+                summary.push(row("Training loss (first → last step)", format!("{a:.4} → {b:.4}")));
+            }
+            let done = dir.join("final/adapter_config.json").exists();
+            summary.push(row("Final adapter", if done { "final/" } else { "not written yet" }));
+            flatten("", &cfg, &mut settings);
+            charts = sft_charts(&run);
+            eval_source = String::new();
+        }
         Kind::Eval => {
             let eval = run.eval.as_ref().expect("eval");
             for m in &eval.models {
@@ -501,6 +537,7 @@ pub fn collect(dir: &Path) -> Result<ReportData, ReportError> {
     let eval = (!models.is_empty()).then_some(EvalSection { source: eval_source, models, compared, comparison });
     let kind_word = match run.kind {
         Kind::Train => "training run",
+        Kind::Sft => "SFT run",
         Kind::Eval => "evaluation",
         Kind::Rollout => "rollout",
     };

@@ -3,6 +3,7 @@
 //! - a training run: `config.toml`, `run.json`, `metrics.jsonl`, `trajectories/step-N.jsonl`,
 //!   `eval/step-N.jsonl` (validation: step 0 is the base model, the last step the trained adapter),
 //!   `eval/step-N.sampled.jsonl` (sampled validation, `rollout.eval_rollouts` episodes per task);
+//! - an SFT run: `config.toml` and `metrics.jsonl` (training and held-out losses by step);
 //! - an evaluation: `eval.json` and `trajectories/<model>.jsonl` (`base`, `trained`);
 //! - a rollout: `trajectories.jsonl` and `summary.json`.
 //!
@@ -25,7 +26,7 @@ pub enum RunDirError {
     #[error("{path}:{line}: {message}")]
     Parse { path: PathBuf, line: usize, message: String },
     #[error(
-        "{0} holds no run, evaluation or rollout\nhint: point at a `train --out` (metrics.jsonl), an `eval --out` (eval.json) or a `rollout --out` directory (trajectories.jsonl)"
+        "{0} holds no run, evaluation or rollout\nhint: point at a `train` or `sft --out` (metrics.jsonl), an `eval --out` (eval.json), a `rollout --out` (trajectories.jsonl) or a `fit` or `demo --out` directory"
     )]
     Unknown(PathBuf),
     #[error(
@@ -152,11 +153,19 @@ pub struct EvalModel {
     pub source: String,
 }
 
+/// Whether metrics rows are an SFT run's: losses, and no GRPO step (a trainer or reward entry).
+fn is_sft(metrics: &[Value]) -> bool {
+    metrics.iter().any(|r| r.get("train_loss").is_some() || r.get("eval_loss").is_some())
+        && !metrics.iter().any(|r| r.get("trainer").is_some() || r.get("reward").is_some())
+}
+
 /// What kind of directory a [`RunDir`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Kind {
     Train,
+    /// A `train-agent sft` run: loss rows in `metrics.jsonl`, no episodes.
+    Sft,
     Eval,
     Rollout,
 }
@@ -202,6 +211,8 @@ impl RunDir {
         };
         let kind = if eval.is_some() {
             Kind::Eval
+        } else if is_sft(&metrics) {
+            Kind::Sft
         } else if !metrics.is_empty() || config.is_some() {
             Kind::Train
         } else if path.join("trajectories.jsonl").exists() {
@@ -210,6 +221,17 @@ impl RunDir {
             return Err(RunDirError::Unknown(path.to_path_buf()));
         };
         Ok(RunDir { path: path.to_path_buf(), kind, config, run_info: read_json("run.json")?, metrics, eval, phases: ta_types::phases::totals(path) })
+    }
+
+    /// An SFT run's step rows (those with a training loss), in step order.
+    pub fn sft_steps(&self) -> Vec<&Value> {
+        self.metrics.iter().filter(|r| r.get("train_loss").is_some()).collect()
+    }
+
+    /// An SFT run's held-out loss: (step, loss) of the first and the last evaluation.
+    pub fn sft_eval_loss(&self) -> Option<((u64, f64), (u64, f64))> {
+        let evals: Vec<(u64, f64)> = self.metrics.iter().filter_map(|r| Some((r["step"].as_u64()?, r["eval_loss"].as_f64()?))).collect();
+        Some((*evals.first()?, *evals.last()?))
     }
 
     /// Training step rows (those with a trainer or reward entry), in step order.
@@ -278,6 +300,7 @@ impl RunDir {
                 eval.models.iter().map(|m| Ok((m.label.clone(), read(&eval_trajectories(&self.path, &m.label))?))).collect()
             }
             Kind::Rollout => Ok(vec![("rollout".into(), read(&self.path.join("trajectories.jsonl"))?)]),
+            Kind::Sft => Ok(Vec::new()),
             Kind::Train => {
                 // An empty file is a validation that has just started (`train` is running).
                 let files: Vec<(u64, PathBuf)> = self.validation_files().into_iter().filter(|(_, p)| std::fs::metadata(p).is_ok_and(|m| m.len() > 0)).collect();

@@ -1,4 +1,4 @@
-//! `train-agent stats DIR`: the summary of a run, evaluation or rollout directory as terminal
+//! `train-agent stats DIR`: the summary of a run (GRPO or SFT), evaluation or rollout directory as terminal
 //! text (the same numbers as the report's summary and tables).
 
 use std::fmt::Write;
@@ -15,8 +15,10 @@ const MAX_STEP_ROWS: usize = 20;
 pub fn render(dir: &Path) -> Result<String, RunDirError> {
     let run = RunDir::open(dir)?;
     let mut out = String::new();
-    if run.kind == Kind::Train {
-        training_summary(&run, &mut out);
+    match run.kind {
+        Kind::Train => training_summary(&run, &mut out),
+        Kind::Sft => sft_summary(&run, &mut out),
+        Kind::Eval | Kind::Rollout => {}
     }
     if let Some(e) = &run.eval {
         let models: Vec<String> = e.models.iter().map(|m| format!("{} = {}", m.label, m.source)).collect();
@@ -54,6 +56,38 @@ pub fn render(dir: &Path) -> Result<String, RunDirError> {
         }
     }
     Ok(out.trim_end().to_string())
+}
+
+fn sft_summary(run: &RunDir, out: &mut String) {
+    let steps = run.sft_steps();
+    writeln!(out, "SFT run {}: {}", run.path.display(), run.base_model().unwrap_or_else(|| "?".into())).ok();
+    let seconds: f64 = steps.iter().filter_map(|r| r["step_s"].as_f64()).sum();
+    writeln!(out, "{} steps, {seconds:.0} s of training", steps.len()).ok();
+    if let Some(((a_step, a), (b_step, b))) = run.sft_eval_loss() {
+        writeln!(out, "held-out loss {a:.4} (step {a_step}) -> {b:.4} (step {b_step})").ok();
+    }
+    if steps.is_empty() {
+        return;
+    }
+    let f = |v: &Value, d: usize| v.as_f64().map_or("-".into(), |x| format!("{x:.d$}"));
+    writeln!(out, "\n{:>5}  {:>6}  {:>10}  {:>9}  {:>9}  {:>8}  {:>8}", "step", "epoch", "train loss", "held-out", "lr", "grad", "tok/s").ok();
+    let n = steps.len();
+    let shown: Vec<usize> = if n <= MAX_STEP_ROWS { (0..n).collect() } else { (0..MAX_STEP_ROWS).map(|i| i * (n - 1) / (MAX_STEP_ROWS - 1)).collect() };
+    for i in shown {
+        let r = steps[i];
+        writeln!(
+            out,
+            "{:>5}  {:>6}  {:>10}  {:>9}  {:>9}  {:>8}  {:>8}",
+            r["step"].to_string(),
+            f(&r["epoch"], 2),
+            f(&r["train_loss"], 4),
+            f(&r["eval_loss"], 4),
+            r["lr"].as_f64().map_or("-".into(), |x| format!("{x:.2e}")),
+            f(&r["grad_norm"], 3),
+            f(&r["tokens_per_s"], 0),
+        )
+        .ok();
+    }
 }
 
 fn training_summary(run: &RunDir, out: &mut String) {

@@ -252,3 +252,41 @@ fn a_step_played_ahead_shows_only_its_own_wall_time() {
         assert!((bar - wall).abs() < 1e-6, "step {step}: bar {bar} vs step_s {wall}");
     }
 }
+
+/// An SFT run (`train-agent sft --out`): its losses in `stats` and as the report's curves, no
+/// episodes; read as an SFT run, not as a GRPO run with no steps.
+#[test]
+fn an_sft_run_shows_its_losses() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("sft");
+    std::fs::create_dir_all(dir.join("final")).unwrap();
+    std::fs::write(dir.join("final/adapter_config.json"), "{}").unwrap();
+    std::fs::write(dir.join("config.toml"), "base_model = \"smollm2-135m-instruct\"\ndataset = \"runs/demo/dataset\"\nepochs = 2\n").unwrap();
+    let rows = [
+        json!({"step": 0, "epoch": 0, "eval_loss": 0.87, "eval_tokens": 147}),
+        json!({"step": 1, "epoch": 1.0, "train_loss": 0.9, "lr": 5e-4, "grad_norm": 3.9, "tokens_per_s": 240.0, "step_s": 13.0}),
+        json!({"step": 2, "epoch": 2.0, "train_loss": 0.5, "eval_loss": 0.46, "lr": 5e-4, "grad_norm": 2.1, "tokens_per_s": 250.0, "step_s": 12.0}),
+    ];
+    std::fs::write(dir.join("metrics.jsonl"), rows.iter().map(|r| format!("{r}\n")).collect::<String>()).unwrap();
+
+    let text = ta_eval::stats::render(&dir).unwrap();
+    assert!(text.contains("SFT run") && text.contains("2 steps, 25 s of training"), "{text}");
+    assert!(text.contains("held-out loss 0.8700 (step 0) -> 0.4600 (step 2)"), "{text}");
+    assert!(text.contains("0.9000") && text.contains("0.5000"), "each step's training loss: {text}");
+
+    let data = serde_json::to_value(collect(&dir).unwrap()).unwrap();
+    assert_eq!(data["kind"], "sft");
+    assert!(data["title"].as_str().unwrap().ends_with("SFT run"), "{}", data["title"]);
+    let summary: Vec<(String, String)> =
+        data["summary"].as_array().unwrap().iter().map(|r| (r["label"].as_str().unwrap().to_string(), r["value"].as_str().unwrap().to_string())).collect();
+    let value = |label: &str| summary.iter().find(|(l, _)| l == label).map(|(_, v)| v.clone()).unwrap_or_else(|| panic!("no {label} in {summary:?}"));
+    assert_eq!(value("Held-out loss"), "0.8700 (step 0) → 0.4600 (step 2)");
+    assert_eq!(value("Training loss (first → last step)"), "0.9000 → 0.5000");
+    assert_eq!(value("Final adapter"), "final/");
+    let loss = data["charts"].as_array().unwrap().iter().find(|c| c["id"] == "loss").unwrap();
+    let labels: Vec<&str> = loss["series"].as_array().unwrap().iter().map(|s| s["label"].as_str().unwrap()).collect();
+    assert_eq!(labels, ["training loss", "held-out loss"]);
+    assert_eq!(loss["series"][1]["points"], json!([[0.0, 0.87], [2.0, 0.46]]));
+    assert!(data["eval"].is_null() && data["trajectories"].as_array().unwrap().is_empty());
+    assert!(write_report(&dir).unwrap().exists());
+}

@@ -201,7 +201,7 @@ pub async fn execute(job: Job) -> Result<()> {
     );
     let rates = Rates::of(gpu);
     std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
-    let mut stages = Stages::open(out.join("fit.json"), of);
+    let mut stages = Stages::open(out.join(STAGES_FILE), of);
     let with_server = |rest: &[String]| -> Vec<String> { server.iter().cloned().chain(rest.iter().cloned()).collect() };
 
     // What the model is shown of a tool result, the same in every stage: the walk asks only about
@@ -234,8 +234,8 @@ pub async fn execute(job: Job) -> Result<()> {
     std::fs::write(&sft_scenarios, sft_part)?;
     eprintln!("tasks: {n_train} train ({n_sft} of them for SFT's reference traces), {n_val} validation");
 
-    let (traces, dataset, sft_dir, grpo_dir, check_dir) = (out.join("traces"), out.join("dataset"), out.join("sft"), out.join("grpo"), out.join("check"));
-    let sampled_dir = out.join("check-sampled");
+    let [sft_dir, grpo_dir, check_dir, sampled_dir] = REPORTED.map(|d| out.join(d));
+    let (traces, dataset) = (out.join("traces"), out.join("dataset"));
     let sft_final = sft_dir.join("final");
 
     // GRPO from the SFT adapter on the whole train split; its validation covers the base, the
@@ -467,6 +467,19 @@ struct TaskFlags {
     /// Seconds a task takes the teacher, for the paraphrase's estimate (`None`: not measured
     /// for this teacher on this hardware; an API's pace is the provider's).
     teacher_task: Option<f64>,
+}
+
+/// The record of a run's stages (`fit.json`), which marks a directory as a `fit` or `demo` run.
+pub const STAGES_FILE: &str = "fit.json";
+
+/// The stages' directories that hold a report, in the order they run: SFT, GRPO (validation of
+/// base, SFT and SFT+GRPO), the check set greedy and sampled.
+pub const REPORTED: [&str; 4] = ["sft", "grpo", "check", "check-sampled"];
+
+/// The stage directories of a `fit` or `demo` run that exist, for `report` and `stats`; `None`
+/// when `dir` is not such a run.
+pub fn reported_stages(dir: &Path) -> Option<Vec<PathBuf>> {
+    dir.join(STAGES_FILE).exists().then(|| REPORTED.iter().map(|d| dir.join(d)).filter(|d| d.is_dir()).collect())
 }
 
 /// Whether `scenarios generate` finished in `dir`: its summary is there and Ctrl-C did not stop
