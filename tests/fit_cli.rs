@@ -263,6 +263,7 @@ fn fit_on_mcp_server_sqlite_offers_only_read_tools_and_continues_when_run_again(
     let kept = ta_types::kept::Kept::read(&out.join("grpo")).expect("grpo/final.json");
     assert!(stdout.contains(&format!("the adapter this run delivers, {}: {}", out.join("grpo/final").display(), kept.summary())), "{stdout}");
     assert!(out.join("grpo/report.html").exists());
+    assert!(out.join("sft/report.html").exists(), "sft writes its own report, as train does");
     // `report` on the run's directory writes one report for each stage that has one.
     let report = Command::new(common::bin()).arg("report").arg(&out).output().unwrap();
     let (report_out, report_err) = text(&report);

@@ -151,6 +151,10 @@ pub async fn run(args: Args) -> Result<()> {
                 println!("eval loss {b:.4} -> {a:.4}");
             }
             println!("metrics: {}", out.join("metrics.jsonl").display());
+            match ta_eval::write_report(out) {
+                Ok(path) => println!("report: {}", path.display()),
+                Err(e) => eprintln!("warning: no report: {e}"),
+            }
             println!("next: train-agent train --init-adapter {} ...", final_dir.display());
         }
     }
