@@ -196,8 +196,7 @@ async fn an_interrupted_rollout_exits_130() {
     let hang = FaultServer::start(vec![Fault::Hang]).await;
     let child = rollout_command(&hang.url(), DEMO, &scenarios(&dir, 1), &dir.path().join("o"), &[]).spawn().unwrap();
     wait_until(|| !hang.requests().is_empty()).await;
-    std::process::Command::new("kill").args(["-INT", &child.id().unwrap().to_string()]).status().unwrap();
-    let out = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output()).await.unwrap().unwrap();
+    let out = common::interrupt(child).await;
     assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
     assert!(stderr(&out).contains("run the same command again"), "{}", stderr(&out));
 }
@@ -233,8 +232,7 @@ async fn an_interrupted_sft_exits_130_and_says_how_to_continue() {
         assert!(started.elapsed() < Duration::from_secs(600), "no SFT step in 10 minutes");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    std::process::Command::new("kill").args(["-INT", &child.id().unwrap().to_string()]).status().unwrap();
-    let stopped = tokio::time::timeout(Duration::from_secs(120), child.wait_with_output()).await.unwrap().unwrap();
+    let stopped = common::interrupt(child).await;
     let err = stderr(&stopped);
     assert_eq!(stopped.status.code(), Some(130), "{err}");
     assert!(err.contains("interrupted: the last checkpoint is step") && err.contains("plus --resume"), "{err}");

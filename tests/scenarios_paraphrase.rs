@@ -310,8 +310,7 @@ async fn ctrl_c_keeps_the_finished_tasks_and_a_rerun_continues() {
         assert!(started.elapsed() < std::time::Duration::from_secs(60), "no task finished");
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
-    std::process::Command::new("kill").args(["-INT", &child.id().unwrap().to_string()]).status().unwrap();
-    let stopped = tokio::time::timeout(std::time::Duration::from_secs(30), child.wait_with_output()).await.unwrap().unwrap();
+    let stopped = common::interrupt(child).await;
     let stderr = String::from_utf8_lossy(&stopped.stderr);
     assert_eq!(stopped.status.code(), Some(130), "{stderr}");
     let kept = lines();

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 
-use crate::cmd::fit::run::reported_stages;
+use crate::cmd::fit::run::each_stage;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -15,22 +15,12 @@ pub struct Args {
 }
 
 pub async fn run(args: Args) -> Result<()> {
-    if let Some(parts) = reported_stages(&args.dir) {
-        let mut written = 0;
-        for part in parts {
-            // A stage stopped before its first step has nothing to show; the others still do.
-            match ta_eval::write_report(&part) {
-                Ok(path) => {
-                    println!("{}", path.display());
-                    written += 1;
-                }
-                Err(e) => tracing::warn!("no report for {}: {e}", part.display()),
-            }
-        }
-        anyhow::ensure!(written > 0, "{} is a run whose stages wrote nothing to report yet\nhint: run its command again to continue it", args.dir.display());
-        return Ok(());
+    let stages = each_stage(&args.dir, |stage| {
+        println!("{}", ta_eval::write_report(stage)?.display());
+        Ok(())
+    })?;
+    if !stages {
+        println!("{}", ta_eval::write_report(&args.dir)?.display());
     }
-    let path = ta_eval::write_report(&args.dir)?;
-    println!("{}", path.display());
     Ok(())
 }

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 
-use crate::cmd::fit::run::reported_stages;
+use crate::cmd::fit::run::each_stage;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -15,21 +15,12 @@ pub struct Args {
 }
 
 pub async fn run(args: Args) -> Result<()> {
-    if let Some(parts) = reported_stages(&args.dir) {
-        let mut shown = 0;
-        for part in parts {
-            // A stage stopped before its first step has nothing to show; the others still do.
-            match ta_eval::stats::render(&part) {
-                Ok(table) => {
-                    println!("{}:\n{table}", part.display());
-                    shown += 1;
-                }
-                Err(e) => tracing::warn!("nothing to show for {}: {e}", part.display()),
-            }
-        }
-        anyhow::ensure!(shown > 0, "{} is a run whose stages wrote nothing to show yet\nhint: run its command again to continue it", args.dir.display());
-        return Ok(());
+    let stages = each_stage(&args.dir, |stage| {
+        println!("{}:\n{}", stage.display(), ta_eval::stats::render(stage)?);
+        Ok(())
+    })?;
+    if !stages {
+        println!("{}", ta_eval::stats::render(&args.dir)?);
     }
-    println!("{}", ta_eval::stats::render(&args.dir)?);
     Ok(())
 }

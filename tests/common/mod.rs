@@ -105,6 +105,13 @@ pub fn tiny_model(bytes: bool) -> std::path::PathBuf {
     std::path::PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
 }
 
+/// Ctrl-C to a running command (SIGINT, as a terminal sends it), and what it wrote by the time it
+/// exited.
+pub async fn interrupt(child: tokio::process::Child) -> std::process::Output {
+    std::process::Command::new("kill").args(["-INT", &child.id().unwrap().to_string()]).status().unwrap();
+    tokio::time::timeout(std::time::Duration::from_secs(120), child.wait_with_output()).await.expect("the command exits after Ctrl-C").unwrap()
+}
+
 /// The `train-agent` binary under test.
 pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_train-agent")

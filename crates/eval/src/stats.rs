@@ -58,6 +58,17 @@ pub fn render(dir: &Path) -> Result<String, RunDirError> {
     Ok(out.trim_end().to_string())
 }
 
+/// A metric with `d` decimals, `-` when the row has none.
+fn number(v: &Value, d: usize) -> String {
+    v.as_f64().map_or("-".into(), |x| format!("{x:.d$}"))
+}
+
+/// Which of `n` step rows a table shows: all, or [`MAX_STEP_ROWS`] evenly spaced ones with the
+/// first and the last.
+fn shown_steps(n: usize) -> Vec<usize> {
+    if n <= MAX_STEP_ROWS { (0..n).collect() } else { (0..MAX_STEP_ROWS).map(|i| i * (n - 1) / (MAX_STEP_ROWS - 1)).collect() }
+}
+
 fn sft_summary(run: &RunDir, out: &mut String) {
     let steps = run.sft_steps();
     writeln!(out, "SFT run {}: {}", run.path.display(), run.base_model().unwrap_or_else(|| "?".into())).ok();
@@ -69,11 +80,9 @@ fn sft_summary(run: &RunDir, out: &mut String) {
     if steps.is_empty() {
         return;
     }
-    let f = |v: &Value, d: usize| v.as_f64().map_or("-".into(), |x| format!("{x:.d$}"));
+    let f = number;
     writeln!(out, "\n{:>5}  {:>6}  {:>10}  {:>9}  {:>9}  {:>8}  {:>8}", "step", "epoch", "train loss", "held-out", "lr", "grad", "tok/s").ok();
-    let n = steps.len();
-    let shown: Vec<usize> = if n <= MAX_STEP_ROWS { (0..n).collect() } else { (0..MAX_STEP_ROWS).map(|i| i * (n - 1) / (MAX_STEP_ROWS - 1)).collect() };
-    for i in shown {
+    for i in shown_steps(steps.len()) {
         let r = steps[i];
         writeln!(
             out,
@@ -101,11 +110,9 @@ fn training_summary(run: &RunDir, out: &mut String) {
     if steps.is_empty() {
         return;
     }
-    let f = |v: &Value, d: usize| v.as_f64().map_or("-".into(), |x| format!("{x:.d$}"));
+    let f = number;
     writeln!(out, "\n{:>5}  {:>7}  {:>10}  {:>5}  {:>8}  {:>8}  {:>8}  {:>7}", "step", "reward", "completion", "flat", "loss", "kl", "grad", "time_s").ok();
-    let n = steps.len();
-    let shown: Vec<usize> = if n <= MAX_STEP_ROWS { (0..n).collect() } else { (0..MAX_STEP_ROWS).map(|i| i * (n - 1) / (MAX_STEP_ROWS - 1)).collect() };
-    for i in shown {
+    for i in shown_steps(steps.len()) {
         let r = steps[i];
         writeln!(
             out,

@@ -476,10 +476,22 @@ pub const STAGES_FILE: &str = "fit.json";
 /// base, SFT and SFT+GRPO), the check set greedy and sampled.
 pub const REPORTED: [&str; 4] = ["sft", "grpo", "check", "check-sampled"];
 
-/// The stage directories of a `fit` or `demo` run that exist, for `report` and `stats`; `None`
-/// when `dir` is not such a run.
-pub fn reported_stages(dir: &Path) -> Option<Vec<PathBuf>> {
-    dir.join(STAGES_FILE).exists().then(|| REPORTED.iter().map(|d| dir.join(d)).filter(|d| d.is_dir()).collect())
+/// `show` on each stage directory of a `fit` or `demo` run that exists (`report`, `stats`); false
+/// when `dir` is not such a run. A stage stopped before its first step has nothing to show (a
+/// warning); the others still do, and one at least must.
+pub fn each_stage(dir: &Path, mut show: impl FnMut(&Path) -> Result<()>) -> Result<bool> {
+    if !dir.join(STAGES_FILE).exists() {
+        return Ok(false);
+    }
+    let mut shown = 0;
+    for stage in REPORTED.iter().map(|d| dir.join(d)).filter(|d| d.is_dir()) {
+        match show(&stage) {
+            Ok(()) => shown += 1,
+            Err(e) => tracing::warn!("nothing to show for {}: {e}", stage.display()),
+        }
+    }
+    anyhow::ensure!(shown > 0, "{} is a run whose stages wrote nothing to show yet\nhint: run its command again to continue it", dir.display());
+    Ok(true)
 }
 
 /// Whether `scenarios generate` finished in `dir`: its summary is there and Ctrl-C did not stop
