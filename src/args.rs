@@ -290,7 +290,6 @@ pub fn one_of<T: serde::de::DeserializeOwned>() -> String {
     }
 }
 
-/// A share of something, parsed from the command line: a number from 0 to 1.
 /// A base model that names a local file or directory (a `.gguf` file, or a path) must exist: said
 /// when the flags are read, not by the engine or the trainer after the tasks are made. A Hugging
 /// Face id or a packaged name is checked where it is fetched.
@@ -313,6 +312,7 @@ pub fn teacher_spec(s: &str) -> Result<String, String> {
     Ok(s.to_string())
 }
 
+/// A share of something, parsed from the command line: a number from 0 to 1.
 pub fn share(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(x) if (0.0..=1.0).contains(&x) => Ok(x),

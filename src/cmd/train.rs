@@ -190,10 +190,6 @@ fn redacted(c: &TrainConfig) -> TrainConfig {
     c
 }
 
-/// Runs training; returns how it ended (`Interrupted` and `BudgetReached` are not errors).
-/// `shared` is an engine the caller started with [`engine_options`] (`fit`'s, for `train` and
-/// `eval`): the run uses it as its own, so its base validation is cached as one that started
-/// its own engine would be.
 /// `train-agent train`: a run Ctrl-C stopped is an error (exit 130) that says how to continue.
 pub async fn command(args: Args) -> Result<()> {
     match run(args, None).await? {
@@ -202,7 +198,11 @@ pub async fn command(args: Args) -> Result<()> {
     }
 }
 
-/// A GRPO run, on `shared` (an engine the caller started) or its own; how it finished.
+/// Runs training; returns how it ended (`Interrupted` and `BudgetReached` are not errors here:
+/// [`command`] and `fit` each say what an interruption means for them).
+/// `shared` is an engine the caller started with [`engine_options`] (`fit`'s, for `train` and
+/// `eval`): the run uses it as its own, so its base validation is cached as one that started
+/// its own engine would be.
 pub async fn run(args: Args, shared: Option<&ServedEngine>) -> Result<Finished> {
     let _lock = ta_eval::rundir::RunLock::acquire(&args.out)?;
     let cfg = resolve_config(&args)?;
