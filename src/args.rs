@@ -297,7 +297,7 @@ pub fn model_spec(s: &str) -> Result<String, String> {
     let local = s.ends_with(".gguf") || s.starts_with('/') || s.starts_with("./") || s.starts_with("../");
     if local && !std::path::Path::new(s).exists() {
         return Err(format!(
-            "no file or directory {s}: give a .gguf file or a model directory that exists, a Hugging Face id (HuggingFaceTB/SmolLM2-135M-Instruct) or a packaged model (smollm2-135m-instruct, qwen2.5-coder-0.5b-instruct)"
+            "no file or directory {s}: give a .gguf file, a model or adapter directory that exists, a Hugging Face id (HuggingFaceTB/SmolLM2-135M-Instruct) or a packaged model (smollm2-135m-instruct, qwen2.5-coder-0.5b-instruct)"
         ));
     }
     Ok(s.to_string())

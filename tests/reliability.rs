@@ -571,6 +571,19 @@ async fn missing_inputs_are_named_once_and_plainly() {
     let err = stderr(&out);
     assert!(!out.status.success() && err.contains("cannot read scenarios from no-such.jsonl"), "{err}");
     assert_eq!(err.matches("os error 2").count(), 1, "the cause once, not again after the message that quotes it: {err}");
+
+    // An adapter to evaluate that is not there, and a synthesis of no tasks: refused as flags.
+    let gone = dir.path().join("run/final");
+    let out = tokio::process::Command::new(bin())
+        .args(["eval", "--server", DEMO, "--model", gone.to_str().unwrap(), "--scenarios", "s.jsonl", "--out", "e"])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains(&format!("no file or directory {}", gone.display())), "{}", stderr(&out));
+    let out = tokio::process::Command::new(bin()).args(["scenarios", "synth", "--server", DEMO, "--n", "0", "--out"]).arg(dir.path().join("sy")).output().await.unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--n") && !dir.path().join("sy").exists(), "{}", stderr(&out));
 }
 
 // ---- helpers ---------------------------------------------------------------------------------

@@ -34,7 +34,7 @@ pub struct Args {
     server: ServerArgs,
     /// What to evaluate: a PEFT adapter directory (a run's `final/`, `checkpoints/step-N/adapter`)
     /// or a base model (Hugging Face id, directory, .gguf file, packaged name).
-    #[arg(long, value_name = "ADAPTER_DIR|MODEL")]
+    #[arg(long, value_name = "ADAPTER_DIR|MODEL", value_parser = crate::args::model_spec)]
     model: String,
     /// The adapter's base model. Default: the run's config.toml (when the adapter sits in a run
     /// directory), else `base_model_name_or_path` in adapter_config.json.
