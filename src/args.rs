@@ -312,6 +312,14 @@ pub fn teacher_spec(s: &str) -> Result<String, String> {
     Ok(s.to_string())
 }
 
+/// A number of things the command needs at least one of (tasks to write, to train or validate on).
+pub fn at_least_one(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!("{s:?} is not a count: give a whole number, 1 or more")),
+    }
+}
+
 /// A share of something, parsed from the command line: a number from 0 to 1.
 pub fn share(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
@@ -521,7 +529,7 @@ impl JudgeArgs {
 mod tests {
     use clap::{Args, CommandFactory, FromArgMatches, Parser};
 
-    use super::{EpisodeArgs, EpisodeDefaults, model_spec, one_of, share, teacher_spec};
+    use super::{EpisodeArgs, EpisodeDefaults, at_least_one, model_spec, one_of, share, teacher_spec};
 
     const SOME: EpisodeDefaults = EpisodeDefaults { temperature: Some(0.5), seed: Some(3), ..EpisodeDefaults::COMMON };
 
@@ -602,6 +610,14 @@ mod tests {
         assert_eq!((share("0"), share("0.25"), share("1")), (Ok(0.0), Ok(0.25), Ok(1.0)));
         for bad in ["1.5", "-0.1", "a quarter", "NaN", ""] {
             assert!(share(bad).unwrap_err().contains("from 0 to 1"), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_count_is_one_or_more() {
+        assert_eq!((at_least_one("1"), at_least_one("125")), (Ok(1), Ok(125)));
+        for bad in ["0", "-1", "2.5", "all", ""] {
+            assert!(at_least_one(bad).unwrap_err().contains("1 or more"), "{bad}");
         }
     }
 

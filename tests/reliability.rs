@@ -583,7 +583,7 @@ async fn missing_inputs_are_named_once_and_plainly() {
     assert!(stderr(&out).contains(&format!("no file or directory {}", gone.display())), "{}", stderr(&out));
     let out = tokio::process::Command::new(bin()).args(["scenarios", "synth", "--server", DEMO, "--n", "0", "--out"]).arg(dir.path().join("sy")).output().await.unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(stderr(&out).contains("--n") && !dir.path().join("sy").exists(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--n") && stderr(&out).contains("1 or more") && !dir.path().join("sy").exists(), "{}", stderr(&out));
 }
 
 // ---- helpers ---------------------------------------------------------------------------------

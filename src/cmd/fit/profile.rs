@@ -135,10 +135,10 @@ pub struct ProfileArgs {
     #[arg(long, value_name = "SHARE")]
     sft_share: Option<f64>,
     /// Use only the first N train tasks (SFT traces and GRPO). Default: all with a GPU, 125 on CPU.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = crate::args::at_least_one)]
     train_limit: Option<usize>,
     /// Validate on only the first N validation tasks. Default: all with a GPU, 20 on CPU.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = crate::args::at_least_one)]
     validation_limit: Option<usize>,
     /// One seed for the run's draws: the synthesized tasks and their split, the reference traces'
     /// slips, SFT's order, GRPO's task order and sampling, the sampled check. A second seed is an

@@ -15,7 +15,7 @@ pub struct Args {
     #[command(flatten)]
     server: ServerArgs,
     /// Scenarios to write (at most; fewer when the database offers fewer distinct questions).
-    #[arg(long, default_value_t = 2000, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    #[arg(long, default_value_t = 2000, value_parser = crate::args::at_least_one)]
     n: usize,
     /// Output directory: scenarios.jsonl, summary.json and schema.json (what was learnt).
     #[arg(long, value_name = "DIR")]
