@@ -426,13 +426,7 @@ def summarize(models):
 
 def rows_of(dbs):
     """[(name, summary)]: each database, then the pools."""
-    rows = [(name, summarize(models)) for name, models in dbs.items()]
-    kaggle = [n for n in dbs if n in KAGGLE]
-    if len(kaggle) > 1:
-        rows.append((f"KaggleDBQA ({len(kaggle)} dbs)", summarize(pool(dbs, kaggle))))
-    if len(dbs) > 1:
-        rows.append(("**all**", summarize(pool(dbs, list(dbs)))))
-    return rows
+    return [(scope, summarize(pool(dbs, names))) for scope, names in scopes_of([dbs])]
 
 
 def pct(a):
@@ -482,7 +476,7 @@ def print_steps(rows, dbs):
 
 def compare_recipes(dbs1, dbs2):
     """Recipe 2 against recipe 1, per model, pooled over the databases both finished and per database."""
-    shared = [n for n in dbs1 if n in dbs2]
+    shared = finished_by_all([dbs1, dbs2])
     out = {"databases": shared, "pooled": {}, "per_db": {}}
     for m in ["base", "SFT", "SFT+GRPO"]:
         for scope, names in [("pooled", shared)] + [(n, [n]) for n in shared]:
@@ -511,9 +505,15 @@ def print_recipes(cmp):
             print(f"| {scope} | {m} | {t['tasks']} | {pct(e['recipe1'])} | {pct(e['recipe2'])} | {diff} | {ptest(t)} |")
 
 
+def finished_by_all(runs):
+    """The databases every run of `runs` finished, in the first run's order."""
+    return [n for n in runs[0] if all(n in r for r in runs)]
+
+
 def scopes_of(runs):
-    """[(scope, database names)]: each database every run finished, then the pools of rows_of."""
-    shared = [n for n in runs[0] if all(n in r for r in runs)]
+    """[(scope, database names)]: each database every run finished, then the pools (KaggleDBQA's
+    databases, and all of them)."""
+    shared = finished_by_all(runs)
     out = [(n, [n]) for n in shared]
     kaggle = [n for n in shared if n in KAGGLE]
     if len(kaggle) > 1:
@@ -568,7 +568,7 @@ def print_seeds(rows):
 def compare_over_seeds(runs1, runs2):
     """Recipe 2's runs against recipe 1's on the same questions, per model, pooled over the databases
     all of them finished (`clustered`, run i of one beside run i of the other)."""
-    names = [n for n in runs1[0] if all(n in r for r in runs1 + runs2)]
+    names = finished_by_all(runs1 + runs2)
     if not names:
         return None
     out = {"databases": names}

@@ -484,7 +484,7 @@ pub fn collect(dir: &Path) -> Result<ReportData, ReportError> {
             summary.push(row("Base model", run.base_model().unwrap_or_else(|| "-".into())));
             summary.push(row("Data set", cfg["dataset"].as_str().unwrap_or("-").to_string()));
             summary.push(row("Steps", format!("{} ({} epoch(s) planned)", steps.len(), cfg["epochs"])));
-            summary.push(row("Training time", fmt_duration(steps.iter().filter_map(|r| r["step_s"].as_f64()).sum())));
+            summary.push(row("Training time", fmt_duration(run.training_seconds())));
             let loss = |(step, loss): (u64, f64)| format!("{loss:.4} (step {step})");
             summary.push(row("Held-out loss", run.sft_eval_loss().map_or("not evaluated".into(), |(a, b)| format!("{} → {}", loss(a), loss(b)))));
             let train_loss: Vec<f64> = steps.iter().filter_map(|r| r["train_loss"].as_f64()).collect();

@@ -332,9 +332,12 @@ impl RunDir {
         }
     }
 
-    /// Seconds of training, from the step rows' `time.step_s`.
+    /// Seconds of training, from the step rows' `time.step_s` (an SFT run's: `step_s`).
     pub fn training_seconds(&self) -> f64 {
-        self.step_rows().iter().filter_map(|r| r["time"]["step_s"].as_f64()).sum()
+        match self.kind {
+            Kind::Sft => self.sft_steps().iter().filter_map(|r| r["step_s"].as_f64()).sum(),
+            _ => self.step_rows().iter().filter_map(|r| r["time"]["step_s"].as_f64()).sum(),
+        }
     }
 
     /// GPU hours: training seconds times the GPUs in use, when the trainer reported CUDA memory.

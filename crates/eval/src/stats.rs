@@ -72,8 +72,7 @@ fn shown_steps(n: usize) -> Vec<usize> {
 fn sft_summary(run: &RunDir, out: &mut String) {
     let steps = run.sft_steps();
     writeln!(out, "SFT run {}: {}", run.path.display(), run.base_model().unwrap_or_else(|| "?".into())).ok();
-    let seconds: f64 = steps.iter().filter_map(|r| r["step_s"].as_f64()).sum();
-    writeln!(out, "{} steps, {seconds:.0} s of training", steps.len()).ok();
+    writeln!(out, "{} steps, {:.0} s of training", steps.len(), run.training_seconds()).ok();
     if let Some(((a_step, a), (b_step, b))) = run.sft_eval_loss() {
         writeln!(out, "held-out loss {a:.4} (step {a_step}) -> {b:.4} (step {b_step})").ok();
     }
