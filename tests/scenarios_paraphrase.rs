@@ -58,19 +58,24 @@ async fn paraphrase(url: &str, synth: &std::path::Path, out: &std::path::Path, f
     stdout
 }
 
-/// `scenarios paraphrase` with `flags`, whatever its outcome.
-async fn paraphrase_run(url: &str, synth: &std::path::Path, out: &std::path::Path, flags: &[&str]) -> std::process::Output {
-    tokio::process::Command::new(common::bin())
+/// `scenarios paraphrase` of `synth`'s tasks into `out`, the teacher at `url`, with `flags` (a
+/// test key for the provider), not started.
+fn paraphrase_command(url: &str, synth: &std::path::Path, out: &std::path::Path, flags: &[&str]) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(common::bin());
+    command
         .args(["scenarios", "paraphrase", "--teacher", "openai/gpt-4o-mini", "--teacher-base-url", url])
         .args(flags)
         .arg("--scenarios")
         .arg(synth.join("scenarios.jsonl"))
         .arg("--out")
         .arg(out)
-        .env("OPENAI_API_KEY", "sk-test-not-a-secret")
-        .output()
-        .await
-        .unwrap()
+        .env("OPENAI_API_KEY", "sk-test-not-a-secret");
+    command
+}
+
+/// `scenarios paraphrase` with `flags`, whatever its outcome.
+async fn paraphrase_run(url: &str, synth: &std::path::Path, out: &std::path::Path, flags: &[&str]) -> std::process::Output {
+    paraphrase_command(url, synth, out, flags).output().await.unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -291,18 +296,7 @@ async fn ctrl_c_keeps_the_finished_tasks_and_a_rerun_continues() {
     let url = serve(axum::Router::new().route("/v1/chat/completions", post(slow_chat))).await;
     let out = dir.path().join("para");
     let flags = ["--per-task", "4", "--limit", "20", "--concurrency", "2"];
-    let child = tokio::process::Command::new(common::bin())
-        .args(["scenarios", "paraphrase", "--teacher", "openai/gpt-4o-mini", "--teacher-base-url", &url])
-        .args(flags)
-        .arg("--scenarios")
-        .arg(synth.join("scenarios.jsonl"))
-        .arg("--out")
-        .arg(&out)
-        .env("OPENAI_API_KEY", "sk-test-not-a-secret")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = paraphrase_command(&url, &synth, &out, &flags).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
     let replies = out.join("replies.jsonl");
     let lines = || std::fs::read_to_string(&replies).map(|t| t.lines().count()).unwrap_or(0);
     let started = std::time::Instant::now();
