@@ -3,6 +3,7 @@
 
     python3 benches/natural_check.py OUT_DIR [OUT_DIR2] [--json FILE]
     python3 benches/natural_check.py --seeds OUT_DIR OUT_DIR... [--against OUT_DIR OUT_DIR...]
+    python3 benches/natural_check.py OUT_DIR --outcomes FILE.json    (then FILE.json for any OUT_DIR)
 
 Each OUT_DIR holds one subdirectory per database (GeoNuclearData, GreaterManchesterCrime,
 StudentMathScore, demo) whose `check/` is a `train-agent eval --split all --compare-base
@@ -38,7 +39,16 @@ after each run's tables, every model's mean accuracy over the runs and their ran
 SFT vs base and SFT+GRPO vs SFT over all the runs at once: each question's changes summed over the
 runs, tested by flipping their signs (exact), so a question counts once however many runs saw it
 (`over_seeds`). With --against (recipe 1's runs, as many), recipe 2 vs recipe 1 pooled the same way.
-`--json FILE` writes every number for benches/RESULTS.md. Standard library only.
+`--json FILE` writes every number for benches/RESULTS.md.
+
+A run's directory does not outlive the machine it ran on, and its trajectories hold the check set's
+questions, which stay out of the repository. `--outcomes FILE` (one OUT_DIR) writes what pooling it
+with later runs needs and nothing else: per database, each model's greedy result keyed by scenario
+id, the sampled check's pass@1 per question and its k, the run's notes (grpo/final's kept step among
+them) and its directory's path; no question, answer, query or trajectory. Wherever an OUT_DIR is
+asked for (recipe 2, --seeds, --against) such a file, named *.json, stands in for it: its greedy,
+sampled, seed and recipe tables print as the directory's do; the check-step and validation-by-wording
+tables need the directory and are absent. Standard library only.
 """
 import argparse
 import json
@@ -403,6 +413,65 @@ def print_wordings(wordings):
             print(f"| {db} | {w} | " + " | ".join(cells) + " |")
 
 
+# ---- outcomes files --------------------------------------------------------------------------
+
+OUTCOMES_VERSION = 1
+SAMPLED_MODELS = ["SFT", "SFT+GRPO"]
+
+
+def is_outcomes(path):
+    """Whether a path given for an OUT_DIR is an outcomes file (`--outcomes`) instead."""
+    return path.endswith(".json") and os.path.isfile(path)
+
+
+def write_outcomes(path, source, run):
+    """One run's per-question results, keyed by database and scenario id, and its notes: what pools
+    it with later runs by question once its directory is gone. Nothing else goes in (no question,
+    answer, query or trajectory): the file may be kept in the repository, the check set's texts not.
+    `run` is read_run's."""
+    ids = lambda rates: {i: v for (_, i), v in rates.items()}
+    databases = {}
+    for db, models in run["dbs"].items():
+        databases[db] = {"greedy": {m: ids(r) for m, r in models.items()}}
+        if db in run["sampled"]:
+            sampled = run["sampled"][db]
+            databases[db]["sampled"] = {"k": sampled["k"], **{m: ids(sampled[m]) for m in SAMPLED_MODELS}}
+    with open(path, "w") as f:
+        json.dump({"version": OUTCOMES_VERSION, "source": source, "notes": run["notes"],
+                   "sampled_notes": run["sampled_notes"], "databases": databases}, f, indent=1)
+
+
+def read_outcomes(path):
+    """An outcomes file as read_out_dir and read_sampled return its run's directory: (dbs, notes,
+    sampled, sampled_notes), so every table made from those prints the same from either."""
+    with open(path) as f:
+        data = json.load(f)
+    if not isinstance(data, dict) or data.get("version") != OUTCOMES_VERSION:
+        raise SystemExit(f"{path}: not a natural_check.py outcomes file (version {OUTCOMES_VERSION})")
+    keyed = lambda db, rates: {(db, i): v for i, v in rates.items()}
+    dbs, sampled = {}, {}
+    for db, entry in data["databases"].items():
+        dbs[db] = {m: keyed(db, r) for m, r in entry["greedy"].items()}
+        if "sampled" in entry:
+            sampled[db] = {**{m: keyed(db, entry["sampled"][m]) for m in SAMPLED_MODELS}, "k": entry["sampled"]["k"]}
+    return dbs, data["notes"], sampled, data["sampled_notes"]
+
+
+def read_run(path):
+    """One run from its OUT_DIR or its outcomes file: {"dbs", "notes", "steps", "step_notes",
+    "sampled", "sampled_notes", "wordings"}; a file holds no check-step-N/ nor GRPO's validation, so
+    those come back empty from it."""
+    if is_outcomes(path):
+        dbs, notes, sampled, sampled_notes = read_outcomes(path)
+        return {"dbs": dbs, "notes": notes, "steps": {}, "step_notes": [], "sampled": sampled,
+                "sampled_notes": sampled_notes, "wordings": {}}
+    dbs, notes = read_out_dir(path)
+    steps, step_notes = read_steps(path, dbs)
+    sampled, sampled_notes = read_sampled(path, dbs)
+    return {"dbs": dbs, "notes": notes, "steps": steps, "step_notes": step_notes, "sampled": sampled,
+            "sampled_notes": sampled_notes, "wordings": read_wordings(path, dbs)}
+
+
 # ---- tables ----------------------------------------------------------------------------------
 
 def pool(dbs, names):
@@ -591,12 +660,15 @@ def print_over_seeds(cmp):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("out_dirs", nargs="+", metavar="OUT_DIR", help="natural_check.sh's TA_OUT (a second one: another recipe)")
+    ap.add_argument("out_dirs", nargs="+", metavar="OUT_DIR",
+                    help="natural_check.sh's TA_OUT, or its outcomes file (*.json, --outcomes); a second one: another recipe")
     ap.add_argument("--seeds", action="store_true",
                     help="the OUT_DIRs are runs (seeds) of one recipe: their ranges and tests over the runs")
     ap.add_argument("--against", nargs="+", metavar="OUT_DIR",
                     help="another recipe's runs on the same questions (recipe 1; implies --seeds), as many as the OUT_DIRs")
     ap.add_argument("--json", metavar="FILE", help="also write the numbers to FILE")
+    ap.add_argument("--outcomes", metavar="FILE",
+                    help="also write the one OUT_DIR's per-question results to FILE (*.json), to stand in for it later")
     args = ap.parse_args(argv)
     seeds = args.seeds or bool(args.against)
     if len(args.out_dirs) > 2 and not seeds:
@@ -605,11 +677,14 @@ def main(argv=None):
         ap.error("--seeds and --against need two OUT_DIRs or more (one recipe's runs)")
     if args.against and len(args.against) != len(args.out_dirs):
         ap.error(f"--against has {len(args.against)} runs, the OUT_DIRs {len(args.out_dirs)}: one a seed")
+    if args.outcomes and (len(args.out_dirs) != 1 or seeds or not args.outcomes.endswith(".json")):
+        ap.error("--outcomes writes one OUT_DIR's results to a file named *.json")
 
     result = {"recipes": []}
     all_dbs = []
     for i, out_dir in enumerate(args.out_dirs, 1):
-        dbs, notes = read_out_dir(out_dir)
+        run = read_run(out_dir)
+        dbs, notes = run["dbs"], run["notes"]
         all_dbs.append(dbs)
         if not dbs:
             print(f"{out_dir}: no database with a finished check/eval.json", file=sys.stderr)
@@ -636,25 +711,27 @@ def main(argv=None):
                 print(f"With {changed} questions changed either way, p < 0.05 needed +{need[0]}/-{need[1]}: "
                       f"{100 * (need[0] - need[1]) / t['tasks']:+.1f} points; a true +5 points would reach it "
                       f"in {100 * power(changed, 0.05 * t['tasks']):.0f}% of such runs")
-        steps, step_notes = read_steps(out_dir, dbs)
-        check_steps = steps_rows(steps)
+        step_notes, sampled_notes = run["step_notes"], run["sampled_notes"]
+        check_steps = steps_rows(run["steps"])
         if check_steps:
             print_steps(check_steps, dbs)
             for n in step_notes:
                 print(f"- note: {n}")
-        sampled, sampled_notes = read_sampled(out_dir, dbs)
-        sampled = sampled_rows(sampled) if sampled else []
+        sampled = sampled_rows(run["sampled"]) if run["sampled"] else []
         if sampled:
             print_sampled(sampled)
             for n in sampled_notes:
                 print(f"- note: {n}")
-        wordings = read_wordings(out_dir, dbs)
+        wordings = run["wordings"]
         if wordings:
             print_wordings(wordings)
         result["recipes"].append({"out_dir": os.path.abspath(out_dir), "rows": [{"name": n.strip("*"), **r} for n, r in rows],
                                   "demo": demo, "notes": notes + step_notes + sampled_notes, "check_steps": check_steps,
                                   "sampled": [{"name": n.strip("*"), **r} for n, r in sampled],
                                   "validation_by_wording": {db: {str(n): v for n, v in s.items()} for db, s in wordings.items()}})
+        if args.outcomes:
+            write_outcomes(args.outcomes, os.path.abspath(out_dir), run)
+            print(f"\noutcomes: {args.outcomes}")
 
     if seeds:
         rows = over_seeds(all_dbs)
@@ -666,11 +743,7 @@ def main(argv=None):
             print(f"\nPooled SFT+GRPO vs SFT over {t['runs']} runs: {100 * t['diff']:+.1f} points, p = {fmt_p(t['p'])} "
                   f"(target >= +5, p < 0.05)")
     if args.against:
-        against = []
-        for out_dir in args.against:
-            dbs, _ = read_out_dir(out_dir)
-            against.append(dbs)
-        cmp = compare_over_seeds(against, all_dbs)
+        cmp = compare_over_seeds([read_run(out_dir)["dbs"] for out_dir in args.against], all_dbs)
         if cmp is None:
             print("no database every run of both recipes finished", file=sys.stderr)
             return 1

@@ -374,5 +374,120 @@ class Layout(unittest.TestCase):
             self.assertEqual(nc.read_wordings(tmp, dbs), {})
 
 
+def add_texts(out, db, name="check"):
+    """Put into each trajectory of out/db/name/ what a real one holds beside its result: the question
+    (`task` and the user's message), a query, the final answer and the expected one, each spelled
+    with SECRET so that a test can look for them."""
+    folder = os.path.join(out, db, name, "trajectories")
+    for entry in os.listdir(folder):
+        path = os.path.join(folder, entry)
+        with open(path) as f:
+            episodes = [json.loads(line) for line in f]
+        with open(path, "w") as f:
+            for t in episodes:
+                sid = t["scenario_id"]
+                t.update({"task": f"SECRET question {sid}?", "expected": f"SECRET expected {sid}",
+                          "final_answer": f"SECRET answer {sid}",
+                          "messages": [{"role": "user", "content": f"SECRET question {sid}?"},
+                                       {"role": "assistant", "content": "", "tool_calls": [
+                                           {"name": "query", "arguments": {"sql": f"SELECT 'SECRET' AS {db}"}}]}]})
+                f.write(json.dumps(t) + "\n")
+
+
+def write_outcomes(out_dir, path):
+    """natural_check.py --outcomes: out_dir's per-question results into path."""
+    with redirect_stdout(io.StringIO()):
+        assert nc.main([out_dir, "--outcomes", path]) == 0
+
+
+class Outcomes(unittest.TestCase):
+    """An outcomes file (--outcomes) holds a run's per-question results and no text of the check set,
+    and stands in for the run's directory wherever one is asked for."""
+
+    def assert_same(self, tmp, argv, files):
+        """main on argv (OUT_DIRs) prints and numbers the same as on argv with `files` = {OUT_DIR:
+        its outcomes file} in their places, but for the paths themselves."""
+        text, numbers = run_main(argv, tmp)
+        text2, numbers2 = run_main([files.get(a, a) for a in argv], tmp)
+        for d, f in files.items():
+            text = text.replace(f": {d} (greedy", f": {f} (greedy")
+        self.assertEqual(text, text2)
+        for n in (numbers, numbers2):
+            for r in n["recipes"]:
+                r["out_dir"] = None
+        self.assertEqual(numbers, numbers2)
+
+    def test_one_run_from_its_file(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            run = os.path.join(tmp, "run")
+            write_check(run, "demo", {"base": [0] * 6, "baseline": [1, 1, 0, 0, 0, 0], "trained": [1, 1, 1, 0, 0, 1]})
+            write_check(run, "GeoNuclearData", {"base": [0, 1, 0], "trained": [1, 1, 0]}, grpo=False)
+            write_check(run, "StudentMathScore", {"base": [0, 0], "trained": [1, 0]}, grpo=False, name="check-sft")
+            write_sampled(run, "demo", {"baseline": [4, 2, 0, 1, 0, 0], "trained": [4, 3, 1, 1, 0, 2]}, k=4)
+            os.makedirs(os.path.join(run, "demo", "grpo"))
+            with open(os.path.join(run, "demo", "grpo", "final.json"), "w") as f:
+                json.dump({"rule": "best", "step": 4, "last_step": 8, "validation": {"step": 4, "success": 0.5},
+                           "last_validation": {"step": 8, "success": 0.25}}, f)
+            for db, name in [("demo", "check"), ("demo", "check-sampled"), ("GeoNuclearData", "check"),
+                             ("StudentMathScore", "check-sft")]:
+                add_texts(run, db, name)
+            path = os.path.join(tmp, "run.json")
+            write_outcomes(run, path)
+
+            with open(path) as f:
+                stored = f.read()
+            self.assertNotIn("SECRET", stored, "no question, query or answer of the check set")
+            data = json.loads(stored)
+            self.assertEqual(data["databases"]["demo"]["greedy"]["SFT+GRPO"]["demo-02"], 1.0)
+            self.assertEqual(data["databases"]["demo"]["sampled"]["k"], 4)
+            self.assertEqual(data["databases"]["demo"]["sampled"]["SFT"]["demo-01"], 0.5)
+            self.assertTrue(any("step 4's adapter" in n for n in data["notes"]), "grpo/final's kept step")
+            self.assertEqual(nc.read_outcomes(path)[0], nc.read_out_dir(run)[0])
+            self.assert_same(tmp, [run], {run: path})
+
+    def test_runs_over_seeds_and_recipes_from_files(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            runs = [os.path.join(tmp, f"s{i}") for i in (1, 2)]
+            other = [os.path.join(tmp, f"o{i}") for i in (1, 2)]
+            write_check(runs[0], "demo", {"base": [0] * 6, "baseline": [1, 1, 0, 0, 0, 0], "trained": [1, 1, 1, 1, 0, 0]})
+            write_check(runs[1], "demo", {"base": [0] * 6, "baseline": [1, 1, 1, 0, 0, 0], "trained": [0, 1, 1, 1, 0, 0]})
+            write_sampled(runs[1], "demo", {"baseline": [2, 2, 0, 1, 0, 0], "trained": [1, 2, 2, 2, 0, 0]}, k=2)
+            for run, right in zip(runs + other, [[1, 0, 0, 0], [0, 1, 0, 0], [0] * 4, [1, 1, 0, 0]]):
+                write_check(run, "GeoNuclearData", {"base": [0] * 4, "baseline": [0] * 4, "trained": right})
+            for o in other:
+                write_check(o, "demo", {"base": [0] * 6, "baseline": [1] + [0] * 5, "trained": [1, 0, 1, 0, 0, 0]})
+            files = {d: os.path.join(tmp, f"{os.path.basename(d)}.json") for d in runs + other}
+            for d, f in files.items():
+                write_outcomes(d, f)
+            self.assert_same(tmp, ["--seeds", *runs, "--against", *other], files)
+            self.assert_same(tmp, ["--seeds", *runs, "--against", *other], {runs[1]: files[runs[1]], other[0]: files[other[0]]})
+            self.assert_same(tmp, [other[0], runs[0]], files)
+
+    def test_tables_that_need_the_directory_are_absent(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            sft = [1, 0, 0, 0]
+            write_check(tmp, "demo", {"base": [0] * 4, "baseline": sft, "trained": [1, 1, 0, 0]})
+            write_check(tmp, "demo", {"base": [0] * 4, "baseline": sft, "trained": [0, 1, 0, 0]}, name="check-step-4")
+            path = os.path.join(tmp, "demo.json")
+            write_outcomes(tmp, path)
+            text, numbers = run_main([tmp], tmp)
+            self.assertIn("validated steps", text)
+            text, numbers = run_main([path], tmp)
+            self.assertNotIn("validated steps", text)
+            self.assertEqual(numbers["recipes"][0]["check_steps"], {})
+            self.assertIn("| demo | 4 |", text)
+
+    def test_outcomes_wants_one_run_and_a_json_name(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            write_check(tmp, "demo", {"base": [0] * 2, "baseline": [1, 0], "trained": [1, 1]})
+            for argv in ([tmp, tmp, "--outcomes", os.path.join(tmp, "o.json")], [tmp, "--outcomes", os.path.join(tmp, "o.txt")]):
+                with redirect_stdout(io.StringIO()), self.assertRaises(SystemExit):
+                    nc.main(argv)
+            with open(os.path.join(tmp, "n.json"), "w") as f:
+                json.dump({"recipes": []}, f)
+            with self.assertRaises(SystemExit):
+                nc.read_outcomes(os.path.join(tmp, "n.json"))
+
+
 if __name__ == "__main__":
     unittest.main()
