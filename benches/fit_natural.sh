@@ -40,7 +40,9 @@
 #                  none)
 #
 # Each pipeline writes TA_OUT/NAME: fit's stages (check/ and check-sampled/ among them), fit.log,
-# rc. Running again continues where each fit stopped.
+# rc; TA_OUT/outcomes.json keeps the run's per-question results without the questions
+# (`natural_check.py --outcomes`: copy it to benches/outcomes/ to pool later seeds with it).
+# Running again continues where each fit stopped.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -94,5 +96,5 @@ failed=0
 for name in "${dbs[@]}"; do
   if [[ $(cat "$TA_OUT/$name/rc" 2>/dev/null) != 0 ]]; then echo "[$name] FAILED; see $TA_OUT/$name/fit.log" >&2; failed=1; fi
 done
-python3 "$root/benches/natural_check.py" "$TA_OUT" || true
+python3 "$root/benches/natural_check.py" "$TA_OUT" --outcomes "$TA_OUT/outcomes.json" || true
 exit "$failed"

@@ -459,7 +459,7 @@ for name in $TA_DBS; do
   [[ $rc == 0 ]] || failed+=("$name (exit $rc; log $TA_OUT/$name/bench.log)")
 done
 echo "[all $(( $(date +%s) - t_all )) s] pipelines finished"
-python3 "$root/benches/natural_check.py" "$TA_OUT" --json "$TA_OUT/natural_check.json" || echo "natural_check.py found nothing to tabulate" >&2
+python3 "$root/benches/natural_check.py" "$TA_OUT" --json "$TA_OUT/natural_check.json" --outcomes "$TA_OUT/outcomes.json" || echo "natural_check.py found nothing to tabulate" >&2
 if (( ${#failed[@]} > 0 )); then
   printf 'FAILED: %s\n' "${failed[@]}" >&2
   exit 1
