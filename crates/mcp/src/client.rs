@@ -485,14 +485,19 @@ async fn open(spec: &ServerSpec, options: &ClientOptions, generation: u64) -> Re
                 }
                 cmd.current_dir(dir);
             }
-            let stderr = stderr_target(options.stderr_log.as_deref())?;
+            let stderr = StderrSink::open(options.stderr_log.as_deref())?;
+            let stdio = stderr.stdio().map_err(|source| McpError::Spawn { command: command.clone(), source })?;
             // On every early return below, dropping `process` kills the server.
-            let (process, transport) = StdioProcess::spawn(cmd, stderr).map_err(|source| McpError::Spawn { command: command.clone(), source })?;
-            let service = tokio::time::timeout(timeout, info.serve(transport))
-                .await
-                .map_err(|_| timed_out())?
-                .map_err(|e| init_failed(e, "the process exited or wrote something other than JSON-RPC to stdout; its stderr log says why"))?;
-            Ok(Conn { service, process: Some(process), generation })
+            let (mut process, transport) = StdioProcess::spawn(cmd, stdio).map_err(|source| McpError::Spawn { command: command.clone(), source })?;
+            match tokio::time::timeout(timeout, info.serve(transport)).await.map_err(|_| timed_out())? {
+                Ok(service) => Ok(Conn { service, process: Some(process), generation }),
+                Err(e) => {
+                    // A server that exits at start says why on stderr; let it finish saying it.
+                    process.exited_within(STDERR_SETTLE).await;
+                    let hint = stderr.failure_hint(env.values().map(Secret::expose));
+                    Err(init_failed(e, &hint))
+                }
+            }
         }
         ServerSpec::Http { url, .. } if options.bearer_token.is_some() && ta_types::redact::has_userinfo(url) => {
             Err(McpError::TwoAuthorizations { server: server.clone() })
@@ -560,19 +565,103 @@ fn header_map(server: &str, headers: &BTreeMap<String, Secret>, has_bearer: bool
     Ok(map)
 }
 
-fn stderr_target(log: Option<&Path>) -> Result<Stdio, McpError> {
-    let Some(path) = log else { return Ok(Stdio::null()) };
-    let err = |source| McpError::StderrLog { path: path.to_path_buf(), source };
-    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent).map_err(err)?;
+/// How long a stdio server that failed `initialize` gets to exit before its stderr is read.
+const STDERR_SETTLE: Duration = Duration::from_secs(1);
+
+/// The most of a failed server's stderr an error quotes: its last lines, up to this many bytes.
+const STDERR_QUOTE_BYTES: usize = 2000;
+
+/// Where a stdio server's stderr goes: the run's log (appended to) or, without one, an unnamed
+/// temporary file. Either way it is kept, so a server that fails to start is quoted in the
+/// error instead of pointing at a log the user may not have.
+struct StderrSink {
+    file: std::fs::File,
+    /// Where this server's output starts in `file` (a log holds earlier runs' too).
+    start: u64,
+    log: Option<PathBuf>,
+}
+
+impl StderrSink {
+    fn open(log: Option<&Path>) -> Result<Self, McpError> {
+        let Some(path) = log else {
+            let file = tempfile::tempfile().map_err(|source| McpError::StderrLog { path: std::env::temp_dir(), source })?;
+            return Ok(StderrSink { file, start: 0, log: None });
+        };
+        let err = |source| McpError::StderrLog { path: path.to_path_buf(), source };
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(err)?;
+        }
+        let file = std::fs::OpenOptions::new().create(true).append(true).read(true).open(path).map_err(err)?;
+        let start = file.metadata().map_err(err)?.len();
+        Ok(StderrSink { file, start, log: Some(path.to_path_buf()) })
     }
-    let file = std::fs::OpenOptions::new().create(true).append(true).open(path).map_err(err)?;
-    Ok(Stdio::from(file))
+
+    fn stdio(&self) -> std::io::Result<Stdio> {
+        Ok(Stdio::from(self.file.try_clone()?))
+    }
+
+    /// The hint of a failed `initialize`: the server's last stderr lines (the values in `secrets`
+    /// masked: they were handed to it and it may print them), and where the whole of it is.
+    fn failure_hint<'a>(&self, secrets: impl Iterator<Item = &'a str>) -> String {
+        let general = "the process exited or wrote something other than JSON-RPC to stdout";
+        let whole = self.log.as_ref().map(|p| format!("; all of its stderr is in {}", p.display())).unwrap_or_default();
+        match self.tail().map(|text| mask(text, secrets)) {
+            Some(said) => format!("{general}; its stderr ends:\n{}{whole}", indent(&said)),
+            None => format!("{general}, and said nothing on stderr{whole}"),
+        }
+    }
+
+    /// The last lines the server wrote, at most [`STDERR_QUOTE_BYTES`], made safe for a terminal;
+    /// `None` when it wrote nothing.
+    fn tail(&self) -> Option<String> {
+        use std::io::{Read, Seek, SeekFrom};
+        let mut file = self.file.try_clone().ok()?;
+        let end = file.seek(SeekFrom::End(0)).ok()?;
+        let from = end.saturating_sub(STDERR_QUOTE_BYTES as u64).max(self.start);
+        file.seek(SeekFrom::Start(from)).ok()?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes).ok()?;
+        let text = String::from_utf8_lossy(&bytes);
+        // A cut line at the front is dropped, unless it is all there is.
+        let text = if from > self.start { text.split_once('\n').map_or(&*text, |(_, rest)| rest) } else { &text };
+        let text = text.trim();
+        (!text.is_empty()).then(|| ta_types::terminal::terminal_safe(text).into_owned())
+    }
+}
+
+/// `text` with every non-empty value of `secrets` replaced by `***`.
+fn mask<'a>(mut text: String, secrets: impl Iterator<Item = &'a str>) -> String {
+    for secret in secrets.filter(|s| !s.is_empty()) {
+        text = text.replace(secret, "***");
+    }
+    text
+}
+
+fn indent(text: &str) -> String {
+    text.lines().map(|line| format!("  {line}")).collect::<Vec<_>>().join("\n")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_stderr_is_quoted_by_its_last_whole_lines() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("mcp-stderr.log");
+        std::fs::write(&log, "before this start\n").unwrap();
+        let sink = StderrSink::open(Some(&log)).unwrap();
+        let mut out = sink.file.try_clone().unwrap();
+        for i in 0..200 {
+            writeln!(out, "line {i:03} of the server's complaint").unwrap();
+        }
+        let tail = sink.tail().unwrap();
+        assert!(tail.len() <= STDERR_QUOTE_BYTES, "{}", tail.len());
+        assert!(tail.starts_with("line ") && tail.ends_with("line 199 of the server's complaint"), "{tail}");
+        assert!(!tail.contains("before this start"));
+        assert_eq!(mask("key=abc, again abc".into(), ["abc", ""].into_iter()), "key=***, again ***");
+    }
 
     #[test]
     fn a_tool_filter_keeps_only_or_all_but() {

@@ -68,6 +68,11 @@ impl StdioProcess {
         Ok((process, AsyncRwTransport::new_client(from_pump, stdin).with_max_line_length(MAX_MESSAGE_BYTES)))
     }
 
+    /// Waits up to `limit` for the server to exit; whether it did.
+    pub(crate) async fn exited_within(&mut self, limit: Duration) -> bool {
+        tokio::time::timeout(limit, self.child.wait()).await.is_ok_and(|status| status.is_ok())
+    }
+
     /// The process id, which is also the process group id.
     pub(crate) fn id(&self) -> Option<u32> {
         self.child.id()

@@ -86,3 +86,38 @@ async fn an_answer_over_the_size_limit_fails_at_once_and_the_connection_stays() 
     client.close().await;
     assert_gone(&pids, "close()").await;
 }
+
+/// A stdio server that writes `stderr` (`TOKEN` in it replaced by that variable's value) and
+/// exits with status 3 before `initialize`, with `TOKEN=s3cret` in its environment.
+fn failing(stderr: &str) -> ServerSpec {
+    ServerSpec::Stdio {
+        command: "python3".into(),
+        args: vec!["-c".into(), format!("import os, sys; sys.stderr.write({stderr:?}.replace('TOKEN', os.environ['TOKEN'])); sys.exit(3)")],
+        env: std::collections::BTreeMap::from([("TOKEN".to_string(), ta_mcp::Secret::new("s3cret"))]),
+        cwd: None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_fails_to_start_is_quoted_in_the_error() {
+    // No log: what it said is still shown, its secrets masked.
+    let err = McpClient::connect(failing("loading\nno database at /x.db (token TOKEN)\n"), options(Duration::from_secs(10))).await.unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, McpError::Connect { .. }), "{text}");
+    assert!(text.contains("its stderr ends:\n  loading\n  no database at /x.db (token ***)"), "{text}");
+    assert!(!text.contains("s3cret"), "{text}");
+
+    // A run's log: only this start's lines are quoted, and the error says where the rest is.
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("logs/mcp-stderr.log");
+    std::fs::create_dir_all(log.parent().unwrap()).unwrap();
+    std::fs::write(&log, "an earlier run's line\n").unwrap();
+    let with_log = ClientOptions { stderr_log: Some(log.clone()), ..options(Duration::from_secs(10)) };
+    let text = McpClient::connect(failing("cannot open the store\n"), with_log.clone()).await.unwrap_err().to_string();
+    assert!(text.contains("its stderr ends:\n  cannot open the store; all of its stderr is in"), "{text}");
+    assert!(text.contains(&log.display().to_string()) && !text.contains("earlier run"), "{text}");
+
+    // Silence is said as such.
+    let text = McpClient::connect(failing(""), with_log).await.unwrap_err().to_string();
+    assert!(text.contains("said nothing on stderr; all of its stderr is in"), "{text}");
+}
