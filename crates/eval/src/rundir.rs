@@ -25,10 +25,14 @@ pub enum RunDirError {
     Io { path: PathBuf, source: std::io::Error },
     #[error("{path}:{line}: {message}")]
     Parse { path: PathBuf, line: usize, message: String },
-    #[error(
-        "{0} holds no run, evaluation or rollout\nhint: point at a `train` or `sft --out` (metrics.jsonl), an `eval --out` (eval.json), a `rollout --out` (trajectories.jsonl) or a `fit` or `demo --out` directory"
-    )]
+    #[error("{} holds no run, evaluation or rollout\nhint: {POINT_AT}", .0.display())]
     Unknown(PathBuf),
+    #[error("{} does not exist\nhint: {POINT_AT}", .0.display())]
+    Missing(PathBuf),
+    #[error("{} is a file, and a command's output is a directory\nhint: name a directory for --out (it is created if needed)", .0.display())]
+    OutIsFile(PathBuf),
+    #[error("cannot create {}: {source}", .path.display())]
+    Create { path: PathBuf, source: std::io::Error },
     #[error(
         "{} is being written by another train-agent process ({holder})\nhint: wait for it to finish, stop it{}, or write to another --out directory; the lock ends with that process",
         path.display(),
@@ -36,6 +40,10 @@ pub enum RunDirError {
     )]
     Locked { path: PathBuf, holder: LockHolder },
 }
+
+/// What a directory that `stats` and `report` read may be.
+const POINT_AT: &str =
+    "point at a `train` or `sft --out` (metrics.jsonl), an `eval --out` (eval.json), a `rollout --out` (trajectories.jsonl) or a `fit` or `demo --out` directory";
 
 /// The lock file of a run directory (see [`RunLock`]).
 pub const LOCK_FILE: &str = ".lock";
@@ -74,7 +82,10 @@ pub struct RunLock {
 impl RunLock {
     /// Creates `dir` if needed and claims it, or fails naming the process that holds it.
     pub fn acquire(dir: &Path) -> Result<RunLock, RunDirError> {
-        std::fs::create_dir_all(dir).map_err(io(dir))?;
+        if dir.exists() && !dir.is_dir() {
+            return Err(RunDirError::OutIsFile(dir.to_path_buf()));
+        }
+        std::fs::create_dir_all(dir).map_err(|source| RunDirError::Create { path: dir.to_path_buf(), source })?;
         let path = dir.join(LOCK_FILE);
         let mut file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).map_err(io(&path))?;
         match fs4::FileExt::try_lock(&file) {
@@ -188,6 +199,9 @@ pub struct RunDir {
 
 impl RunDir {
     pub fn open(path: &Path) -> Result<RunDir, RunDirError> {
+        if !path.exists() {
+            return Err(RunDirError::Missing(path.to_path_buf()));
+        }
         let read_json = |name: &str| -> Result<Option<Value>, RunDirError> {
             let p = path.join(name);
             if !p.exists() {
@@ -409,6 +423,19 @@ fn step_files_ending(dir: &Path, ending: &str) -> Vec<(u64, PathBuf)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_output_that_is_a_file_or_a_run_that_is_not_there_is_said_plainly() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("scenarios.jsonl");
+        std::fs::write(&file, "{}").unwrap();
+        let err = RunLock::acquire(&file).err().unwrap();
+        assert!(matches!(err, RunDirError::OutIsFile(_)), "{err}");
+        assert!(err.to_string().contains("is a file") && std::fs::read_to_string(&file).unwrap() == "{}", "{err}");
+        let err = RunDir::open(&dir.path().join("nowhere")).err().unwrap();
+        assert!(matches!(err, RunDirError::Missing(_)) && err.to_string().contains("does not exist\nhint: point at"), "{err}");
+        assert!(matches!(RunDir::open(dir.path()).err().unwrap(), RunDirError::Unknown(_)));
+    }
 
     #[test]
     fn a_locked_directory_names_its_holder_and_a_released_or_stale_lock_does_not_block() {
