@@ -7,6 +7,7 @@ mod interrupted;
 mod model;
 mod server;
 mod setup;
+mod stdout;
 
 use clap::{Parser, Subcommand};
 
@@ -103,6 +104,8 @@ fn main() -> std::process::ExitCode {
     });
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
+        // The reader of stdout has gone (`| head`): what it wanted it has; a quiet end.
+        Err(e) if stdout::closed_by_reader(&e) => std::process::ExitCode::SUCCESS,
         Err(e) if e.is::<interrupted::Interrupted>() => {
             eprintln!("{e}");
             std::process::ExitCode::from(130)

@@ -3,7 +3,7 @@
 
 mod common;
 
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 use common::{Replay, bin, text, tool_calls};
 
@@ -20,6 +20,29 @@ fn tools_lists_the_demo_servers_three_tools_and_complete_task() {
     let names: Vec<&str> = tools.as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["describe_table", "list_tables", "run_query", "complete_task"]);
     assert_eq!(tools[2]["function"]["parameters"]["required"], serde_json::json!(["sql"]));
+}
+
+/// `train-agent tools ... | head -1`: a reader that closes stdout before the command prints ends
+/// the command quietly with exit 0, as a closed pipe does for `ls` or `rg`; it used to be a
+/// "failed printing to stdout: Broken pipe" panic with exit 101.
+#[test]
+fn a_reader_that_closes_stdout_early_ends_the_command_quietly() {
+    for extra in [&[][..], &["--json"]] {
+        let mut child = Command::new(bin())
+            .args(["tools", "--server", "train-agent demo-server"])
+            .args(extra)
+            .env("RUST_BACKTRACE", "1")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The read end closes before the child has connected to its server, let alone printed.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{extra:?}: {}\n{err}", out.status);
+        assert!(!err.contains("panicked") && !err.contains("error"), "{extra:?}: {err}");
+    }
 }
 
 #[test]

@@ -13,6 +13,7 @@ use ta_types::trace::{SOURCE_REJECTION_SAMPLING, TRACES_FILE, write_traces};
 use crate::args::{EpisodeArgs, EpisodeDefaults, IsolationArgs, ModelArgs, ResumeArgs, ScenarioArgs, ServerArgs};
 use crate::interrupted::Interrupted;
 use crate::setup::{RunSetup, load_scenarios};
+use crate::stdout::outln;
 
 /// Collecting samples (0.7) for rejection sampling, and lets a teacher write long replies (1024).
 const EPISODE: EpisodeDefaults = EpisodeDefaults { temperature: Some(0.7), max_tokens: 1024, max_episode_tokens: 4096, ..EpisodeDefaults::COMMON };
@@ -92,14 +93,14 @@ pub async fn run(args: Args) -> Result<()> {
         }
         write_traces(&path, &traces)?;
         setup.close().await;
-        println!("reference traces  {} of {} scenarios", traces.len(), scenarios.len());
+        outln!("reference traces  {} of {} scenarios", traces.len(), scenarios.len())?;
         if !skipped.is_empty() {
-            println!("skipped           {}", skipped.len());
+            outln!("skipped           {}", skipped.len())?;
             for s in &skipped {
-                println!("  {}: {}", s.scenario_id, s.reason);
+                outln!("  {}: {}", s.scenario_id, s.reason)?;
             }
         }
-        println!("traces: {}", path.display());
+        outln!("traces: {}", path.display())?;
         return Ok(());
     }
 
@@ -132,9 +133,9 @@ pub async fn run(args: Args) -> Result<()> {
         eprintln!("{} finished episodes kept from an earlier run", collected.kept);
     }
     let passed = collected.traces.iter().filter(|t| t.reward_parts.ground_truth == Some(1.0)).count();
-    println!("{}", collected.summary);
-    println!("ground truth pass {passed} of {}", collected.traces.len());
-    println!("traces: {}", path.display());
+    outln!("{}", collected.summary)?;
+    outln!("ground truth pass {passed} of {}", collected.traces.len())?;
+    outln!("traces: {}", path.display())?;
     if collected.interrupted {
         return Err(Interrupted::episodes(collected.traces.len()).into());
     }

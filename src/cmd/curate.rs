@@ -7,6 +7,8 @@ use ta_sft::curate::{CurateOptions, curate};
 use ta_sft::export::{ExportOptions, export};
 use ta_types::trace::{TRACES_FILE, read_traces};
 
+use crate::stdout::outln;
+
 #[derive(clap::Args)]
 pub struct Args {
     /// Trace directories written by `collect` (or traces.jsonl files); earlier ones win duplicates.
@@ -58,13 +60,13 @@ pub async fn run(args: Args) -> Result<()> {
         include_validation: args.include_validation,
     };
     let curated = curate(traces, &opts);
-    println!("{curated}");
+    outln!("{curated}")?;
     anyhow::ensure!(!curated.kept.is_empty(), "no trace was kept\nhint: look at the reasons above; collect more (higher --n) or relax --min-reward/--min-ground-truth");
     let _lock = ta_eval::rundir::RunLock::acquire(&args.out)?;
     std::fs::write(args.out.join("curate.json"), serde_json::to_vec_pretty(&curated)?)?;
     let written = export(&curated.kept, &args.out, &ExportOptions { unroll: args.unroll, parquet: !args.no_parquet }).await?;
     for p in written {
-        println!("wrote {}", p.display());
+        outln!("wrote {}", p.display())?;
     }
     Ok(())
 }

@@ -18,6 +18,7 @@ use ta_types::scenario::assign_splits;
 use crate::args::{BASE_NAME, EngineArgs, EpisodeArgs, EpisodeDefaults, HttpArgs, IsolationArgs, ResumeArgs, ScenarioArgs, ServerArgs};
 use crate::interrupted::Interrupted;
 use crate::setup::{RunSetup, load_scenarios};
+use crate::stdout::outln;
 
 /// An evaluation is repeatable: greedy with one rollout (see `temperature`), seed 0 (which also
 /// seeds the split, as in `train`), and each model plays 16 episodes at once.
@@ -180,10 +181,10 @@ pub async fn run(args: Args, shared: Option<&ServedEngine>) -> Result<()> {
         cache.store(&base_path);
     }
     let columns: Vec<(&str, &Metrics)> = summary.models.iter().zip(&summary.metrics).map(|(m, x)| (m.label.as_str(), x)).collect();
-    println!("{}", metrics_table(&columns));
+    outln!("{}", metrics_table(&columns))?;
     if let (Some(c), [.., a, b]) = (&summary.comparison, summary.models.as_slice()) {
-        println!("\n{}", c.table(&a.label, &b.label));
+        outln!("\n{}", c.table(&a.label, &b.label))?;
     }
-    println!("\neval: {}\nreport: {}", args.out.join("eval.json").display(), report.display());
+    outln!("\neval: {}\nreport: {}", args.out.join("eval.json").display(), report.display())?;
     Ok(())
 }

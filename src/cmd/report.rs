@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 
 use crate::cmd::fit::run::each_stage;
+use crate::stdout::outln;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -16,11 +17,11 @@ pub struct Args {
 
 pub async fn run(args: Args) -> Result<()> {
     let stages = each_stage(&args.dir, |stage| {
-        println!("{}", ta_eval::write_report(stage)?.display());
+        outln!("{}", ta_eval::write_report(stage)?.display())?;
         Ok(())
     })?;
     if !stages {
-        println!("{}", ta_eval::write_report(&args.dir)?.display());
+        outln!("{}", ta_eval::write_report(&args.dir)?.display())?;
     }
     Ok(())
 }

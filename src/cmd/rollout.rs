@@ -9,6 +9,7 @@ use ta_rollout::runner::{Summary, check_not_all_failed, group_jobs, play_resumab
 use crate::args::{EpisodeArgs, EpisodeDefaults, IsolationArgs, ModelArgs, ResumeArgs, ScenarioArgs, ServerArgs};
 use crate::interrupted::Interrupted;
 use crate::setup::{RunSetup, check_rewards, load_scenarios};
+use crate::stdout::outln;
 
 /// A rollout samples (0.7) rather than playing greedily, to show what the model can do.
 const EPISODE: EpisodeDefaults = EpisodeDefaults { temperature: Some(0.7), ..EpisodeDefaults::COMMON };
@@ -112,8 +113,8 @@ pub async fn run(args: Args) -> Result<()> {
         summary_json["judge"] = serde_json::json!({"model": reward.judge.model, "stats": judge.stats()});
     }
     std::fs::write(args.out.join("summary.json"), serde_json::to_vec_pretty(&summary_json)?)?;
-    println!("{summary}");
-    println!("trajectories: {}", path.display());
+    // Printed before the engine and servers stop, said after: a closed stdout stops nothing early.
+    let printed = outln!("{summary}").and_then(|()| outln!("trajectories: {}", path.display()));
     if let Some(engine) = endpoint.engine {
         engine.shutdown().await;
     }
@@ -122,5 +123,5 @@ pub async fn run(args: Args) -> Result<()> {
         return Err(Interrupted::episodes(finished.len()).into());
     }
     check_not_all_failed(&finished)?;
-    Ok(())
+    Ok(printed?)
 }

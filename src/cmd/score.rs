@@ -10,6 +10,7 @@ use ta_reward::agreement::agreement;
 use ta_reward::{JudgeStats, RewardConfig, Rewarder};
 
 use crate::args::JudgeArgs;
+use crate::stdout::outln;
 use ta_types::trajectory::{read_trajectories, write_trajectories};
 
 #[derive(clap::Args)]
@@ -65,7 +66,7 @@ pub async fn run(args: Args) -> Result<()> {
         let now = judge.stats();
         let d = now.since(&before);
         before = now;
-        println!(
+        outln!(
             "{}: {} trajectories, {} groups judged ({} skipped, {} from cache), ${:.4} -> {}",
             file.display(),
             trajectories.len(),
@@ -74,34 +75,34 @@ pub async fn run(args: Args) -> Result<()> {
             d.cache_hits,
             d.cost_usd,
             out.display()
-        );
+        )?;
         all.extend(trajectories);
     }
     let stats = judge.stats();
     let a = agreement(&all);
     let pct = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{:.1}%", 100.0 * v));
-    println!("judge               {}", reward.judge.model);
-    println!("trajectories        {}", all.len());
-    println!("groups              {} judged, {} skipped, {} from cache", stats.groups, stats.skipped, stats.cache_hits);
-    println!("tokens              {} in, {} out", stats.usage.input_tokens, stats.usage.output_tokens);
-    println!("cost                ${:.4}", stats.cost_usd);
+    outln!("judge               {}", reward.judge.model)?;
+    outln!("trajectories        {}", all.len())?;
+    outln!("groups              {} judged, {} skipped, {} from cache", stats.groups, stats.skipped, stats.cache_hits)?;
+    outln!("tokens              {} in, {} out", stats.usage.input_tokens, stats.usage.output_tokens)?;
+    outln!("cost                ${:.4}", stats.cost_usd)?;
     if a.compared == 0 {
-        println!("agreement           - (no trajectory has both a judge score and ground truth; pass --scenarios with `expected` answers)");
+        outln!("agreement           - (no trajectory has both a judge score and ground truth; pass --scenarios with `expected` answers)")?;
     } else {
-        println!(
+        outln!(
             "agreement           {} of {} ({}) with ground truth at 0.5; judge-only passes {}, ground-truth-only passes {}",
             a.agree,
             a.compared,
             pct(a.rate),
             a.judge_only,
             a.ground_truth_only
-        );
-        println!("correlation         {}", a.correlation.map_or("- (a constant score)".to_string(), |r| format!("{r:.3}")));
+        )?;
+        outln!("correlation         {}", a.correlation.map_or("- (a constant score)".to_string(), |r| format!("{r:.3}")))?;
     }
     let summary = dir.join(format!("judge-{slug}.summary.json"));
     let body = serde_json::json!({"judge": reward.judge.model, "files": files, "trajectories": all.len(), "stats": stats, "agreement": a});
     std::fs::write(&summary, serde_json::to_vec_pretty(&body)?).with_context(|| format!("cannot write {}", summary.display()))?;
-    println!("summary             {}", summary.display());
+    outln!("summary             {}", summary.display())?;
     Ok(())
 }
 

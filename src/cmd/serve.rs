@@ -4,6 +4,7 @@ use anyhow::{Context, Result, bail};
 use ta_python::{Engine, PythonEnv};
 
 use crate::args::EngineArgs;
+use crate::stdout::outln;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -31,7 +32,7 @@ pub async fn run(args: Args) -> Result<()> {
     eprintln!("loading {} (log: {})", args.base_model, args.log_file.display());
     let mut engine = Engine::start(&env, &opts).await.context("the engine did not start")?;
     let url = engine.client().base_url();
-    println!("serving {} as `{}` at {url} (OpenAI API; Ctrl-C stops)", args.base_model, args.served_model_name);
+    outln!("serving {} as `{}` at {url} (OpenAI API; Ctrl-C stops)", args.base_model, args.served_model_name)?;
     tokio::select! {
         status = engine.wait() => {
             let status = status?;

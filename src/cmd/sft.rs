@@ -10,6 +10,7 @@ use ta_sft::sft::{SftConfig, SftFinished};
 use ta_trainer::checkpoint::last_complete_step;
 
 use crate::interrupted::Interrupted;
+use crate::stdout::outln;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -146,16 +147,16 @@ pub async fn run(args: Args) -> Result<()> {
             return Err(Interrupted::at_checkpoint(&format!("the last checkpoint is step {checkpointed_step}")).into());
         }
         SftFinished::Done { steps, final_dir, eval_loss_before, eval_loss_after } => {
-            println!("trained {steps} steps; adapter: {}", final_dir.display());
+            outln!("trained {steps} steps; adapter: {}", final_dir.display())?;
             if let (Some(b), Some(a)) = (eval_loss_before, eval_loss_after) {
-                println!("eval loss {b:.4} -> {a:.4}");
+                outln!("eval loss {b:.4} -> {a:.4}")?;
             }
-            println!("metrics: {}", out.join("metrics.jsonl").display());
+            outln!("metrics: {}", out.join("metrics.jsonl").display())?;
             match ta_eval::write_report(out) {
-                Ok(path) => println!("report: {}", path.display()),
+                Ok(path) => outln!("report: {}", path.display())?,
                 Err(e) => eprintln!("warning: no report: {e}"),
             }
-            println!("next: train-agent train --init-adapter {} ...", final_dir.display());
+            outln!("next: train-agent train --init-adapter {} ...", final_dir.display())?;
         }
     }
     Ok(())

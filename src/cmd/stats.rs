@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 
 use crate::cmd::fit::run::each_stage;
+use crate::stdout::outln;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -16,11 +17,11 @@ pub struct Args {
 
 pub async fn run(args: Args) -> Result<()> {
     let stages = each_stage(&args.dir, |stage| {
-        println!("{}:\n{}", stage.display(), ta_eval::stats::render(stage)?);
+        outln!("{}:\n{}", stage.display(), ta_eval::stats::render(stage)?)?;
         Ok(())
     })?;
     if !stages {
-        println!("{}", ta_eval::stats::render(&args.dir)?);
+        outln!("{}", ta_eval::stats::render(&args.dir)?)?;
     }
     Ok(())
 }

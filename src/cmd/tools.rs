@@ -5,6 +5,7 @@ use ta_types::terminal::terminal_safe;
 
 use crate::args::ServerArgs;
 use crate::server::Server;
+use crate::stdout::{out, outln};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -19,17 +20,24 @@ pub async fn run(args: Args) -> Result<()> {
     let server = Server::connect(&args.server, None).await?;
     let tools = server.tools();
     let specs = ta_rollout::ToolHost::specs(&tools);
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(specs)?);
+    // The server is closed also when printing failed (stdout closed by its reader).
+    let printed = print(&server, specs, args.json);
+    server.client.close().await;
+    printed
+}
+
+/// The tools as JSON (`--json`) or the server's line and a table.
+fn print(server: &Server, specs: &[ta_types::ToolSpec], json: bool) -> Result<()> {
+    if json {
+        outln!("{}", serde_json::to_string_pretty(specs)?)?;
     } else {
         let d = &server.discovery;
         // Names, versions and descriptions are the server's words: printed terminal-safe.
         let name = terminal_safe(d.server_name.as_deref().unwrap_or("(unnamed)"));
-        println!("{name} {} — {}", terminal_safe(d.server_version.as_deref().unwrap_or("")), terminal_safe(&server.description));
-        println!("{} tools + complete_task, {} resources{}\n", d.tools.len(), d.resources.len(), if d.instructions.is_some() { ", instructions" } else { "" });
-        print!("{}", render_table(specs));
+        outln!("{name} {} — {}", terminal_safe(d.server_version.as_deref().unwrap_or("")), terminal_safe(&server.description))?;
+        outln!("{} tools + complete_task, {} resources{}\n", d.tools.len(), d.resources.len(), if d.instructions.is_some() { ", instructions" } else { "" })?;
+        out!("{}", render_table(specs))?;
     }
-    server.client.close().await;
     Ok(())
 }
 

@@ -14,6 +14,7 @@ use ta_types::scenario::{assign_splits, load_scenarios, of_split};
 use crate::args::{BASE_NAME, EngineArgs, EpisodeArgs, HttpArgs, IsolationArgs, ServerArgs};
 use crate::interrupted::Interrupted;
 use crate::setup::{RunSetup, check_rewards};
+use crate::stdout::outln;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -264,7 +265,7 @@ pub async fn run(args: Args, shared: Option<&ServedEngine>) -> Result<Finished> 
     let finished = finished?;
     // The report, also for an interrupted run (it shows the steps so far).
     match ta_eval::write_report(out) {
-        Ok(path) => println!("report: {}", path.display()),
+        Ok(path) => outln!("report: {}", path.display())?,
         Err(e) => eprintln!("warning: no report: {e}"),
     }
     match &finished {
@@ -276,11 +277,11 @@ pub async fn run(args: Args, shared: Option<&ServedEngine>) -> Result<Finished> 
         }
         Finished::Done { steps } => {
             if out.join("final").exists() {
-                println!("trained {steps} steps; adapter: {}", out.join("final").display());
+                outln!("trained {steps} steps; adapter: {}", out.join("final").display())?;
             } else {
-                println!("ran {steps} steps without an update (see the hint above)");
+                outln!("ran {steps} steps without an update (see the hint above)")?;
             }
-            println!("metrics: {}", out.join("metrics.jsonl").display());
+            outln!("metrics: {}", out.join("metrics.jsonl").display())?;
             if args.merge {
                 let merged = out.join("merged");
                 let status = python
@@ -292,7 +293,7 @@ pub async fn run(args: Args, shared: Option<&ServedEngine>) -> Result<Finished> 
                     .status()
                     .await?;
                 anyhow::ensure!(status.success(), "merging the adapter failed ({status})");
-                println!("merged 16-bit model: {}", merged.display());
+                outln!("merged 16-bit model: {}", merged.display())?;
             }
         }
     }

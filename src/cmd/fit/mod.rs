@@ -15,6 +15,7 @@ use anyhow::{Context, Result};
 
 use crate::args::{JudgeArgs, ServerArgs};
 use crate::server::Server;
+use crate::stdout::outln;
 pub use plan::TaskSource;
 use profile::{GPU_STEPS, ProfileArgs, Rates, about};
 use run::{CheckScenarios, CheckSet, Job, Recipe};
@@ -95,7 +96,7 @@ pub async fn run(args: Args) -> Result<()> {
         check_set,
         recipe: Recipe { recovery_share: args.recovery_share, value_lookups: args.value_lookups },
     };
-    println!("{}", plan_text(&job, &server.description));
+    outln!("{}", plan_text(&job, &server.description))?;
     if args.plan {
         return Ok(());
     }

@@ -23,6 +23,7 @@ use super::profile::{Profile, Rates, about, epochs_for};
 use crate::cmd::{collect, curate, eval, scenarios, sft, train};
 use crate::interrupted::Interrupted;
 use crate::setup::RunSetup;
+use crate::stdout::outln;
 
 /// One run to do.
 pub struct Job {
@@ -429,23 +430,24 @@ pub async fn execute(job: Job) -> Result<()> {
         engine.shutdown().await;
     }
     print_tables(&grpo_dir, check_set.as_ref().map(|c| (check_dir.as_path(), c.label.as_str())), &sampled_dir)?;
-    print_times(&stages.records, &grpo_dir);
+    print_times(&stages.records, &grpo_dir)?;
     Ok(())
 }
 
 /// Where the run's time went: each stage (`fit.json`), and GRPO's by phase (`grpo/phases.jsonl`).
-fn print_times(records: &[StageRecord], grpo_dir: &Path) {
-    println!("\nwall time by stage (fit.json; a stage done in an earlier run shows that run's time):");
+fn print_times(records: &[StageRecord], grpo_dir: &Path) -> Result<()> {
+    outln!("\nwall time by stage (fit.json; a stage done in an earlier run shows that run's time):")?;
     for r in records {
         let took = r.seconds.map_or("stopped".to_string(), |s| format!("{s:.0} s"));
         let guess = r.estimate_s.map(|e| format!(" (estimate {e:.0} s)")).unwrap_or_default();
-        println!("  {:<22} {took:>8}{guess}", r.stage);
+        outln!("  {:<22} {took:>8}{guess}", r.stage)?;
         if r.stage == "train" {
             for p in ta_types::phases::totals(grpo_dir) {
-                println!("    {:<32} {:>6.0} s{}", p.phase, p.seconds, p.times());
+                outln!("    {:<32} {:>6.0} s{}", p.phase, p.seconds, p.times())?;
             }
         }
     }
+    Ok(())
 }
 
 /// A local teacher's requests as many at once as the profile's engine batches (`--concurrency`),
@@ -631,35 +633,35 @@ fn print_tables(grpo_dir: &Path, check: Option<(&Path, &str)>, sampled_dir: &Pat
     let evaluated = run.evaluated()?;
     // Without a baseline (validate_base off) the columns start at the SFT adapter.
     let shown = &labels[labels.len() - evaluated.len().min(labels.len())..];
-    println!("\nvalidation split, one greedy episode per task:");
-    print_models(shown, &evaluated);
+    outln!("\nvalidation split, one greedy episode per task:")?;
+    print_models(shown, &evaluated)?;
     let sampled = run.evaluated_sampled()?;
     if let [(_, first), ..] = sampled.as_slice() {
         let k = per_task(first);
-        println!("\nvalidation split, {k} episodes per task at the rollout temperature:");
-        print_models(&labels[1..], &sampled);
+        outln!("\nvalidation split, {k} episodes per task at the rollout temperature:")?;
+        print_models(&labels[1..], &sampled)?;
     }
     // GRPO's final/ is its best validated adapter, not always the last step's (`ta_train::keep`).
     let kept = ta_types::kept::Kept::read(grpo_dir);
     if let Some(k) = &kept {
-        println!("\nthe adapter this run delivers, {}: {}", grpo_dir.join("final").display(), k.summary());
+        outln!("\nthe adapter this run delivers, {}: {}", grpo_dir.join("final").display(), k.summary())?;
     }
     if let Some((dir, label)) = check {
         let check = RunDir::open(dir)?;
-        println!("\n{label} (a check set training never saw), one greedy episode each:");
+        outln!("\n{label} (a check set training never saw), one greedy episode each:")?;
         if let Some(k) = kept.as_ref().filter(|k| k.step != k.last_step) {
-            println!("(SFT+GRPO here is final/, step {}'s adapter; above, the validation's SFT+GRPO is step {}'s)", k.step, k.last_step);
+            outln!("(SFT+GRPO here is final/, step {}'s adapter; above, the validation's SFT+GRPO is step {}'s)", k.step, k.last_step)?;
         }
-        print_models(&labels, &check.evaluated()?);
+        print_models(&labels, &check.evaluated()?)?;
         if sampled_dir.join("eval.json").exists() {
             let sampled = RunDir::open(sampled_dir)?.evaluated()?;
             let k = sampled.first().map_or(0, |(_, ts)| per_task(ts));
-            println!("\nthe same questions, {k} sampled episodes each:");
-            print_models(&labels[1..], &sampled);
+            outln!("\nthe same questions, {k} sampled episodes each:")?;
+            print_models(&labels[1..], &sampled)?;
         }
     }
     let report = ta_eval::write_report(grpo_dir)?;
-    println!("\nreport: {}", report.display());
+    outln!("\nreport: {}", report.display())?;
     Ok(())
 }
 
@@ -669,13 +671,14 @@ fn per_task(ts: &[ta_types::Trajectory]) -> usize {
 }
 
 /// The metrics table of `evaluated` under `labels`, and the paired test of the last two.
-fn print_models(labels: &[&str], evaluated: &[(String, Vec<ta_types::Trajectory>)]) {
+fn print_models(labels: &[&str], evaluated: &[(String, Vec<ta_types::Trajectory>)]) -> Result<()> {
     let metrics: Vec<Metrics> = evaluated.iter().map(|(_, ts)| Metrics::of(ts)).collect();
     let columns: Vec<(&str, &Metrics)> = labels.iter().copied().zip(&metrics).collect();
-    println!("{}", metrics_table(&columns));
+    outln!("{}", metrics_table(&columns))?;
     if let (Some((_, _, Comparison { paired: Some(p), .. })), [.., a, b]) = (RunDir::comparison(evaluated), labels) {
-        println!("{}", p.line(a, b));
+        outln!("{}", p.line(a, b))?;
     }
+    Ok(())
 }
 
 #[cfg(test)]

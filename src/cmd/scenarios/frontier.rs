@@ -9,6 +9,8 @@ use anyhow::{Context, Result, bail};
 use ta_eval::frontier::{FrontierSummary, pass_counts};
 use ta_eval::rundir::RunDir;
 
+use crate::stdout::outln;
+
 #[derive(clap::Args)]
 pub struct Args {
     /// The scenarios the evaluation played (e.g. a synth's scenarios.jsonl).
@@ -59,19 +61,19 @@ pub fn run(args: Args) -> Result<()> {
     }
     file.flush()?;
     let share = |n: usize| 100.0 * n as f64 / summary.tasks.max(1) as f64;
-    println!("measured          {} scenarios ({label}, {} episodes)", summary.tasks, counts.values().map(|c| c.episodes).sum::<usize>());
-    println!("always solved     {} ({:.0}%)", summary.always, share(summary.always));
-    println!("never solved      {} ({:.0}%)", summary.never, share(summary.never));
-    println!("frontier          {} ({:.0}%): 0 < pass < episodes", summary.frontier, share(summary.frontier));
-    println!("per template      tasks  frontier  mean pass rate");
+    outln!("measured          {} scenarios ({label}, {} episodes)", summary.tasks, counts.values().map(|c| c.episodes).sum::<usize>())?;
+    outln!("always solved     {} ({:.0}%)", summary.always, share(summary.always))?;
+    outln!("never solved      {} ({:.0}%)", summary.never, share(summary.never))?;
+    outln!("frontier          {} ({:.0}%): 0 < pass < episodes", summary.frontier, share(summary.frontier))?;
+    outln!("per template      tasks  frontier  mean pass rate")?;
     for (t, (n, f, rate)) in &summary.per_group {
-        println!("  {:<24} {n:>5} {f:>9} {rate:>15.2}", ta_types::terminal::terminal_safe(t));
+        outln!("  {:<24} {n:>5} {f:>9} {rate:>15.2}", ta_types::terminal::terminal_safe(t))?;
     }
-    println!("scenarios: {} ({kept})", args.out.display());
+    outln!("scenarios: {} ({kept})", args.out.display())?;
     if let Some(path) = &args.weights {
         let text = serde_json::to_string_pretty(&summary.weights())?;
         std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))?;
-        println!("template weights: {}", path.display());
+        outln!("template weights: {}", path.display())?;
     }
     if kept == 0 {
         eprintln!("note: no scenario is on the frontier; GRPO on these would learn nothing (every group flat)");

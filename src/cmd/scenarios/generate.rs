@@ -15,6 +15,7 @@ use ta_scenarios::{DiscoverOptions, GenerateOptions, PipelineOptions, SolveOptio
 
 use crate::args::{EngineArgs, ServerArgs};
 use crate::interrupted::Interrupted;
+use crate::stdout::outln;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -272,22 +273,22 @@ pub async fn run(args: Args) -> Result<()> {
     let report = result?;
 
     let cost = |name: &str, s: &Spend| format!("{name}: {} calls, {} + {} tokens, ${:.4}", s.calls, s.usage.input_tokens, s.usage.output_tokens, s.cost_usd);
-    println!("{}", cost(&report.teacher, &report.teacher_spend));
+    outln!("{}", cost(&report.teacher, &report.teacher_spend))?;
     if let (Some(name), Some(spend)) = (&report.solver, &report.solver_spend) {
-        println!("{}", cost(name, spend));
+        outln!("{}", cost(name, spend))?;
     }
     let budget = report.budget_usd.map_or("no budget".to_string(), |b| format!("budget ${b:.2}{}", if report.budget_reached { ", reached: stopped early" } else { "" }));
-    println!("cost              ${:.4}{} ({budget})", report.total_cost_usd, if report.cost_complete { "" } else { " + unpriced calls" });
+    outln!("cost              ${:.4}{} ({budget})", report.total_cost_usd, if report.cost_complete { "" } else { " + unpriced calls" })?;
     let levels: Vec<String> = report.difficulty.iter().map(|(l, n)| format!("{l}: {n}")).collect();
-    println!("difficulty        {}", levels.join(", "));
-    println!(
+    outln!("difficulty        {}", levels.join(", "))?;
+    outln!(
         "tools covered     {} of {}{}",
         report.tools_covered.len(),
         report.tools_covered.len() + report.tools_uncovered.len(),
         if report.tools_uncovered.is_empty() { String::new() } else { format!(" (none for: {})", report.tools_uncovered.join(", ")) }
-    );
-    println!("scenarios: {}", args.out.join(ta_scenarios::pipeline::SCENARIOS_FILE).display());
-    println!("traces: {}", args.out.join(ta_types::trace::TRACES_FILE).display());
+    )?;
+    outln!("scenarios: {}", args.out.join(ta_scenarios::pipeline::SCENARIOS_FILE).display())?;
+    outln!("traces: {}", args.out.join(ta_types::trace::TRACES_FILE).display())?;
     if report.interrupted {
         return Err(Interrupted::episodes(report.episodes).into());
     }

@@ -14,6 +14,8 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
+use crate::stdout::outln;
+
 #[derive(clap::Subcommand)]
 pub enum Command {
     /// Generate scenarios with a teacher model from the server's tools, resources and prompts;
@@ -70,9 +72,10 @@ pub fn write_jsonl<T: serde::Serialize>(path: &Path, rows: &[T]) -> Result<()> {
 }
 
 /// A titled table of counts, as the synthesizers print their summaries.
-pub fn print_counts<'a>(title: &str, items: impl IntoIterator<Item = (String, &'a usize)>) {
-    println!("{title}");
+pub fn print_counts<'a>(title: &str, items: impl IntoIterator<Item = (String, &'a usize)>) -> Result<()> {
+    outln!("{title}")?;
     for (k, n) in items {
-        println!("  {:<24} {n}", ta_types::terminal::terminal_safe(&k));
+        outln!("  {:<24} {n}", ta_types::terminal::terminal_safe(&k))?;
     }
+    Ok(())
 }

@@ -25,6 +25,7 @@ use ta_types::Scenario;
 
 use crate::args::EngineArgs;
 use crate::interrupted::Interrupted;
+use crate::stdout::outln;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -286,15 +287,15 @@ pub async fn run(args: Args) -> Result<()> {
     super::write_jsonl(&path, &out)?;
     super::write_jsonl(&args.out.join("rejected.jsonl"), &rejected)?;
     std::fs::write(args.out.join("summary.json"), serde_json::to_vec_pretty(&summary)?)?;
-    println!("tasks             {} ({} with their SQL asked about)", summary.tasks, summary.asked);
-    println!("paraphrases       {} returned, {} kept", summary.returned, summary.kept);
+    outln!("tasks             {} ({} with their SQL asked about)", summary.tasks, summary.asked)?;
+    outln!("paraphrases       {} returned, {} kept", summary.returned, summary.kept)?;
     for (reason, n) in &summary.rejected {
-        println!("  rejected {n:>5}  {reason}");
+        outln!("  rejected {n:>5}  {reason}")?;
     }
     if summary.failed_calls > 0 {
-        println!("  failed calls {:>3} (run the same command again to ask for those tasks again)", summary.failed_calls);
+        outln!("  failed calls {:>3} (run the same command again to ask for those tasks again)", summary.failed_calls)?;
     }
-    println!("scenarios: {} ({} originals, the first {} reworded, + {} paraphrases)", path.display(), scenarios.len(), reworded.len(), summary.kept);
+    outln!("scenarios: {} ({} originals, the first {} reworded, + {} paraphrases)", path.display(), scenarios.len(), reworded.len(), summary.kept)?;
     Ok(())
 }
 

@@ -9,6 +9,7 @@ use anyhow::{Context, Result};
 use ta_synth::{SynthOptions, synthesize};
 
 use crate::args::ServerArgs;
+use crate::stdout::outln;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -80,29 +81,29 @@ pub async fn run(args: Args) -> Result<()> {
     let s = &out.summary;
     // Tool and table names come from the server.
     let safe = |t: &str| ta_types::terminal::terminal_safe(t).into_owned();
-    println!(
+    outln!(
         "query tool        {} (list: {}, describe: {})",
         safe(&s.query_tool),
         safe(s.list_tool.as_deref().unwrap_or("-")),
         safe(s.describe_tool.as_deref().unwrap_or("-"))
-    );
-    println!("tables            {}", safe(&s.tables.join(", ")));
-    println!("candidates        {} questions, {} run through the server", s.candidates, s.checked);
+    )?;
+    outln!("tables            {}", safe(&s.tables.join(", ")))?;
+    outln!("candidates        {} questions, {} run through the server", s.candidates, s.checked)?;
     for (reason, n) in &s.dropped {
-        println!("  dropped {n:>5}   {reason}");
+        outln!("  dropped {n:>5}   {reason}")?;
     }
     if s.duplicates > 0 {
-        println!("  duplicates {:>3}  (same normalized text)", s.duplicates);
+        outln!("  duplicates {:>3}  (same normalized text)", s.duplicates)?;
     }
-    println!("scenarios         {} (train {}, validation {})", s.scenarios, s.train, s.validation);
+    outln!("scenarios         {} (train {}, validation {})", s.scenarios, s.train, s.validation)?;
     if args.value_lookups {
-        println!("value lookups     {} (a value named loosely, looked up in the reference)", s.value_lookups);
+        outln!("value lookups     {} (a value named loosely, looked up in the reference)", s.value_lookups)?;
     }
-    super::print_counts("per template", s.per_template.iter().map(|(k, n)| (k.clone(), n)));
-    super::print_counts("per difficulty", s.per_difficulty.iter().map(|(k, n)| (format!("level {k}"), n)));
-    super::print_counts("per table", s.per_table.iter().map(|(k, n)| (k.clone(), n)));
-    println!("time              {:.1} s", started.elapsed().as_secs_f64());
-    println!("scenarios: {}", path.display());
+    super::print_counts("per template", s.per_template.iter().map(|(k, n)| (k.clone(), n)))?;
+    super::print_counts("per difficulty", s.per_difficulty.iter().map(|(k, n)| (format!("level {k}"), n)))?;
+    super::print_counts("per table", s.per_table.iter().map(|(k, n)| (k.clone(), n)))?;
+    outln!("time              {:.1} s", started.elapsed().as_secs_f64())?;
+    outln!("scenarios: {}", path.display())?;
     if s.scenarios < args.n {
         match s.dropped.get(ta_synth::QUERY_FAILED) {
             Some(failed) => eprintln!(

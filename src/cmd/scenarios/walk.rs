@@ -10,6 +10,7 @@ use anyhow::{Context, Result};
 use ta_walk::{Budget, Overrides, WalkOptions};
 
 use crate::args::ServerArgs;
+use crate::stdout::outln;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -106,30 +107,30 @@ pub async fn run(args: Args) -> Result<()> {
     std::fs::write(args.out.join("summary.json"), serde_json::to_vec_pretty(&summary)?)?;
 
     let safe = |t: &str| ta_types::terminal::terminal_safe(t).into_owned();
-    println!("tools");
+    outln!("tools")?;
     for v in &summary.tools {
-        println!("  {:<28} {:<6} {}", safe(&v.tool), if v.read { "call" } else { "never" }, v.reason);
+        outln!("  {:<28} {:<6} {}", safe(&v.tool), if v.read { "call" } else { "never" }, v.reason)?;
     }
-    println!(
+    outln!(
         "calls             {} ({} failed, {} read only up to the {} characters the model is shown){}",
         summary.calls,
         summary.failed_calls,
         summary.cut_calls,
         args.tool_result_max_chars,
         if summary.stopped_by_budget { ", stopped by the budget" } else { "" }
-    );
+    )?;
     for (tool, fields) in &summary.unstable {
-        println!("  unstable        {}: {} (never asked about)", safe(tool), safe(&fields.join(", ")));
+        outln!("  unstable        {}: {} (never asked about)", safe(tool), safe(&fields.join(", ")))?;
     }
-    println!("candidates        {}", summary.candidates);
+    outln!("candidates        {}", summary.candidates)?;
     for (reason, n) in &summary.dropped {
-        println!("  dropped {n:>5}   {reason}");
+        outln!("  dropped {n:>5}   {reason}")?;
     }
-    println!("scenarios         {} phrasings of {} questions (train {}, validation {})", summary.scenarios, summary.questions, summary.train, summary.validation);
-    super::print_counts("per template", summary.per_template.iter().map(|(k, n)| (k.clone(), n)));
-    super::print_counts("per difficulty", summary.per_difficulty.iter().map(|(k, n)| (format!("level {k}"), n)));
-    super::print_counts("per tool", summary.per_tool.iter().map(|(k, n)| (k.clone(), n)));
-    println!("time              {:.1} s (walk {:.1} s, replay {:.1} s)", started.elapsed().as_secs_f64(), summary.walk_seconds, summary.replay_seconds);
-    println!("scenarios: {}", path.display());
+    outln!("scenarios         {} phrasings of {} questions (train {}, validation {})", summary.scenarios, summary.questions, summary.train, summary.validation)?;
+    super::print_counts("per template", summary.per_template.iter().map(|(k, n)| (k.clone(), n)))?;
+    super::print_counts("per difficulty", summary.per_difficulty.iter().map(|(k, n)| (format!("level {k}"), n)))?;
+    super::print_counts("per tool", summary.per_tool.iter().map(|(k, n)| (k.clone(), n)))?;
+    outln!("time              {:.1} s (walk {:.1} s, replay {:.1} s)", started.elapsed().as_secs_f64(), summary.walk_seconds, summary.replay_seconds)?;
+    outln!("scenarios: {}", path.display())?;
     Ok(())
 }
