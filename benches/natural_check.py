@@ -48,7 +48,10 @@ id, the sampled check's pass@1 per question and its k, the run's notes (grpo/fin
 them) and its directory's path; no question, answer, query or trajectory. Wherever an OUT_DIR is
 asked for (recipe 2, --seeds, --against) such a file, named *.json, stands in for it: its greedy,
 sampled, seed and recipe tables print as the directory's do; the check-step and validation-by-wording
-tables need the directory and are absent. Standard library only.
+tables need the directory and are absent. `--lost-run BETTER WORSE` (one OUT_DIR): a second run of
+the recipe whose per-question results are gone, known only by its pooled SFT+GRPO vs SFT counts;
+prints the two runs' difference and the range the exact test over questions can take as its
+changes fall on this run's (`lost_run_bounds`). Standard library only.
 """
 import argparse
 import json
@@ -153,6 +156,30 @@ def clustered(pairs):
     worse = sum(1 for a, b in pairs for k in keys if b[k] < a[k])
     return {"tasks": len(keys), "runs": len(pairs), "better": better, "worse": worse,
             "diff": sum(d.values()) / (len(keys) * len(pairs)), "p": sign_flip_exact(d.values())}
+
+
+def lost_run_bounds(known, better, worse):
+    """The range of `clustered`'s exact p over one run known by question and one known only by its
+    counts (its per-question results lost): `known` is the first run's per-question difference
+    (-1, 0 or 1), the lost run had `better` questions up and `worse` down among the same ones.
+    Its changes may fall anywhere, so every overlap with the known run's ups, downs and unchanged
+    is tried: (lowest p, highest p). The highest is what the pair shows whatever the lost run's
+    questions were."""
+    up, down = sum(1 for d in known if d > 0), sum(1 for d in known if d < 0)
+    same = len(known) - up - down
+    lo, hi = 1.0, 0.0
+    # a, b: the lost run's ups on the known run's ups and downs; c, e: its downs on them.
+    for a in range(min(better, up) + 1):
+        for b in range(min(better - a, down) + 1):
+            for c in range(min(worse, up - a) + 1):
+                for e in range(min(worse - c, down - b) + 1):
+                    rest_up, rest_down = better - a - b, worse - c - e
+                    if rest_up + rest_down > same:
+                        continue
+                    diffs = [2] * a + [-2] * e + [1] * (up - a - c + rest_up) + [-1] * (down - b - e + rest_down)
+                    p = float(sign_flip_exact(diffs))
+                    lo, hi = min(lo, p), max(hi, p)
+    return lo, hi
 
 
 def paired_bootstrap(a, b, resamples=10_000, seed=0):
@@ -658,6 +685,25 @@ def print_over_seeds(cmp):
             print(f"| {m} | {t['tasks']} | {t['runs']} | {spread(e['recipe1'])} | {spread(e['recipe2'])} | {100 * t['diff']:+.1f} | {ptest(t)} |")
 
 
+def print_lost_run(dbs, better, worse):
+    """With a lost run of +better/-worse (SFT+GRPO vs SFT, pooled): both runs' difference and the
+    range of the exact test over them (`lost_run_bounds`); its numbers, or None without SFT+GRPO."""
+    pooled = pool(dbs, list(dbs))
+    if "SFT+GRPO" not in pooled:
+        print("\n--lost-run: this run has no SFT+GRPO to pool with", file=sys.stderr)
+        return None
+    sft, grpo = pooled["SFT"], pooled["SFT+GRPO"]
+    known = [round(grpo[k] - sft[k]) for k in sorted(set(sft) & set(grpo))]
+    lo, hi = lost_run_bounds(known, better, worse)
+    diff = (sum(known) + better - worse) / (2 * len(known))
+    up, down = sum(d > 0 for d in known) + better, sum(d < 0 for d in known) + worse
+    print(f"\nWith a lost run of +{better}/-{worse} on the same {len(known)} questions: SFT+GRPO vs SFT over both "
+          f"{100 * diff:+.1f} points (+{up}/-{down} run-questions); the exact test over questions between "
+          f"p = {fmt_p(lo)} and p = {fmt_p(hi)}, as the lost run's changes fall on this run's (the highest: "
+          f"what the pair shows whatever they were)")
+    return {"better": better, "worse": worse, "diff": diff, "p_low": lo, "p_high": hi}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("out_dirs", nargs="+", metavar="OUT_DIR",
@@ -667,6 +713,9 @@ def main(argv=None):
     ap.add_argument("--against", nargs="+", metavar="OUT_DIR",
                     help="another recipe's runs on the same questions (recipe 1; implies --seeds), as many as the OUT_DIRs")
     ap.add_argument("--json", metavar="FILE", help="also write the numbers to FILE")
+    ap.add_argument("--lost-run", nargs=2, type=int, metavar=("BETTER", "WORSE"),
+                    help="a second run of this recipe known only by its pooled SFT+GRPO vs SFT counts (its "
+                         "per-question results lost): the range of the exact test over both runs")
     ap.add_argument("--outcomes", metavar="FILE",
                     help="also write the one OUT_DIR's per-question results to FILE (*.json), to stand in for it later")
     args = ap.parse_args(argv)
@@ -677,6 +726,8 @@ def main(argv=None):
         ap.error("--seeds and --against need two OUT_DIRs or more (one recipe's runs)")
     if args.against and len(args.against) != len(args.out_dirs):
         ap.error(f"--against has {len(args.against)} runs, the OUT_DIRs {len(args.out_dirs)}: one a seed")
+    if args.lost_run and (len(args.out_dirs) != 1 or seeds or min(args.lost_run) < 0):
+        ap.error("--lost-run BETTER WORSE goes with one OUT_DIR (the run known by question), counts of 0 or more")
     if args.outcomes and (len(args.out_dirs) != 1 or seeds or not args.outcomes.endswith(".json")):
         ap.error("--outcomes writes one OUT_DIR's results to a file named *.json")
 
@@ -729,6 +780,8 @@ def main(argv=None):
                                   "demo": demo, "notes": notes + step_notes + sampled_notes, "check_steps": check_steps,
                                   "sampled": [{"name": n.strip("*"), **r} for n, r in sampled],
                                   "validation_by_wording": {db: {str(n): v for n, v in s.items()} for db, s in wordings.items()}})
+        if args.lost_run:
+            result["lost_run"] = print_lost_run(dbs, *args.lost_run)
         if args.outcomes:
             write_outcomes(args.outcomes, os.path.abspath(out_dir), run)
             print(f"\noutcomes: {args.outcomes}")

@@ -57,6 +57,19 @@ class Statistics(unittest.TestCase):
         # Fractional differences (a question's mean over episodes) are exact too: (1/2, 1/4) -> 2 of 4.
         self.assertEqual(nc.sign_flip_exact([0.5, 0.25]), 0.5)
 
+    def test_lost_run_bounds_match_every_placement(self):
+        # A lost run of +2/-1 among 6 questions, every placement of its changes tried by brute force.
+        import itertools
+        known = [1, 1, -1, 0, 0, 0]
+        ps = set()
+        for ups in itertools.combinations(range(6), 2):
+            for down in set(range(6)) - set(ups):
+                lost = [1 if i in ups else -1 if i == down else 0 for i in range(6)]
+                ps.add(float(nc.sign_flip_exact([a + b for a, b in zip(known, lost)])))
+        self.assertEqual(nc.lost_run_bounds(known, 2, 1), (min(ps), max(ps)))
+        # No changes in the lost run: the known run's own exact McNemar p, both ends.
+        self.assertEqual(nc.lost_run_bounds([1, 1, 1, 0, 0, 0], 0, 0), (0.25, 0.25))
+
     def test_clustered_counts_questions_once(self):
         a1, b1 = {"q1": 0, "q2": 1, "q3": 0}, {"q1": 1, "q2": 1, "q3": 1}
         a2, b2 = {"q1": 0, "q2": 1, "q3": 0, "q4": 0}, {"q1": 1, "q2": 0, "q3": 0, "q4": 1}
@@ -279,6 +292,18 @@ class Layout(unittest.TestCase):
             self.assertEqual([r["name"] for r in numbers["over_seeds"]], ["GeoNuclearData", "demo", "all"])
             with redirect_stdout(io.StringIO()), self.assertRaises(SystemExit):
                 nc.main(["--seeds", *runs, "--against", other[0]])
+
+    def test_a_lost_run_pooled_by_its_counts(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            run = os.path.join(tmp, "run")
+            write_check(run, "demo", {"base": [0] * 6, "baseline": [1, 1, 0, 0, 0, 0], "trained": [1, 1, 1, 1, 0, 0]})
+            text, numbers = run_main([run, "--lost-run", "1", "0"], tmp)
+            # This run +2/-0; the lost one's +1 on one of the two (p 0.5) or on another question (0.25).
+            self.assertEqual((numbers["lost_run"]["p_low"], numbers["lost_run"]["p_high"]), (0.25, 0.5))
+            self.assertAlmostEqual(numbers["lost_run"]["diff"], 3 / 12)
+            self.assertIn("+25.0 points (+3/-0 run-questions)", text)
+            with redirect_stdout(io.StringIO()), self.assertRaises(SystemExit):
+                nc.main(["--seeds", run, run, "--lost-run", "1", "0"])
 
     def test_check_steps_table_marks_the_kept_step(self):
         with tempfile.TemporaryDirectory() as tmp:
