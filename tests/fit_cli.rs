@@ -314,3 +314,67 @@ fn fit_on_mcp_server_sqlite_offers_only_read_tools_and_continues_when_run_again(
 fn out_arg(p: &Path) -> &str {
     p.to_str().unwrap()
 }
+
+/// Ctrl-C while the engine for train starts, a stage that does not listen for it, after collect
+/// and SFT (which do) have run: the run stops there with 130 and says how to continue, every
+/// finished stage is kept, and the same command continues from the engine. Before `fit` listened
+/// for Ctrl-C once for the whole run, the press was swallowed by the listener collect had left
+/// installed, and GRPO ran to its end as if nothing had been pressed.
+///
+/// The engine's start-up is the cheapest stage that shows it on CPU and that a test can catch
+/// (it runs for seconds, the start of its log marks it; curate is over in milliseconds): the SFT
+/// before it is the tiny model's few steps.
+#[test]
+fn ctrl_c_during_a_stage_that_does_not_listen_stops_the_run_and_a_rerun_continues() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("fit");
+    let model = common::tiny_model(false);
+    let args = [
+        "--server",
+        "train-agent demo-server",
+        "--profile",
+        "cpu",
+        "--steps",
+        "1",
+        "--train-limit",
+        "4",
+        "--validation-limit",
+        "1",
+        "--base-model",
+        model.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    let cache = dir.path().join("validation-cache");
+    let child = fit_command(&args).env(ta_train::base_cache::DIR_ENV, &cache).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    // The engine's log is created when its process starts, after SFT.
+    let engine_log = out.join("logs/engine.log");
+    let started = std::time::Instant::now();
+    while !engine_log.exists() {
+        assert!(started.elapsed() < std::time::Duration::from_secs(900), "no engine start-up in 15 minutes");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(out.join("sft/final/adapter_config.json").exists(), "SFT, which listens for Ctrl-C, ran before");
+    Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    let stopped = child.wait_with_output().unwrap();
+    let (stdout, stderr) = text(&stopped);
+    assert_eq!(stopped.status.code(), Some(130), "{stdout}\n{stderr}");
+    assert!(stderr.contains("fit interrupted: every finished stage and step is kept\nhint: run the same command again to continue"), "{stderr}");
+    assert!(!stderr.contains("train-agent train "), "no stage starts after Ctrl-C:\n{stderr}");
+    let stages: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(out.join("fit.json")).unwrap()).unwrap();
+    let names: Vec<&str> = stages.iter().map(|s| s["stage"].as_str().unwrap()).collect();
+    assert_eq!(names, ["scenarios synth", "collect", "curate", "sft"], "the finished stages, no engine: {stderr}");
+
+    // The same command again: the finished stages are skipped, the engine starts and GRPO runs.
+    let again = fit_command(&args).env(ta_train::base_cache::DIR_ENV, &cache).output().unwrap();
+    let (stdout2, stderr2) = text(&again);
+    assert!(again.status.success(), "{stdout2}\n{stderr2}");
+    for skipped in ["scenarios synth", "collect", "curate", "sft"] {
+        assert!(stderr2.contains(&format!("{skipped}: done in an earlier run")), "{skipped} ran again:\n{stderr2}");
+    }
+    assert!(stderr2.contains("engine for train and eval: ready after") && stderr2.contains("train-agent train "), "{stderr2}");
+    let stages: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(out.join("fit.json")).unwrap()).unwrap();
+    let names: Vec<&str> = stages.iter().map(|s| s["stage"].as_str().unwrap()).collect();
+    assert_eq!(names, ["scenarios synth", "collect", "curate", "sft", "engine", "train"], "{stderr2}");
+    assert!(stages.iter().all(|s| s["seconds"].as_f64().is_some()), "every stage finished: {stages:?}");
+}

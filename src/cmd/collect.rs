@@ -119,9 +119,7 @@ pub async fn run(args: Args) -> Result<()> {
     };
     let bar = ProgressBar::new(0);
     bar.set_prefix("collect");
-    let shutdown = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+    let shutdown = crate::interrupted::ctrl_c();
     let result = collect(&endpoint.chat, &endpoint.model, &setup.tools, &setup.system_prompt, &scenarios, &opts, &args.out, &bar, shutdown).await;
     bar.finish();
     if let Some(engine) = endpoint.engine {

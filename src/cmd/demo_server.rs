@@ -37,6 +37,6 @@ pub async fn run(args: Args) -> Result<()> {
     eprintln!("demo MCP server on http://{}{}{}", listener.local_addr()?, ta_demo_server::MCP_PATH, if token.is_some() { " (bearer token required)" } else { "" });
     tokio::select! {
         r = ta_demo_server::serve_http(db, listener, token) => Ok(r?),
-        _ = tokio::signal::ctrl_c() => Ok(()),
+        _ = crate::interrupted::ctrl_c() => Ok(()),
     }
 }

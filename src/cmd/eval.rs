@@ -168,9 +168,7 @@ pub async fn run(args: Args, shared: Option<&ServedEngine>) -> Result<()> {
         }
         _ => false,
     };
-    let shutdown = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+    let shutdown = crate::interrupted::ctrl_c();
     let evaluated = evaluate(&target, args.compare_base, engine, &setup.tools, &setup.system_prompt, &opts, shutdown).await;
     setup.close().await;
     let (summary, report) = match evaluated? {

@@ -66,9 +66,7 @@ pub async fn run(args: Args) -> Result<()> {
     let cfg = args.episode.agent_config(&EPISODE, endpoint.record_tokens);
     let bar = ProgressBar::new(0);
     bar.set_prefix("rollout");
-    let shutdown = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+    let shutdown = crate::interrupted::ctrl_c();
     let result = play_resumable(
         &endpoint.chat,
         &endpoint.model,

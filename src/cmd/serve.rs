@@ -38,7 +38,7 @@ pub async fn run(args: Args) -> Result<()> {
             let status = status?;
             bail!("the engine exited ({status}); last lines of {}:\n{}", args.log_file.display(), ta_python::engine::log_tail(&args.log_file, 20))
         }
-        _ = tokio::signal::ctrl_c() => {
+        _ = crate::interrupted::ctrl_c() => {
             engine.shutdown().await;
             Ok(())
         }

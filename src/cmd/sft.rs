@@ -137,9 +137,7 @@ pub async fn run(args: Args) -> Result<()> {
     let bar = ProgressBar::new(0);
     bar.set_style(ProgressStyle::with_template("{prefix:>10} [{bar:30}] {pos}/{len} steps {msg} ({elapsed}, eta {eta})").expect("template").progress_chars("=> "));
     bar.set_prefix("sft");
-    let shutdown = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+    let shutdown = crate::interrupted::ctrl_c();
     let finished = ta_sft::sft::run(&cfg, out, &python, &[], &bar, shutdown).await;
     bar.finish();
     match finished? {

@@ -256,9 +256,7 @@ pub async fn run(args: Args, shared: Option<&ServedEngine>) -> Result<Finished> 
         base_cache,
         trainer_env: placement.trainer_env.clone(),
     };
-    let shutdown = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+    let shutdown = crate::interrupted::ctrl_c();
     let finished = ta_train::run::train(&ctx, shutdown).await;
     engine.shutdown().await;
     setup.close().await;

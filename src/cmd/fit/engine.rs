@@ -20,7 +20,8 @@ pub async fn start(python: PythonEnv, options: EngineOptions) -> Result<(ServedE
 /// Runs `work` while `engine` starts. Returns what `work` returned and the engine when it came
 /// up. An engine that failed beside `work` is reported and `None`; the caller starts it again
 /// when it is needed, so a start that failed for want of memory during SFT does not cost the
-/// SFT. `work` failing (or returning early) drops an engine still starting, which stops it.
+/// SFT. `work` failing (or returning early) drops an engine still starting, which stops it, and so
+/// does a Ctrl-C while the engine is waited for after `work` (the caller then stops the run).
 pub async fn beside<T>(
     work: impl Future<Output = Result<T>>,
     engine: impl Future<Output = Result<(ServedEngine, Duration)>>,
@@ -37,7 +38,11 @@ pub async fn beside<T>(
     };
     let engine = match ready {
         Some(engine) => engine,
-        None => engine.await.map_err(|e| eprintln!("warning: {e:#}\n      it will be started again")).ok(),
+        None => tokio::select! {
+            biased;
+            () = crate::interrupted::ctrl_c() => None,
+            started = engine => started.map_err(|e| eprintln!("warning: {e:#}\n      it will be started again")).ok(),
+        },
     };
     Ok((done, engine))
 }

@@ -4,7 +4,13 @@
 //! ordinary subcommands, run with the flags it prints, in its own directory under `--out`; a
 //! stage whose output is complete is skipped, so running the same command again after a Ctrl-C
 //! or a crash continues where it stopped. What each stage took goes to `fit.json`.
+//!
+//! Ctrl-C: the run listens for it from its start ([`crate::interrupted`]), so a press in any
+//! stage stops the run at the next safe point with every finished stage kept. The stages that
+//! listen themselves (collect, sft, train, eval, paraphrase, generate) stop as they do when run
+//! alone; the others run under [`unless_interrupted`]; and no stage starts after a press.
 
+use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -21,7 +27,7 @@ use super::engine;
 use super::plan::{Synthesizer, TaskSource};
 use super::profile::{Profile, Rates, about, epochs_for};
 use crate::cmd::{collect, curate, eval, scenarios, sft, train};
-use crate::interrupted::Interrupted;
+use crate::interrupted::{self, Interrupted};
 use crate::setup::RunSetup;
 use crate::stdout::outln;
 
@@ -92,6 +98,8 @@ struct StageRecord {
 
 /// The stages' records, written after every stage; a rerun keeps those of the stages it skips.
 struct Stages {
+    /// `fit` or `demo`, for the message of a run stopped by Ctrl-C.
+    command: &'static str,
     path: PathBuf,
     records: Vec<StageRecord>,
     next: usize,
@@ -99,9 +107,9 @@ struct Stages {
 }
 
 impl Stages {
-    fn open(path: PathBuf, of: usize) -> Stages {
+    fn open(command: &'static str, path: PathBuf, of: usize) -> Stages {
         let records = std::fs::read_to_string(&path).ok().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default();
-        Stages { path, records, next: 0, of }
+        Stages { command, path, records, next: 0, of }
     }
 
     /// Prints the stage's command and estimate; returns its flags parsed as the subcommand's.
@@ -109,8 +117,13 @@ impl Stages {
         self.start_as(name, name, what, argv, estimate)
     }
 
-    /// [`Stages::start`] for a stage recorded as `stage` that runs the subcommand `name`.
+    /// [`Stages::start`] for a stage recorded as `stage` that runs the subcommand `name`. After
+    /// a Ctrl-C (pressed in a stage that went on to finish, or between stages) it starts nothing
+    /// and stops the run.
     fn start_as<T: clap::Args>(&mut self, stage: &str, name: &str, what: &str, argv: &[String], estimate: Option<f64>) -> Result<(T, Instant)> {
+        if interrupted::pressed() {
+            return interrupted(self.command);
+        }
         self.next += 1;
         let guess = estimate.map(|s| format!(" ({})", about(s))).unwrap_or_default();
         let command = format!("train-agent {name} {}", shell_words(argv));
@@ -192,7 +205,35 @@ pub fn commands(job: &Job) -> Vec<&'static str> {
     c
 }
 
+/// Runs `job`, stopped by Ctrl-C at the next safe point: the one listener is installed first
+/// ([`interrupted::listen`]), so that no stage swallows a press. A stage that fails after a press
+/// (the Python children got the terminal's SIGINT too, and an engine killed while it starts
+/// fails its start) stops the run as interrupted, not as failed: the same command continues it,
+/// and shows the error again if there was another cause.
 pub async fn execute(job: Job) -> Result<()> {
+    let command = job.command;
+    interrupted::listen();
+    match run_job(job).await {
+        Err(e) if interrupted::pressed() && !e.is::<Interrupted>() => {
+            tracing::debug!("after Ctrl-C: {e:#}");
+            interrupted(command)
+        }
+        done => done,
+    }
+}
+
+/// Runs a stage that does not listen for Ctrl-C itself (synth, walk, curate, the engine's
+/// start-up) until it ends or Ctrl-C is pressed. A press drops it where it waits, which kills its
+/// MCP server or engine; its output is not complete, so the rerun does it again.
+async fn unless_interrupted<T>(command: &str, stage: impl Future<Output = Result<T>>) -> Result<T> {
+    tokio::select! {
+        biased;
+        () = interrupted::ctrl_c() => interrupted(command),
+        done = stage => done,
+    }
+}
+
+async fn run_job(job: Job) -> Result<()> {
     let of = commands(&job).len();
     let Job { command, out, server, chooses_tools, source, synth_n, profile, check_set, recipe } = job;
     let Profile { gpu, keep, train_limit, validation_limit, sft_share, mut sft, mut grpo, max_model_len, synth_seed, local_teacher_concurrency, .. } = profile;
@@ -202,7 +243,7 @@ pub async fn execute(job: Job) -> Result<()> {
     );
     let rates = Rates::of(gpu);
     std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
-    let mut stages = Stages::open(out.join(STAGES_FILE), of);
+    let mut stages = Stages::open(command, out.join(STAGES_FILE), of);
     let with_server = |rest: &[String]| -> Vec<String> { server.iter().cloned().chain(rest.iter().cloned()).collect() };
 
     // What the model is shown of a tool result, the same in every stage: the walk asks only about
@@ -291,7 +332,7 @@ pub async fn execute(job: Job) -> Result<()> {
         } else {
             let argv = [path(&traces), "--dedupe".into(), "--no-parquet".into(), "--out".into(), path(&dataset)];
             let (args, t) = stages.start("curate", "keep the successful, distinct traces", &argv, Some(5.0))?;
-            curate::run(args).await?;
+            unless_interrupted(command, curate::run(args)).await?;
             stages.done(t)?;
         }
         let sft_done = || sft_final.join("adapter_config.json").exists();
@@ -333,7 +374,7 @@ pub async fn execute(job: Job) -> Result<()> {
             Some(engine)
         }
         (None, Some((python, options))) => {
-            let (engine, took) = engine::start(python, options).await?;
+            let (engine, took) = unless_interrupted(command, engine::start(python, options)).await?;
             stages.engine(took, false)?;
             Some(engine)
         }
@@ -518,7 +559,7 @@ async fn write_tasks(stages: &mut Stages, source: &TaskSource, out: &Path, flags
                 rest.extend(["--out".into(), path(&dir)]);
                 let argv = with_server(&rest);
                 let (args, t) = stages.start(first, "tasks with checked answers, written from the server's database", &argv, Some(10.0))?;
-                scenarios::synth::run(args).await?;
+                unless_interrupted(stages.command, scenarios::synth::run(args)).await?;
                 stages.done(t)?;
             }
             Synthesizer::Walk => {
@@ -526,7 +567,7 @@ async fn write_tasks(stages: &mut Stages, source: &TaskSource, out: &Path, flags
                 rest.extend(["--out".into(), path(&dir)]);
                 let argv = with_server(&rest);
                 let (args, t) = stages.start(first, "tasks about what the server's read-only tools return, checked by replay", &argv, Some(60.0))?;
-                scenarios::walk::run(args).await?;
+                unless_interrupted(stages.command, scenarios::walk::run(args)).await?;
                 stages.done(t)?;
             }
         }
@@ -621,7 +662,7 @@ fn finished(dir: &Path) -> bool {
     last > 0 && run.validation_rows().iter().any(|r| r["step"] == last)
 }
 
-fn interrupted(command: &str) -> Result<()> {
+fn interrupted<T>(command: &str) -> Result<T> {
     Err(Interrupted::stages(command).into())
 }
 

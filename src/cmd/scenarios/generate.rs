@@ -254,9 +254,7 @@ pub async fn run(args: Args) -> Result<()> {
     };
     let system_prompt = server.system_prompt(args.system_prompt.as_deref())?;
     let bar = ProgressBar::new(0);
-    let shutdown = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+    let shutdown = crate::interrupted::ctrl_c();
     let say = |line: String| bar.suspend(|| eprintln!("{line}"));
     // Without the replay the pipeline never calls it: the solver's server stands in.
     let fresh_tools = fresh.as_ref().map(|f| f.tools());

@@ -218,7 +218,7 @@ pub async fn run(args: Args) -> Result<()> {
             // order whatever order the replies come in.
             .buffer_unordered(args.concurrency.max(1));
         let mut file = ta_types::jsonl::open_append(&replies_path).with_context(|| format!("cannot write {}", replies_path.display()))?;
-        let ctrl_c = tokio::signal::ctrl_c();
+        let ctrl_c = crate::interrupted::ctrl_c();
         tokio::pin!(ctrl_c);
         loop {
             let reply = tokio::select! {
