@@ -113,10 +113,11 @@ pub enum McpError {
     BadHeader { server: String, name: String },
     #[error("cannot connect to MCP server {server}: {reason}\nhint: {hint}")]
     Connect { server: String, reason: String, hint: String },
+    /// `said`: a stdio server's stderr so far, as [`StderrSink::said`] puts it (empty otherwise).
     #[error(
-        "MCP server {server} did not finish `initialize` within {after:?}\nhint: check that it is an MCP server and that the transport is right (stdio command, /mcp for streamable HTTP, /sse for legacy SSE)"
+        "MCP server {server} did not finish `initialize` within {after:?}\nhint: check that it is an MCP server and that the transport is right (stdio command, /mcp for streamable HTTP, /sse for legacy SSE){said}"
     )]
-    ConnectTimeout { server: String, after: Duration },
+    ConnectTimeout { server: String, after: Duration, said: String },
     #[error("{what} on MCP server {server} did not answer within {after:?}")]
     Timeout { server: String, what: String, after: Duration },
     /// The answer was over the size limit of one message and was dropped; the connection is
@@ -468,7 +469,7 @@ async fn open(spec: &ServerSpec, options: &ClientOptions, generation: u64) -> Re
     let server = spec.describe();
     let info = client_info(options);
     let timeout = options.connect_timeout;
-    let timed_out = || McpError::ConnectTimeout { server: server.clone(), after: timeout };
+    let timed_out = || McpError::ConnectTimeout { server: server.clone(), after: timeout, said: String::new() };
     let init_failed =
         |e: rmcp::service::ClientInitializeError, hint: &str| McpError::Connect { server: server.clone(), reason: plain_reason(&e), hint: hint.to_string() };
     match spec {
@@ -489,14 +490,16 @@ async fn open(spec: &ServerSpec, options: &ClientOptions, generation: u64) -> Re
             let stdio = stderr.stdio().map_err(|source| McpError::Spawn { command: command.clone(), source })?;
             // On every early return below, dropping `process` kills the server.
             let (mut process, transport) = StdioProcess::spawn(cmd, stdio).map_err(|source| McpError::Spawn { command: command.clone(), source })?;
-            match tokio::time::timeout(timeout, info.serve(transport)).await.map_err(|_| timed_out())? {
-                Ok(service) => Ok(Conn { service, process: Some(process), generation }),
-                Err(e) => {
+            let secrets = || env.values().map(Secret::expose);
+            match tokio::time::timeout(timeout, info.serve(transport)).await {
+                Ok(Ok(service)) => Ok(Conn { service, process: Some(process), generation }),
+                Ok(Err(e)) => {
                     // A server that exits at start says why on stderr; let it finish saying it.
                     process.exited_within(STDERR_SETTLE).await;
-                    let hint = stderr.failure_hint(env.values().map(Secret::expose));
-                    Err(init_failed(e, &hint))
+                    Err(init_failed(e, &format!("the process exited or wrote something other than JSON-RPC to stdout{}", stderr.said(secrets()))))
                 }
+                // What a server that hangs printed (waiting for a database, a prompt) says why.
+                Err(_) => Err(McpError::ConnectTimeout { server: server.clone(), after: timeout, said: stderr.said(secrets()) }),
             }
         }
         ServerSpec::Http { url, .. } if options.bearer_token.is_some() && ta_types::redact::has_userinfo(url) => {
@@ -600,14 +603,14 @@ impl StderrSink {
         Ok(Stdio::from(self.file.try_clone()?))
     }
 
-    /// The hint of a failed `initialize`: the server's last stderr lines (the values in `secrets`
-    /// masked: they were handed to it and it may print them), and where the whole of it is.
-    fn failure_hint<'a>(&self, secrets: impl Iterator<Item = &'a str>) -> String {
-        let general = "the process exited or wrote something other than JSON-RPC to stdout";
+    /// What the server said, for the end of a failed start's hint: "; its stderr ends:" and its
+    /// last lines (the values in `secrets` masked: they were handed to it and it may print them),
+    /// or that it said nothing; then where the whole of it is.
+    fn said<'a>(&self, secrets: impl Iterator<Item = &'a str>) -> String {
         let whole = self.log.as_ref().map(|p| format!("; all of its stderr is in {}", p.display())).unwrap_or_default();
         match self.tail().map(|text| mask(text, secrets)) {
-            Some(said) => format!("{general}; its stderr ends:\n{}{whole}", indent(&said)),
-            None => format!("{general}, and said nothing on stderr{whole}"),
+            Some(said) => format!("; its stderr ends:\n{}{whole}", indent(&said)),
+            None => format!("; it said nothing on stderr{whole}"),
         }
     }
 

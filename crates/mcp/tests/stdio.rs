@@ -120,4 +120,15 @@ async fn a_server_that_fails_to_start_is_quoted_in_the_error() {
     // Silence is said as such.
     let text = McpClient::connect(failing(""), with_log).await.unwrap_err().to_string();
     assert!(text.contains("said nothing on stderr; all of its stderr is in"), "{text}");
+
+    // One that hangs in `initialize` is quoted too: what it printed while it waited.
+    let hangs = ServerSpec::Stdio {
+        command: "python3".into(),
+        args: vec!["-c".into(), "import sys, time; sys.stderr.write('waiting for the database\\n'); sys.stderr.flush(); time.sleep(60)".into()],
+        env: Default::default(),
+        cwd: None,
+    };
+    let err = McpClient::connect(hangs, options(Duration::from_secs(2))).await.unwrap_err();
+    assert!(matches!(err, McpError::ConnectTimeout { .. }), "{err}");
+    assert!(err.to_string().ends_with("; its stderr ends:\n  waiting for the database"), "{err}");
 }
