@@ -36,10 +36,21 @@ pub fn write(args: std::fmt::Arguments<'_>) -> Result<(), StdoutError> {
     std::io::stdout().lock().write_fmt(args).map_err(StdoutError)
 }
 
+/// The failed write to stdout in `e`'s chain, if that is what `e` is.
+fn stdout_error(e: &anyhow::Error) -> Option<&StdoutError> {
+    e.chain().find_map(|cause| cause.downcast_ref::<StdoutError>())
+}
+
+/// Whether `e` is a failed write of results to stdout: what ends a command, never a warning
+/// (`each_stage` goes on past a stage with nothing to show, not past a stdout that is gone).
+pub fn writing_failed(e: &anyhow::Error) -> bool {
+    stdout_error(e).is_some()
+}
+
 /// Whether `e` is stdout closed by its reader (`| head`): the one rule for a quiet end. Only
 /// stdout's own broken pipe counts; one to an MCP server, a child or a socket stays an error.
 pub fn closed_by_reader(e: &anyhow::Error) -> bool {
-    e.chain().any(|cause| cause.downcast_ref::<StdoutError>().is_some_and(|s| s.0.kind() == std::io::ErrorKind::BrokenPipe))
+    stdout_error(e).is_some_and(|s| s.0.kind() == std::io::ErrorKind::BrokenPipe)
 }
 
 #[cfg(test)]
@@ -56,5 +67,8 @@ mod tests {
         // A broken pipe elsewhere (an MCP server or trainer that died mid-write) is not a quiet end.
         assert!(!closed_by_reader(&anyhow::Error::new(pipe()).context("writing to the MCP server")));
         assert!(!closed_by_reader(&anyhow::anyhow!("no pipe at all")));
+        // Any failed write to stdout is one, whatever its kind; other errors are not.
+        assert!(writing_failed(&StdoutError(std::io::Error::from(std::io::ErrorKind::StorageFull)).into()));
+        assert!(!writing_failed(&anyhow::Error::new(pipe())));
     }
 }

@@ -521,7 +521,8 @@ pub const REPORTED: [&str; 4] = ["sft", "grpo", "check", "check-sampled"];
 
 /// `show` on each stage directory of a `fit` or `demo` run that exists (`report`, `stats`); false
 /// when `dir` is not such a run. A stage stopped before its first step has nothing to show (a
-/// warning); the others still do, and one at least must.
+/// warning); the others still do, and one at least must. A stdout that cannot be written (`|
+/// head` closed it) ends it at once: that is no stage's fault.
 pub fn each_stage(dir: &Path, mut show: impl FnMut(&Path) -> Result<()>) -> Result<bool> {
     if !dir.join(STAGES_FILE).exists() {
         return Ok(false);
@@ -530,6 +531,7 @@ pub fn each_stage(dir: &Path, mut show: impl FnMut(&Path) -> Result<()>) -> Resu
     for stage in REPORTED.iter().map(|d| dir.join(d)).filter(|d| d.is_dir()) {
         match show(&stage) {
             Ok(()) => shown += 1,
+            Err(e) if crate::stdout::writing_failed(&e) => return Err(e),
             Err(e) => tracing::warn!("nothing to show for {}: {e}", stage.display()),
         }
     }
