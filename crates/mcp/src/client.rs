@@ -495,7 +495,7 @@ async fn open(spec: &ServerSpec, options: &ClientOptions, generation: u64) -> Re
                 Ok(Ok(service)) => Ok(Conn { service, process: Some(process), generation }),
                 Ok(Err(e)) => {
                     // A server that exits at start says why on stderr; let it finish saying it.
-                    process.exited_within(STDERR_SETTLE).await;
+                    process.wait_exit(STDERR_SETTLE).await;
                     Err(init_failed(e, &format!("the process exited or wrote something other than JSON-RPC to stdout{}", stderr.said(secrets()))))
                 }
                 // What a server that hangs printed (waiting for a database, a prompt) says why.

@@ -68,9 +68,9 @@ impl StdioProcess {
         Ok((process, AsyncRwTransport::new_client(from_pump, stdin).with_max_line_length(MAX_MESSAGE_BYTES)))
     }
 
-    /// Waits up to `limit` for the server to exit; whether it did.
-    pub(crate) async fn exited_within(&mut self, limit: Duration) -> bool {
-        tokio::time::timeout(limit, self.child.wait()).await.is_ok_and(|status| status.is_ok())
+    /// Waits up to `limit` for the server to exit (so what it writes as it goes is all written).
+    pub(crate) async fn wait_exit(&mut self, limit: Duration) {
+        let _ = tokio::time::timeout(limit, self.child.wait()).await;
     }
 
     /// The process id, which is also the process group id.
