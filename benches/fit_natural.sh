@@ -32,6 +32,7 @@
 #                  tasks, split and draws; default: fit's own)
 #   TA_SFT_SHARE   fit's `--sft-share` (the share of the train split SFT's traces come from;
 #                  default: fit's own)
+#   TA_SFT_EPOCHS  fit's `--sft-epochs` (SFT's passes over its traces; default: fit's own)
 #   TA_TEACHER     fit's `--teacher` (rewordings of the synthesized tasks, checked by the teacher's
 #                  own SQL; e.g. local/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf; default: none)
 #   TA_CURRICULUM  fit's `--curriculum` (how GRPO draws its tasks: uniform, adaptive, frontier;
@@ -61,6 +62,7 @@ if [[ -n ${TA_RECOVERY_SHARE:-} ]]; then knobs+=(--recovery-share "$TA_RECOVERY_
 if [[ -n ${TA_VALUE_LOOKUPS:-} ]]; then knobs+=(--value-lookups); fi
 if [[ -n ${TA_SEED:-} ]]; then knobs+=(--seed "$TA_SEED"); fi
 if [[ -n ${TA_SFT_SHARE:-} ]]; then knobs+=(--sft-share "$TA_SFT_SHARE"); fi
+if [[ -n ${TA_SFT_EPOCHS:-} ]]; then knobs+=(--sft-epochs "$TA_SFT_EPOCHS"); fi
 if [[ -n ${TA_TEACHER:-} ]]; then knobs+=(--teacher "$TA_TEACHER"); fi
 if [[ -n ${TA_CURRICULUM:-} ]]; then knobs+=(--curriculum "$TA_CURRICULUM"); fi
 mkdir -p "$TA_OUT"

@@ -76,18 +76,19 @@ class FitNatural(unittest.TestCase):
         self.assertNotIn("--seed", alpha, "fit's own seed unless TA_SEED")
         self.assertNotIn("--curriculum", alpha, "fit's own curriculum unless TA_CURRICULUM")
         self.assertNotIn("--sft-share", alpha, "fit's own share unless TA_SFT_SHARE")
+        self.assertNotIn("--sft-epochs", alpha, "fit's own epochs unless TA_SFT_EPOCHS")
         self.assertNotIn("--teacher", alpha, "no teacher unless TA_TEACHER")
         for name in ("Alpha", "Beta", "demo"):
             self.assertEqual(open(os.path.join(self.out, name, "rc")).read().strip(), "0")
 
     def test_knobs_reach_fit_and_a_failed_fit_is_reported(self):
         done, calls = self.bench("Alpha", sampled="0", TA_STEPS="4", TA_VALIDATION_LIMIT="50", TA_RECOVERY_SHARE="0.1", TA_VALUE_LOOKUPS="1", TA_SEED="2", TA_CURRICULUM="frontier",
-                                 TA_SFT_SHARE="0.85", TA_TEACHER="local/t.gguf")
+                                 TA_SFT_SHARE="0.85", TA_SFT_EPOCHS="3", TA_TEACHER="local/t.gguf")
         self.assertEqual(done.returncode, 0, done.stderr)
         fit = calls[0]
         self.assertIn("--value-lookups", fit)
         for flag, value in [("--check-samples", "0"), ("--steps", "4"), ("--validation-limit", "50"), ("--recovery-share", "0.1"), ("--seed", "2"), ("--curriculum", "frontier"),
-                             ("--sft-share", "0.85"), ("--teacher", "local/t.gguf")]:
+                             ("--sft-share", "0.85"), ("--sft-epochs", "3"), ("--teacher", "local/t.gguf")]:
             self.assertEqual(fit[fit.index(flag) + 1], value, flag)
         done, calls = self.bench("Broken Beta", gpus="0")
         self.assertNotEqual(done.returncode, 0)

@@ -134,6 +134,10 @@ pub struct ProfileArgs {
     /// Default: the profile's (see docs/demo.md).
     #[arg(long, value_name = "SHARE")]
     sft_share: Option<f64>,
+    /// Epochs of SFT over its traces. Default: the profile's (6 with a GPU, 1 on CPU); a larger
+    /// --sft-share wants fewer (the 1,000-trace SFT of benches/RESULTS.md, "Run 17", ran 3).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    sft_epochs: Option<u32>,
     /// Use only the first N train tasks (SFT traces and GRPO). Default: all with a GPU, 125 on CPU.
     #[arg(long, value_name = "N", value_parser = crate::args::at_least_one)]
     train_limit: Option<usize>,
@@ -178,6 +182,7 @@ impl ProfileArgs {
             train_limit: self.train_limit,
             validation_limit: self.validation_limit,
             sft_share: self.sft_share,
+            sft_epochs: self.sft_epochs,
             seed: self.seed,
             curriculum: self.curriculum,
         };
@@ -192,6 +197,7 @@ pub struct Overrides {
     pub train_limit: Option<usize>,
     pub validation_limit: Option<usize>,
     pub sft_share: Option<f64>,
+    pub sft_epochs: Option<u32>,
     pub seed: Option<u64>,
     pub curriculum: Option<CurriculumMode>,
 }
@@ -282,6 +288,9 @@ pub fn profile(gpu: bool, model: &str, o: &Overrides) -> Profile {
         // neither more compute, and the CPU demo's measured table was the synchronous loop's.
         grpo.rollout.staleness = 0;
         grpo.optim.lr = 5e-5;
+    }
+    if let Some(epochs) = o.sft_epochs {
+        sft.epochs = epochs;
     }
     if let Some(seed) = o.seed {
         (sft.seed, grpo.seed) = (seed, seed);
@@ -432,6 +441,8 @@ mod tests {
         assert!(r.concurrency >= r.scenarios_per_step * r.rollouts_per_scenario as usize, "a step's episodes in one wave");
         assert!(gpu.max_model_len >= 8 * r.max_episode_tokens && gpu.max_model_len > cpu.max_model_len, "{}", gpu.max_model_len);
         assert_eq!(profile(true, "qwen0.5b", &Overrides { sft_share: Some(0.5), ..Default::default() }).sft_share, 0.5, "--sft-share wins");
+        assert_eq!((gpu.sft.epochs, profile(true, "qwen0.5b", &Overrides { sft_epochs: Some(3), ..Default::default() }).sft.epochs), (6, 3), "--sft-epochs wins");
+        assert_eq!(profile(false, "small", &Overrides { sft_epochs: Some(2), ..Default::default() }).sft.epochs, 2, "on a CPU too");
         assert_eq!(gpu.grpo.curriculum.mode, CurriculumMode::Uniform);
         assert!(
             gpu.local_teacher_concurrency.is_some_and(|n| n >= r.scenarios_per_step * r.rollouts_per_scenario as usize),
