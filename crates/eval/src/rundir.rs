@@ -33,6 +33,8 @@ pub enum RunDirError {
     OutIsFile(PathBuf),
     #[error("cannot create {}: {source}", .path.display())]
     Create { path: PathBuf, source: std::io::Error },
+    #[error("cannot claim {} for this run: {source}\nhint: --out must be a directory this user can write, on a file system with file locks", .path.display())]
+    Lock { path: PathBuf, source: std::io::Error },
     #[error(
         "{} is being written by another train-agent process ({holder})\nhint: wait for it to finish, stop it{}, or write to another --out directory; the lock ends with that process",
         path.display(),
@@ -87,7 +89,7 @@ impl RunLock {
         }
         std::fs::create_dir_all(dir).map_err(|source| RunDirError::Create { path: dir.to_path_buf(), source })?;
         let path = dir.join(LOCK_FILE);
-        let mut file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).map_err(io(&path))?;
+        let mut file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).map_err(claim(&path))?;
         match fs4::FileExt::try_lock(&file) {
             Ok(()) => {}
             Err(fs4::TryLockError::WouldBlock) => {
@@ -97,15 +99,20 @@ impl RunLock {
                 let holder = serde_json::from_str(&text).unwrap_or_default();
                 return Err(RunDirError::Locked { path: dir.to_path_buf(), holder });
             }
-            Err(fs4::TryLockError::Error(source)) => return Err(RunDirError::Io { path, source }),
+            Err(fs4::TryLockError::Error(source)) => return Err(RunDirError::Lock { path, source }),
         }
         // URL credentials in the command line (`--base-url http://user:pass@...`) stay out of it.
         let command = ta_types::redact::redact_urls_in(&std::env::args().collect::<Vec<_>>().join(" "));
         let holder = LockHolder { pid: Some(std::process::id()), command: Some(command) };
         let text = serde_json::to_string(&holder).expect("a holder is JSON");
-        file.set_len(0).and_then(|()| file.rewind()).and_then(|()| file.write_all(text.as_bytes())).map_err(io(&path))?;
+        file.set_len(0).and_then(|()| file.rewind()).and_then(|()| file.write_all(text.as_bytes())).map_err(claim(&path))?;
         Ok(RunLock { _file: file })
     }
+}
+
+/// A failure to open, lock or write the lock file: the run cannot start there.
+fn claim(path: &Path) -> impl FnOnce(std::io::Error) -> RunDirError + '_ {
+    move |source| RunDirError::Lock { path: path.to_path_buf(), source }
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> RunDirError + '_ {
@@ -435,6 +442,13 @@ mod tests {
         let err = RunDir::open(&dir.path().join("nowhere")).err().unwrap();
         assert!(matches!(err, RunDirError::Missing(_)) && err.to_string().contains("does not exist\nhint: point at"), "{err}");
         assert!(matches!(RunDir::open(dir.path()).err().unwrap(), RunDirError::Unknown(_)));
+        // A lock file that cannot be opened for writing (here a directory in its place) is not
+        // reported as a read failure.
+        let out = dir.path().join("out");
+        std::fs::create_dir_all(out.join(LOCK_FILE)).unwrap();
+        let err = RunLock::acquire(&out).err().unwrap();
+        assert!(matches!(err, RunDirError::Lock { .. }), "{err}");
+        assert!(err.to_string().starts_with(&format!("cannot claim {}", out.join(LOCK_FILE).display())) && err.to_string().contains("hint: --out"), "{err}");
     }
 
     #[test]
