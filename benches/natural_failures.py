@@ -22,7 +22,11 @@ and 31): `error handed in` (the final answer is a tool's error text, or starts w
 `same query 3x` (its last three query calls are one query, word for word: greedy decoding that
 writes a failing query again until the turns run out) and `same look-up 3x` (a call that is not a
 query, such as `describe_table` or `list_tables`, made three times or more with the same
-arguments: run 31's GRPO adapter described one table again and again until its turns ran out).
+arguments: run 31's GRPO adapter described one table again and again until its turns ran out),
+and `more joins` (its last query joins more tables than the question's gold SQL: KaggleDBQA's
+`sql`, the demo's `reference_sql`; run 33's demo adapters wrote joins its questions do not need,
+as a third of the synthesized tasks' SQL joins two tables or more and a seventh of the demo's
+questions does).
 
 Then, for the questions that come with their gold SQL (KaggleDBQA's), how each names the text values
 that SQL compares with (`=`, `<>`, `!=`, `LIKE`, a `LIKE` pattern without its `%`), and how many of
@@ -45,7 +49,8 @@ import natural_check as nc  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KINDS = ["right", "not completed", "no successful query", "rows held the answer", "other rows"]
 NAMINGS = ["no text filter", "as stored", "other case", "otherwise"]
-HABITS = ["error handed in", "same query 3x", "same look-up 3x"]
+HABITS = ["error handed in", "same query 3x", "same look-up 3x", "more joins"]
+JOIN = re.compile(r"\bjoin\b", re.IGNORECASE)
 # A text value a query compares with: after =, <>, != or LIKE, in single or (as SQLite reads a
 # string where no column has the name) double quotes.
 COMPARED = re.compile(r"""(?:=|<>|!=|\blike)\s*(?:'((?:[^']|'')*)'|"((?:[^"]|"")*)")""", re.IGNORECASE)
@@ -115,8 +120,18 @@ def query_calls(messages):
     return out
 
 
-def habits(t):
-    """The HABITS a failed episode shows."""
+def query_text(arguments):
+    """The SQL of a query call's arguments text ("" when there is none)."""
+    try:
+        args = json.loads(arguments or "{}")
+    except (json.JSONDecodeError, TypeError):
+        return ""
+    sql = args.get("sql", args.get("query")) if isinstance(args, dict) else None
+    return sql if isinstance(sql, str) else ""
+
+
+def habits(t, question):
+    """The HABITS a failed episode of `question` shows."""
     out = set()
     answer = (t.get("final_answer") or "").strip()
     errors = [m.get("content") or "" for m in t.get("messages") or [] if m.get("role") == "tool"
@@ -129,6 +144,9 @@ def habits(t):
     look_ups = collections.Counter(c for c in calls_of(t.get("messages") or []) if not is_query(c[1]))
     if look_ups and max(look_ups.values()) >= 3:
         out.add("same look-up 3x")
+    gold = question.get("sql") or question.get("reference_sql")
+    if queries and gold and len(JOIN.findall(query_text(queries[-1]))) > len(JOIN.findall(gold)):
+        out.add("more joins")
     return out
 
 
@@ -193,7 +211,7 @@ def classify(out_dir, qs):
                 k, named = kind(t, q), naming(q)
                 counts[(group, model)][k] += 1
                 if k != "right":
-                    counts[(group, model)].update(habits(t))
+                    counts[(group, model)].update(habits(t, q))
                 if named is not None:
                     namings[model][named][0] += k == "right"
                     namings[model][named][1] += 1

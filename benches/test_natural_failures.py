@@ -50,6 +50,9 @@ class Kinds(unittest.TestCase):
                 episode("dept-count", 1.0, results=[("SELECT a", "count(*)\n9")] * 3),  # right: no habit counted
                 # one table described three times to the turn limit (a look-up, not a query)
                 episode("on-leave-count", 0.0, outcome="ran_out_of_turns", results=[("employees", "Table employees")] * 3, args_key="table_name"),
+                # a join the gold SQL (one table) does not make, in the last query; a join before it does not count
+                episode("dept-count", 0.0, results=[("SELECT count(*) FROM departments d JOIN employees e ON e.department_id = d.department_id", "count(*)\n241")]),
+                episode("dept-count", 0.0, results=[("SELECT 1 FROM a JOIN b", "Error: x"), ("SELECT count(*) FROM departments", "count(*)\n8")]),
             ]
             base = [episode("on-leave-count", 0.0, results=["count(*)\n4"])]
             for label, eps in (("trained", trained), ("base", base)):
@@ -58,16 +61,16 @@ class Kinds(unittest.TestCase):
             counts, examples, namings = nf.classify(os.path.join(tmp, "out"), nf.questions(tmp))
             self.assertEqual(namings, {}, "the demo's questions come without their SQL")
             self.assertEqual(counts[("demo", "SFT")], {"right": 2, "not completed": 3, "no successful query": 3,
-                                                       "rows held the answer": 1, "other rows": 1,
-                                                       "error handed in": 1, "same query 3x": 1, "same look-up 3x": 1})
+                                                       "rows held the answer": 1, "other rows": 3,
+                                                       "error handed in": 1, "same query 3x": 1, "same look-up 3x": 1, "more joins": 1})
             self.assertEqual(counts[("demo", "base")], {"other rows": 1})
             self.assertEqual(len(examples[("SFT", "no successful query")]), 3)
             out = io.StringIO()
             with redirect_stdout(out):
                 self.assertEqual(nf.main([os.path.join(tmp, "out"), "--data", tmp, "--examples", "1"]), 0)
-            self.assertIn("| demo | SFT | 2 | 3 | 3 | 1 | 1 |", out.getvalue())
-            self.assertIn("| demo | SFT | 8 | 1 | 1 | 1 |", out.getvalue())
-            self.assertIn("| demo | base | 1 | 0 | 0 | 0 |", out.getvalue())
+            self.assertIn("| demo | SFT | 2 | 3 | 3 | 1 | 3 |", out.getvalue())
+            self.assertIn("| demo | SFT | 10 | 1 | 1 | 1 | 1 |", out.getvalue())
+            self.assertIn("| demo | base | 1 | 0 | 0 | 0 | 0 |", out.getvalue())
 
     def test_how_a_question_names_the_values_its_sql_compares_with(self):
         q = lambda task, sql: nf.naming({"task": task, "sql": sql})
