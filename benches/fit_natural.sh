@@ -28,6 +28,8 @@
 #                  (default: fit's own, none)
 #   TA_VALUE_LOOKUPS  non-empty: fit's `--value-lookups` (values named as people name them, a
 #                  state by its value alone, the stored value looked up; default off)
+#   TA_JOIN_MIX    fit's `--join-mix` (weights of tasks whose SQL joins no table, one, two or
+#                  more, e.g. 4,2,1; default: the grammar's own mix)
 #   TA_SEED        fit's `--seed`: a second seed is an independent run of the same recipe (other
 #                  tasks, split and draws; default: fit's own)
 #   TA_SFT_SHARE   fit's `--sft-share` (the share of the train split SFT's traces come from;
@@ -60,6 +62,7 @@ if [[ -n ${TA_STEPS:-} ]]; then knobs+=(--steps "$TA_STEPS"); fi
 if [[ -n ${TA_VALIDATION_LIMIT:-} ]]; then knobs+=(--validation-limit "$TA_VALIDATION_LIMIT"); fi
 if [[ -n ${TA_RECOVERY_SHARE:-} ]]; then knobs+=(--recovery-share "$TA_RECOVERY_SHARE"); fi
 if [[ -n ${TA_VALUE_LOOKUPS:-} ]]; then knobs+=(--value-lookups); fi
+if [[ -n ${TA_JOIN_MIX:-} ]]; then knobs+=(--join-mix "$TA_JOIN_MIX"); fi
 if [[ -n ${TA_SEED:-} ]]; then knobs+=(--seed "$TA_SEED"); fi
 if [[ -n ${TA_SFT_SHARE:-} ]]; then knobs+=(--sft-share "$TA_SFT_SHARE"); fi
 if [[ -n ${TA_SFT_EPOCHS:-} ]]; then knobs+=(--sft-epochs "$TA_SFT_EPOCHS"); fi

@@ -73,6 +73,7 @@ class FitNatural(unittest.TestCase):
         self.assertNotIn("--steps", alpha, "fit's own steps unless TA_STEPS")
         self.assertNotIn("--recovery-share", alpha, "fit's own share unless TA_RECOVERY_SHARE")
         self.assertNotIn("--value-lookups", alpha, "off unless TA_VALUE_LOOKUPS")
+        self.assertNotIn("--join-mix", alpha, "the grammar's mix unless TA_JOIN_MIX")
         self.assertNotIn("--seed", alpha, "fit's own seed unless TA_SEED")
         self.assertNotIn("--curriculum", alpha, "fit's own curriculum unless TA_CURRICULUM")
         self.assertNotIn("--sft-share", alpha, "fit's own share unless TA_SFT_SHARE")
@@ -83,12 +84,12 @@ class FitNatural(unittest.TestCase):
 
     def test_knobs_reach_fit_and_a_failed_fit_is_reported(self):
         done, calls = self.bench("Alpha", sampled="0", TA_STEPS="4", TA_VALIDATION_LIMIT="50", TA_RECOVERY_SHARE="0.1", TA_VALUE_LOOKUPS="1", TA_SEED="2", TA_CURRICULUM="frontier",
-                                 TA_SFT_SHARE="0.85", TA_SFT_EPOCHS="3", TA_TEACHER="local/t.gguf")
+                                 TA_SFT_SHARE="0.85", TA_SFT_EPOCHS="3", TA_TEACHER="local/t.gguf", TA_JOIN_MIX="4,2,1")
         self.assertEqual(done.returncode, 0, done.stderr)
         fit = calls[0]
         self.assertIn("--value-lookups", fit)
         for flag, value in [("--check-samples", "0"), ("--steps", "4"), ("--validation-limit", "50"), ("--recovery-share", "0.1"), ("--seed", "2"), ("--curriculum", "frontier"),
-                             ("--sft-share", "0.85"), ("--sft-epochs", "3"), ("--teacher", "local/t.gguf")]:
+                             ("--sft-share", "0.85"), ("--sft-epochs", "3"), ("--teacher", "local/t.gguf"), ("--join-mix", "4,2,1")]:
             self.assertEqual(fit[fit.index(flag) + 1], value, flag)
         done, calls = self.bench("Broken Beta", gpus="0")
         self.assertNotEqual(done.returncode, 0)

@@ -320,6 +320,17 @@ pub fn at_least_one(s: &str) -> Result<usize, String> {
     }
 }
 
+/// `scenarios synth --join-mix`: three weights, for questions whose SQL joins no table, one, and
+/// two or more; none negative, one at least above 0.
+pub fn join_mix(s: &str) -> Result<[f64; 3], String> {
+    let bad = || format!("{s:?} is not a join mix: give three weights for no join, one and two or more, e.g. 4,2,1 (none negative, one above 0)");
+    let weights: Vec<f64> = s.split(',').map(|w| w.trim().parse::<f64>()).collect::<Result<_, _>>().map_err(|_| bad())?;
+    match weights[..] {
+        [a, b, c] if [a, b, c].iter().all(|w| w.is_finite() && *w >= 0.0) && a + b + c > 0.0 => Ok([a, b, c]),
+        _ => Err(bad()),
+    }
+}
+
 /// A share of something, parsed from the command line: a number from 0 to 1.
 pub fn share(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {

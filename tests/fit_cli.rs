@@ -152,6 +152,8 @@ fn fit_on_mcp_server_sqlite_offers_only_read_tools_and_continues_when_run_again(
         "--recovery-share",
         "1",
         "--value-lookups",
+        "--join-mix",
+        "2,1,0.5",
         "--seed",
         "5",
         "--curriculum",
@@ -203,6 +205,9 @@ fn fit_on_mcp_server_sqlite_offers_only_read_tools_and_continues_when_run_again(
     assert!(stages[0]["command"].as_str().unwrap().contains("--value-lookups"), "{}", stages[0]["command"]);
     let synthesized: Value = serde_json::from_str(&std::fs::read_to_string(out.join("synth/summary.json")).unwrap()).unwrap();
     assert!(synthesized["value_lookups"].as_u64().unwrap() > 0, "{synthesized}");
+    // --join-mix reaches synth, which counts its tasks by their joins
+    assert!(stages[0]["command"].as_str().unwrap().contains("--join-mix 2,1,0.5"), "{}", stages[0]["command"]);
+    assert!(synthesized["per_joins"]["0"].as_u64().unwrap() > 0, "{synthesized}");
     // --recovery-share reaches collect: every SFT trace first writes its query with a slip that
     // this third-party server rejects, shown with weight 0, then the right one.
     assert!(stages[1]["command"].as_str().unwrap().contains("--recovery-share 1"), "{}", stages[1]["command"]);

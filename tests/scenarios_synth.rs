@@ -165,6 +165,26 @@ fn templates_levels_and_weights_are_chosen_before_anything_runs() {
     assert_eq!(of(&weighted, "count_rows"), 0);
     assert!(of(&even, "count_rows") > 0);
     assert!(2 * of(&weighted, "lookup") > 3 * of(&even, "lookup"), "{} vs {}", of(&weighted, "lookup"), of(&even, "lookup"));
+
+    // a join mix draws each template's questions by the joins of their SQL: mostly one-table
+    // at 8,1,1 where the grammar's own mix joins more often than not; none joined at 1,0,0
+    let joins = |s: &Value| s["sql"].as_str().unwrap().split_whitespace().filter(|w| w.eq_ignore_ascii_case("join")).count();
+    let joined = |d: &std::path::Path| jsonl(&d.join("scenarios.jsonl")).iter().filter(|s| joins(s) > 0).count();
+    let leaning = dir.path().join("leaning");
+    let out = synth(&leaning, &["--n", "300", "--join-mix", "8,1,1"]);
+    assert!(out.status.success() && String::from_utf8_lossy(&out.stdout).contains("per joins"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(2 * joined(&even) > 300 && 3 * joined(&leaning) < 300, "joined: {} of the grammar's mix, {} at 8,1,1", joined(&even), joined(&leaning));
+    let summary: Value = serde_json::from_str(&std::fs::read_to_string(leaning.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["per_joins"]["0"].as_u64().unwrap() as usize, 300 - joined(&leaning), "{summary}");
+    let one_table = dir.path().join("one-table");
+    assert!(synth(&one_table, &["--n", "100", "--join-mix", "1,0,0"]).status.success());
+    assert!(joined(&one_table) == 0 && jsonl(&one_table.join("scenarios.jsonl")).len() == 100);
+    for bad in ["1,2", "1,-1,0", "0,0,0", "a,b,c"] {
+        let out = synth(&dir.path().join("bad-mix"), &["--join-mix", bad]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && stderr.contains("is not a join mix: give three weights"), "{bad}: {stderr}");
+    }
+
     std::fs::write(&weights, r#"{"lookup": -1}"#).unwrap();
     let out = synth(&dir.path().join("negative"), &["--template-weights", weights.to_str().unwrap()]);
     assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("lookup has the weight -1"));

@@ -94,6 +94,11 @@ pub struct SynthOptions {
     /// list of the column's stored values in the reference before its query (`scenarios synth
     /// --value-lookups`).
     pub value_lookups: bool,
+    /// How often, within each template, a question is drawn whose SQL joins no table, one, or two
+    /// or more, relative to each other (`None`: as the grammar offers them). The grammar offers
+    /// more joined scopes than one-table ones, where people's questions mostly read one table
+    /// (benches/RESULTS.md, "Run 33").
+    pub join_mix: Option<[f64; 3]>,
 }
 
 /// What a synthesis produced and how.
@@ -118,6 +123,8 @@ pub struct Summary {
     pub per_template: BTreeMap<String, usize>,
     pub per_difficulty: BTreeMap<u8, usize>,
     pub per_table: BTreeMap<String, usize>,
+    /// Scenarios by the joins of their SQL ("0", "1", "2+").
+    pub per_joins: BTreeMap<String, usize>,
     /// Scenarios whose reference looks up a value the question names loosely.
     pub value_lookups: usize,
 }
@@ -136,9 +143,10 @@ pub async fn synthesize<T: ToolHost>(host: &T, opts: &SynthOptions) -> Result<Sy
     let mut all = grammar::candidates(&schema, opts.seed, opts.templates.is_some(), opts.value_lookups);
     all.extend(meta::candidates(&schema));
     select(&mut all, opts)?;
-    let ordered = match &opts.template_weights {
-        Some(w) => interleave_weighted(all.clone(), |c| c.template, opts.seed, w),
-        None => interleave(all.clone(), |c| c.template, opts.seed),
+    let ordered = match (&opts.template_weights, &opts.join_mix) {
+        (weights, Some(mix)) => interleave_joins(all.clone(), |c| c.template, |c| &c.sql, opts.seed, weights.as_ref(), mix),
+        (Some(w), None) => interleave_weighted(all.clone(), |c| c.template, opts.seed, w),
+        (None, None) => interleave(all.clone(), |c| c.template, opts.seed),
     };
 
     let mut kept: Vec<(Candidate, Checked)> = Vec::new();
@@ -205,12 +213,14 @@ pub async fn synthesize<T: ToolHost>(host: &T, opts: &SynthOptions) -> Result<Sy
         per_template: BTreeMap::new(),
         per_difficulty: BTreeMap::new(),
         per_table: BTreeMap::new(),
+        per_joins: BTreeMap::new(),
         value_lookups: group_of.iter().filter(|&&g| !kept[g].0.lookups.is_empty()).count(),
     };
     for &g in &group_of {
         let c = &kept[g].0;
         *summary.per_template.entry(c.template.to_string()).or_default() += 1;
         *summary.per_difficulty.entry(c.difficulty).or_default() += 1;
+        *summary.per_joins.entry(JOIN_CLASSES[join_class(&c.sql)].to_string()).or_default() += 1;
         for t in &c.tables {
             *summary.per_table.entry(t.clone()).or_default() += 1;
         }
@@ -294,6 +304,49 @@ pub fn interleave_weighted<T>(items: Vec<T>, template: impl Fn(&T) -> &str, seed
         out.extend(by_template[best].2.pop());
     }
     out
+}
+
+/// The classes of [`SynthOptions::join_mix`], by the joins of a question's SQL.
+pub const JOIN_CLASSES: [&str; 3] = ["0", "1", "2+"];
+
+/// A question's class in [`JOIN_CLASSES`]: the JOINs its SQL makes, subqueries' included.
+fn join_class(sql: &str) -> usize {
+    sql.split(|c: char| !c.is_ascii_alphanumeric() && c != '_').filter(|w| w.eq_ignore_ascii_case("join")).count().min(2)
+}
+
+/// [`interleave_weighted`] over each template's join classes: a template's turns go to its
+/// classes in proportion to `mix` (among the classes it has; a template with none of weight
+/// above 0 is left out), templates weighted by `weights` as there (all alike without). A class
+/// that runs out leaves its template fewer turns, which a pool of thousands of candidates for a
+/// `--n` of hundreds seldom meets.
+fn interleave_joins<T>(
+    items: Vec<T>,
+    template: impl Fn(&T) -> &str,
+    sql: impl Fn(&T) -> &str,
+    seed: u64,
+    weights: Option<&BTreeMap<String, f64>>,
+    mix: &[f64; 3],
+) -> Vec<T> {
+    let key = |x: &T| format!("{}|{}", template(x), JOIN_CLASSES[join_class(sql(x))]);
+    let mut classes: BTreeMap<String, [bool; 3]> = BTreeMap::new();
+    for x in &items {
+        classes.entry(template(x).to_string()).or_default()[join_class(sql(x))] = true;
+    }
+    let mean = weights.map_or(1.0, |w| {
+        let sum: f64 = w.values().sum();
+        if sum > 0.0 { sum / w.len() as f64 } else { 1.0 }
+    });
+    let mut keyed: BTreeMap<String, f64> = BTreeMap::new();
+    for (t, has) in &classes {
+        let of_template = weights.and_then(|w| w.get(t).copied()).unwrap_or(mean).max(0.0);
+        let present: f64 = (0..3).filter(|&k| has[k]).map(|k| mix[k]).sum();
+        for k in (0..3).filter(|&k| has[k]) {
+            let share = if present > 0.0 { mix[k] / present } else { 0.0 };
+            keyed.insert(format!("{t}|{}", JOIN_CLASSES[k]), of_template * share);
+        }
+    }
+    let keyed_items: Vec<(String, T)> = items.into_iter().map(|x| (key(&x), x)).collect();
+    interleave_weighted(keyed_items, |x| x.0.as_str(), seed, &keyed).into_iter().map(|(_, x)| x).collect()
 }
 
 /// Which phrasings become scenarios, as `(question, phrasing)` indices: the first phrasing of
@@ -415,5 +468,29 @@ mod tests {
         assert_eq!((count(6, 14, "a"), count(6, 14, "b")), (6, 2));
         let left_out = interleave_weighted(items, |x| x.0, 7, &BTreeMap::from([("c".to_string(), 0.0)]));
         assert!(left_out.iter().all(|x| x.0 != "c") && left_out.len() == 40);
+    }
+
+    #[test]
+    fn a_join_mix_draws_each_templates_join_classes_in_proportion() {
+        assert_eq!(
+            ["SELECT 1 FROM a", "SELECT 1 FROM a JOIN b ON x", "SELECT 1 FROM a join b ON x LEFT JOIN c ON y", "SELECT joined FROM a_join"].map(join_class),
+            [0, 1, 2, 0]
+        );
+        // template a: 30 one-table, 30 one-join, 30 two-join questions; b: joined ones only
+        let sql = ["SELECT 1 FROM t", "SELECT 1 FROM t JOIN u", "SELECT 1 FROM t JOIN u JOIN v"];
+        let items: Vec<(&str, &str)> = (0..90).map(|i| ("a", sql[i % 3])).chain((0..40).map(|i| ("b", sql[1 + i % 2]))).collect();
+        let out = interleave_joins(items.clone(), |x| x.0, |x| x.1, 5, None, &[4.0, 2.0, 1.0]);
+        assert_eq!(out.len(), items.len(), "every item once");
+        let first = &out[..28];
+        let of = |t: &str, k: usize| first.iter().filter(|x| x.0 == t && join_class(x.1) == k).count();
+        // the templates take turns alike; within a, 4 : 2 : 1; within b (no one-table question), 2 : 1
+        assert_eq!((of("a", 0), of("a", 1), of("a", 2)), (8, 4, 2));
+        assert_eq!((of("b", 0), of("b", 1), of("b", 2)), (0, 9, 5));
+        // a weight of 0 leaves the class out, and a template with only such classes
+        let one_table = interleave_joins(items.clone(), |x| x.0, |x| x.1, 5, None, &[1.0, 0.0, 0.0]);
+        assert!(one_table.len() == 30 && one_table.iter().all(|x| x.0 == "a" && join_class(x.1) == 0));
+        // template weights still weigh the templates
+        let weighted = interleave_joins(items, |x| x.0, |x| x.1, 5, Some(&BTreeMap::from([("a".to_string(), 3.0), ("b".to_string(), 1.0)])), &[1.0, 1.0, 1.0]);
+        assert_eq!(weighted[..20].iter().filter(|x| x.0 == "a").count(), 15);
     }
 }

@@ -90,6 +90,7 @@ fn every_question() -> SynthOptions {
         max_difficulty: None,
         template_weights: None,
         value_lookups: false,
+        join_mix: None,
     }
 }
 
@@ -298,6 +299,7 @@ async fn a_big_table_is_synthesized_with_bounded_list_queries() {
         max_difficulty: None,
         template_weights: None,
         value_lookups: false,
+        join_mix: None,
     };
     let out = synthesize(&tools, &opts).await.unwrap();
     tools.client().close().await;

@@ -59,6 +59,11 @@ pub struct Args {
     /// no gain on people's questions, benches/RESULTS.md, "Run 29").
     #[arg(long)]
     value_lookups: bool,
+    /// SQL servers: how often to draw tasks whose SQL joins no table, one, and two or more,
+    /// relative to each other within each template (`scenarios synth --join-mix`, e.g. 4,2,1 as
+    /// the demo's hand-written questions join; default: as the grammar offers them).
+    #[arg(long, value_name = "W0,W1,W2", value_parser = crate::args::join_mix)]
+    join_mix: Option<[f64; 3]>,
     /// Where every stage writes; running the same command again continues.
     #[arg(long, value_name = "DIR", default_value = "runs/fit")]
     out: PathBuf,
@@ -94,7 +99,7 @@ pub async fn run(args: Args) -> Result<()> {
         synth_n: SYNTH_N,
         profile,
         check_set,
-        recipe: Recipe { recovery_share: args.recovery_share, value_lookups: args.value_lookups },
+        recipe: Recipe { recovery_share: args.recovery_share, value_lookups: args.value_lookups, join_mix: args.join_mix },
     };
     outln!("{}", plan_text(&job, &server.description))?;
     if args.plan {

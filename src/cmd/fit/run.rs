@@ -55,11 +55,13 @@ pub struct Recipe {
     pub recovery_share: f64,
     /// `scenarios synth --value-lookups` (SQL servers).
     pub value_lookups: bool,
+    /// `scenarios synth --join-mix` (SQL servers).
+    pub join_mix: Option<[f64; 3]>,
 }
 
 impl Default for Recipe {
     fn default() -> Self {
-        Recipe { recovery_share: DEFAULT_RECOVERY_SHARE, value_lookups: false }
+        Recipe { recovery_share: DEFAULT_RECOVERY_SHARE, value_lookups: false, join_mix: None }
     }
 }
 
@@ -258,6 +260,9 @@ async fn run_job(job: Job) -> Result<()> {
     synth.extend(keep.synth_argv());
     if recipe.value_lookups {
         synth.push("--value-lookups".into());
+    }
+    if let Some(mix) = recipe.join_mix {
+        synth.extend(["--join-mix".into(), mix.map(|w| w.to_string()).join(",")]);
     }
     let (teacher, teacher_task) = teacher_pace(source.teacher.as_deref(), local_teacher_concurrency, rates.teacher_task);
     let flags = TaskFlags { synth, walk, teacher, teacher_task };

@@ -47,6 +47,11 @@ pub struct Args {
     /// the column's stored values in the reference before the answer's query.
     #[arg(long)]
     value_lookups: bool,
+    /// How often, within each template, to draw questions whose SQL joins no table, one, and two
+    /// or more, relative to each other (e.g. 4,2,1; a weight of 0: none). Default: as the
+    /// grammar offers them, more joined than people ask (benches/RESULTS.md, "Run 33").
+    #[arg(long, value_name = "W0,W1,W2", value_parser = crate::args::join_mix)]
+    join_mix: Option<[f64; 3]>,
 }
 
 pub async fn run(args: Args) -> Result<()> {
@@ -67,6 +72,7 @@ pub async fn run(args: Args) -> Result<()> {
         max_difficulty: args.max_difficulty,
         template_weights: args.template_weights.as_deref().map(read_weights).transpose()?,
         value_lookups: args.value_lookups,
+        join_mix: args.join_mix,
     };
     eprintln!("synthesizing up to {} scenarios through {} ...", args.n, server.description);
     let result = synthesize(&tools, &opts).await;
@@ -102,6 +108,7 @@ pub async fn run(args: Args) -> Result<()> {
     super::print_counts("per template", s.per_template.iter().map(|(k, n)| (k.clone(), n)))?;
     super::print_counts("per difficulty", s.per_difficulty.iter().map(|(k, n)| (format!("level {k}"), n)))?;
     super::print_counts("per table", s.per_table.iter().map(|(k, n)| (k.clone(), n)))?;
+    super::print_counts("per joins", s.per_joins.iter().map(|(k, n)| (format!("{k} joined"), n)))?;
     outln!("time              {:.1} s", started.elapsed().as_secs_f64())?;
     outln!("scenarios: {}", path.display())?;
     if s.scenarios < args.n {
