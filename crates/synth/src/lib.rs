@@ -286,8 +286,7 @@ fn shuffled_by_template<T>(items: Vec<T>, template: impl Fn(&T) -> &str, seed: u
 /// weight 1 for as long as both have items. A template `weights` does not name gets their mean
 /// (1 when they are all 0); one of weight 0 is left out.
 pub fn interleave_weighted<T>(items: Vec<T>, template: impl Fn(&T) -> &str, seed: u64, weights: &BTreeMap<String, f64>) -> Vec<T> {
-    let sum: f64 = weights.values().sum();
-    let mean = if sum > 0.0 { sum / weights.len() as f64 } else { 1.0 };
+    let mean = unnamed_weight(weights);
     // (weight, credit, items popped from the end)
     let mut by_template: Vec<(f64, f64, Vec<T>)> =
         shuffled_by_template(items, template, seed).into_iter().map(|(t, v)| (weights.get(&t).copied().unwrap_or(mean).max(0.0), 0.0, v)).collect();
@@ -304,6 +303,12 @@ pub fn interleave_weighted<T>(items: Vec<T>, template: impl Fn(&T) -> &str, seed
         out.extend(by_template[best].2.pop());
     }
     out
+}
+
+/// The weight of a template that `weights` does not name: their mean (1 when they are all 0).
+fn unnamed_weight(weights: &BTreeMap<String, f64>) -> f64 {
+    let sum: f64 = weights.values().sum();
+    if sum > 0.0 { sum / weights.len() as f64 } else { 1.0 }
 }
 
 /// The classes of [`SynthOptions::join_mix`], by the joins of a question's SQL.
@@ -332,10 +337,7 @@ fn interleave_joins<T>(
     for x in &items {
         classes.entry(template(x).to_string()).or_default()[join_class(sql(x))] = true;
     }
-    let mean = weights.map_or(1.0, |w| {
-        let sum: f64 = w.values().sum();
-        if sum > 0.0 { sum / w.len() as f64 } else { 1.0 }
-    });
+    let mean = weights.map_or(1.0, unnamed_weight);
     let mut keyed: BTreeMap<String, f64> = BTreeMap::new();
     for (t, has) in &classes {
         let of_template = weights.and_then(|w| w.get(t).copied()).unwrap_or(mean).max(0.0);
