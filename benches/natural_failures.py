@@ -24,9 +24,9 @@ writes a failing query again until the turns run out) and `same look-up 3x` (a c
 query, such as `describe_table` or `list_tables`, made three times or more with the same
 arguments: run 31's GRPO adapter described one table again and again until its turns ran out),
 and `more joins` (its last query joins more tables than the question's gold SQL: KaggleDBQA's
-`sql`, the demo's `reference_sql`; run 33's demo adapters wrote joins its questions do not need,
-as a third of the synthesized tasks' SQL joins two tables or more and a seventh of the demo's
-questions does).
+`sql`, the demo's `reference_sql`; run 33's demo adapters wrote joins its questions do not need:
+over a third of the demo's synthesized tasks make two joins or more, a seventh of its people's
+questions do).
 
 Then, for the questions that come with their gold SQL (KaggleDBQA's), how each names the text values
 that SQL compares with (`=`, `<>`, `!=`, `LIKE`, a `LIKE` pattern without its `%`), and how many of
