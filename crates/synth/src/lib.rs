@@ -332,22 +332,24 @@ fn interleave_joins<T>(
     weights: Option<&BTreeMap<String, f64>>,
     mix: &[f64; 3],
 ) -> Vec<T> {
-    let key = |x: &T| format!("{}|{}", template(x), JOIN_CLASSES[join_class(sql(x))]);
-    let mut classes: BTreeMap<String, [bool; 3]> = BTreeMap::new();
-    for x in &items {
-        classes.entry(template(x).to_string()).or_default()[join_class(sql(x))] = true;
+    let key = |t: &str, class: usize| format!("{t}|{}", JOIN_CLASSES[class]);
+    // Each item's template and class, found once.
+    let classed: Vec<(String, usize, T)> = items.into_iter().map(|x| (template(&x).to_string(), join_class(sql(&x)), x)).collect();
+    let mut classes: BTreeMap<&str, [bool; 3]> = BTreeMap::new();
+    for (t, class, _) in &classed {
+        classes.entry(t.as_str()).or_default()[*class] = true;
     }
     let mean = weights.map_or(1.0, unnamed_weight);
     let mut keyed: BTreeMap<String, f64> = BTreeMap::new();
     for (t, has) in &classes {
-        let of_template = weights.and_then(|w| w.get(t).copied()).unwrap_or(mean).max(0.0);
+        let of_template = weights.and_then(|w| w.get(*t).copied()).unwrap_or(mean).max(0.0);
         let present: f64 = (0..3).filter(|&k| has[k]).map(|k| mix[k]).sum();
         for k in (0..3).filter(|&k| has[k]) {
             let share = if present > 0.0 { mix[k] / present } else { 0.0 };
-            keyed.insert(format!("{t}|{}", JOIN_CLASSES[k]), of_template * share);
+            keyed.insert(key(t, k), of_template * share);
         }
     }
-    let keyed_items: Vec<(String, T)> = items.into_iter().map(|x| (key(&x), x)).collect();
+    let keyed_items: Vec<(String, T)> = classed.into_iter().map(|(t, class, x)| (key(&t, class), x)).collect();
     interleave_weighted(keyed_items, |x| x.0.as_str(), seed, &keyed).into_iter().map(|(_, x)| x).collect()
 }
 
