@@ -632,10 +632,10 @@ impl StderrSink {
     }
 }
 
-/// `text` with every non-empty value of `secrets` replaced by `***`.
+/// `text` with every non-empty value of `secrets` replaced by [`ta_types::redact::MASK`].
 fn mask<'a>(mut text: String, secrets: impl Iterator<Item = &'a str>) -> String {
     for secret in secrets.filter(|s| !s.is_empty()) {
-        text = text.replace(secret, "***");
+        text = text.replace(secret, ta_types::redact::MASK);
     }
     text
 }
