@@ -92,13 +92,19 @@ def cell(text):
         return text.lower()
 
 
-def is_query(arguments):
-    """Whether a call's arguments text holds SQL (`sql` or `query`)."""
+def arguments_of(arguments):
+    """A call's arguments text as a dict ({} when it is not a JSON object)."""
     try:
         args = json.loads(arguments or "{}")
     except (json.JSONDecodeError, TypeError):
-        args = {}
-    return isinstance(args, dict) and ("sql" in args or "query" in args)
+        return {}
+    return args if isinstance(args, dict) else {}
+
+
+def is_query(arguments):
+    """Whether a call's arguments text holds SQL (`sql` or `query`)."""
+    args = arguments_of(arguments)
+    return "sql" in args or "query" in args
 
 
 def calls_of(messages):
@@ -122,11 +128,8 @@ def query_calls(messages):
 
 def query_text(arguments):
     """The SQL of a query call's arguments text ("" when there is none)."""
-    try:
-        args = json.loads(arguments or "{}")
-    except (json.JSONDecodeError, TypeError):
-        return ""
-    sql = args.get("sql", args.get("query")) if isinstance(args, dict) else None
+    args = arguments_of(arguments)
+    sql = args.get("sql", args.get("query"))
     return sql if isinstance(sql, str) else ""
 
 
