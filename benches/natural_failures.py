@@ -28,6 +28,10 @@ and `more joins` (its last query joins more tables than the question's gold SQL:
 over a third of the demo's synthesized tasks make two joins or more, a seventh of its people's
 questions do).
 
+Then, for the questions that come with their gold SQL (both groups), how many of those that join no
+table, one and two or more a model answered (run 34: a synthesized mix with fewer joins won the
+demo's one-table questions and lost some of its one-join ones).
+
 Then, for the questions that come with their gold SQL (KaggleDBQA's), how each names the text values
 that SQL compares with (`=`, `<>`, `!=`, `LIKE`, a `LIKE` pattern without its `%`), and how many of
 each a model answered: `no text filter`, `as stored` (every value as it stands in the question),
@@ -50,6 +54,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KINDS = ["right", "not completed", "no successful query", "rows held the answer", "other rows"]
 NAMINGS = ["no text filter", "as stored", "other case", "otherwise"]
 HABITS = ["error handed in", "same query 3x", "same look-up 3x", "more joins"]
+JOINS = ["no join", "one join", "two or more"]
 JOIN = re.compile(r"\bjoin\b", re.IGNORECASE)
 # A text value a query compares with: after =, <>, != or LIKE, in single or (as SQLite reads a
 # string where no column has the name) double quotes.
@@ -147,7 +152,7 @@ def habits(t, question):
     look_ups = collections.Counter(c for c in calls_of(t.get("messages") or []) if not is_query(c[1]))
     if look_ups and max(look_ups.values()) >= 3:
         out.add("same look-up 3x")
-    gold = question.get("sql") or question.get("reference_sql")
+    gold = gold_sql(question)
     if queries and gold and len(JOIN.findall(query_text(queries[-1]))) > len(JOIN.findall(gold)):
         out.add("more joins")
     return out
@@ -172,6 +177,17 @@ def kind(t, question):
     return "rows held the answer" if held else "other rows"
 
 
+def gold_sql(question):
+    """The question's gold SQL (KaggleDBQA's `sql`, the demo's `reference_sql`), or None."""
+    return question.get("sql") or question.get("reference_sql")
+
+
+def joins(question):
+    """How many joins the question's gold SQL makes (one of JOINS), or None without its SQL."""
+    sql = gold_sql(question)
+    return None if not sql else JOINS[min(len(JOIN.findall(sql)), len(JOINS) - 1)]
+
+
 def naming(question):
     """How `question` names the text values its gold SQL compares with (one of NAMINGS), or None
     for a question without its SQL."""
@@ -192,9 +208,11 @@ def naming(question):
 
 
 def classify(out_dir, qs):
-    """{(group, model): Counter of kinds}, {kind: [example]}, and {model: {naming: [answered, of]}}."""
+    """{(group, model): Counter of kinds}, {kind: [example]}, {model: {naming: [answered, of]}} and
+    {(group, model): {joins: [answered, of]}}."""
     counts, examples = collections.defaultdict(collections.Counter), collections.defaultdict(list)
     namings = collections.defaultdict(lambda: {n: [0, 0] for n in NAMINGS})
+    by_joins = collections.defaultdict(lambda: {j: [0, 0] for j in JOINS})
     for db in sorted(os.listdir(out_dir)):
         check = os.path.join(out_dir, db, "check")
         if not os.path.isfile(os.path.join(check, "eval.json")):
@@ -211,16 +229,19 @@ def classify(out_dir, qs):
                 q = qs.get((db, t["scenario_id"]))
                 if q is None:
                     sys.exit(f"{db}/{t['scenario_id']}: not in the check set's questions (--data?)")
-                k, named = kind(t, q), naming(q)
+                k, named, joined = kind(t, q), naming(q), joins(q)
                 counts[(group, model)][k] += 1
                 if k != "right":
                     counts[(group, model)].update(habits(t, q))
                 if named is not None:
                     namings[model][named][0] += k == "right"
                     namings[model][named][1] += 1
+                if joined is not None:
+                    by_joins[(group, model)][joined][0] += k == "right"
+                    by_joins[(group, model)][joined][1] += 1
                 if k != "right":
                     examples[(model, k)].append((db, q["task"], t, q.get("expected")))
-    return counts, examples, namings
+    return counts, examples, namings, by_joins
 
 
 def main(argv=None):
@@ -229,7 +250,7 @@ def main(argv=None):
     ap.add_argument("--data", default=os.path.join(ROOT, "..", "shared", "data", "kaggledbqa"), help="the KaggleDBQA directory")
     ap.add_argument("--examples", type=int, default=0, metavar="N", help="examples of each kind and model (seeded draw)")
     args = ap.parse_args(argv)
-    counts, examples, namings = classify(args.out_dir, questions(args.data))
+    counts, examples, namings, by_joins = classify(args.out_dir, questions(args.data))
     if not counts:
         print(f"{args.out_dir}: no database with a finished check/eval.json", file=sys.stderr)
         return 1
@@ -242,6 +263,12 @@ def main(argv=None):
     print("|---|---|---:|" + "---:|" * len(HABITS))
     for (group, model), c in sorted(counts.items(), key=lambda kv: (kv[0][0], nc.MODELS.index(kv[0][1]))):
         print(f"| {group} | {model} | {sum(c[k] for k in KINDS[1:])} | " + " | ".join(str(c[h]) for h in HABITS) + " |")
+    if by_joins:
+        print("\nQuestions with their gold SQL, by the joins it makes (answered / questions):\n")
+        print("| questions | model | " + " | ".join(JOINS) + " |")
+        print("|---|---|" + "---:|" * len(JOINS))
+        for (group, model), row in sorted(by_joins.items(), key=lambda kv: (kv[0][0], nc.MODELS.index(kv[0][1]))):
+            print(f"| {group} | {model} | " + " | ".join(f"{a} / {n}" for a, n in (row[j] for j in JOINS)) + " |")
     if namings:
         print("\nQuestions with their gold SQL, by how they name the text values it compares with (answered / questions):\n")
         print("| model | " + " | ".join(NAMINGS) + " |")

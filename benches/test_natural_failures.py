@@ -54,23 +54,29 @@ class Kinds(unittest.TestCase):
                 episode("dept-count", 0.0, results=[("SELECT count(*) FROM departments d JOIN employees e ON e.department_id = d.department_id", "count(*)\n241")]),
                 episode("dept-count", 0.0, results=[("SELECT 1 FROM a JOIN b", "Error: x"), ("SELECT count(*) FROM departments", "count(*)\n8")]),
             ]
-            base = [episode("on-leave-count", 0.0, results=["count(*)\n4"])]
+            base = [episode("on-leave-count", 0.0, results=["count(*)\n4"]),
+                    episode("sales-head", 1.0, results=["name\nKenji Rossi"]),  # its gold SQL joins once
+                    episode("gdpr-team", 0.0, outcome="ran_out_of_turns")]  # twice
             for label, eps in (("trained", trained), ("base", base)):
                 with open(os.path.join(check, "trajectories", f"{label}.jsonl"), "w") as f:
                     f.writelines(json.dumps(e) + "\n" for e in eps)
-            counts, examples, namings = nf.classify(os.path.join(tmp, "out"), nf.questions(tmp))
+            counts, examples, namings, by_joins = nf.classify(os.path.join(tmp, "out"), nf.questions(tmp))
             self.assertEqual(namings, {}, "the demo's questions come without their SQL")
             self.assertEqual(counts[("demo", "SFT")], {"right": 2, "not completed": 3, "no successful query": 3,
                                                        "rows held the answer": 1, "other rows": 3,
                                                        "error handed in": 1, "same query 3x": 1, "same look-up 3x": 1, "more joins": 1})
-            self.assertEqual(counts[("demo", "base")], {"other rows": 1})
+            self.assertEqual(counts[("demo", "base")], {"right": 1, "not completed": 1, "other rows": 1})
+            self.assertEqual(by_joins[("demo", "SFT")], {"no join": [2, 12], "one join": [0, 0], "two or more": [0, 0]})
+            self.assertEqual(by_joins[("demo", "base")], {"no join": [0, 1], "one join": [1, 1], "two or more": [0, 1]})
             self.assertEqual(len(examples[("SFT", "no successful query")]), 3)
             out = io.StringIO()
             with redirect_stdout(out):
                 self.assertEqual(nf.main([os.path.join(tmp, "out"), "--data", tmp, "--examples", "1"]), 0)
             self.assertIn("| demo | SFT | 2 | 3 | 3 | 1 | 3 |", out.getvalue())
             self.assertIn("| demo | SFT | 10 | 1 | 1 | 1 | 1 |", out.getvalue())
-            self.assertIn("| demo | base | 1 | 0 | 0 | 0 | 0 |", out.getvalue())
+            self.assertIn("| demo | base | 1 | 1 | 0 | 0 | 1 |", out.getvalue())
+            self.assertIn("| demo | base | 2 | 0 | 0 | 0 | 0 |", out.getvalue())
+            self.assertIn("| demo | base | 0 / 1 | 1 / 1 | 0 / 1 |", out.getvalue())
 
     def test_how_a_question_names_the_values_its_sql_compares_with(self):
         q = lambda task, sql: nf.naming({"task": task, "sql": sql})
