@@ -62,7 +62,7 @@ pub struct Args {
     /// SQL servers: how often to draw tasks whose SQL joins no table, one, and two or more,
     /// relative to each other within each template (`scenarios synth --join-mix`, e.g. 4,2,1:
     /// half as many at each join; default: as the grammar offers them, more joined than people
-    /// ask). Not measured yet.
+    /// ask). Measured once at 4,2,1: no gain past noise (benches/RESULTS.md, "Run 34").
     #[arg(long, value_name = "W0,W1,W2", value_parser = crate::args::join_mix)]
     join_mix: Option<[f64; 3]>,
     /// Where every stage writes; running the same command again continues.
