@@ -146,13 +146,47 @@ fn check_state_capture(scenarios: &[Scenario], settings: &IsolationSettings) -> 
 }
 
 /// Fails fast (before any engine starts) on reward settings that cannot work: a judge without
-/// its API key, an unreadable prompt file, a malformed custom reward.
-pub fn check_rewards(reward: &RewardConfig) -> Result<()> {
+/// its API key, an unreadable prompt file, a malformed custom reward, a `local/` judge that the
+/// run's own engine does not serve. `own_engine` is the name that engine serves the base model
+/// under, when the command starts one: a `local/NAME` judge without a URL is asked of it, and
+/// any other NAME would fail at the first judged step, after SFT and validation have run.
+pub fn check_rewards(reward: &RewardConfig, own_engine: Option<&str>) -> Result<()> {
     let mut r = reward.clone();
-    if r.judge.model.starts_with("local/") && r.judge.base_url.is_none() {
+    if let Some(name) = r.judge.model.strip_prefix("local/")
+        && r.judge.base_url.is_none()
+    {
+        if let Some(served) = own_engine
+            && name != served
+        {
+            bail!(
+                "the judge `local/{name}` would be asked of the run's own engine, which serves the base model as `local/{served}` and no model `{name}`\nhint: --judge-model local/{served} judges with the base model; to judge with another model, serve it (`train-agent serve --base-model MODEL --served-model-name {name}`) and pass --judge-base-url URL"
+            );
+        }
         // The run's own engine will serve it.
         r.judge.base_url = Some("http://127.0.0.1:1/v1".into());
     }
     Rewarder::new(&r, None)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn judged(model: &str, base_url: Option<&str>) -> RewardConfig {
+        let mut r = RewardConfig::default();
+        r.judge.model = model.into();
+        r.judge.base_url = base_url.map(Into::into);
+        r
+    }
+
+    #[test]
+    fn a_local_judge_must_be_a_model_the_runs_own_engine_serves() {
+        assert!(check_rewards(&judged("local/base", None), Some("base")).is_ok());
+        let err = check_rewards(&judged("local/qwen-judge", None), Some("base")).unwrap_err().to_string();
+        assert!(err.contains("serves the base model as `local/base` and no model `qwen-judge`") && err.contains("--judge-base-url"), "{err}");
+        // Served elsewhere: its own URL, or an engine the command does not start.
+        assert!(check_rewards(&judged("local/qwen-judge", Some("http://127.0.0.1:8000/v1")), Some("base")).is_ok());
+        assert!(check_rewards(&judged("local/qwen-judge", None), None).is_ok());
+    }
 }

@@ -110,6 +110,27 @@ fn a_base_model_file_that_is_not_there_is_refused_before_anything_runs() {
     assert!(!out.exists(), "nothing was started");
 }
 
+#[test]
+fn a_judge_the_run_cannot_ask_is_refused_before_anything_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let run = |judge: &str| {
+        let o = fit_command(&["--server", "train-agent demo-server", "--profile", "cpu", "--judge-model", judge, "--out", out.to_str().unwrap()])
+            .env_remove("OPENAI_API_KEY")
+            .output()
+            .unwrap();
+        assert!(!o.status.success(), "{judge}");
+        text(&o).1
+    };
+    // The run's own engine serves only the base model: another local name would fail at GRPO's
+    // first judged step, after synthesis, references and SFT.
+    let stderr = run("local/qwen-judge");
+    assert!(stderr.contains("serves the base model as `local/base` and no model `qwen-judge`") && stderr.contains("hint:"), "{stderr}");
+    let stderr = run("openai/gpt-4o-mini");
+    assert!(stderr.contains("needs $OPENAI_API_KEY, which is not set"), "{stderr}");
+    assert!(!out.exists(), "nothing was started");
+}
+
 fn jsonl(path: &Path) -> Vec<Value> {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()

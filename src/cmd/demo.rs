@@ -48,6 +48,7 @@ pub async fn run(args: Args) -> Result<()> {
         profile.keep = TaskFilter { templates: Some(CPU_TEMPLATES), max_difficulty: Some(CPU_MAX_DIFFICULTY) };
     }
     args.judge.apply(&mut profile.grpo.reward)?;
+    crate::setup::check_rewards(&profile.grpo.reward, Some(crate::args::BASE_NAME))?;
     eprintln!("demo: {} on {}, {} GRPO steps, in {}", profile.model, if gpu { "GPU" } else { "CPU" }, profile.grpo.rollout.max_steps, args.out.display());
     // A distribution of its own (hand-written wording, harder joins): worth its time on a GPU,
     // it would double the CPU demo's.

@@ -52,7 +52,7 @@ pub async fn run(args: Args) -> Result<()> {
     anyhow::ensure!(!scenarios.is_empty(), "no scenarios left in {} after --split/--limit", args.scenarios.scenarios.display());
     let mut reward = ta_reward::RewardConfig::default();
     args.judge.apply(&mut reward)?;
-    check_rewards(&reward)?;
+    check_rewards(&reward, args.model.base_url.is_none().then_some(crate::args::BASE_NAME))?;
     if reward.judge.model.starts_with("local/") && reward.judge.base_url.is_none() && args.model.base_url.is_some() {
         anyhow::bail!("the local judge {} needs --judge-base-url when the model is not the embedded engine", reward.judge.model);
     }

@@ -207,7 +207,7 @@ pub async fn command(args: Args) -> Result<()> {
 pub async fn run(args: Args, shared: Option<&ServedEngine>) -> Result<Finished> {
     let _lock = ta_eval::rundir::RunLock::acquire(&args.out)?;
     let cfg = resolve_config(&args)?;
-    check_rewards(&cfg.reward)?;
+    check_rewards(&cfg.reward, args.engine_url.is_none().then_some(BASE_NAME))?;
     let out = &args.out;
     // config.toml goes in before anything connects (`RunSetup::start` creates the same directory).
     RunSetup::logs(out)?;

@@ -90,6 +90,7 @@ pub async fn run(args: Args) -> Result<()> {
     let gpu = args.size.gpu().await?;
     let mut profile = args.size.profile(gpu, args.base_model.as_deref(), GPU_STEPS);
     args.judge.apply(&mut profile.grpo.reward)?;
+    crate::setup::check_rewards(&profile.grpo.reward, Some(crate::args::BASE_NAME))?;
     let check_set = check_set.map(|c| CheckSet { samples: args.check_samples.unwrap_or(profile.grpo.rollout.eval_rollouts), ..c });
     let job = Job {
         command: "fit",
