@@ -331,6 +331,14 @@ pub fn join_mix(s: &str) -> Result<[f64; 3], String> {
     }
 }
 
+/// A share that must hold something (`fit --sft-share`: SFT needs traces): above 0, at most 1.
+pub fn positive_share(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x > 0.0 && x <= 1.0 => Ok(x),
+        _ => Err(format!("{s:?} is not a share above 0: give a number over 0 and at most 1 (0.25 for a quarter)")),
+    }
+}
+
 /// A share of something, parsed from the command line: a number from 0 to 1.
 pub fn share(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
@@ -540,7 +548,7 @@ impl JudgeArgs {
 mod tests {
     use clap::{Args, CommandFactory, FromArgMatches, Parser};
 
-    use super::{EpisodeArgs, EpisodeDefaults, at_least_one, model_spec, one_of, share, teacher_spec};
+    use super::{EpisodeArgs, EpisodeDefaults, at_least_one, model_spec, one_of, positive_share, share, teacher_spec};
 
     const SOME: EpisodeDefaults = EpisodeDefaults { temperature: Some(0.5), seed: Some(3), ..EpisodeDefaults::COMMON };
 
@@ -621,6 +629,14 @@ mod tests {
         assert_eq!((share("0"), share("0.25"), share("1")), (Ok(0.0), Ok(0.25), Ok(1.0)));
         for bad in ["1.5", "-0.1", "a quarter", "NaN", ""] {
             assert!(share(bad).unwrap_err().contains("from 0 to 1"), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_positive_share_is_above_0_and_at_most_1() {
+        assert_eq!((positive_share("0.1"), positive_share("1")), (Ok(0.1), Ok(1.0)));
+        for bad in ["0", "1.5", "-0.1", "NaN", ""] {
+            assert!(positive_share(bad).unwrap_err().contains("above 0"), "{bad}");
         }
     }
 

@@ -111,6 +111,18 @@ fn a_base_model_file_that_is_not_there_is_refused_before_anything_runs() {
 }
 
 #[test]
+fn sizes_that_cannot_run_are_refused_when_the_flags_are_read() {
+    // `--sft-share 0` failed only once the run began, after printing its plan; `--steps 0` meant
+    // no limit, so a whole epoch of GRPO.
+    for (flag, value, says) in [("--sft-share", "0", "is not a share above 0"), ("--sft-share", "1.5", "is not a share above 0"), ("--steps", "0", "--steps")] {
+        let o = fit(&["--server", "train-agent demo-server", "--profile", "cpu", flag, value, "--plan"]);
+        let (stdout, stderr) = text(&o);
+        assert_eq!(o.status.code(), Some(2), "a usage error: {flag} {value}: {stdout}\n{stderr}");
+        assert!(stderr.contains(says) && stdout.is_empty(), "{flag} {value}: {stderr}");
+    }
+}
+
+#[test]
 fn a_judge_the_run_cannot_ask_is_refused_before_anything_runs() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");

@@ -128,11 +128,11 @@ pub struct ProfileArgs {
     profile: Option<String>,
     /// GRPO steps (default with a GPU: 48 for `fit`, 16 for `demo`; 2 on CPU). Runs as many
     /// epochs of the train split as the steps need.
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     steps: Option<u64>,
     /// Share of the train split whose reference traces go to SFT (GRPO trains on all of it).
     /// Default: the profile's (see docs/demo.md).
-    #[arg(long, value_name = "SHARE")]
+    #[arg(long, value_name = "SHARE", value_parser = crate::args::positive_share)]
     sft_share: Option<f64>,
     /// Epochs of SFT over its traces. Default: the profile's (6 with a GPU, 1 on CPU); a larger
     /// --sft-share wants fewer (the 1,000-trace SFT of benches/RESULTS.md, "Run 17", ran 3).

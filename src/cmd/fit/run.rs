@@ -239,10 +239,6 @@ async fn run_job(job: Job) -> Result<()> {
     let of = commands(&job).len();
     let Job { command, out, server, chooses_tools, source, synth_n, profile, check_set, recipe } = job;
     let Profile { gpu, keep, train_limit, validation_limit, sft_share, mut sft, mut grpo, max_model_len, synth_seed, local_teacher_concurrency, .. } = profile;
-    anyhow::ensure!(
-        sft_share > 0.0 && sft_share <= 1.0,
-        "--sft-share {sft_share} is outside (0, 1]\nhint: e.g. 0.25 gives SFT the traces of a quarter of the train split"
-    );
     let rates = Rates::of(gpu);
     std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
     let mut stages = Stages::open(command, out.join(STAGES_FILE), of);
