@@ -303,13 +303,20 @@ pub fn model_spec(s: &str) -> Result<String, String> {
     Ok(s.to_string())
 }
 
-/// A `local/MODEL` teacher or solver that the embedded engine will serve: MODEL checked as a
-/// base model is ([`model_spec`]); any other teacher is the provider's to check.
+/// A model named by its provider (`--judge-model`): PROVIDER/MODEL with a provider this tool
+/// speaks; keys and URLs are checked where the command starts.
+pub fn model_of_provider(s: &str) -> Result<String, String> {
+    ta_reward::judge::Provider::of_spec(s).map(|_| s.to_string()).map_err(|e| e.to_string())
+}
+
+/// A teacher or solver: PROVIDER/MODEL with a provider this tool speaks, and for `local/MODEL`
+/// (the embedded engine serves it) MODEL checked as a base model is ([`model_spec`]). Keys are
+/// checked where the command starts (`fit`) or calls the teacher.
 pub fn teacher_spec(s: &str) -> Result<String, String> {
-    if let Some(model) = s.strip_prefix("local/") {
-        model_spec(model)?;
+    match ta_reward::judge::Provider::of_spec(s).map_err(|e| e.to_string())? {
+        (ta_reward::judge::Provider::Local, model) => model_spec(model).map(|_| s.to_string()),
+        _ => Ok(s.to_string()),
     }
-    Ok(s.to_string())
 }
 
 /// A number of things the command needs at least one of (tasks to write, to train or validate on).
@@ -484,7 +491,7 @@ pub struct JudgeArgs {
     /// LLM judge: openai/MODEL, openrouter/VENDOR/MODEL, anthropic/MODEL, or local/NAME (an
     /// OpenAI-compatible server at --judge-base-url; in `train` and `rollout` it defaults to the
     /// embedded engine). Keys come from OPENAI_API_KEY, OPENROUTER_API_KEY, ANTHROPIC_API_KEY.
-    #[arg(long, value_name = "PROVIDER/MODEL")]
+    #[arg(long, value_name = "PROVIDER/MODEL", value_parser = model_of_provider)]
     pub judge_model: Option<String>,
     /// The judge's API root, e.g. http://127.0.0.1:8000/v1 (overrides OPENAI_BASE_URL and
     /// ANTHROPIC_BASE_URL).
@@ -548,7 +555,7 @@ impl JudgeArgs {
 mod tests {
     use clap::{Args, CommandFactory, FromArgMatches, Parser};
 
-    use super::{EpisodeArgs, EpisodeDefaults, at_least_one, model_spec, one_of, positive_share, share, teacher_spec};
+    use super::{EpisodeArgs, EpisodeDefaults, at_least_one, model_of_provider, model_spec, one_of, positive_share, share, teacher_spec};
 
     const SOME: EpisodeDefaults = EpisodeDefaults { temperature: Some(0.5), seed: Some(3), ..EpisodeDefaults::COMMON };
 
@@ -665,10 +672,15 @@ mod tests {
         }
     }
 
-    /// Only a local teacher names a file here.
+    /// Only a local teacher names a file here; any teacher names a provider.
     #[test]
     fn a_local_teacher_must_exist() {
         assert!(teacher_spec("local/gone.gguf").unwrap_err().contains("no file or directory gone.gguf"));
+        for bad in ["gpt-4o-mini", "cohere/command", "openai/"] {
+            assert!(teacher_spec(bad).unwrap_err().contains("names no model this tool can call"), "{bad}");
+            assert!(model_of_provider(bad).is_err(), "{bad}");
+        }
+        assert_eq!(model_of_provider("local/base").as_deref(), Ok("local/base"), "a judge's local name is served, not a file");
         for ok in ["local/smollm2-135m-instruct", "openai/gpt-4o-mini", "anthropic/x.gguf"] {
             assert_eq!(teacher_spec(ok).as_deref(), Ok(ok));
         }

@@ -143,6 +143,28 @@ fn a_judge_the_run_cannot_ask_is_refused_before_anything_runs() {
     assert!(!out.exists(), "nothing was started");
 }
 
+#[test]
+fn a_teacher_the_run_cannot_call_is_refused_before_anything_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let run = |teacher: &str| {
+        let o = fit_command(&["--server", "train-agent demo-server", "--profile", "cpu", "--teacher", teacher, "--out", out.to_str().unwrap()])
+            .env_remove("ANTHROPIC_API_KEY")
+            .output()
+            .unwrap();
+        let (_, stderr) = text(&o);
+        assert!(!o.status.success(), "{teacher}: {stderr}");
+        (o.status.code(), stderr)
+    };
+    // No provider: a usage error when the flag is read.
+    let (code, stderr) = run("gpt-4o-mini");
+    assert!(code == Some(2) && stderr.contains("names no model this tool can call") && stderr.contains("hint:"), "{stderr}");
+    // No key: before synthesis, not when the paraphrase stage first calls the teacher.
+    let (_, stderr) = run("anthropic/claude-haiku-4-5");
+    assert!(stderr.contains("--teacher") && stderr.contains("needs $ANTHROPIC_API_KEY, which is not set"), "{stderr}");
+    assert!(!out.exists(), "nothing was started");
+}
+
 fn jsonl(path: &Path) -> Vec<Value> {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()

@@ -91,6 +91,10 @@ pub async fn run(args: Args) -> Result<()> {
     let mut profile = args.size.profile(gpu, args.base_model.as_deref(), GPU_STEPS);
     args.judge.apply(&mut profile.grpo.reward)?;
     crate::setup::check_rewards(&profile.grpo.reward, Some(crate::args::BASE_NAME))?;
+    if let Some(teacher) = args.teacher.as_deref().filter(|t| !t.starts_with("local/")) {
+        // Its key, now: the teacher is first called after synthesis or the walk.
+        ta_reward::judge::Endpoint::resolve(teacher, None, ta_chat::HttpLimits::DEFAULT).context("--teacher")?;
+    }
     let check_set = check_set.map(|c| CheckSet { samples: args.check_samples.unwrap_or(profile.grpo.rollout.eval_rollouts), ..c });
     let job = Job {
         command: "fit",

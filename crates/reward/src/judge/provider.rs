@@ -9,6 +9,7 @@
 //!
 //! `--judge-base-url` overrides the base URL of any provider. Keys are read from the environment
 //! when the judge starts and live only in request headers: never in configs, logs or files.
+//! Teachers and solvers (`scenarios paraphrase`, `generate`) name their models the same way.
 
 use std::collections::BTreeMap;
 
@@ -31,9 +32,11 @@ const ANTHROPIC_VERSION: &str = "2023-06-01";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProviderError {
-    #[error("unknown judge model `{0}`\nhint: use PROVIDER/MODEL with PROVIDER one of openai, openrouter, anthropic, local, e.g. openai/gpt-4o-mini or local/base")]
+    #[error(
+        "`{0}` names no model this tool can call\nhint: give PROVIDER/MODEL with PROVIDER one of openai, openrouter, anthropic, local, e.g. openai/gpt-4o-mini or local/base"
+    )]
     Unknown(String),
-    #[error("the judge {model} needs ${var}, which is not set\nhint: export {var}=... (it is read from the environment only, never written anywhere)")]
+    #[error("{model} needs ${var}, which is not set\nhint: export {var}=... (it is read from the environment only, never written anywhere)")]
     MissingKey { model: String, var: &'static str },
     #[error("the local judge {model} needs a server URL\nhint: pass --judge-base-url http://127.0.0.1:8000/v1 (e.g. `train-agent serve` or `vllm serve`)")]
     MissingUrl { model: String },
@@ -76,21 +79,31 @@ pub struct Reply {
     pub usage: Usage,
 }
 
-impl Endpoint {
-    /// Resolves `spec` (`openai/gpt-4o-mini`, ...) with keys from the environment. `base_url`
-    /// overrides the provider's default URL.
-    pub fn resolve(spec: &str, base_url: Option<&str>, limits: HttpLimits) -> Result<Endpoint, ProviderError> {
-        let (provider, model) = spec.split_once('/').ok_or_else(|| ProviderError::Unknown(spec.to_string()))?;
+impl Provider {
+    /// The provider and model of `spec` (`openai/gpt-4o-mini`, ...), without keys or URLs: what
+    /// a flag naming a model is checked against when it is read.
+    pub fn of_spec(spec: &str) -> Result<(Provider, &str), ProviderError> {
+        let unknown = || ProviderError::Unknown(spec.to_string());
+        let (provider, model) = spec.split_once('/').ok_or_else(unknown)?;
         let provider = match provider {
             "openai" => Provider::OpenAi,
             "openrouter" => Provider::OpenRouter,
             "anthropic" => Provider::Anthropic,
             "local" => Provider::Local,
-            _ => return Err(ProviderError::Unknown(spec.to_string())),
+            _ => return Err(unknown()),
         };
         if model.is_empty() {
-            return Err(ProviderError::Unknown(spec.to_string()));
+            return Err(unknown());
         }
+        Ok((provider, model))
+    }
+}
+
+impl Endpoint {
+    /// Resolves `spec` (`openai/gpt-4o-mini`, ...) with keys from the environment. `base_url`
+    /// overrides the provider's default URL.
+    pub fn resolve(spec: &str, base_url: Option<&str>, limits: HttpLimits) -> Result<Endpoint, ProviderError> {
+        let (provider, model) = Provider::of_spec(spec)?;
         let env = |var: &str| std::env::var(var).ok().filter(|v| !v.trim().is_empty());
         let key = |var: &'static str| env(var).ok_or(ProviderError::MissingKey { model: spec.to_string(), var });
         let url = |var: &str, default: &str| base_url.map(str::to_string).or_else(|| env(var)).unwrap_or_else(|| default.to_string());
@@ -221,8 +234,12 @@ mod tests {
         let e = Endpoint::resolve("local/base", None, t).unwrap_err().to_string();
         assert!(e.contains("--judge-base-url"), "{e}");
         let e = Endpoint::resolve("gpt-4o-mini", None, t).unwrap_err().to_string();
-        assert!(e.contains("unknown judge model") && e.contains("hint:"), "{e}");
+        assert!(e.contains("`gpt-4o-mini` names no model this tool can call") && e.contains("hint:"), "{e}");
         assert!(Endpoint::resolve("cohere/x", None, t).is_err());
+        assert_eq!(Provider::of_spec("openrouter/meta/llama").unwrap(), (Provider::OpenRouter, "meta/llama"));
+        for bad in ["cohere/x", "openai/", "gpt-4o-mini"] {
+            assert!(matches!(Provider::of_spec(bad), Err(ProviderError::Unknown(_))), "{bad}");
+        }
     }
 
     #[test]
