@@ -581,9 +581,18 @@ async fn missing_inputs_are_named_once_and_plainly() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains(&format!("no file or directory {}", gone.display())), "{}", stderr(&out));
-    let out = tokio::process::Command::new(bin()).args(["scenarios", "synth", "--server", DEMO, "--n", "0", "--out"]).arg(dir.path().join("sy")).output().await.unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(stderr(&out).contains("--n") && stderr(&out).contains("1 or more") && !dir.path().join("sy").exists(), "{}", stderr(&out));
+    // The walk wrote an empty file for `--n 0`; generate asked the teacher for nothing.
+    for (command, teacher) in [("synth", None), ("walk", None), ("generate", Some("local/smollm2-135m-instruct"))] {
+        let written = dir.path().join(command);
+        let mut cmd = tokio::process::Command::new(bin());
+        cmd.args(["scenarios", command, "--server", DEMO, "--n", "0", "--out"]).arg(&written);
+        if let Some(t) = teacher {
+            cmd.args(["--teacher", t]);
+        }
+        let out = cmd.output().await.unwrap();
+        assert_eq!(out.status.code(), Some(2), "{command}: {}", stderr(&out));
+        assert!(stderr(&out).contains("--n") && stderr(&out).contains("1 or more") && !written.exists(), "{command}: {}", stderr(&out));
+    }
 }
 
 // ---- helpers ---------------------------------------------------------------------------------

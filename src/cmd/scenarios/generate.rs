@@ -45,7 +45,7 @@ pub struct Args {
     #[arg(long, value_name = "DIR", conflicts_with = "solver")]
     solver_adapter: Option<PathBuf>,
     /// Tasks to ask the teacher for (before validation, dedupe and agreement).
-    #[arg(long, default_value_t = 50)]
+    #[arg(long, default_value_t = 50, value_parser = crate::args::at_least_one)]
     n: usize,
     /// Tasks asked for per teacher call.
     #[arg(long, default_value_t = 10)]

@@ -17,7 +17,7 @@ pub struct Args {
     #[command(flatten)]
     server: ServerArgs,
     /// Scenarios to write (at most).
-    #[arg(long, default_value_t = 2000)]
+    #[arg(long, default_value_t = 2000, value_parser = crate::args::at_least_one)]
     n: usize,
     /// Output directory: scenarios.jsonl, summary.json (tools called and why, drops, counts) and
     /// calls.jsonl (every call of the walk and its result).
