@@ -313,9 +313,10 @@ pub fn model_of_provider(s: &str) -> Result<String, String> {
 /// (the embedded engine serves it) MODEL checked as a base model is ([`model_spec`]). Keys are
 /// checked where the command starts (`fit`) or calls the teacher.
 pub fn teacher_spec(s: &str) -> Result<String, String> {
-    match ta_reward::judge::Provider::of_spec(s).map_err(|e| e.to_string())? {
-        (ta_reward::judge::Provider::Local, model) => model_spec(model).map(|_| s.to_string()),
-        _ => Ok(s.to_string()),
+    model_of_provider(s)?;
+    match s.strip_prefix("local/") {
+        Some(model) => model_spec(model).map(|_| s.to_string()),
+        None => Ok(s.to_string()),
     }
 }
 

@@ -91,9 +91,8 @@ pub async fn run(args: Args) -> Result<()> {
     let mut profile = args.size.profile(gpu, args.base_model.as_deref(), GPU_STEPS);
     args.judge.apply(&mut profile.grpo.reward)?;
     crate::setup::check_rewards(&profile.grpo.reward, Some(crate::args::BASE_NAME))?;
-    if let Some(teacher) = args.teacher.as_deref().filter(|t| !t.starts_with("local/")) {
-        // Its key, now: the teacher is first called after synthesis or the walk.
-        ta_reward::judge::Endpoint::resolve(teacher, None, ta_chat::HttpLimits::DEFAULT).context("--teacher")?;
+    if let Some(teacher) = &args.teacher {
+        check_teacher(teacher)?;
     }
     let check_set = check_set.map(|c| CheckSet { samples: args.check_samples.unwrap_or(profile.grpo.rollout.eval_rollouts), ..c });
     let job = Job {
@@ -113,6 +112,17 @@ pub async fn run(args: Args) -> Result<()> {
     }
     let _lock = ta_eval::rundir::RunLock::acquire(&args.out)?;
     run::execute(job).await
+}
+
+/// A remote teacher's key, checked before anything runs: the teacher is first called after
+/// synthesis or the walk. A `local/` teacher is the embedded engine's, its file checked when
+/// the flag was read.
+fn check_teacher(teacher: &str) -> Result<()> {
+    use ta_reward::judge::{Endpoint, Provider};
+    if Provider::of_spec(teacher)?.0 != Provider::Local {
+        Endpoint::resolve(teacher, None, ta_chat::HttpLimits::DEFAULT).context("--teacher")?;
+    }
+    Ok(())
 }
 
 /// The user's check set, read and checked before anything runs: every question needs the
