@@ -123,44 +123,30 @@ fn sizes_that_cannot_run_are_refused_when_the_flags_are_read() {
 }
 
 #[test]
-fn a_judge_the_run_cannot_ask_is_refused_before_anything_runs() {
+fn a_judge_or_teacher_the_run_cannot_call_is_refused_before_anything_runs() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    let run = |judge: &str| {
-        let o = fit_command(&["--server", "train-agent demo-server", "--profile", "cpu", "--judge-model", judge, "--out", out.to_str().unwrap()])
+    let run = |flag: &str, model: &str| {
+        let o = fit_command(&["--server", "train-agent demo-server", "--profile", "cpu", flag, model, "--out", out.to_str().unwrap()])
             .env_remove("OPENAI_API_KEY")
-            .output()
-            .unwrap();
-        assert!(!o.status.success(), "{judge}");
-        text(&o).1
-    };
-    // The run's own engine serves only the base model: another local name would fail at GRPO's
-    // first judged step, after synthesis, references and SFT.
-    let stderr = run("local/qwen-judge");
-    assert!(stderr.contains("serves the base model as `local/base` and no model `qwen-judge`") && stderr.contains("hint:"), "{stderr}");
-    let stderr = run("openai/gpt-4o-mini");
-    assert!(stderr.contains("needs $OPENAI_API_KEY, which is not set"), "{stderr}");
-    assert!(!out.exists(), "nothing was started");
-}
-
-#[test]
-fn a_teacher_the_run_cannot_call_is_refused_before_anything_runs() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("run");
-    let run = |teacher: &str| {
-        let o = fit_command(&["--server", "train-agent demo-server", "--profile", "cpu", "--teacher", teacher, "--out", out.to_str().unwrap()])
             .env_remove("ANTHROPIC_API_KEY")
             .output()
             .unwrap();
         let (_, stderr) = text(&o);
-        assert!(!o.status.success(), "{teacher}: {stderr}");
+        assert!(!o.status.success(), "{flag} {model}: {stderr}");
         (o.status.code(), stderr)
     };
-    // No provider: a usage error when the flag is read.
-    let (code, stderr) = run("gpt-4o-mini");
+    // The run's own engine serves only the base model: another local name would fail at GRPO's
+    // first judged step, after synthesis, references and SFT.
+    let (_, stderr) = run("--judge-model", "local/qwen-judge");
+    assert!(stderr.contains("serves the base model as `local/base` and no model `qwen-judge`") && stderr.contains("hint:"), "{stderr}");
+    let (_, stderr) = run("--judge-model", "openai/gpt-4o-mini");
+    assert!(stderr.contains("needs $OPENAI_API_KEY, which is not set"), "{stderr}");
+    // A teacher without a provider: a usage error when the flag is read; without its key: before
+    // synthesis, not when the paraphrase stage first calls it.
+    let (code, stderr) = run("--teacher", "gpt-4o-mini");
     assert!(code == Some(2) && stderr.contains("names no model this tool can call") && stderr.contains("hint:"), "{stderr}");
-    // No key: before synthesis, not when the paraphrase stage first calls the teacher.
-    let (_, stderr) = run("anthropic/claude-haiku-4-5");
+    let (_, stderr) = run("--teacher", "anthropic/claude-haiku-4-5");
     assert!(stderr.contains("--teacher") && stderr.contains("needs $ANTHROPIC_API_KEY, which is not set"), "{stderr}");
     assert!(!out.exists(), "nothing was started");
 }
