@@ -109,6 +109,8 @@ pub enum McpError {
     MissingCwd { command: String, cwd: std::path::PathBuf },
     #[error("cannot open MCP stderr log {path}: {source}\nhint: check that the run directory is writable")]
     StderrLog { path: PathBuf, source: std::io::Error },
+    #[error("cannot create a temporary file in {dir} for the MCP server's stderr: {source}\nhint: set TMPDIR to a writable directory")]
+    StderrTemp { dir: PathBuf, source: std::io::Error },
     #[error("invalid header `{name}` for MCP server {server}\nhint: header names are ASCII tokens, values printable ASCII")]
     BadHeader { server: String, name: String },
     #[error("cannot connect to MCP server {server}: {reason}\nhint: {hint}")]
@@ -486,7 +488,7 @@ async fn open(spec: &ServerSpec, options: &ClientOptions, generation: u64) -> Re
                 }
                 cmd.current_dir(dir);
             }
-            let stderr = StderrSink::open(options.stderr_log.as_deref())?;
+            let stderr = StderrSink::open(options.stderr_log.as_deref(), &std::env::temp_dir())?;
             let stdio = stderr.stdio().map_err(|source| McpError::Spawn { command: command.clone(), source })?;
             // On every early return below, dropping `process` kills the server.
             let (mut process, transport) = StdioProcess::spawn(cmd, stdio).map_err(|source| McpError::Spawn { command: command.clone(), source })?;
@@ -575,7 +577,7 @@ const STDERR_SETTLE: Duration = Duration::from_secs(1);
 const STDERR_QUOTE_BYTES: usize = 2000;
 
 /// Where a stdio server's stderr goes: the run's log (appended to) or, without one, an unnamed
-/// temporary file. Either way it is kept, so a server that fails to start is quoted in the
+/// temporary file in `temp_dir`. Either way it is kept, so a server that fails to start is quoted in the
 /// error instead of pointing at a log the user may not have.
 struct StderrSink {
     file: std::fs::File,
@@ -585,9 +587,9 @@ struct StderrSink {
 }
 
 impl StderrSink {
-    fn open(log: Option<&Path>) -> Result<Self, McpError> {
+    fn open(log: Option<&Path>, temp_dir: &Path) -> Result<Self, McpError> {
         let Some(path) = log else {
-            let file = tempfile::tempfile().map_err(|source| McpError::StderrLog { path: std::env::temp_dir(), source })?;
+            let file = tempfile::tempfile_in(temp_dir).map_err(|source| McpError::StderrTemp { dir: temp_dir.to_path_buf(), source })?;
             return Ok(StderrSink { file, start: 0, log: None });
         };
         let err = |source| McpError::StderrLog { path: path.to_path_buf(), source };
@@ -654,7 +656,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("mcp-stderr.log");
         std::fs::write(&log, "before this start\n").unwrap();
-        let sink = StderrSink::open(Some(&log)).unwrap();
+        let sink = StderrSink::open(Some(&log), dir.path()).unwrap();
         let mut out = sink.file.try_clone().unwrap();
         for i in 0..200 {
             writeln!(out, "line {i:03} of the server's complaint").unwrap();
@@ -664,6 +666,21 @@ mod tests {
         assert!(tail.starts_with("line ") && tail.ends_with("line 199 of the server's complaint"), "{tail}");
         assert!(!tail.contains("before this start"));
         assert_eq!(mask("key=abc, again abc".into(), ["abc", ""].into_iter()), "key=***, again ***");
+    }
+
+    /// Without a run log the stderr goes to a temporary file: a temp directory that cannot hold
+    /// one is named as such, not as the run's log.
+    #[test]
+    fn a_stderr_sink_names_the_place_it_could_not_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let gone = dir.path().join("no-such-tmp");
+        let err = StderrSink::open(None, &gone).err().unwrap().to_string();
+        assert!(err.contains(&format!("temporary file in {}", gone.display())) && err.contains("TMPDIR"), "{err}");
+        assert!(StderrSink::open(None, dir.path()).is_ok());
+        let blocked = dir.path().join("file");
+        std::fs::write(&blocked, "").unwrap();
+        let err = StderrSink::open(Some(&blocked.join("mcp-stderr.log")), dir.path()).err().unwrap().to_string();
+        assert!(err.contains("cannot open MCP stderr log") && err.contains("run directory is writable"), "{err}");
     }
 
     #[test]
