@@ -153,7 +153,7 @@ def habits(t, question):
     if look_ups and max(look_ups.values()) >= 3:
         out.add("same look-up 3x")
     gold = gold_sql(question)
-    if queries and gold and len(JOIN.findall(query_text(queries[-1]))) > len(JOIN.findall(gold)):
+    if queries and gold and join_count(query_text(queries[-1])) > join_count(gold):
         out.add("more joins")
     return out
 
@@ -177,6 +177,11 @@ def kind(t, question):
     return "rows held the answer" if held else "other rows"
 
 
+def join_count(sql):
+    """The JOINs an SQL text makes, subqueries' included."""
+    return len(JOIN.findall(sql))
+
+
 def gold_sql(question):
     """The question's gold SQL (KaggleDBQA's `sql`, the demo's `reference_sql`), or None."""
     return question.get("sql") or question.get("reference_sql")
@@ -185,7 +190,7 @@ def gold_sql(question):
 def joins(question):
     """How many joins the question's gold SQL makes (one of JOINS), or None without its SQL."""
     sql = gold_sql(question)
-    return None if not sql else JOINS[min(len(JOIN.findall(sql)), len(JOINS) - 1)]
+    return None if not sql else JOINS[min(join_count(sql), len(JOINS) - 1)]
 
 
 def naming(question):
@@ -244,6 +249,12 @@ def classify(out_dir, qs):
     return counts, examples, namings, by_joins
 
 
+def by_group_and_model(item):
+    """The order of a `(group, model)`-keyed table's rows: by group, then base, SFT, SFT+GRPO."""
+    (group, model), _ = item
+    return group, nc.MODELS.index(model)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("out_dir", metavar="OUT_DIR", help="natural_check.sh's TA_OUT")
@@ -256,18 +267,18 @@ def main(argv=None):
         return 1
     print("| questions | model | " + " | ".join(KINDS) + " |")
     print("|---|---|" + "---:|" * len(KINDS))
-    for (group, model), c in sorted(counts.items(), key=lambda kv: (kv[0][0], nc.MODELS.index(kv[0][1]))):
+    for (group, model), c in sorted(counts.items(), key=by_group_and_model):
         print(f"| {group} | {model} | " + " | ".join(str(c[k]) for k in KINDS) + " |")
     print("\nOf the failed episodes above, those that show a habit:\n")
     print("| questions | model | failed | " + " | ".join(HABITS) + " |")
     print("|---|---|---:|" + "---:|" * len(HABITS))
-    for (group, model), c in sorted(counts.items(), key=lambda kv: (kv[0][0], nc.MODELS.index(kv[0][1]))):
+    for (group, model), c in sorted(counts.items(), key=by_group_and_model):
         print(f"| {group} | {model} | {sum(c[k] for k in KINDS[1:])} | " + " | ".join(str(c[h]) for h in HABITS) + " |")
     if by_joins:
         print("\nQuestions with their gold SQL, by the joins it makes (answered / questions):\n")
         print("| questions | model | " + " | ".join(JOINS) + " |")
         print("|---|---|" + "---:|" * len(JOINS))
-        for (group, model), row in sorted(by_joins.items(), key=lambda kv: (kv[0][0], nc.MODELS.index(kv[0][1]))):
+        for (group, model), row in sorted(by_joins.items(), key=by_group_and_model):
             print(f"| {group} | {model} | " + " | ".join(f"{a} / {n}" for a, n in (row[j] for j in JOINS)) + " |")
     if namings:
         print("\nQuestions with their gold SQL, by how they name the text values it compares with (answered / questions):\n")
