@@ -48,7 +48,9 @@ id, the sampled check's pass@1 per question and its k, the run's notes (grpo/fin
 them) and its directory's path; no question, answer, query or trajectory. Wherever an OUT_DIR is
 asked for (recipe 2, --seeds, --against) such a file, named *.json, stands in for it: its greedy,
 sampled, seed and recipe tables print as the directory's do; the check-step and validation-by-wording
-tables need the directory and are absent. `--lost-run BETTER WORSE` (one OUT_DIR): a second run of
+tables need the directory and are absent. Files of one run's different databases (fits of one
+recipe and seed in two leases) joined by `+`, `A.json+B.json`, stand in for the run as one file
+would. `--lost-run BETTER WORSE` (one OUT_DIR): a second run of
 the recipe whose per-question results are gone, known only by its pooled SFT+GRPO vs SFT counts;
 prints the two runs' difference and the range the exact test over questions can take as its
 changes fall on this run's (`lost_run_bounds`). Standard library only.
@@ -285,10 +287,15 @@ def kept_note(grpo_dir, db):
             f"the last step, {kept['last_step']}, validated {rate(kept.get('last_validation'))}"]
 
 
+def table_order(db):
+    """Where a database's row goes: KaggleDBQA's first, others, the demo last."""
+    return (db == DEMO, db not in KAGGLE, db)
+
+
 def read_out_dir(out_dir):
     """{db: {model: rates}} of every database with a finished check/ under out_dir, and notes."""
     dbs, notes = {}, []
-    names = sorted(os.listdir(out_dir), key=lambda n: (n == DEMO, n not in KAGGLE, n))
+    names = sorted(os.listdir(out_dir), key=table_order)
     for name in names:
         check = os.path.join(out_dir, name, "check")
         sft_check = os.path.join(out_dir, name, "check-sft")
@@ -484,12 +491,37 @@ def read_outcomes(path):
     return dbs, data["notes"], sampled, data["sampled_notes"]
 
 
+def joined_outcomes(path):
+    """The outcomes files that `A.json+B.json` names (one run whose databases were fit in separate
+    leases), or None when `path` is not such a join."""
+    parts = path.split("+")
+    return parts if len(parts) > 1 and all(is_outcomes(p) for p in parts) else None
+
+
+def read_joined(paths):
+    """read_outcomes over files that hold different databases of one run, as one run's. A database
+    in two of them is refused: which of its results would be the run's is not this script's choice."""
+    dbs, notes, sampled, sampled_notes = {}, [], {}, []
+    for path in paths:
+        d, n, s, sn = read_outcomes(path)
+        twice = sorted(set(d) & set(dbs))
+        if twice:
+            raise SystemExit(f"{path}: {', '.join(twice)} already in an earlier file of the join: join files of different databases")
+        dbs.update(d)
+        sampled.update(s)
+        notes += n
+        sampled_notes += sn
+    in_order = lambda by_db: {db: by_db[db] for db in sorted(by_db, key=table_order)}
+    return in_order(dbs), notes, in_order(sampled), sampled_notes
+
+
 def read_run(path):
-    """One run from its OUT_DIR or its outcomes file: {"dbs", "notes", "steps", "step_notes",
-    "sampled", "sampled_notes", "wordings"}; a file holds no check-step-N/ nor GRPO's validation, so
-    those come back empty from it."""
-    if is_outcomes(path):
-        dbs, notes, sampled, sampled_notes = read_outcomes(path)
+    """One run from its OUT_DIR, its outcomes file, or outcomes files of its databases joined by
+    `+`: {"dbs", "notes", "steps", "step_notes", "sampled", "sampled_notes", "wordings"}; a file
+    holds no check-step-N/ nor GRPO's validation, so those come back empty from it."""
+    joined = joined_outcomes(path)
+    if joined or is_outcomes(path):
+        dbs, notes, sampled, sampled_notes = read_joined(joined) if joined else read_outcomes(path)
         return {"dbs": dbs, "notes": notes, "steps": {}, "step_notes": [], "sampled": sampled,
                 "sampled_notes": sampled_notes, "wordings": {}}
     dbs, notes = read_out_dir(path)
@@ -707,7 +739,8 @@ def print_lost_run(dbs, better, worse):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("out_dirs", nargs="+", metavar="OUT_DIR",
-                    help="natural_check.sh's TA_OUT, or its outcomes file (*.json, --outcomes); a second one: another recipe")
+                    help="natural_check.sh's TA_OUT, or its outcomes file (*.json, --outcomes), or files of its "
+                         "databases joined by + (A.json+B.json); a second one: another recipe")
     ap.add_argument("--seeds", action="store_true",
                     help="the OUT_DIRs are runs (seeds) of one recipe: their ranges and tests over the runs")
     ap.add_argument("--against", nargs="+", metavar="OUT_DIR",

@@ -488,6 +488,33 @@ class Outcomes(unittest.TestCase):
             self.assert_same(tmp, ["--seeds", *runs, "--against", *other], {runs[1]: files[runs[1]], other[0]: files[other[0]]})
             self.assert_same(tmp, [other[0], runs[0]], files)
 
+    def test_one_run_from_the_files_of_its_databases(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            run, a, b = (os.path.join(tmp, n) for n in ("run", "a", "b"))
+            demo = {"base": [0] * 6, "baseline": [1, 1, 0, 0, 0, 0], "trained": [1, 1, 1, 0, 0, 1]}
+            geo = {"base": [0] * 4, "baseline": [1, 0, 0, 0], "trained": [1, 1, 0, 0]}
+            for out, checks in ((run, {"demo": demo, "GeoNuclearData": geo}), (a, {"demo": demo}), (b, {"GeoNuclearData": geo})):
+                for db, c in checks.items():
+                    write_check(out, db, c)
+            write_sampled(run, "demo", {"baseline": [4, 2, 0, 1, 0, 0], "trained": [4, 3, 1, 1, 0, 2]}, k=4)
+            write_sampled(a, "demo", {"baseline": [4, 2, 0, 1, 0, 0], "trained": [4, 3, 1, 1, 0, 2]}, k=4)
+            files = {d: f"{d}.json" for d in (run, a, b)}
+            for d, f in files.items():
+                write_outcomes(d, f)
+            joined = f"{files[a]}+{files[b]}"
+            self.assertEqual(nc.read_run(joined)["dbs"], nc.read_run(files[run])["dbs"])
+            text, numbers = run_main([files[run]], tmp)
+            text2, numbers2 = run_main([joined], tmp)
+            self.assertEqual(text.replace(files[run], "RUN"), text2.replace(joined, "RUN"))
+            self.assertIn("| **all** | 10 |", text2)
+            other = os.path.join(tmp, "other")
+            write_check(other, "demo", {"base": [0] * 6, "baseline": [0] * 6, "trained": [1] + [0] * 5})
+            write_check(other, "GeoNuclearData", {"base": [0] * 4, "baseline": [0] * 4, "trained": [0] * 4})
+            self.assertEqual(run_main([other, joined], tmp)[1]["recipe2_vs_recipe1"],
+                             run_main([other, files[run]], tmp)[1]["recipe2_vs_recipe1"])
+            with self.assertRaises(SystemExit):
+                nc.read_run(f"{files[a]}+{files[run]}")
+
     def test_tables_that_need_the_directory_are_absent(self):
         with tempfile.TemporaryDirectory() as tmp:
             sft = [1, 0, 0, 0]
