@@ -41,6 +41,11 @@
 #                  default: fit's own, uniform)
 #   TA_CHECK_SAMPLED  K episodes a question in the sampled check (fit's `--check-samples`: 8; 0:
 #                  none)
+#   TA_TASKS_FROM  an earlier run's TA_OUT: each database's synth/ and paraphrase/ are copied from
+#                  it before its fit, which then skips those stages, so two recipes train on the
+#                  same tasks and rewordings (give the earlier run's TA_SEED and TA_TEACHER: the
+#                  split and SFT's order follow the seed, and without a teacher fit uses synth/
+#                  alone). The teacher is not called, but fit still checks its file.
 #
 # Each pipeline writes TA_OUT/NAME: fit's stages (check/ and check-sampled/ among them), fit.log,
 # rc; TA_OUT/outcomes.json keeps the run's per-question results without the questions
@@ -55,6 +60,11 @@ read -r -a dbs <<< "$TA_DBS"
 read -r -a gpus <<< "${TA_GPUS:-0}"
 SAMPLED=${TA_CHECK_SAMPLED:-8}
 [[ $SAMPLED =~ ^[0-9]+$ ]] || { echo "TA_CHECK_SAMPLED=$SAMPLED: a number of episodes (0: none)" >&2; exit 2; }
+if [[ -n ${TA_TASKS_FROM:-} ]]; then
+  for name in "${dbs[@]}"; do
+    [[ -f $TA_TASKS_FROM/$name/synth/summary.json ]] || { echo "TA_TASKS_FROM=$TA_TASKS_FROM has no finished synth/ for $name" >&2; exit 2; }
+  done
+fi
 per_gpu=$(( (${#dbs[@]} + ${#gpus[@]} - 1) / ${#gpus[@]} ))
 UTIL=${TA_GPU_UTIL:-$(python3 -c "print(round(0.4 / $per_gpu, 3))")}
 knobs=()
@@ -80,6 +90,13 @@ run_db() {
   if [[ ! -f $questions ]] || { [[ $name != demo ]] && [[ ! -f $TA_DATA/$name.sqlite ]]; }; then
     stamp "$questions or its database: no such file (TA_DATA=$TA_DATA)"; echo 1 > "$d/rc"; return 0
   fi
+  local stage
+  for stage in synth paraphrase; do
+    if [[ -n ${TA_TASKS_FROM:-} && -f $TA_TASKS_FROM/$name/$stage/summary.json && ! -e $d/$stage ]]; then
+      cp -r "$TA_TASKS_FROM/$name/$stage" "$d/$stage"
+      stamp "$stage/ from $TA_TASKS_FROM/$name"
+    fi
+  done
   export CUDA_VISIBLE_DEVICES=$gpu TRAIN_AGENT_GPU_MEMORY_UTILIZATION=$UTIL
   stamp "fit on GPU $gpu"
   "$TA_BIN" fit --server "$(server_of "$name")" --check-set "$questions" --base-model "$TA_MODEL" \

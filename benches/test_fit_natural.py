@@ -99,6 +99,27 @@ class FitNatural(unittest.TestCase):
         self.assertEqual(open(os.path.join(self.out, "Broken", "rc")).read().strip(), "3")
         self.assertEqual(open(os.path.join(self.out, "Beta", "rc")).read().strip(), "0", "the others go on")
 
+    def test_an_earlier_runs_tasks_are_copied_in_before_the_fit(self):
+        earlier = os.path.join(self.tmp, "earlier")
+        for stage, text in (("synth", "synthesized\n"), ("paraphrase", "reworded\n")):
+            write(os.path.join(earlier, "Alpha", stage, "summary.json"), "{}")
+            write(os.path.join(earlier, "Alpha", stage, "scenarios.jsonl"), text)
+        write(os.path.join(earlier, "Beta", "synth", "summary.json"), "{}")
+        done, calls = self.bench("Alpha Beta", TA_TASKS_FROM=earlier)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertEqual(len(calls), 2)
+        self.assertEqual(open(os.path.join(self.out, "Alpha", "paraphrase", "scenarios.jsonl")).read(), "reworded\n")
+        self.assertEqual(open(os.path.join(self.out, "Alpha", "synth", "scenarios.jsonl")).read(), "synthesized\n")
+        self.assertTrue(os.path.isfile(os.path.join(self.out, "Beta", "synth", "summary.json")))
+        self.assertFalse(os.path.exists(os.path.join(self.out, "Beta", "paraphrase")), "none to copy")
+        # A run continued keeps what it has: its own stages are not overwritten.
+        write(os.path.join(self.out, "Alpha", "paraphrase", "scenarios.jsonl"), "its own\n")
+        self.bench("Alpha", TA_TASKS_FROM=earlier)
+        self.assertEqual(open(os.path.join(self.out, "Alpha", "paraphrase", "scenarios.jsonl")).read(), "its own\n")
+        done, calls = self.bench("Alpha Gamma", TA_TASKS_FROM=earlier)
+        self.assertEqual((done.returncode, calls), (2, []), "a database without tasks there: nothing runs")
+        self.assertIn("no finished synth/ for Gamma", done.stderr)
+
     def test_bad_input_is_refused_before_anything_runs(self):
         done, calls = self.bench("Alpha", sampled="many")
         self.assertEqual((done.returncode, calls), (2, []))
