@@ -348,8 +348,9 @@ impl Rates {
         if gpu {
             // One H100, Qwen2.5-Coder-0.5B, the GPU profile (asynchronous GRPO, episode budget).
             // The teacher: a 1.5B GGUF, one fit a card as `fit` runs (benches/RESULTS.md, "The
-            // paraphrase alone on a card"; two fits sharing a card take longer, "Run 31").
-            Rates { start: 60.0, sft_trace: 0.18, episode: 0.06, episode_wall: 20.0, grpo_step: 10.0, teacher_task: Some(0.09) }
+            // paraphrase alone on a card"; two fits sharing a card take longer, "Run 31"). SFT's
+            // pass over a trace: between the H100's demo alone and the H200's shared fits ("Run 35").
+            Rates { start: 60.0, sft_trace: 0.1, episode: 0.06, episode_wall: 20.0, grpo_step: 10.0, teacher_task: Some(0.09) }
         } else {
             // The 2-core VM without AMX, SmolLM2-135M, the CPU profile.
             Rates { start: 30.0, sft_trace: 6.0, episode: 6.0, episode_wall: 60.0, grpo_step: 120.0, teacher_task: None }
