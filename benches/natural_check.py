@@ -48,7 +48,9 @@ id, the sampled check's pass@1 per question and its k, the run's notes (grpo/fin
 them) and its directory's path; no question, answer, query or trajectory. Wherever an OUT_DIR is
 asked for (recipe 2, --seeds, --against) such a file, named *.json, stands in for it: its greedy,
 sampled, seed and recipe tables print as the directory's do; the check-step and validation-by-wording
-tables need the directory and are absent. Files of one run's different databases (fits of one
+tables need the directory and are absent. `--sft-only` (one OUT_DIR, fit_natural.sh's TA_SFT_ONLY):
+the run's GRPO was one stand-in step, so its SFT+GRPO, sampled and step tables are left out, here
+and in its outcomes file, with a note. Files of one run's different databases (fits of one
 recipe and seed in two leases) joined by `+`, `A.json+B.json`, stand in for the run as one file
 would. `--lost-run BETTER WORSE` (one OUT_DIR): a second run of
 the recipe whose per-question results are gone, known only by its pooled SFT+GRPO vs SFT counts;
@@ -515,6 +517,19 @@ def read_joined(paths):
     return in_order(dbs), notes, in_order(sampled), sampled_notes
 
 
+SFT_ONLY_NOTE = "SFT only: its GRPO was one stand-in step (fit_natural.sh's TA_SFT_ONLY), left out"
+
+
+def sft_only(run):
+    """read_run's run without what its stand-in GRPO step made (fit_natural.sh's TA_SFT_ONLY runs
+    `fit --steps 1` to get the SFT adapter checked): base and SFT, a note saying so."""
+    for models in run["dbs"].values():
+        models.pop("SFT+GRPO", None)
+    run.update(steps={}, step_notes=[], sampled={}, sampled_notes=[], wordings={})
+    run["notes"] = run["notes"] + [SFT_ONLY_NOTE]
+    return run
+
+
 def read_run(path):
     """One run from its OUT_DIR, its outcomes file, or outcomes files of its databases joined by
     `+`: {"dbs", "notes", "steps", "step_notes", "sampled", "sampled_notes", "wordings"}; a file
@@ -749,6 +764,9 @@ def main(argv=None):
     ap.add_argument("--lost-run", nargs=2, type=int, metavar=("BETTER", "WORSE"),
                     help="a second run of this recipe known only by its pooled SFT+GRPO vs SFT counts (its "
                          "per-question results lost): the range of the exact test over both runs")
+    ap.add_argument("--sft-only", action="store_true",
+                    help="the one OUT_DIR's GRPO was a stand-in step (fit_natural.sh's TA_SFT_ONLY): base and SFT only, "
+                         "here and in --outcomes")
     ap.add_argument("--outcomes", metavar="FILE",
                     help="also write the one OUT_DIR's per-question results to FILE (*.json), to stand in for it later")
     args = ap.parse_args(argv)
@@ -763,11 +781,13 @@ def main(argv=None):
         ap.error("--lost-run BETTER WORSE goes with one OUT_DIR (the run known by question), counts of 0 or more")
     if args.outcomes and (len(args.out_dirs) != 1 or seeds or not args.outcomes.endswith(".json")):
         ap.error("--outcomes writes one OUT_DIR's results to a file named *.json")
+    if args.sft_only and (len(args.out_dirs) != 1 or seeds):
+        ap.error("--sft-only goes with one OUT_DIR (the run whose GRPO was a stand-in)")
 
     result = {"recipes": []}
     all_dbs = []
     for i, out_dir in enumerate(args.out_dirs, 1):
-        run = read_run(out_dir)
+        run = sft_only(read_run(out_dir)) if args.sft_only else read_run(out_dir)
         dbs, notes = run["dbs"], run["notes"]
         all_dbs.append(dbs)
         if not dbs:

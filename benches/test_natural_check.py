@@ -515,6 +515,25 @@ class Outcomes(unittest.TestCase):
             with self.assertRaises(SystemExit):
                 nc.read_run(f"{files[a]}+{files[run]}")
 
+    def test_a_run_of_sft_only_keeps_base_and_sft(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            run = os.path.join(tmp, "run")
+            write_check(run, "demo", {"base": [0] * 4, "baseline": [1, 0, 0, 0], "trained": [1, 1, 0, 0]})
+            write_sampled(run, "demo", {"baseline": [2, 0, 0, 0], "trained": [2, 1, 0, 0]}, k=2)
+            path = os.path.join(tmp, "run.json")
+            text = io.StringIO()
+            with redirect_stdout(text):
+                assert nc.main([run, "--sft-only", "--outcomes", path]) == 0
+            self.assertIn("| demo | 4 | 0.0% [0.0, 49.0] | 25.0% [4.6, 69.9] | - |", text.getvalue())
+            self.assertNotIn("people's questions sampled", text.getvalue(), "the sampled check compares SFT+GRPO")
+            with open(path) as f:
+                data = json.load(f)
+            self.assertEqual(sorted(data["databases"]["demo"]["greedy"]), ["SFT", "base"])
+            self.assertNotIn("sampled", data["databases"]["demo"])
+            self.assertIn(nc.SFT_ONLY_NOTE, data["notes"])
+            with redirect_stdout(io.StringIO()), self.assertRaises(SystemExit):
+                nc.main([run, run, "--sft-only"])
+
     def test_tables_that_need_the_directory_are_absent(self):
         with tempfile.TemporaryDirectory() as tmp:
             sft = [1, 0, 0, 0]
