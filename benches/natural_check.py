@@ -501,8 +501,9 @@ def joined_outcomes(path):
 
 
 def read_joined(paths):
-    """read_outcomes over files that hold different databases of one run, as one run's. A database
-    in two of them is refused: which of its results would be the run's is not this script's choice."""
+    """read_outcomes over one file, or files that hold different databases of one run, as one
+    run's. A database in two of them is refused: which of its results would be the run's is not
+    this script's choice."""
     dbs, notes, sampled, sampled_notes = {}, [], {}, []
     for path in paths:
         d, n, s, sn = read_outcomes(path)
@@ -534,9 +535,9 @@ def read_run(path):
     """One run from its OUT_DIR, its outcomes file, or outcomes files of its databases joined by
     `+`: {"dbs", "notes", "steps", "step_notes", "sampled", "sampled_notes", "wordings"}; a file
     holds no check-step-N/ nor GRPO's validation, so those come back empty from it."""
-    joined = joined_outcomes(path)
-    if joined or is_outcomes(path):
-        dbs, notes, sampled, sampled_notes = read_joined(joined) if joined else read_outcomes(path)
+    files = joined_outcomes(path) or ([path] if is_outcomes(path) else None)
+    if files:
+        dbs, notes, sampled, sampled_notes = read_joined(files)
         return {"dbs": dbs, "notes": notes, "steps": {}, "step_notes": [], "sampled": sampled,
                 "sampled_notes": sampled_notes, "wordings": {}}
     dbs, notes = read_out_dir(path)

@@ -341,10 +341,7 @@ pub fn join_mix(s: &str) -> Result<[f64; 3], String> {
 
 /// A share that must hold something (`fit --sft-share`: SFT needs traces): above 0, at most 1.
 pub fn positive_share(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(x) if x > 0.0 && x <= 1.0 => Ok(x),
-        _ => Err(format!("{s:?} is not a share above 0: give a number over 0 and at most 1 (0.25 for a quarter)")),
-    }
+    share(s).ok().filter(|&x| x > 0.0).ok_or_else(|| format!("{s:?} is not a share above 0: give a number over 0 and at most 1 (0.25 for a quarter)"))
 }
 
 /// A share of something, parsed from the command line: a number from 0 to 1.
