@@ -278,6 +278,11 @@ def read_kept(grpo_dir):
         return None
 
 
+# What a note about the adapter kept as SFT+GRPO says after the database's name; sft_only drops
+# those notes with the column they are about.
+KEPT_NOTE = ": SFT+GRPO is"
+
+
 def kept_note(grpo_dir, db):
     """A note when `train` kept another adapter than its last step's as grpo/final (final.json)."""
     kept = read_kept(grpo_dir)
@@ -285,7 +290,7 @@ def kept_note(grpo_dir, db):
         return []
     rate = lambda v: f"{100 * v['success']:.1f}%" if v else "not validated"
     which = "the SFT adapter (step 0)" if kept["step"] == 0 else f"step {kept['step']}'s adapter"
-    return [f"{db}: SFT+GRPO is {which}, kept as the best validated ({rate(kept.get('validation'))}); "
+    return [f"{db}{KEPT_NOTE} {which}, kept as the best validated ({rate(kept.get('validation'))}); "
             f"the last step, {kept['last_step']}, validated {rate(kept.get('last_validation'))}"]
 
 
@@ -523,11 +528,13 @@ SFT_ONLY_NOTE = "SFT only: its GRPO was one stand-in step (fit_natural.sh's TA_S
 
 def sft_only(run):
     """read_run's run without what its stand-in GRPO step made (fit_natural.sh's TA_SFT_ONLY runs
-    `fit --steps 1` to get the SFT adapter checked): base and SFT, a note saying so."""
+    `fit --steps 1` to get the SFT adapter checked): base and SFT, a note saying so, and none of
+    the notes about which adapter stood for SFT+GRPO. An outcomes file it wrote reads the same."""
     for models in run["dbs"].values():
         models.pop("SFT+GRPO", None)
     run.update(steps={}, step_notes=[], sampled={}, sampled_notes=[], wordings={})
-    run["notes"] = run["notes"] + [SFT_ONLY_NOTE]
+    kept = [n for n in run["notes"] if KEPT_NOTE not in n and n != SFT_ONLY_NOTE]
+    run["notes"] = kept + [SFT_ONLY_NOTE]
     return run
 
 

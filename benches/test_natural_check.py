@@ -520,6 +520,13 @@ class Outcomes(unittest.TestCase):
             run = os.path.join(tmp, "run")
             write_check(run, "demo", {"base": [0] * 4, "baseline": [1, 0, 0, 0], "trained": [1, 1, 0, 0]})
             write_sampled(run, "demo", {"baseline": [2, 0, 0, 0], "trained": [2, 1, 0, 0]}, k=2)
+            # The stand-in step validated no higher, so train kept the SFT adapter: a note about
+            # SFT+GRPO, which an SFT-only table has no column for.
+            os.makedirs(os.path.join(run, "demo", "grpo"))
+            with open(os.path.join(run, "demo", "grpo", "final.json"), "w") as f:
+                json.dump({"rule": "best", "step": 0, "last_step": 1, "validation": {"step": 0, "success": 0.9},
+                           "last_validation": {"step": 1, "success": 0.9}}, f)
+            self.assertTrue(any(nc.KEPT_NOTE in n for n in nc.read_run(run)["notes"]))
             path = os.path.join(tmp, "run.json")
             text = io.StringIO()
             with redirect_stdout(text):
@@ -530,7 +537,13 @@ class Outcomes(unittest.TestCase):
                 data = json.load(f)
             self.assertEqual(sorted(data["databases"]["demo"]["greedy"]), ["SFT", "base"])
             self.assertNotIn("sampled", data["databases"]["demo"])
-            self.assertIn(nc.SFT_ONLY_NOTE, data["notes"])
+            self.assertEqual(data["notes"], [nc.SFT_ONLY_NOTE], "no note about the stand-in step's adapter")
+            # Its outcomes file, read again as an SFT-only run, is written the same.
+            again = os.path.join(tmp, "again.json")
+            with redirect_stdout(io.StringIO()):
+                assert nc.main([path, "--sft-only", "--outcomes", again]) == 0
+            with open(again) as f:
+                self.assertEqual({**json.load(f), "source": path}, {**data, "source": path})
             with redirect_stdout(io.StringIO()), self.assertRaises(SystemExit):
                 nc.main([run, run, "--sft-only"])
 
