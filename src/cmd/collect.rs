@@ -35,8 +35,8 @@ pub struct Args {
     /// column or table misnamed) that the server rejects, then look the name up (describe the
     /// table, or list the tables) and write the right query: the slip is shown but not trained on
     /// (`weight` 0), so the model learns to repair an error instead of handing it in. 0 (the
-    /// default) turns it off: at 0.25, repaired without the look-up, SFT's adapter repeated failing
-    /// queries instead (benches/RESULTS.md, "Run 28").
+    /// default) turns it off: at 0.25 SFT's adapter repeated failing queries to the turn limit
+    /// instead, with the look-up and without (benches/RESULTS.md, "Run 28", "Run 37").
     #[arg(long, default_value_t = DEFAULT_RECOVERY_SHARE, value_parser = crate::args::share, requires = "reference")]
     recovery_share: f64,
     /// Only scenarios of this split (validation traces would leak the evaluation into training).

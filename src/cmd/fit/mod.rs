@@ -51,7 +51,7 @@ pub struct Args {
     teacher: Option<String>,
     /// The share of SFT's reference traces that first write their query with a slip the server
     /// rejects, then look the name up and write the right one (`collect --recovery-share`; SQL
-    /// servers only; off by default: benches/RESULTS.md, "Run 28").
+    /// servers only; off by default: benches/RESULTS.md, "Run 28", "Run 37").
     #[arg(long, value_name = "SHARE", default_value_t = DEFAULT_RECOVERY_SHARE, value_parser = crate::args::share)]
     recovery_share: f64,
     /// SQL servers: also name text values as people do, a state by its value alone, and look
