@@ -21,7 +21,8 @@
 #   TA_GPUS        GPU ids the pipelines are dealt to in turn, all at once (default "0")
 #   TA_GPU_UTIL    each pipeline's share of its GPU's memory (default 0.4 over the pipelines a GPU
 #                  gets: one demo at the GPU profile used ~56 GB of an H200's 140)
-#   TA_STEPS       fit's `--steps` (default: fit's own)
+#   TA_STEPS       fit's `--steps` (default: fit's own). 0: SFT alone, checked against the base
+#                  model, no GRPO and no sampled check (a TA_CHECK_SAMPLED above 0 is refused)
 #   TA_VALIDATION_LIMIT  fit's `--validation-limit` (default: all; the base model's validation of
 #                  ~290 tasks took ~2 minutes of a demo: benches/RESULTS.md, "Run 26")
 #   TA_RECOVERY_SHARE  fit's `--recovery-share`: SFT traces that show a slip and its repair
@@ -41,10 +42,6 @@
 #                  default: fit's own, uniform)
 #   TA_CHECK_SAMPLED  K episodes a question in the sampled check (fit's `--check-samples`: 8; 0:
 #                  none)
-#   TA_SFT_ONLY    non-empty: the recipe's SFT adapter checked, no GRPO: fit's `--steps 1` (its
-#                  one step a stand-in, left out of the tables and outcomes.json by
-#                  `natural_check.py --sft-only`), no sampled check; not with TA_STEPS or a
-#                  TA_CHECK_SAMPLED above 0
 #   TA_TASKS_FROM  an earlier run's TA_OUT: each database's synth/ and paraphrase/ are copied from
 #                  it before its fit, which then skips those stages, so two recipes train on the
 #                  same tasks and rewordings (give the earlier run's TA_SEED and TA_TEACHER: the
@@ -64,11 +61,10 @@ read -r -a dbs <<< "$TA_DBS"
 read -r -a gpus <<< "${TA_GPUS:-0}"
 SAMPLED=${TA_CHECK_SAMPLED:-8}
 [[ $SAMPLED =~ ^[0-9]+$ ]] || { echo "TA_CHECK_SAMPLED=$SAMPLED: a number of episodes (0: none)" >&2; exit 2; }
-check_args=()
-if [[ -n ${TA_SFT_ONLY:-} ]]; then
-  [[ -z ${TA_STEPS:-} ]] || { echo "TA_SFT_ONLY runs one stand-in GRPO step: leave TA_STEPS unset" >&2; exit 2; }
-  [[ ${TA_CHECK_SAMPLED:-0} == 0 ]] || { echo "TA_SFT_ONLY has no sampled check (it compares SFT+GRPO): leave TA_CHECK_SAMPLED unset or 0" >&2; exit 2; }
-  SAMPLED=0 TA_STEPS=1 check_args=(--sft-only)
+if [[ ${TA_STEPS:-} == 0 ]]; then
+  # SFT alone: the sampled check compares SFT+GRPO with SFT, so there is none to play.
+  [[ ${TA_CHECK_SAMPLED:-0} == 0 ]] || { echo "TA_STEPS=0 checks SFT alone, and the sampled check compares SFT+GRPO with it: leave TA_CHECK_SAMPLED unset or 0" >&2; exit 2; }
+  SAMPLED=0
 fi
 if [[ -n ${TA_TASKS_FROM:-} ]]; then
   for name in "${dbs[@]}"; do
@@ -128,5 +124,5 @@ failed=0
 for name in "${dbs[@]}"; do
   if [[ $(cat "$TA_OUT/$name/rc" 2>/dev/null) != 0 ]]; then echo "[$name] FAILED; see $TA_OUT/$name/fit.log" >&2; failed=1; fi
 done
-python3 "$root/benches/natural_check.py" "$TA_OUT" "${check_args[@]}" --outcomes "$TA_OUT/outcomes.json" || true
+python3 "$root/benches/natural_check.py" "$TA_OUT" --outcomes "$TA_OUT/outcomes.json" || true
 exit "$failed"

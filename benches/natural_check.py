@@ -48,9 +48,8 @@ id, the sampled check's pass@1 per question and its k, the run's notes (grpo/fin
 them) and its directory's path; no question, answer, query or trajectory. Wherever an OUT_DIR is
 asked for (recipe 2, --seeds, --against) such a file, named *.json, stands in for it: its greedy,
 sampled, seed and recipe tables print as the directory's do; the check-step and validation-by-wording
-tables need the directory and are absent. `--sft-only` (one OUT_DIR, fit_natural.sh's TA_SFT_ONLY):
-the run's GRPO was one stand-in step, so its SFT+GRPO, sampled and step tables are left out, here
-and in its outcomes file, with a note. Files of one run's different databases (fits of one
+tables need the directory and are absent. A run without GRPO (`fit --steps 0`, fit_natural.sh's
+TA_STEPS=0) has base and SFT columns alone. Files of one run's different databases (fits of one
 recipe and seed in two leases) joined by `+`, `A.json+B.json`, stand in for the run as one file
 would. `--lost-run BETTER WORSE` (one OUT_DIR): a second run of
 the recipe whose per-question results are gone, known only by its pooled SFT+GRPO vs SFT counts;
@@ -278,11 +277,6 @@ def read_kept(grpo_dir):
         return None
 
 
-# What a note about the adapter kept as SFT+GRPO says after the database's name; sft_only drops
-# those notes with the column they are about.
-KEPT_NOTE = ": SFT+GRPO is"
-
-
 def kept_note(grpo_dir, db):
     """A note when `train` kept another adapter than its last step's as grpo/final (final.json)."""
     kept = read_kept(grpo_dir)
@@ -290,7 +284,7 @@ def kept_note(grpo_dir, db):
         return []
     rate = lambda v: f"{100 * v['success']:.1f}%" if v else "not validated"
     which = "the SFT adapter (step 0)" if kept["step"] == 0 else f"step {kept['step']}'s adapter"
-    return [f"{db}{KEPT_NOTE} {which}, kept as the best validated ({rate(kept.get('validation'))}); "
+    return [f"{db}: SFT+GRPO is {which}, kept as the best validated ({rate(kept.get('validation'))}); "
             f"the last step, {kept['last_step']}, validated {rate(kept.get('last_validation'))}"]
 
 
@@ -521,21 +515,6 @@ def read_joined(paths):
         sampled_notes += sn
     in_order = lambda by_db: {db: by_db[db] for db in sorted(by_db, key=table_order)}
     return in_order(dbs), notes, in_order(sampled), sampled_notes
-
-
-SFT_ONLY_NOTE = "SFT only: its GRPO was one stand-in step (fit_natural.sh's TA_SFT_ONLY), left out"
-
-
-def sft_only(run):
-    """read_run's run without what its stand-in GRPO step made (fit_natural.sh's TA_SFT_ONLY runs
-    `fit --steps 1` to get the SFT adapter checked): base and SFT, a note saying so, and none of
-    the notes about which adapter stood for SFT+GRPO. An outcomes file it wrote reads the same."""
-    for models in run["dbs"].values():
-        models.pop("SFT+GRPO", None)
-    run.update(steps={}, step_notes=[], sampled={}, sampled_notes=[], wordings={})
-    kept = [n for n in run["notes"] if KEPT_NOTE not in n and n != SFT_ONLY_NOTE]
-    run["notes"] = kept + [SFT_ONLY_NOTE]
-    return run
 
 
 def read_run(path):
@@ -772,9 +751,6 @@ def main(argv=None):
     ap.add_argument("--lost-run", nargs=2, type=int, metavar=("BETTER", "WORSE"),
                     help="a second run of this recipe known only by its pooled SFT+GRPO vs SFT counts (its "
                          "per-question results lost): the range of the exact test over both runs")
-    ap.add_argument("--sft-only", action="store_true",
-                    help="the one OUT_DIR's GRPO was a stand-in step (fit_natural.sh's TA_SFT_ONLY): base and SFT only, "
-                         "here and in --outcomes")
     ap.add_argument("--outcomes", metavar="FILE",
                     help="also write the one OUT_DIR's per-question results to FILE (*.json), to stand in for it later")
     args = ap.parse_args(argv)
@@ -789,13 +765,11 @@ def main(argv=None):
         ap.error("--lost-run BETTER WORSE goes with one OUT_DIR (the run known by question), counts of 0 or more")
     if args.outcomes and (len(args.out_dirs) != 1 or seeds or not args.outcomes.endswith(".json")):
         ap.error("--outcomes writes one OUT_DIR's results to a file named *.json")
-    if args.sft_only and (len(args.out_dirs) != 1 or seeds):
-        ap.error("--sft-only goes with one OUT_DIR (the run whose GRPO was a stand-in)")
 
     result = {"recipes": []}
     all_dbs = []
     for i, out_dir in enumerate(args.out_dirs, 1):
-        run = sft_only(read_run(out_dir)) if args.sft_only else read_run(out_dir)
+        run = read_run(out_dir)
         dbs, notes = run["dbs"], run["notes"]
         all_dbs.append(dbs)
         if not dbs:

@@ -99,17 +99,17 @@ class FitNatural(unittest.TestCase):
         self.assertEqual(open(os.path.join(self.out, "Broken", "rc")).read().strip(), "3")
         self.assertEqual(open(os.path.join(self.out, "Beta", "rc")).read().strip(), "0", "the others go on")
 
-    def test_sft_only_is_one_stand_in_step_and_no_sampled_check(self):
-        done, calls = self.bench("Alpha", sampled="", TA_SFT_ONLY="1")
+    def test_no_steps_is_sft_alone_without_a_sampled_check(self):
+        done, calls = self.bench("Alpha", sampled="", TA_STEPS="0")
         self.assertEqual(done.returncode, 0, done.stderr)
         fit = calls[0]
-        self.assertEqual((fit[fit.index("--steps") + 1], fit[fit.index("--check-samples") + 1]), ("1", "0"))
-        for knobs, said in (({"TA_STEPS": "4"}, "leave TA_STEPS unset"), ({"TA_CHECK_SAMPLED": "4"}, "leave TA_CHECK_SAMPLED unset")):
-            env = {"TA_SFT_ONLY": "1", **knobs}
-            sampled = env.pop("TA_CHECK_SAMPLED", "")
-            done, calls = self.bench("Alpha", sampled=sampled, **env)
-            self.assertEqual((done.returncode, calls), (2, []), said)
-            self.assertIn(said, done.stderr)
+        self.assertEqual((fit[fit.index("--steps") + 1], fit[fit.index("--check-samples") + 1]), ("0", "0"))
+        done, calls = self.bench("Alpha", sampled="4", TA_STEPS="0")
+        self.assertEqual((done.returncode, calls), (2, []), "refused before any fit")
+        self.assertIn("leave TA_CHECK_SAMPLED unset or 0", done.stderr)
+        done, calls = self.bench("Alpha", sampled="4", TA_STEPS="3")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertEqual(calls[0][calls[0].index("--check-samples") + 1], "4", "with GRPO the sampled check stays")
 
     def test_an_earlier_runs_tasks_are_copied_in_before_the_fit(self):
         earlier = os.path.join(self.tmp, "earlier")

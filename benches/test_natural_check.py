@@ -515,37 +515,23 @@ class Outcomes(unittest.TestCase):
             with self.assertRaises(SystemExit):
                 nc.read_run(f"{files[a]}+{files[run]}")
 
-    def test_a_run_of_sft_only_keeps_base_and_sft(self):
+    def test_a_run_without_grpo_has_base_and_sft(self):
+        # `fit --steps 0` (fit_natural.sh's TA_STEPS=0): the check set's eval plays the base model
+        # and the SFT adapter (its label `trained`, with no `baseline` beside it).
         with tempfile.TemporaryDirectory() as tmp:
             run = os.path.join(tmp, "run")
-            write_check(run, "demo", {"base": [0] * 4, "baseline": [1, 0, 0, 0], "trained": [1, 1, 0, 0]})
-            write_sampled(run, "demo", {"baseline": [2, 0, 0, 0], "trained": [2, 1, 0, 0]}, k=2)
-            # The stand-in step validated no higher, so train kept the SFT adapter: a note about
-            # SFT+GRPO, which an SFT-only table has no column for.
-            os.makedirs(os.path.join(run, "demo", "grpo"))
-            with open(os.path.join(run, "demo", "grpo", "final.json"), "w") as f:
-                json.dump({"rule": "best", "step": 0, "last_step": 1, "validation": {"step": 0, "success": 0.9},
-                           "last_validation": {"step": 1, "success": 0.9}}, f)
-            self.assertTrue(any(nc.KEPT_NOTE in n for n in nc.read_run(run)["notes"]))
+            write_check(run, "demo", {"base": [0] * 4, "trained": [1, 0, 0, 0]}, grpo=False)
             path = os.path.join(tmp, "run.json")
             text = io.StringIO()
             with redirect_stdout(text):
-                assert nc.main([run, "--sft-only", "--outcomes", path]) == 0
+                assert nc.main([run, "--outcomes", path]) == 0
             self.assertIn("| demo | 4 | 0.0% [0.0, 49.0] | 25.0% [4.6, 69.9] | - |", text.getvalue())
-            self.assertNotIn("people's questions sampled", text.getvalue(), "the sampled check compares SFT+GRPO")
+            self.assertIn("hand-written questions after SFT: 25.0%", text.getvalue())
+            self.assertNotIn("Pooled SFT+GRPO vs SFT", text.getvalue())
             with open(path) as f:
                 data = json.load(f)
             self.assertEqual(sorted(data["databases"]["demo"]["greedy"]), ["SFT", "base"])
-            self.assertNotIn("sampled", data["databases"]["demo"])
-            self.assertEqual(data["notes"], [nc.SFT_ONLY_NOTE], "no note about the stand-in step's adapter")
-            # Its outcomes file, read again as an SFT-only run, is written the same.
-            again = os.path.join(tmp, "again.json")
-            with redirect_stdout(io.StringIO()):
-                assert nc.main([path, "--sft-only", "--outcomes", again]) == 0
-            with open(again) as f:
-                self.assertEqual({**json.load(f), "source": path}, {**data, "source": path})
-            with redirect_stdout(io.StringIO()), self.assertRaises(SystemExit):
-                nc.main([run, run, "--sft-only"])
+            self.assertEqual(data["notes"], [])
 
     def test_tables_that_need_the_directory_are_absent(self):
         with tempfile.TemporaryDirectory() as tmp:

@@ -58,6 +58,11 @@ fn the_plan_follows_the_server_and_the_hardware() {
     assert!(demo.contains("tasks:    scenarios synth (the server has a SQL query tool (run_query))"), "{demo}");
     assert!(demo.contains("profile:  cpu (smollm2-135m-instruct)"), "{demo}");
     assert!(demo.contains("stages:   scenarios synth → collect → curate → sft → train\n"), "{demo}");
+    assert!(demo.contains("GRPO 2 steps of 3 x 4") && demo.contains("\nGRPO:     about"), "{demo}");
+    // --steps 0: no GRPO; the SFT adapter is validated against the base model instead.
+    let sft_only = plan_of(&["--server", "train-agent demo-server", "--profile", "cpu", "--steps", "0", "--out", out_s]);
+    assert!(sft_only.contains("on 45% of the train split, no GRPO (--steps 0)"), "{sft_only}");
+    assert!(sft_only.contains("stages:   scenarios synth → collect → curate → sft → eval validation\n") && !sft_only.contains("GRPO:"), "{sft_only}");
     assert!(!out.exists(), "--plan writes nothing");
 
     if let Some(sqlite) = MCP_SERVER_SQLITE.path("the_plan_follows_the_server_and_the_hardware") {
@@ -112,9 +117,9 @@ fn a_base_model_file_that_is_not_there_is_refused_before_anything_runs() {
 
 #[test]
 fn sizes_that_cannot_run_are_refused_when_the_flags_are_read() {
-    // `--sft-share 0` failed only once the run began, after printing its plan; `--steps 0` meant
-    // no limit, so a whole epoch of GRPO.
-    for (flag, value, says) in [("--sft-share", "0", "is not a share above 0"), ("--sft-share", "1.5", "is not a share above 0"), ("--steps", "0", "--steps")] {
+    // `--sft-share 0` failed only once the run began, after printing its plan. (`--steps 0`, which
+    // meant no limit, a whole epoch of GRPO, now means none: `fit_without_grpo_...` below.)
+    for (flag, value, says) in [("--sft-share", "0", "is not a share above 0"), ("--sft-share", "1.5", "is not a share above 0"), ("--steps", "all", "--steps")] {
         let o = fit(&["--server", "train-agent demo-server", "--profile", "cpu", flag, value, "--plan"]);
         let (stdout, stderr) = text(&o);
         assert_eq!(o.status.code(), Some(2), "a usage error: {flag} {value}: {stdout}\n{stderr}");
@@ -423,4 +428,98 @@ fn ctrl_c_during_a_stage_that_does_not_listen_stops_the_run_and_a_rerun_continue
     let names: Vec<&str> = stages.iter().map(|s| s["stage"].as_str().unwrap()).collect();
     assert_eq!(names, ["scenarios synth", "collect", "curate", "sft", "engine", "train"], "{stderr2}");
     assert!(stages.iter().all(|s| s["seconds"].as_f64().is_some()), "every stage finished: {stages:?}");
+}
+
+/// `--steps 0` on the demo server, on CPU: no GRPO. The SFT adapter is validated against the base
+/// model on the validation split (`eval`, a stage of its own), then played on the check set,
+/// greedy with the base model and sampled alone; it is what the run delivers, and the tables show
+/// base and SFT only. Run again, every stage is found complete.
+#[test]
+fn fit_without_grpo_validates_and_checks_the_sft_adapter() {
+    let dir = tempfile::tempdir().unwrap();
+    let check = dir.path().join("check.jsonl");
+    std::fs::write(&check, "{\"task\": \"How many employees are there?\", \"expected\": 50}\n{\"task\": \"How many departments are there?\", \"expected\": 8}\n")
+        .unwrap();
+    let out = dir.path().join("fit");
+    let model = common::tiny_model(false);
+    let args = [
+        "--server",
+        "train-agent demo-server",
+        "--profile",
+        "cpu",
+        "--steps",
+        "0",
+        "--train-limit",
+        "4",
+        "--validation-limit",
+        "2",
+        "--base-model",
+        model.to_str().unwrap(),
+        "--check-set",
+        check.to_str().unwrap(),
+        "--check-samples",
+        "2",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    let cache = dir.path().join("validation-cache");
+    let run = fit_command(&args).env(ta_train::base_cache::DIR_ENV, &cache).output().unwrap();
+    let (stdout, stderr) = text(&run);
+    assert!(run.status.success(), "{stdout}\n{stderr}");
+    for stage in [
+        "[4/7]",
+        "train-agent sft",
+        "[5/7] the validation split: base and SFT (no GRPO: --steps 0)",
+        "[6/7]",
+        "base, SFT",
+        "[7/7] the same questions, 2 sampled episodes each: SFT",
+    ] {
+        assert!(stderr.contains(stage), "{stage} missing from:\n{stderr}");
+    }
+    assert!(!stderr.contains("train-agent train "), "no GRPO:\n{stderr}");
+    let stages: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(out.join("fit.json")).unwrap()).unwrap();
+    let names: Vec<&str> = stages.iter().map(|s| s["stage"].as_str().unwrap()).collect();
+    assert_eq!(names, ["scenarios synth", "collect", "curate", "sft", "engine", "eval validation", "eval", "eval sampled"]);
+    assert!(!out.join("grpo").exists(), "no GRPO run");
+
+    // The validation split, both models on each of its 2 tasks; the check set's 2 questions with
+    // base and SFT greedy, then SFT twice each sampled.
+    let sft = std::fs::canonicalize(out.join("sft/final")).unwrap();
+    for (dir, label, episodes) in
+        [("validation", "base", 2), ("validation", "trained", 2), ("check", "base", 2), ("check", "trained", 2), ("check-sampled", "trained", 4)]
+    {
+        assert_eq!(jsonl(&out.join(dir).join("trajectories").join(format!("{label}.jsonl"))).len(), episodes, "{dir}/{label}");
+    }
+    for (dir, absent) in [("validation", "baseline"), ("check", "baseline"), ("check-sampled", "base")] {
+        assert!(!out.join(dir).join("trajectories").join(format!("{absent}.jsonl")).exists(), "{dir} has no {absent}");
+    }
+    for dir in ["validation", "check"] {
+        let eval: Value = serde_json::from_str(&std::fs::read_to_string(out.join(dir).join("eval.json")).unwrap()).unwrap();
+        let played = eval["models"].as_array().unwrap().iter().find(|m| m["label"] == "trained").unwrap()["source"].as_str().unwrap().to_string();
+        assert_eq!(std::fs::canonicalize(&played).unwrap(), sft, "{dir} played SFT's adapter");
+    }
+    let validation = jsonl(&out.join("validation/trajectories/trained.jsonl"));
+    let split: Vec<Value> = jsonl(&out.join("scenarios.jsonl")).into_iter().filter(|t| t["split"] == "validation").collect();
+    let ids = |ts: &[Value], key: &str| ts.iter().map(|t| t[key].as_str().unwrap().to_string()).collect::<std::collections::BTreeSet<_>>();
+    assert_eq!(ids(&validation, "scenario_id"), ids(&split, "id"), "the validation split's tasks");
+
+    // The tables: base and SFT, never SFT+GRPO; the adapter delivered is SFT's.
+    assert!(stdout.contains("validation split, one greedy episode per task:") && stdout.contains("2 questions of"), "{stdout}");
+    assert!(stdout.contains(&format!("the adapter this run delivers, {}: SFT's (no GRPO: --steps 0)", out.join("sft/final").display())), "{stdout}");
+    assert!(stdout.contains("the same questions, 2 sampled episodes each:"), "{stdout}");
+    assert!(!stdout.contains("SFT+GRPO"), "{stdout}");
+    assert!(out.join("validation/report.html").exists());
+    let report = Command::new(common::bin()).arg("report").arg(&out).output().unwrap();
+    let (report_out, report_err) = text(&report);
+    assert!(report.status.success(), "{report_err}");
+    assert_eq!(report_out.lines().collect::<Vec<_>>(), ["sft", "validation", "check", "check-sampled"].map(|d| out.join(d).join("report.html").display().to_string()));
+
+    let again = fit_command(&args).env(ta_train::base_cache::DIR_ENV, &cache).output().unwrap();
+    let (stdout2, stderr2) = text(&again);
+    assert!(again.status.success(), "{stderr2}");
+    for skipped in ["sft", "eval validation", "eval", "eval sampled"] {
+        assert!(stderr2.contains(&format!("{skipped}: done in an earlier run")), "{skipped} ran again:\n{stderr2}");
+    }
+    assert!(!stderr2.contains("engine for train and eval"), "no engine starts when no stage needs it:\n{stderr2}");
+    assert!(stdout2.contains("validation split, one greedy episode per task:"), "{stdout2}");
 }

@@ -49,7 +49,8 @@ pub async fn run(args: Args) -> Result<()> {
     }
     args.judge.apply(&mut profile.grpo.reward)?;
     crate::setup::check_rewards(&profile.grpo.reward, Some(crate::args::BASE_NAME))?;
-    eprintln!("demo: {} on {}, {} GRPO steps, in {}", profile.model, if gpu { "GPU" } else { "CPU" }, profile.grpo.rollout.max_steps, args.out.display());
+    let steps = if profile.sft_only { 0 } else { profile.grpo.rollout.max_steps };
+    eprintln!("demo: {} on {}, {steps} GRPO steps, in {}", profile.model, if gpu { "GPU" } else { "CPU" }, args.out.display());
     // A distribution of its own (hand-written wording, harder joins): worth its time on a GPU,
     // it would double the CPU demo's.
     let check_set = gpu.then(|| {

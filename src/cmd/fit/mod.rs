@@ -158,19 +158,18 @@ fn plan_text(job: &Job, server: &str) -> String {
     let p = &job.profile;
     let g = &p.grpo.rollout;
     let rates = Rates::of(p.gpu);
-    let lines = [
+    let grpo =
+        if p.sft_only { "no GRPO (--steps 0)".to_string() } else { format!("GRPO {} steps of {} x {}", g.max_steps, g.scenarios_per_step, g.rollouts_per_scenario) };
+    let mut lines = vec![
         format!("server:   {}", ta_types::terminal::terminal_safe(server)),
         format!("tasks:    {}", job.source),
         format!("tools:    {}", tools_text(job)),
         format!(
-            "profile:  {} ({}): SFT {} epoch(s) on {:.0}% of the train split, GRPO {} steps of {} x {}{}",
+            "profile:  {} ({}): SFT {} epoch(s) on {:.0}% of the train split, {grpo}{}",
             if p.gpu { "gpu" } else { "cpu" },
             p.model,
             p.sft.epochs,
             p.sft_share * 100.0,
-            g.max_steps,
-            g.scenarios_per_step,
-            g.rollouts_per_scenario,
             p.validation_limit.map(|n| format!(", validation on {n} tasks")).unwrap_or_default()
         ),
         format!(
@@ -181,8 +180,10 @@ fn plan_text(job: &Job, server: &str) -> String {
             })
         ),
         format!("stages:   {}", run::commands(job).join(" → ")),
-        format!("GRPO:     {} a step", about(rates.grpo_step)),
-        format!("out:      {}", job.out.display()),
     ];
+    if !p.sft_only {
+        lines.push(format!("GRPO:     {} a step", about(rates.grpo_step)));
+    }
+    lines.push(format!("out:      {}", job.out.display()));
     lines.join("\n")
 }

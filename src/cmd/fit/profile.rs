@@ -24,6 +24,9 @@ pub struct Profile {
     pub sft_share: f64,
     pub sft: SftConfig,
     pub grpo: TrainConfig,
+    /// No GRPO (`--steps 0`): the SFT adapter is the run's result. `grpo`'s settings still size
+    /// the engine and the episodes of the validation and the check set.
+    pub sft_only: bool,
     /// The context the engine serves: slots are whole contexts, so a shorter one holds more
     /// episodes at once in the same KV memory.
     pub max_model_len: u32,
@@ -127,8 +130,10 @@ pub struct ProfileArgs {
     #[arg(long, value_parser = ["cpu", "gpu"])]
     profile: Option<String>,
     /// GRPO steps (default with a GPU: 48 for `fit`, 16 for `demo`; 2 on CPU). Runs as many
-    /// epochs of the train split as the steps need.
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    /// epochs of the train split as the steps need. 0: no GRPO; the run ends with the SFT adapter,
+    /// validated against the base model and played on the check set (what GRPO would add is not
+    /// always worth its time: benches/RESULTS.md, "Run 37").
+    #[arg(long)]
     steps: Option<u64>,
     /// Share of the train split whose reference traces go to SFT (GRPO trains on all of it).
     /// Default: the profile's (see docs/demo.md).
@@ -208,6 +213,9 @@ pub fn profile(gpu: bool, model: &str, o: &Overrides) -> Profile {
     let mut grpo = TrainConfig { base_model: model.into(), ..TrainConfig::default() };
     grpo.rollout.eval_every = 0;
     let (mut train_limit, mut validation_limit) = (o.train_limit, o.validation_limit);
+    // `--steps 0` runs no GRPO; `train`'s own `max_steps = 0` would mean no limit.
+    let sft_only = o.steps == Some(0);
+    let steps = o.steps.filter(|&n| n > 0);
     let (keep, default_share, max_model_len, local_teacher_concurrency);
     if gpu {
         keep = TaskFilter::ALL;
@@ -219,7 +227,7 @@ pub fn profile(gpu: bool, model: &str, o: &Overrides) -> Profile {
         grpo.rollout.eval_rollouts = 4;
         sft.epochs = 6;
         sft.optim.lr = 2e-4;
-        grpo.rollout.max_steps = o.steps.unwrap_or(GPU_STEPS);
+        grpo.rollout.max_steps = steps.unwrap_or(GPU_STEPS);
         grpo.rollout.scenarios_per_step = 8;
         grpo.rollout.rollouts_per_scenario = 8;
         grpo.optim.lr = 2e-5;
@@ -265,7 +273,7 @@ pub fn profile(gpu: bool, model: &str, o: &Overrides) -> Profile {
         grpo.trainer.packing = Packing::PrefixTree;
         sft.trainer.micro_batch_tokens = 4096;
         grpo.trainer.micro_batch_tokens = 4096;
-        grpo.rollout.max_steps = o.steps.unwrap_or(2);
+        grpo.rollout.max_steps = steps.unwrap_or(2);
         grpo.rollout.scenarios_per_step = 3;
         grpo.rollout.rollouts_per_scenario = 4;
         // The workflow takes four turns (list, describe, query, answer) of at most ~40 tokens; one
@@ -308,6 +316,7 @@ pub fn profile(gpu: bool, model: &str, o: &Overrides) -> Profile {
         sft_share: o.sft_share.unwrap_or(default_share),
         sft,
         grpo,
+        sft_only,
         max_model_len,
         synth_seed,
         local_teacher_concurrency,
@@ -410,6 +419,13 @@ mod tests {
         assert_eq!(steps(size(&[]).profile(true, None, DEMO_GPU_STEPS)), DEMO_GPU_STEPS, "demo");
         assert_eq!(steps(size(&["--steps", "5"]).profile(true, None, GPU_STEPS)), 5, "--steps wins");
         assert_eq!(steps(size(&[]).profile(false, None, GPU_STEPS)), 2, "a CPU keeps its own");
+        // --steps 0: no GRPO, on either profile; train's config keeps a real step count, since
+        // `max_steps = 0` there means no limit.
+        for gpu in [true, false] {
+            let p = size(&["--steps", "0"]).profile(gpu, None, GPU_STEPS);
+            assert!(p.sft_only && p.grpo.rollout.max_steps > 0, "gpu {gpu}");
+            assert!(!size(&["--steps", "1"]).profile(gpu, None, GPU_STEPS).sft_only && !size(&[]).profile(gpu, None, GPU_STEPS).sft_only);
+        }
     }
 
     #[test]

@@ -1,9 +1,10 @@
 //! A whole run, stage by stage: the tasks (synthesis or walk, and the teacher's), reference
 //! traces of part of the train split, SFT on them, GRPO from the SFT adapter on the whole train
-//! split (validating base, SFT and the result), and the check set. Each stage is one of the
-//! ordinary subcommands, run with the flags it prints, in its own directory under `--out`; a
-//! stage whose output is complete is skipped, so running the same command again after a Ctrl-C
-//! or a crash continues where it stopped. What each stage took goes to `fit.json`.
+//! split (validating base, SFT and the result; with `--steps 0` no GRPO, and an `eval` validates
+//! base and SFT instead), and the check set. Each stage is one of the ordinary subcommands, run
+//! with the flags it prints, in its own directory under `--out`; a stage whose output is complete
+//! is skipped, so running the same command again after a Ctrl-C or a crash continues where it
+//! stopped. What each stage took goes to `fit.json`.
 //!
 //! Ctrl-C: the run listens for it from its start ([`crate::interrupted`]), so a press in any
 //! stage stops the run at the next safe point with every finished stage kept. The stages that
@@ -81,6 +82,9 @@ pub struct CheckSet {
 
 /// `fit.json`'s record of the sampled check set (an `eval` of its own).
 const SAMPLED_CHECK_STAGE: &str = "eval sampled";
+/// `fit.json`'s record of the SFT adapter's validation against the base model when no GRPO runs
+/// (`--steps 0`; GRPO's run validates both otherwise).
+const VALIDATION_STAGE: &str = "eval validation";
 
 pub enum CheckScenarios {
     File(PathBuf),
@@ -197,7 +201,7 @@ fn path(p: &Path) -> String {
 /// The subcommands a job runs, in order.
 pub fn commands(job: &Job) -> Vec<&'static str> {
     let mut c = job.source.commands();
-    c.extend(["collect", "curate", "sft", "train"]);
+    c.extend(["collect", "curate", "sft", if job.profile.sft_only { VALIDATION_STAGE } else { "train" }]);
     if let Some(check) = &job.check_set {
         c.push("eval");
         if check.samples > 0 {
@@ -238,7 +242,7 @@ async fn unless_interrupted<T>(command: &str, stage: impl Future<Output = Result
 async fn run_job(job: Job) -> Result<()> {
     let of = commands(&job).len();
     let Job { command, out, server, chooses_tools, source, synth_n, profile, check_set, recipe } = job;
-    let Profile { gpu, keep, train_limit, validation_limit, sft_share, mut sft, mut grpo, max_model_len, synth_seed, local_teacher_concurrency, .. } = profile;
+    let Profile { gpu, keep, train_limit, validation_limit, sft_share, mut sft, mut grpo, sft_only, max_model_len, synth_seed, local_teacher_concurrency, .. } = profile;
     let rates = Rates::of(gpu);
     std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
     let mut stages = Stages::open(command, out.join(STAGES_FILE), of);
@@ -277,13 +281,15 @@ async fn run_job(job: Job) -> Result<()> {
     std::fs::write(&sft_scenarios, sft_part)?;
     eprintln!("tasks: {n_train} train ({n_sft} of them for SFT's reference traces), {n_val} validation");
 
-    let [sft_dir, grpo_dir, check_dir, sampled_dir] = REPORTED.map(|d| out.join(d));
+    let [sft_dir, grpo_dir, validation_dir, check_dir, sampled_dir] = REPORTED.map(|d| out.join(d));
     let (traces, dataset) = (out.join("traces"), out.join("dataset"));
     let sft_final = sft_dir.join("final");
 
     // GRPO from the SFT adapter on the whole train split; its validation covers the base, the
-    // SFT adapter and the result. Its flags come first: the engine it plays on starts with them.
-    let train_due = !finished(&grpo_dir);
+    // SFT adapter and the result. Its flags come first: the engine it plays on starts with them
+    // (without GRPO too: they size the episodes the validation and the check set play).
+    let train_due = !sft_only && !finished(&grpo_dir);
+    let validation_due = sft_only && !validation_dir.join("eval.json").exists();
     grpo.init_adapter = Some(path(&std::path::absolute(&sft_final)?));
     let grpo_config = out.join("grpo.toml");
     std::fs::write(&grpo_config, grpo.to_toml())?;
@@ -294,7 +300,7 @@ async fn run_job(job: Job) -> Result<()> {
     train_argv.extend(["--max-model-len".into(), max_model_len.to_string()]);
     let check_due = check_set.is_some() && !check_dir.join("eval.json").exists();
     let sampled_due = check_set.as_ref().is_some_and(|c| c.samples > 0) && !sampled_dir.join("eval.json").exists();
-    let engine_options = if train_due || check_due || sampled_due {
+    let engine_options = if train_due || validation_due || check_due || sampled_due {
         let args: train::Args = parse("train", &train_argv)?;
         Some((PythonEnv::ensure()?, train::engine_options(&args, sft.lora.r, RunSetup::logs(&out)?.join("engine.log"))?))
     } else {
@@ -382,7 +388,38 @@ async fn run_job(job: Job) -> Result<()> {
         (None, None) => None,
     };
 
-    if train_due {
+    // The flags every `eval` here plays its episodes with: GRPO's.
+    let episodes = [
+        "--max-turns".into(),
+        grpo.rollout.max_turns.to_string(),
+        "--max-tokens".into(),
+        grpo.rollout.max_tokens.to_string(),
+        "--max-episode-tokens".into(),
+        grpo.rollout.max_episode_tokens.to_string(),
+        "--concurrency".into(),
+        grpo.rollout.concurrency.to_string(),
+        "--tool-result-max-chars".into(),
+        view.clone(),
+    ];
+    if sft_only {
+        if validation_due {
+            let mut argv =
+                with_server(&["--scenarios".into(), path(&scenarios), "--split".into(), "validation".into(), "--model".into(), path(&std::path::absolute(&sft_final)?)]);
+            argv.extend(episodes.iter().cloned());
+            argv.extend(["--compare-base".into(), "--out".into(), path(&validation_dir)]);
+            let (args, t) = stages.start_as(
+                VALIDATION_STAGE,
+                "eval",
+                "the validation split: base and SFT (no GRPO: --steps 0)",
+                &argv,
+                Some(rates.evaluation(1.0, 2 * n_val, 1.0)),
+            )?;
+            eval::run(args, engine.as_ref()).await?;
+            stages.done(t)?;
+        } else {
+            stages.skip(VALIDATION_STAGE);
+        }
+    } else if train_due {
         let validation = rates.evaluation(3.0, n_val, 1.0) + rates.evaluation(2.0, n_val, grpo.rollout.eval_rollouts as f64);
         let estimate = validation + rates.grpo_step * grpo.rollout.max_steps as f64;
         let (args, t) = stages.start("train", "GRPO from the SFT adapter, validating base, SFT and the result", &train_argv, Some(estimate))?;
@@ -396,7 +433,9 @@ async fn run_job(job: Job) -> Result<()> {
     }
 
     // The check set, which training never saw: base, SFT and SFT+GRPO greedy, then SFT and
-    // SFT+GRPO sampled. Both play with the flags below, built once when either is due.
+    // SFT+GRPO sampled (without GRPO, base and SFT, then SFT). Both play with the flags below,
+    // built once when either is due.
+    let models = if sft_only { &MODELS[..2] } else { &MODELS[..] };
     if let Some(check) = &check_set {
         let argv = if check_due || sampled_due {
             let file = match &check.scenarios {
@@ -407,8 +446,6 @@ async fn run_job(job: Job) -> Result<()> {
                     p
                 }
             };
-            // No step trained (every group flat): GRPO's result is the SFT adapter itself.
-            let trained = if grpo_dir.join("final").exists() { grpo_dir.join("final") } else { sft_final.clone() };
             let mut argv = with_server(&[]);
             // The check set's questions name no tools: offer the ones the tasks were trained with.
             if let Some((tools, read_only)) = ta_types::scenario::tools_needed(&ta_types::scenario::parse_scenarios(&kept, &path(&scenarios))?)
@@ -419,26 +456,15 @@ async fn run_job(job: Job) -> Result<()> {
                     argv.extend(["--isolate".into(), "none".into()]);
                 }
             }
-            argv.extend([
-                "--scenarios".into(),
-                path(&file),
-                "--split".into(),
-                "all".into(),
-                "--model".into(),
-                path(&std::path::absolute(&trained)?),
-                "--baseline".into(),
-                path(&std::path::absolute(&sft_final)?),
-                "--max-turns".into(),
-                grpo.rollout.max_turns.to_string(),
-                "--max-tokens".into(),
-                grpo.rollout.max_tokens.to_string(),
-                "--max-episode-tokens".into(),
-                grpo.rollout.max_episode_tokens.to_string(),
-                "--concurrency".into(),
-                grpo.rollout.concurrency.to_string(),
-                "--tool-result-max-chars".into(),
-                view.clone(),
-            ]);
+            argv.extend(["--scenarios".into(), path(&file), "--split".into(), "all".into()]);
+            if sft_only {
+                argv.extend(["--model".into(), path(&std::path::absolute(&sft_final)?)]);
+            } else {
+                // No step trained (every group flat): GRPO's result is the SFT adapter itself.
+                let trained = if grpo_dir.join("final").exists() { grpo_dir.join("final") } else { sft_final.clone() };
+                argv.extend(["--model".into(), path(&std::path::absolute(&trained)?), "--baseline".into(), path(&std::path::absolute(&sft_final)?)]);
+            }
+            argv.extend(episodes);
             argv
         } else {
             Vec::new()
@@ -446,9 +472,9 @@ async fn run_job(job: Job) -> Result<()> {
         if check_due {
             let mut greedy = argv.clone();
             greedy.extend(["--compare-base".into(), "--out".into(), path(&check_dir)]);
-            // The three models play at once, on the engine train used.
-            let estimate = rates.evaluation(1.0, 3 * check.questions, 1.0);
-            let what = format!("{} as a check set: base, SFT, SFT+GRPO", check.label);
+            // The models play at once, on the engine train used.
+            let estimate = rates.evaluation(1.0, models.len() * check.questions, 1.0);
+            let what = format!("{} as a check set: {}", check.label, models.join(", "));
             let (args, t) = stages.start("eval", &what, &greedy, Some(estimate))?;
             eval::run(args, engine.as_ref()).await?;
             stages.done(t)?;
@@ -459,8 +485,8 @@ async fn run_job(job: Job) -> Result<()> {
             // `eval --rollouts` samples at temperature 1.0; the seed is GRPO's.
             let mut sampled = argv;
             sampled.extend(["--rollouts".into(), check.samples.to_string(), "--seed".into(), grpo.seed.to_string(), "--out".into(), path(&sampled_dir)]);
-            let estimate = rates.evaluation(1.0, 2 * check.questions * check.samples as usize, 1.0);
-            let what = format!("the same questions, {} sampled episodes each: SFT, SFT+GRPO", check.samples);
+            let estimate = rates.evaluation(1.0, (models.len() - 1) * check.questions * check.samples as usize, 1.0);
+            let what = format!("the same questions, {} sampled episodes each: {}", check.samples, models[1..].join(", "));
             let (args, t) = stages.start_as(SAMPLED_CHECK_STAGE, "eval", &what, &sampled, Some(estimate))?;
             eval::run(args, engine.as_ref()).await?;
             stages.done(t)?;
@@ -471,7 +497,12 @@ async fn run_job(job: Job) -> Result<()> {
     if let Some(engine) = engine {
         engine.shutdown().await;
     }
-    print_tables(&grpo_dir, check_set.as_ref().map(|c| (check_dir.as_path(), c.label.as_str())), &sampled_dir)?;
+    let check = check_set.as_ref().map(|c| (check_dir.as_path(), c.label.as_str()));
+    if sft_only {
+        print_sft_tables(&validation_dir, &sft_final, check, &sampled_dir)?;
+    } else {
+        print_tables(&grpo_dir, check, &sampled_dir)?;
+    }
     print_times(&stages.records, &grpo_dir)?;
     Ok(())
 }
@@ -517,8 +548,9 @@ struct TaskFlags {
 pub const STAGES_FILE: &str = "fit.json";
 
 /// The stages' directories that hold a report, in the order they run: SFT, GRPO (validation of
-/// base, SFT and SFT+GRPO), the check set greedy and sampled.
-pub const REPORTED: [&str; 4] = ["sft", "grpo", "check", "check-sampled"];
+/// base, SFT and SFT+GRPO) or, without GRPO, the validation of base and SFT, the check set greedy
+/// and sampled.
+pub const REPORTED: [&str; 5] = ["sft", "grpo", "validation", "check", "check-sampled"];
 
 /// `show` on each stage directory of a `fit` or `demo` run that exists (`report`, `stats`); false
 /// when `dir` is not such a run. A stage stopped before its first step has nothing to show (a
@@ -669,10 +701,13 @@ fn interrupted<T>(command: &str) -> Result<T> {
     Err(Interrupted::stages(command).into())
 }
 
+/// The models a run compares, in its tables' order; without GRPO the first two.
+const MODELS: [&str; 3] = ["base", "SFT", "SFT+GRPO"];
+
 /// The base / SFT / SFT+GRPO tables: the GRPO run's validations (greedy, and sampled when it
 /// sampled), each with the paired test of SFT+GRPO against SFT, and the check set's evaluation.
 fn print_tables(grpo_dir: &Path, check: Option<(&Path, &str)>, sampled_dir: &Path) -> Result<()> {
-    let labels = ["base", "SFT", "SFT+GRPO"];
+    let labels = MODELS;
     let run = RunDir::open(grpo_dir)?;
     let evaluated = run.evaluated()?;
     // Without a baseline (validate_base off) the columns start at the SFT adapter.
@@ -690,22 +725,47 @@ fn print_tables(grpo_dir: &Path, check: Option<(&Path, &str)>, sampled_dir: &Pat
     if let Some(k) = &kept {
         outln!("\nthe adapter this run delivers, {}: {}", grpo_dir.join("final").display(), k.summary())?;
     }
-    if let Some((dir, label)) = check {
-        let check = RunDir::open(dir)?;
-        outln!("\n{label} (a check set training never saw), one greedy episode each:")?;
-        if let Some(k) = kept.as_ref().filter(|k| k.step != k.last_step) {
-            outln!("(SFT+GRPO here is final/, step {}'s adapter; above, the validation's SFT+GRPO is step {}'s)", k.step, k.last_step)?;
-        }
-        print_models(&labels, &check.evaluated()?)?;
-        if sampled_dir.join("eval.json").exists() {
-            let sampled = RunDir::open(sampled_dir)?.evaluated()?;
-            let k = sampled.first().map_or(0, |(_, ts)| per_task(ts));
-            outln!("\nthe same questions, {k} sampled episodes each:")?;
-            print_models(&labels[1..], &sampled)?;
-        }
+    if let Some(check) = check {
+        let note = kept
+            .as_ref()
+            .filter(|k| k.step != k.last_step)
+            .map(|k| format!("(SFT+GRPO here is final/, step {}'s adapter; above, the validation's SFT+GRPO is step {}'s)", k.step, k.last_step));
+        print_check(check, &labels, note, sampled_dir)?;
     }
     let report = ta_eval::write_report(grpo_dir)?;
     outln!("\nreport: {}", report.display())?;
+    Ok(())
+}
+
+/// Without GRPO (`--steps 0`): the validation of base and SFT, the adapter the run delivers,
+/// and the check set's tables of the two.
+fn print_sft_tables(validation_dir: &Path, sft_final: &Path, check: Option<(&Path, &str)>, sampled_dir: &Path) -> Result<()> {
+    let labels = &MODELS[..2];
+    outln!("\nvalidation split, one greedy episode per task:")?;
+    print_models(labels, &RunDir::open(validation_dir)?.evaluated()?)?;
+    outln!("\nthe adapter this run delivers, {}: SFT's (no GRPO: --steps 0)", sft_final.display())?;
+    if let Some(check) = check {
+        print_check(check, labels, None, sampled_dir)?;
+    }
+    let report = ta_eval::write_report(validation_dir)?;
+    outln!("\nreport: {}", report.display())?;
+    Ok(())
+}
+
+/// The check set's greedy table of `labels` (with `note` above it), and its sampled table of all
+/// but the base model when it was played.
+fn print_check((dir, label): (&Path, &str), labels: &[&str], note: Option<String>, sampled_dir: &Path) -> Result<()> {
+    outln!("\n{label} (a check set training never saw), one greedy episode each:")?;
+    if let Some(note) = note {
+        outln!("{note}")?;
+    }
+    print_models(labels, &RunDir::open(dir)?.evaluated()?)?;
+    if sampled_dir.join("eval.json").exists() {
+        let sampled = RunDir::open(sampled_dir)?.evaluated()?;
+        let k = sampled.first().map_or(0, |(_, ts)| per_task(ts));
+        outln!("\nthe same questions, {k} sampled episodes each:")?;
+        print_models(&labels[1..], &sampled)?;
+    }
     Ok(())
 }
 
