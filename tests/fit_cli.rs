@@ -333,6 +333,15 @@ fn fit_on_mcp_server_sqlite_offers_only_read_tools_and_continues_when_run_again(
     assert!(stderr2.contains("eval sampled: done in an earlier run"), "{stderr2}");
     assert!(!stderr2.contains("engine for train and eval"), "no engine starts when no stage needs it:\n{stderr2}");
     assert!(stdout2.contains("SFT+GRPO"));
+    // Without GRPO into the same directory: refused before anything runs (its tables would call
+    // GRPO's check SFT's).
+    let mut without = args.to_vec();
+    let steps = without.iter().position(|a| *a == "--steps").unwrap();
+    without[steps + 1] = "0";
+    let refused = fit(&without);
+    let (_, stderr_refused) = text(&refused);
+    assert!(!refused.status.success() && stderr_refused.contains("holds a run with --steps 1 or more"), "{stderr_refused}");
+    assert!(!out.join("validation").exists());
 
     // Another GRPO run of the same setting into a new directory reuses the base model's
     // validation from the cache; one of another setting plays it again.
@@ -522,4 +531,14 @@ fn fit_without_grpo_validates_and_checks_the_sft_adapter() {
     }
     assert!(!stderr2.contains("engine for train and eval"), "no engine starts when no stage needs it:\n{stderr2}");
     assert!(stdout2.contains("validation split, one greedy episode per task:"), "{stdout2}");
+
+    // GRPO into the same directory would table its adapter beside this run's: refused before
+    // anything runs.
+    let mut with_grpo = args.to_vec();
+    let steps = with_grpo.iter().position(|a| *a == "--steps").unwrap();
+    with_grpo[steps + 1] = "1";
+    let refused = fit(&with_grpo);
+    let (_, stderr3) = text(&refused);
+    assert!(!refused.status.success() && stderr3.contains("holds a run with --steps 0") && stderr3.contains("hint: give this run its own --out"), "{stderr3}");
+    assert!(!out.join("grpo").exists() && !stderr3.contains("[1/"), "{stderr3}");
 }

@@ -244,6 +244,11 @@ async fn run_job(job: Job) -> Result<()> {
     let Job { command, out, server, chooses_tools, source, synth_n, profile, check_set, recipe } = job;
     let Profile { gpu, keep, train_limit, validation_limit, sft_share, mut sft, mut grpo, sft_only, max_model_len, synth_seed, local_teacher_concurrency, .. } = profile;
     let rates = Rates::of(gpu);
+    // A finished stage is not redone: a run with GRPO and one without would mix their results
+    // (the check set played with GRPO's adapter, say, tabled as SFT's).
+    let [sft_dir, grpo_dir, validation_dir, check_dir, sampled_dir] = REPORTED.map(|d| out.join(d));
+    let (other, other_steps) = if sft_only { (&grpo_dir, "1 or more") } else { (&validation_dir, "0") };
+    anyhow::ensure!(!other.exists(), "{} holds a run with --steps {other_steps} ({} is there)\nhint: give this run its own --out", out.display(), other.display());
     std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
     let mut stages = Stages::open(command, out.join(STAGES_FILE), of);
     let with_server = |rest: &[String]| -> Vec<String> { server.iter().cloned().chain(rest.iter().cloned()).collect() };
@@ -281,7 +286,6 @@ async fn run_job(job: Job) -> Result<()> {
     std::fs::write(&sft_scenarios, sft_part)?;
     eprintln!("tasks: {n_train} train ({n_sft} of them for SFT's reference traces), {n_val} validation");
 
-    let [sft_dir, grpo_dir, validation_dir, check_dir, sampled_dir] = REPORTED.map(|d| out.join(d));
     let (traces, dataset) = (out.join("traces"), out.join("dataset"));
     let sft_final = sft_dir.join("final");
 
