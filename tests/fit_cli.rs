@@ -23,6 +23,15 @@ fn fit_command(args: &[&str]) -> Command {
     cmd
 }
 
+/// A whole `fit` run with `args`, the base model's validations in `cache`: its stdout and
+/// stderr, once it has succeeded.
+fn fit_ok(args: &[&str], cache: &Path) -> (String, String) {
+    let run = fit_command(args).env(ta_train::base_cache::DIR_ENV, cache).output().unwrap();
+    let (stdout, stderr) = text(&run);
+    assert!(run.status.success(), "{stdout}\n{stderr}");
+    (stdout, stderr)
+}
+
 fn text(o: &Output) -> (String, String) {
     (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
 }
@@ -156,6 +165,13 @@ fn a_judge_or_teacher_the_run_cannot_call_is_refused_before_anything_runs() {
     assert!(!out.exists(), "nothing was started");
 }
 
+/// `fit.json` of the run in `out`: its stage records, and their names in order.
+fn stages_of(out: &Path) -> (Vec<Value>, Vec<String>) {
+    let stages: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(out.join("fit.json")).unwrap()).unwrap();
+    let names = stages.iter().map(|s| s["stage"].as_str().unwrap().to_string()).collect();
+    (stages, names)
+}
+
 fn jsonl(path: &Path) -> Vec<Value> {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
@@ -209,9 +225,7 @@ fn fit_on_mcp_server_sqlite_offers_only_read_tools_and_continues_when_run_again(
     ];
     // The base model's validations go to this test's own cache.
     let cache = dir.path().join("validation-cache");
-    let run = fit_command(&args).env(ta_train::base_cache::DIR_ENV, &cache).output().unwrap();
-    let (stdout, stderr) = text(&run);
-    assert!(run.status.success(), "{stdout}\n{stderr}");
+    let (stdout, stderr) = fit_ok(&args, &cache);
 
     // Each stage is shown with the command that repeats it and an estimate; fit.json keeps what
     // each took.
@@ -231,8 +245,7 @@ fn fit_on_mcp_server_sqlite_offers_only_read_tools_and_continues_when_run_again(
         assert!(stderr.contains(stage), "{stage} missing from:\n{stderr}");
     }
     assert!(stderr.contains("(about "), "an estimate before each stage:\n{stderr}");
-    let stages: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(out.join("fit.json")).unwrap()).unwrap();
-    let names: Vec<&str> = stages.iter().map(|s| s["stage"].as_str().unwrap()).collect();
+    let (stages, names) = stages_of(&out);
     // One engine for train and eval, started once (after SFT on a CPU): its start-up is its own
     // record, and neither stage starts another.
     assert_eq!(names, ["scenarios synth", "collect", "curate", "sft", "engine", "train", "eval", "eval sampled"]);
@@ -421,20 +434,16 @@ fn ctrl_c_during_a_stage_that_does_not_listen_stops_the_run_and_a_rerun_continue
     assert_eq!(stopped.status.code(), Some(130), "{stdout}\n{stderr}");
     assert!(stderr.contains("fit interrupted: every finished stage and step is kept\nhint: run the same command again to continue"), "{stderr}");
     assert!(!stderr.contains("train-agent train "), "no stage starts after Ctrl-C:\n{stderr}");
-    let stages: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(out.join("fit.json")).unwrap()).unwrap();
-    let names: Vec<&str> = stages.iter().map(|s| s["stage"].as_str().unwrap()).collect();
+    let (_, names) = stages_of(&out);
     assert_eq!(names, ["scenarios synth", "collect", "curate", "sft"], "the finished stages, no engine: {stderr}");
 
     // The same command again: the finished stages are skipped, the engine starts and GRPO runs.
-    let again = fit_command(&args).env(ta_train::base_cache::DIR_ENV, &cache).output().unwrap();
-    let (stdout2, stderr2) = text(&again);
-    assert!(again.status.success(), "{stdout2}\n{stderr2}");
+    let (_, stderr2) = fit_ok(&args, &cache);
     for skipped in ["scenarios synth", "collect", "curate", "sft"] {
         assert!(stderr2.contains(&format!("{skipped}: done in an earlier run")), "{skipped} ran again:\n{stderr2}");
     }
     assert!(stderr2.contains("engine for train and eval: ready after") && stderr2.contains("train-agent train "), "{stderr2}");
-    let stages: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(out.join("fit.json")).unwrap()).unwrap();
-    let names: Vec<&str> = stages.iter().map(|s| s["stage"].as_str().unwrap()).collect();
+    let (stages, names) = stages_of(&out);
     assert_eq!(names, ["scenarios synth", "collect", "curate", "sft", "engine", "train"], "{stderr2}");
     assert!(stages.iter().all(|s| s["seconds"].as_f64().is_some()), "every stage finished: {stages:?}");
 }
@@ -472,9 +481,7 @@ fn fit_without_grpo_validates_and_checks_the_sft_adapter() {
         out.to_str().unwrap(),
     ];
     let cache = dir.path().join("validation-cache");
-    let run = fit_command(&args).env(ta_train::base_cache::DIR_ENV, &cache).output().unwrap();
-    let (stdout, stderr) = text(&run);
-    assert!(run.status.success(), "{stdout}\n{stderr}");
+    let (stdout, stderr) = fit_ok(&args, &cache);
     for stage in [
         "[4/7]",
         "train-agent sft",
@@ -486,8 +493,7 @@ fn fit_without_grpo_validates_and_checks_the_sft_adapter() {
         assert!(stderr.contains(stage), "{stage} missing from:\n{stderr}");
     }
     assert!(!stderr.contains("train-agent train "), "no GRPO:\n{stderr}");
-    let stages: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(out.join("fit.json")).unwrap()).unwrap();
-    let names: Vec<&str> = stages.iter().map(|s| s["stage"].as_str().unwrap()).collect();
+    let (_, names) = stages_of(&out);
     assert_eq!(names, ["scenarios synth", "collect", "curate", "sft", "engine", "eval validation", "eval", "eval sampled"]);
     assert!(!out.join("grpo").exists(), "no GRPO run");
 
@@ -523,9 +529,7 @@ fn fit_without_grpo_validates_and_checks_the_sft_adapter() {
     assert!(report.status.success(), "{report_err}");
     assert_eq!(report_out.lines().collect::<Vec<_>>(), ["sft", "validation", "check", "check-sampled"].map(|d| out.join(d).join("report.html").display().to_string()));
 
-    let again = fit_command(&args).env(ta_train::base_cache::DIR_ENV, &cache).output().unwrap();
-    let (stdout2, stderr2) = text(&again);
-    assert!(again.status.success(), "{stderr2}");
+    let (stdout2, stderr2) = fit_ok(&args, &cache);
     for skipped in ["sft", "eval validation", "eval", "eval sampled"] {
         assert!(stderr2.contains(&format!("{skipped}: done in an earlier run")), "{skipped} ran again:\n{stderr2}");
     }
